@@ -1,0 +1,288 @@
+/**
+ * The environment contract.
+ *
+ * An env is created per trajectory from the row's `env_config`, inside a `Scope`: whatever ends
+ * the trajectory (done, max_turns, an env or model failure, interruption), the scope closes and the
+ * env's `close` runs exactly once.
+ *
+ * - `reset(request)` gives the first observation (the first user message), an `info` record and an
+ *   optional system prompt.
+ * - `step(messages)` receives the whole conversation (its last message is the model's newest reply)
+ *   and gives the next observation, a reward, `done` and an `info` record.
+ *
+ * Envs are registered by name as {@link Definition}s. {@link define} takes an Effect-native
+ * constructor; {@link make} and {@link fromClass} adapt plain objects and classes whose methods
+ * return values, Promises or Effects, the way Python envs are written.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Either, ParseResult, Schema } from "effect"
+import type * as Scope from "effect/Scope"
+import type * as Lift from "./internal/lift.js"
+import { describe, hasTag, liftMaybe } from "./internal/lift.js"
+import type { Message } from "./Message.js"
+
+/**
+ * A row's `env_config`: a JSON object. `name` (when present) selects the env.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EnvConfig = Readonly<Record<string, unknown>>
+
+/**
+ * Free-form, JSON-serialisable debugging data returned by reset and step. It is kept in the
+ * trajectory and written to the completions log.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Info = Readonly<Record<string, unknown>>
+
+/**
+ * What `reset` receives: the dataset row's messages and extra columns (`dataDict`, which holds
+ * `env_config` too).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResetRequest {
+  readonly trajectoryId: string
+  /**
+   * The row's seed, derived from the run's seed and the row index: the same for every generation
+   * of a row. Envs whose config has no seed of its own use it, so reruns stay reproducible.
+   */
+  readonly seed: number
+  readonly messages: ReadonlyArray<Message>
+  readonly dataDict: Readonly<Record<string, unknown>>
+  readonly envConfig: EnvConfig
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResetResult {
+  readonly observation: string
+  readonly info: Info
+  readonly systemPrompt?: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepResult {
+  readonly observation: string
+  readonly reward: number
+  readonly done: boolean
+  readonly info: Info
+}
+
+/**
+ * A live env. Closing is not part of this interface: it is the finalizer of the scope the env was
+ * created in.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Env {
+  readonly reset: (request: ResetRequest) => Effect.Effect<ResetResult, EnvError>
+  readonly step: (messages: ReadonlyArray<Message>) => Effect.Effect<StepResult, EnvError>
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class EnvError extends Schema.TaggedError<EnvError>("effect-gym/EnvError")("EnvError", {
+  env: Schema.String,
+  phase: Schema.Literal("create", "reset", "step", "close"),
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `env ${this.env}: ${this.phase} failed: ${this.detail}`
+  }
+}
+
+/**
+ * A row's `env_config` that the env cannot use. `path` is the field, e.g. `env_config.size`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EnvConfigError extends Schema.TaggedError<EnvConfigError>("effect-gym/EnvConfigError")(
+  "EnvConfigError",
+  {
+    env: Schema.String,
+    path: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message(): string {
+    return `${this.path}: ${this.reason} (env ${this.env})`
+  }
+}
+
+/**
+ * An env registered under a name. `prepare` checks a row's `env_config` once (so a bad value is
+ * reported with its row before anything runs) and gives the Effect that creates one env; running
+ * that Effect twice creates two envs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Definition {
+  readonly name: string
+  readonly description: string
+  readonly prepare: (config: EnvConfig) => Either.Either<Effect.Effect<Env, EnvError, Scope.Scope>, EnvConfigError>
+}
+
+const configDecoder = <C, I>(name: string, schema: Schema.Schema<C, I> | undefined) => {
+  if (schema === undefined) {
+    return (config: EnvConfig): Either.Either<C, EnvConfigError> => Either.right(config as unknown as C)
+  }
+  const decode = ParseResult.decodeUnknownEither(schema, { errors: "first", onExcessProperty: "ignore" })
+  return (config: EnvConfig): Either.Either<C, EnvConfigError> =>
+    Either.mapLeft(decode(config), (error) => {
+      const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
+      const path = ["env_config", ...(issue?.path ?? []).map(String)].join(".")
+      return new EnvConfigError({ env: name, path, reason: issue?.message ?? String(error) })
+    })
+}
+
+/**
+ * An env from an Effect-native constructor. `config` (optional) is the schema of `env_config`;
+ * without it the constructor receives the raw object.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const define = <C = EnvConfig, I = C>(options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly config?: Schema.Schema<C, I> | undefined
+  readonly make: (config: C) => Effect.Effect<Env, EnvError, Scope.Scope>
+}): Definition => {
+  const decode = configDecoder(options.name, options.config)
+  return {
+    name: options.name,
+    description: options.description ?? "",
+    prepare: (config) => Either.map(decode(config), (decoded) => options.make(decoded))
+  }
+}
+
+/**
+ * A value, a Promise of it, or an Effect of it: what the methods of a plain-object or class env may
+ * return.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MaybeEffect<A> = Lift.MaybeEffect<A>
+
+/**
+ * The methods of a plain-object or class env. Reset may return a `ResetResult` or a Python-style
+ * tuple `[observation, info, systemPrompt]`; step a `StepResult` or `[observation, reward, done, info]`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handlers {
+  reset(request: ResetRequest): MaybeEffect<ResetResult | readonly [string, Info?, (string | null)?]>
+  step(messages: ReadonlyArray<Message>): MaybeEffect<StepResult | readonly [string, number, boolean, Info?]>
+  close?(): MaybeEffect<void>
+}
+
+const ENV_ERROR = new Set(["EnvError"])
+
+/**
+ * Runs a handler method and lifts whatever it returns (value, Promise, Effect, or a throw) into an
+ * Effect failing with `EnvError`.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const lift = <A>(
+  env: string,
+  phase: EnvError["phase"],
+  thunk: () => MaybeEffect<A>
+): Effect.Effect<A, EnvError> =>
+  liftMaybe(thunk, (cause) =>
+    hasTag(cause, ENV_ERROR) ? (cause as EnvError) : new EnvError({ env, phase, detail: describe(cause), cause }))
+
+const normalizeReset = (out: ResetResult | readonly [string, Info?, (string | null)?]): ResetResult =>
+  Array.isArray(out)
+    ? { observation: out[0], info: out[1] ?? {}, systemPrompt: out[2] ?? undefined }
+    : (out as ResetResult)
+
+const normalizeStep = (out: StepResult | readonly [string, number, boolean, Info?]): StepResult =>
+  Array.isArray(out)
+    ? { observation: out[0], reward: out[1], done: out[2], info: out[3] ?? {} }
+    : (out as StepResult)
+
+/**
+ * Adapts live handlers into the contract: the handlers' `close` becomes the scope's finalizer,
+ * so it runs exactly once. A failing close is logged, never lost silently.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromHandlers = (
+  name: string,
+  acquire: Effect.Effect<Handlers, EnvError>
+): Effect.Effect<Env, EnvError, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(acquire, (handlers) =>
+      handlers.close === undefined
+        ? Effect.void
+        : lift(name, "close", () => handlers.close!()).pipe(
+          Effect.catchAll((error) => Effect.logWarning(error.message)),
+          Effect.asVoid
+        )),
+    (handlers): Env => ({
+      reset: (request) => Effect.map(lift(name, "reset", () => handlers.reset(request)), normalizeReset),
+      step: (messages) => Effect.map(lift(name, "step", () => handlers.step(messages)), normalizeStep)
+    })
+  )
+
+/**
+ * An env from a function that creates a plain object with `reset`, `step` and optional `close`
+ * methods (sync, async or Effect).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <C = EnvConfig, I = C>(options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly config?: Schema.Schema<C, I> | undefined
+  readonly create: (config: C) => MaybeEffect<Handlers>
+}): Definition =>
+  define({
+    name: options.name,
+    description: options.description,
+    config: options.config,
+    make: (config) => fromHandlers(options.name, lift(options.name, "create", () => options.create(config)))
+  })
+
+/**
+ * An env from a class whose constructor takes the config, the way Python envs are written
+ * (`class MyEnv { constructor(config) {}; async reset(req) {}; async step(messages) {}; async close() {} }`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromClass = <C = EnvConfig, I = C>(options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly config?: Schema.Schema<C, I> | undefined
+  readonly class: new(config: C) => Handlers
+}): Definition =>
+  make({
+    name: options.name,
+    description: options.description,
+    config: options.config,
+    create: (config) => new options.class(config)
+  })

@@ -1,0 +1,99 @@
+/**
+ * Plugins: modules, given by path at run time (`--plugin file.ts`), that add envs, schedulers,
+ * reward functions and policies.
+ *
+ * A plugin module's default export (or its export named `plugin`) is made with {@link make}:
+ *
+ * ```ts
+ * import { Env, Plugin } from "effect-gym"
+ * export default Plugin.make({ envs: [Env.make({ name: "my_env", create: (config) => new MyEnv(config) })] })
+ * ```
+ *
+ * Plugins are values, not side effects on a global registry: loading the same plugin twice, or in
+ * two runs of one process, is harmless.
+ *
+ * @since 0.1.0
+ */
+import { Either, Schema } from "effect"
+import type * as Env from "./Env.js"
+import type * as Policy from "./Policy.js"
+import type * as Reward from "./Reward.js"
+import type * as Scheduler from "./Scheduler.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Plugin {
+  readonly name?: string | undefined
+  readonly envs?: ReadonlyArray<Env.Definition> | undefined
+  readonly schedulers?: ReadonlyArray<Scheduler.Definition> | undefined
+  readonly rewards?: ReadonlyArray<Reward.Definition> | undefined
+  readonly policies?: ReadonlyArray<Policy.Definition> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class PluginError extends Schema.TaggedError<PluginError>("effect-gym/PluginError")("PluginError", {
+  file: Schema.String,
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `plugin ${this.file}: ${this.detail}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (plugin: Plugin): Plugin => plugin
+
+const KINDS = {
+  envs: ["prepare"],
+  schedulers: ["make"],
+  rewards: ["score"],
+  policies: ["make"]
+} as const
+
+/**
+ * Checks the exports of a loaded module: its default export (or `plugin`) must be a plugin object
+ * whose entries have names and the functions their kind needs.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const fromModule = (file: string, module: unknown): Either.Either<Plugin, PluginError> => {
+  const fail = (detail: string) => Either.left(new PluginError({ file, detail }))
+  const exports = module as Record<string, unknown> | null
+  const candidate = exports?.default ?? exports?.plugin
+  if (typeof candidate !== "object" || candidate === null) {
+    return fail("has no plugin export: export default Plugin.make({ envs, schedulers, rewards, policies })")
+  }
+  const plugin = candidate as Record<string, unknown>
+  const known = new Set(["name", ...Object.keys(KINDS)])
+  const unknownKey = Object.keys(plugin).find((key) => !known.has(key))
+  if (unknownKey !== undefined) {
+    return fail(`unknown plugin field ${JSON.stringify(unknownKey)} (expected ${[...known].join(", ")})`)
+  }
+  for (const [kind, functions] of Object.entries(KINDS)) {
+    const entries = plugin[kind]
+    if (entries === undefined) continue
+    if (!Array.isArray(entries)) return fail(`${kind} must be an array`)
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as Record<string, unknown> | null
+      if (typeof entry !== "object" || entry === null || typeof entry.name !== "string" || entry.name === "") {
+        return fail(`${kind}[${i}] must be a definition with a name`)
+      }
+      for (const fn of functions) {
+        if (typeof entry[fn] !== "function") {
+          return fail(`${kind}[${i}] (${entry.name}) has no ${fn} function: build it with the ${kind} helpers`)
+        }
+      }
+    }
+  }
+  return Either.right(plugin as Plugin)
+}

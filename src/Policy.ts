@@ -1,0 +1,71 @@
+/**
+ * Named in-process policies: `Inference` services made from options, selected with `--policy`.
+ * The built-in ones are scripted (no model); plugins may add more.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Either, ParseResult, Schema } from "effect"
+import type * as Scope from "effect/Scope"
+import type { Service } from "./Inference.js"
+
+/**
+ * Options given to a policy that it cannot use.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PolicyConfigError extends Schema.TaggedError<PolicyConfigError>("effect-gym/PolicyConfigError")(
+  "PolicyConfigError",
+  {
+    policy: Schema.String,
+    path: Schema.String,
+    detail: Schema.String
+  }
+) {
+  override get message(): string {
+    return `--policy-option ${this.path}: ${this.detail} (policy ${this.policy})`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Definition {
+  readonly name: string
+  readonly description: string
+  readonly make: (options: Readonly<Record<string, unknown>>) => Effect.Effect<Service, PolicyConfigError, Scope.Scope>
+}
+
+/**
+ * A policy with options decoded by a schema (values from the command line arrive as strings).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const define = <A, I>(options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly options: Schema.Schema<A, I>
+  readonly make: (options: A) => Effect.Effect<Service, PolicyConfigError, Scope.Scope>
+}): Definition => {
+  const decode = ParseResult.decodeUnknownEither(options.options, { errors: "first", onExcessProperty: "error" })
+  return {
+    name: options.name,
+    description: options.description ?? "",
+    make: (raw) =>
+      Either.match(decode(raw), {
+        onLeft: (issue) => {
+          const first = ParseResult.ArrayFormatter.formatIssueSync(issue)[0]
+          return Effect.fail(
+            new PolicyConfigError({
+              policy: options.name,
+              path: (first?.path ?? []).map(String).join("."),
+              detail: first?.message ?? "invalid options"
+            })
+          )
+        },
+        onRight: options.make
+      })
+  }
+}

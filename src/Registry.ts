@@ -1,0 +1,128 @@
+/**
+ * The registry: envs, schedulers, reward functions and policies by name. Built-ins first, then each
+ * plugin in order (a plugin may replace a built-in of the same name).
+ *
+ * @since 0.1.0
+ */
+import { Context, Either, Schema } from "effect"
+import type * as Env from "./Env.js"
+import { FrozenLake } from "./envs/FrozenLake.js"
+import type * as Plugin from "./Plugin.js"
+import type * as Policy from "./Policy.js"
+import { frozenLakeSolver, random } from "./policies/Scripted.js"
+import * as Reward from "./Reward.js"
+import * as Scheduler from "./Scheduler.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Registry {
+  readonly envs: ReadonlyMap<string, Env.Definition>
+  readonly schedulers: ReadonlyMap<string, Scheduler.Definition>
+  readonly rewards: ReadonlyMap<string, Reward.Definition>
+  readonly policies: ReadonlyMap<string, Policy.Definition>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Kind = "env" | "scheduler" | "reward function" | "policy"
+
+/**
+ * A name that is not registered. The message lists what is.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotRegistered extends Schema.TaggedError<NotRegistered>("effect-gym/NotRegistered")("NotRegistered", {
+  kind: Schema.Literal("env", "scheduler", "reward function", "policy"),
+  name: Schema.String,
+  available: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `unknown ${this.kind} ${JSON.stringify(this.name)}; registered: ${
+      this.available.length === 0 ? "(none)" : this.available.join(", ")
+    }`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class RegistryService extends Context.Tag("effect-gym/Registry")<RegistryService, Registry>() {}
+
+const byName = <A extends { readonly name: string }>(
+  base: ReadonlyMap<string, A>,
+  more: ReadonlyArray<A> | undefined
+): ReadonlyMap<string, A> => {
+  if (more === undefined || more.length === 0) return base
+  const out = new Map(base)
+  for (const item of more) out.set(item.name, item)
+  return out
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const empty: Registry = { envs: new Map(), schedulers: new Map(), rewards: new Map(), policies: new Map() }
+
+/**
+ * Adds a plugin's entries (later entries replace earlier ones of the same name).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const add = (registry: Registry, plugin: Plugin.Plugin): Registry => ({
+  envs: byName(registry.envs, plugin.envs),
+  schedulers: byName(registry.schedulers, plugin.schedulers),
+  rewards: byName(registry.rewards, plugin.rewards),
+  policies: byName(registry.policies, plugin.policies)
+})
+
+/**
+ * The built-ins: `frozen_lake`; `gym_scheduler`; `format`; `random` and `frozen-lake-solver`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const builtins: Registry = add(empty, {
+  envs: [FrozenLake],
+  schedulers: [Scheduler.gym],
+  rewards: [Reward.format],
+  policies: [random, frozenLakeSolver]
+})
+
+const lookup = <A>(kind: Kind, map: ReadonlyMap<string, A>, name: string): Either.Either<A, NotRegistered> => {
+  const found = map.get(name)
+  return found === undefined
+    ? Either.left(new NotRegistered({ kind, name, available: [...map.keys()].sort() }))
+    : Either.right(found)
+}
+
+/**
+ * @since 0.1.0
+ * @category getters
+ */
+export const env = (registry: Registry, name: string) => lookup("env", registry.envs, name)
+
+/**
+ * @since 0.1.0
+ * @category getters
+ */
+export const scheduler = (registry: Registry, name: string) => lookup("scheduler", registry.schedulers, name)
+
+/**
+ * @since 0.1.0
+ * @category getters
+ */
+export const reward = (registry: Registry, name: string) => lookup("reward function", registry.rewards, name)
+
+/**
+ * @since 0.1.0
+ * @category getters
+ */
+export const policy = (registry: Registry, name: string) => lookup("policy", registry.policies, name)

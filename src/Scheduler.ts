@@ -1,0 +1,417 @@
+/**
+ * The multi-turn scheduler: the hooks that turn an env (or anything else) into a conversation.
+ *
+ * Per trajectory a scheduler starts a {@link Session} (the reference's `on_trajectory_start`):
+ * it creates the env in the trajectory's scope, resets it and builds the first prompt. Then, per
+ * turn, after the model's reply is appended:
+ * - `onTurnEnd` (the reference's `on_turn_end`) steps the env: reward, `done`, infos;
+ * - `checkFinished` decides when `onTurnEnd` says nothing about `done`;
+ * - `step` builds the next turn's messages (appends the observation).
+ * The loop itself (max turns, timing, events) lives in `Trajectory` and never changes.
+ *
+ * Custom schedulers are {@link Definition}s registered by name; {@link extend} builds one on top of
+ * another (usually {@link gym}) by overriding hooks per trajectory.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Schema } from "effect"
+import type * as Scope from "effect/Scope"
+import * as Env from "./Env.js"
+import type { Completion, InferenceError } from "./Inference.js"
+import { describe, hasTag, liftMaybe } from "./internal/lift.js"
+import * as Message from "./Message.js"
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class SchedulerError extends Schema.TaggedError<SchedulerError>("effect-gym/SchedulerError")(
+  "SchedulerError",
+  {
+    scheduler: Schema.String,
+    hook: Schema.String,
+    detail: Schema.String,
+    cause: Schema.optional(Schema.Defect)
+  }
+) {
+  override get message(): string {
+    return `scheduler ${this.scheduler}: ${this.hook} failed: ${this.detail}`
+  }
+}
+
+/**
+ * A defect (a bug: a throw or a die) in a hook, an env or a backend, caught at the trajectory's
+ * boundary so that it fails that trajectory only.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UnexpectedError extends Schema.TaggedError<UnexpectedError>("effect-gym/UnexpectedError")(
+  "UnexpectedError",
+  {
+    phase: Schema.String,
+    detail: Schema.String,
+    cause: Schema.optional(Schema.Defect)
+  }
+) {
+  override get message(): string {
+    return `unexpected error in ${this.phase}: ${this.detail}`
+  }
+}
+
+/**
+ * Every way a trajectory can fail.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type TrajectoryError = Env.EnvError | InferenceError | SchedulerError | UnexpectedError
+
+/**
+ * One trajectory to run: a dataset row's content, which generation of the row it is, and the env
+ * the row selected (already checked against its config).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TrajectoryRequest {
+  /** `r<row>-g<generation>`, unique within a run. */
+  readonly id: string
+  readonly row: number
+  readonly generation: number
+  /** The trajectory's seed (model sampling). */
+  readonly seed: number
+  /** The row's seed: shared by every generation of the row (env randomness). */
+  readonly rowSeed: number
+  readonly messages: ReadonlyArray<Message.Message>
+  readonly dataDict: Readonly<Record<string, unknown>>
+  readonly envConfig: Env.EnvConfig
+  /** The selected env; `undefined` for schedulers that bring their own (e.g. remote envs). */
+  readonly env: PreparedEnv | undefined
+  readonly maxTurns: number
+}
+
+/**
+ * An env picked by name, with its config checked: `create` makes one instance in a scope.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PreparedEnv {
+  readonly name: string
+  readonly create: Effect.Effect<Env.Env, Env.EnvError, Scope.Scope>
+}
+
+/**
+ * What the hooks of a turn see.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TurnContext {
+  readonly request: TrajectoryRequest
+  /** 1-based. */
+  readonly turn: number
+  /** The conversation, its last message being the model's reply of this turn. */
+  readonly messages: ReadonlyArray<Message.Message>
+  readonly completion: Completion
+}
+
+/**
+ * What `onTurnEnd` reports. `reward` is summed into the trajectory's total; `done`, when present,
+ * decides whether the trajectory ends (otherwise `checkFinished` does).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TurnResult {
+  readonly done?: boolean | undefined
+  readonly reward?: number | undefined
+  /**
+   * The env's observation: the next user message when the trajectory goes on (the final one, when
+   * done, is kept in the `Step` event but not appended, as in the reference).
+   */
+  readonly observation?: string | undefined
+  readonly info?: Env.Info | undefined
+  /** Merged into the trajectory's `rollout_infos`. */
+  readonly rolloutInfos?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * The hooks of one trajectory. State lives in the closure that created it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Session {
+  /** The first prompt (system prompt and first observation). */
+  readonly messages: ReadonlyArray<Message.Message>
+  /** The reset info. */
+  readonly info: Env.Info
+  readonly onTurnEnd: (context: TurnContext) => Effect.Effect<TurnResult, TrajectoryError>
+  readonly checkFinished: (context: TurnContext) => boolean
+  /** The messages of the next turn. */
+  readonly step: (
+    context: TurnContext,
+    result: TurnResult
+  ) => Effect.Effect<ReadonlyArray<Message.Message>, TrajectoryError>
+}
+
+/**
+ * A scheduler made for one run: per-run state (connection limits, caches) lives here.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Instance {
+  readonly name: string
+  readonly start: (request: TrajectoryRequest) => Effect.Effect<Session, TrajectoryError, Scope.Scope>
+}
+
+/**
+ * What a run tells its scheduler.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions {
+  /** Scheduler-specific options (`--scheduler-option key=value`, or the server's config). */
+  readonly options: Readonly<Record<string, unknown>>
+}
+
+/**
+ * A scheduler registered under a name. `make` runs once per run, in the run's scope.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Definition {
+  readonly name: string
+  readonly description: string
+  /** Whether rows must select a registered env (false for schedulers that bring their own envs). */
+  readonly usesRegistryEnvs: boolean
+  readonly make: (options: RunOptions) => Effect.Effect<Instance, SchedulerError, Scope.Scope>
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const define = (options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly usesRegistryEnvs?: boolean | undefined
+  readonly make: (options: RunOptions) => Effect.Effect<Instance, SchedulerError, Scope.Scope>
+}): Definition => ({
+  name: options.name,
+  description: options.description ?? "",
+  usesRegistryEnvs: options.usesRegistryEnvs ?? true,
+  make: options.make
+})
+
+/**
+ * Appends the observation of a turn as the next user message (the gym scheduler's `step`).
+ *
+ * @since 0.1.0
+ * @category hooks
+ */
+export const appendObservation = (
+  context: TurnContext,
+  result: TurnResult
+): Effect.Effect<ReadonlyArray<Message.Message>> =>
+  Effect.succeed(
+    result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)]
+  )
+
+/**
+ * The reference's default finish check: stop when the model hit its token limit.
+ *
+ * @since 0.1.0
+ * @category hooks
+ */
+export const finishedOnLength = (context: TurnContext): boolean => context.completion.finishReason === "length"
+
+const checkStep = (env: string, out: Env.StepResult): Env.EnvError | undefined => {
+  const problem = typeof out !== "object" || out === null
+    ? "step returned no result"
+    : typeof out.observation !== "string"
+    ? `observation must be a string, got ${typeof out.observation}`
+    : typeof out.reward !== "number" || !Number.isFinite(out.reward)
+    ? `reward must be a finite number, got ${String(out.reward)}`
+    : typeof out.done !== "boolean"
+    ? `done must be a boolean, got ${typeof out.done}`
+    : out.info !== undefined && (typeof out.info !== "object" || out.info === null)
+    ? "info must be an object"
+    : undefined
+  return problem === undefined ? undefined : new Env.EnvError({ env, phase: "step", detail: problem })
+}
+
+const checkReset = (env: string, out: Env.ResetResult): Env.EnvError | undefined => {
+  const problem = typeof out !== "object" || out === null
+    ? "reset returned no result"
+    : typeof out.observation !== "string"
+    ? `observation must be a string, got ${typeof out.observation}`
+    : out.systemPrompt !== undefined && out.systemPrompt !== null && typeof out.systemPrompt !== "string"
+    ? "systemPrompt must be a string"
+    : out.info !== undefined && (typeof out.info !== "object" || out.info === null)
+    ? "info must be an object"
+    : undefined
+  return problem === undefined ? undefined : new Env.EnvError({ env, phase: "reset", detail: problem })
+}
+
+const EMPTY_INFO: Env.Info = Object.freeze({})
+
+/**
+ * Starts a gym session over a live env: reset gives the first prompt; each turn steps the env with
+ * the whole conversation, sums rewards, and appends the observation while the env is not done.
+ * `rollout_infos` carries `total_reward`, `step_rewards` and `gym_done`, as in the reference.
+ *
+ * @since 0.1.0
+ * @category hooks
+ */
+export const gymSession = (
+  envName: string,
+  env: Env.Env,
+  request: TrajectoryRequest
+): Effect.Effect<Session, Env.EnvError> =>
+  Effect.flatMap(
+    env.reset({
+      trajectoryId: request.id,
+      seed: request.rowSeed,
+      messages: request.messages,
+      dataDict: request.dataDict,
+      envConfig: request.envConfig
+    }),
+    (reset) => {
+      const invalid = checkReset(envName, reset)
+      if (invalid !== undefined) return Effect.fail(invalid)
+      let total = 0
+      const stepRewards: Array<number> = []
+      const messages: Array<Message.Message> = []
+      if (reset.systemPrompt) messages.push(Message.system(reset.systemPrompt))
+      messages.push(Message.user(reset.observation))
+      return Effect.succeed<Session>({
+        messages,
+        info: reset.info ?? EMPTY_INFO,
+        checkFinished: () => false,
+        step: appendObservation,
+        onTurnEnd: (context) =>
+          Effect.flatMap(env.step(context.messages), (out) => {
+            const bad = checkStep(envName, out)
+            if (bad !== undefined) return Effect.fail(bad)
+            total += out.reward
+            stepRewards.push(out.reward)
+            return Effect.succeed<TurnResult>({
+              done: out.done,
+              reward: out.reward,
+              observation: out.observation,
+              info: out.info ?? EMPTY_INFO,
+              rolloutInfos: { total_reward: total, step_rewards: stepRewards.slice(), gym_done: out.done }
+            })
+          })
+      })
+    }
+  )
+
+/**
+ * The built-in gym scheduler (the reference's `gym_scheduler`): the row's env, reset and stepped.
+ *
+ * @since 0.1.0
+ * @category definitions
+ */
+export const gym: Definition = define({
+  name: "gym_scheduler",
+  description: "Drives the row's registered env: reset gives the prompt, each reply is stepped (the reference's GYMScheduler)",
+  make: () =>
+    Effect.succeed<Instance>({
+      name: "gym_scheduler",
+      start: (request) => {
+        const env = request.env
+        if (env === undefined) {
+          return Effect.fail(
+            new SchedulerError({
+              scheduler: "gym_scheduler",
+              hook: "start",
+              detail: "no env selected for this row: pass --gym-env NAME or set env_config.name"
+            })
+          )
+        }
+        return Effect.flatMap(env.create, (live) => gymSession(env.name, live, request))
+      }
+    })
+})
+
+/**
+ * Per-trajectory overrides for {@link extend}. `base` is the session of the scheduler being
+ * extended; keep per-trajectory state in the closure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SessionOverrides = (
+  base: Session,
+  request: TrajectoryRequest
+) => Partial<Session> | Effect.Effect<Partial<Session>, TrajectoryError>
+
+/**
+ * A scheduler built on another one: same start (env creation and reset), with some hooks replaced
+ * per trajectory.
+ *
+ * @example
+ * const doubled = Scheduler.extend(Scheduler.gym, {
+ *   name: "doubled",
+ *   session: (base) => ({
+ *     onTurnEnd: (context) => Effect.map(base.onTurnEnd(context), (r) => ({ ...r, reward: (r.reward ?? 0) * 2 }))
+ *   })
+ * })
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const extend = (base: Definition, options: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly session: SessionOverrides
+}): Definition =>
+  define({
+    name: options.name,
+    description: options.description ?? `${base.description} (extended)`,
+    usesRegistryEnvs: base.usesRegistryEnvs,
+    make: (runOptions) =>
+      Effect.map(base.make(runOptions), (instance): Instance => ({
+        name: options.name,
+        start: (request) =>
+          Effect.flatMap(instance.start(request), (session) => {
+            const overrides = liftHook(options.name, "session", () => options.session(session, request))
+            return Effect.map(overrides, (o) => ({ ...session, ...o }))
+          })
+      }))
+  })
+
+/**
+ * Runs a hook written as plain code (value, Promise, Effect or a throw) and types its failures as
+ * `SchedulerError` (or keeps them when they are already trajectory errors).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const liftHook = <A>(
+  scheduler: string,
+  hook: string,
+  thunk: () => A | PromiseLike<A> | Effect.Effect<A, unknown>
+): Effect.Effect<A, TrajectoryError> =>
+  liftMaybe(thunk, (cause) =>
+    isTrajectoryError(cause) ? cause : new SchedulerError({ scheduler, hook, detail: describe(cause), cause }))
+
+const TRAJECTORY_ERROR_TAGS: ReadonlySet<string> = new Set([
+  "EnvError",
+  "InferenceError",
+  "SchedulerError",
+  "UnexpectedError"
+])
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTrajectoryError = (u: unknown): u is TrajectoryError => hasTag(u, TRAJECTORY_ERROR_TAGS)

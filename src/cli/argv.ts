@@ -1,0 +1,31 @@
+/**
+ * Options that take several values after one flag (`--reward-funcs format length`,
+ * `--reward-weights 0.2 1.0`), as the reference's command line does, are rewritten into repeated
+ * flags (`--reward-weights 0.2 --reward-weights 1.0`) before parsing. Comma-separated lists work
+ * too. Values stop at the next token that starts with `--`.
+ */
+
+const MULTI_VALUE = new Set(["--reward-funcs", "--reward-weights", "--plugin"])
+
+/** Rewrites multi-value options of a full argv (node, script, arguments). */
+export const normalizeArgv = (argv: ReadonlyArray<string>): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]
+    const eq = token.indexOf("=")
+    const flag = eq > 0 ? token.slice(0, eq) : token
+    if (!MULTI_VALUE.has(flag) || i < 2) {
+      out.push(token)
+      continue
+    }
+    const values: Array<string> = []
+    if (eq > 0) values.push(token.slice(eq + 1))
+    while (i + 1 < argv.length && !argv[i + 1].startsWith("--") && (eq < 0 || values.length === 0)) {
+      values.push(argv[++i])
+    }
+    const split = values.flatMap((v) => (flag === "--plugin" ? [v] : v.split(",").filter((s) => s !== "")))
+    if (split.length === 0) out.push(flag)
+    for (const value of split) out.push(flag, value)
+  }
+  return out
+}

@@ -1,0 +1,47 @@
+import { Effect } from "effect"
+
+/** A value, a Promise of it, or an Effect of it: what user-written hooks and env methods return. */
+export type MaybeEffect<A> = A | PromiseLike<A> | Effect.Effect<A, unknown>
+
+const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/**
+ * Runs user code that may return a value, a Promise or an Effect (or throw), and maps every failure
+ * and defect through `onError`. Interruption is never caught.
+ */
+export const liftMaybe = <A, E>(
+  thunk: () => MaybeEffect<A>,
+  onError: (cause: unknown) => E
+): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    let out: MaybeEffect<A>
+    try {
+      out = thunk()
+    } catch (cause) {
+      return Effect.fail(onError(cause))
+    }
+    if (Effect.isEffect(out)) {
+      return (out as Effect.Effect<A, unknown>).pipe(
+        Effect.mapError(onError),
+        Effect.catchAllDefect((defect) => Effect.fail(onError(defect)))
+      )
+    }
+    if (isPromiseLike(out)) return Effect.tryPromise({ try: () => out as PromiseLike<A>, catch: onError })
+    return Effect.succeed(out)
+  })
+
+/** A readable one-line description of a thrown value or failure. */
+export const describe = (cause: unknown): string => {
+  if (cause instanceof Error) return cause.message
+  if (typeof cause === "string") return cause
+  try {
+    return JSON.stringify(cause) ?? String(cause)
+  } catch {
+    return String(cause)
+  }
+}
+
+/** Whether `u` is a tagged error with one of the given tags (works across module copies). */
+export const hasTag = (u: unknown, tags: ReadonlySet<string>): boolean =>
+  typeof u === "object" && u !== null && tags.has((u as { _tag?: unknown })._tag as string)

@@ -1,0 +1,59 @@
+/**
+ * Loads plugin modules by path at run time: TypeScript through tsx's loader, JavaScript as is.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Either } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import * as Plugin from "../Plugin.js"
+import * as Registry from "../Registry.js"
+
+const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"])
+
+/**
+ * Imports one plugin file and checks its export.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginError> =>
+  Effect.gen(function*() {
+    const absolute = path.resolve(file)
+    if (!fs.existsSync(absolute)) {
+      return yield* new Plugin.PluginError({ file, detail: "file not found" })
+    }
+    const url = pathToFileURL(absolute).href
+    const module = yield* Effect.tryPromise({
+      try: async () => {
+        if (TS_EXTENSIONS.has(path.extname(absolute))) {
+          const { tsImport } = await import("tsx/esm/api")
+          return (await tsImport(url, import.meta.url)) as unknown
+        }
+        return (await import(url)) as unknown
+      },
+      catch: (cause) =>
+        new Plugin.PluginError({
+          file,
+          detail: `failed to load: ${cause instanceof Error ? cause.message : String(cause)}`,
+          cause
+        })
+    })
+    return yield* Either.match(Plugin.fromModule(file, module), {
+      onLeft: (error) => Effect.fail(error),
+      onRight: (plugin) => Effect.succeed(plugin)
+    })
+  })
+
+/**
+ * The built-in registry plus every plugin, in order.
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const registry = (
+  files: ReadonlyArray<string>,
+  base: Registry.Registry = Registry.builtins
+): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
+  Effect.reduce(files, base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
