@@ -38,8 +38,6 @@ export interface Config {
   readonly seed: number
   readonly columns: Reward.Columns
   readonly sampling?: SamplingParams | undefined
-  /** The file name used in row errors (rows built in memory have none). */
-  readonly source?: string | undefined
 }
 
 /**
@@ -157,9 +155,8 @@ export const rowSeed = (runSeed: number, rowIndex: number): number => mixSeed(ru
  */
 export const prepareRow = (config: Config, row: Row): Either.Either<PreparedRow, RowError> => {
   const seed = rowSeed(config.seed, row.index)
-  const file = config.source ?? "<rows>"
   const fail = (path: string, detail: string) =>
-    Either.left(new RowError({ file, line: row.index + 1, path, detail }))
+    Either.left(new RowError({ file: row.file, line: row.index + 1, path, detail }))
   const explicit = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
   const name = explicit ?? config.defaultEnv
   if (!config.scheduler.definition.usesRegistryEnvs) {
@@ -288,11 +285,16 @@ export const stream = (
   Stream.unwrapScoped(
     Effect.gen(function*() {
       const inference = yield* Inference
-      const queue = yield* Queue.bounded<Item | typeof END>(Math.max(64, config.concurrency))
+      const queue = yield* Effect.acquireRelease(
+        Queue.bounded<Item | typeof END>(Math.max(64, config.concurrency)),
+        Queue.shutdown
+      )
       const source = tasks(config, rows)
       const worker = workerLoop(config, inference, source, queue)
+      // END only after every worker finished normally; on interruption the scope interrupts the
+      // workers (closing their trajectories' envs) and shuts the queue down.
       yield* Effect.forkScoped(
-        Effect.ensuring(
+        Effect.zipRight(
           Effect.forEach(Array.from({ length: config.concurrency }), () => worker, {
             concurrency: "unbounded",
             discard: true

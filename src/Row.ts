@@ -43,6 +43,8 @@ export const RowSchema = Schema.Struct(
  * @category models
  */
 export interface Row {
+  /** The file the row comes from (for error messages). */
+  readonly file: string
   /** 0-based index of the row's line in its file (the `row` of completions lines). */
   readonly index: number
   readonly messages: ReadonlyArray<Message>
@@ -109,6 +111,7 @@ export const decodeValue = (file: string, index: number, value: unknown): Either
         if (key !== "messages") dataDict[key] = (value as Record<string, unknown>)[key]
       }
       return Either.right<Row>({
+        file,
         index,
         messages: decoded.messages ?? [],
         envConfig: (decoded.env_config ?? {}) as EnvConfig,

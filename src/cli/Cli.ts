@@ -95,7 +95,7 @@ const runOptions = {
     Options.withDescription("Reward functions (columns before gym_reward)"),
     Options.repeated
   ),
-  rewardWeights: Options.float("reward-weights").pipe(
+  rewardWeights: Options.text("reward-weights").pipe(
     Options.withDescription("One weight per reward column, the gym_reward weight last"),
     Options.repeated
   ),
@@ -103,6 +103,15 @@ const runOptions = {
 }
 
 type RunArgs = Command.Command.ParseConfig<typeof runOptions>
+
+/** Numbers given as text (`1`, `0.2`, `-1e-3`); @effect/cli's float option rejects integers. */
+const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
+  Effect.forEach(values, (text) => {
+    const value = Number(text)
+    return text.trim() === "" || !Number.isFinite(value)
+      ? Effect.fail(new Reward.RewardConfigError({ option, detail: `${JSON.stringify(text)} is not a number` }))
+      : Effect.succeed(value)
+  })
 
 const readText = (option: string, file: string) =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file)).pipe(
@@ -128,7 +137,7 @@ export const runJob = (args: RunArgs) =>
     const definition = yield* Registry.scheduler(registry, args.scheduler)
     const policy = yield* Registry.policy(registry, args.policy)
     const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
-    const columns = yield* Reward.columns(rewardDefs, args.rewardWeights)
+    const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
     if (defaultEnv !== undefined && definition.usesRegistryEnvs) yield* Registry.env(registry, defaultEnv)
 
@@ -146,8 +155,7 @@ export const runJob = (args: RunArgs) =>
       maxTurns: args.maxTurns,
       concurrency: args.concurrency,
       seed: args.seed,
-      columns,
-      source: args.dataset
+      columns
     }
     const accumulator = new Summary.Accumulator()
     const started = performance.now()
@@ -187,7 +195,7 @@ const datasetFrozenLake = Command.make("frozen-lake", {
   rows: Options.integer("rows").pipe(Options.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
   startSeed: Options.integer("start-seed").pipe(Options.withDefault(0)),
   size: Options.integer("size").pipe(Options.optional),
-  p: Options.float("p").pipe(Options.optional),
+  p: Options.text("p").pipe(Options.optional),
   output: Options.text("output").pipe(
     Options.withDescription("Where to write the JSONL (default: standard output)"),
     Options.optional
@@ -274,22 +282,24 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, 
           exitCode = summary.failures > 0 || summary.badRows > 0 ? 1 : 0
         })),
       Command.withSubcommands(dataset, [
-        Command.withHandler(datasetFrozenLake, (args) => {
-          const text = frozenLakeDataset({
-            rows: args.rows,
-            startSeed: args.startSeed,
-            size: Option.getOrUndefined(args.size),
-            p: Option.getOrUndefined(args.p)
-          })
-          return Option.match(args.output, {
-            onNone: () => Effect.sync(() => void process.stdout.write(text)),
-            onSome: (file) =>
-              Effect.flatMap(FileSystem.FileSystem, (fs) => fs.writeFileString(file, text)).pipe(
-                Effect.mapError((error) => new FileError({ option: "--output", file, detail: error.message })),
-                Effect.zipRight(Console.error(`wrote ${args.rows} rows to ${file}`))
-              )
-          })
-        })
+        Command.withHandler(datasetFrozenLake, (args) =>
+          Effect.gen(function*() {
+            if (args.rows < 0) return yield* new Rollout.RunConfigError({ option: "--rows", detail: "must be >= 0" })
+            const [p] = yield* parseNumbers("--p", Option.toArray(args.p))
+            const text = frozenLakeDataset({
+              rows: args.rows,
+              startSeed: args.startSeed,
+              size: Option.getOrUndefined(args.size),
+              p
+            })
+            if (Option.isNone(args.output)) return yield* Console.log(text.trimEnd())
+            const file = args.output.value
+            const fs = yield* FileSystem.FileSystem
+            yield* fs.writeFileString(file, text).pipe(
+              Effect.mapError((error) => new FileError({ option: "--output", file, detail: error.message }))
+            )
+            yield* Console.error(`wrote ${args.rows} rows to ${file}`)
+          }))
       ]),
       Command.withHandler(envs, (args) =>
         Effect.flatMap(PluginLoader.registry(args.plugins), (registry) =>

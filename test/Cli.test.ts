@@ -1,0 +1,188 @@
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Console, Effect, Schema } from "effect"
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { main } from "../src/cli/Cli.js"
+import { CompletionLine } from "../src/CompletionsLog.js"
+
+const root = path.resolve(import.meta.dirname, "..")
+const fixture = (name: string) => path.join(root, "test/fixtures/plugins", name)
+
+/** Runs the CLI in-process with a full argv; returns exit code and what it printed. */
+const cli = (...args: Array<string>) =>
+  Effect.gen(function*() {
+    const out: Array<string> = []
+    const err: Array<string> = []
+    const console: Console.Console = {
+      ...globalThis.console,
+      [Console.TypeId]: Console.TypeId,
+      unsafe: globalThis.console,
+      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
+      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
+    } as unknown as Console.Console
+    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
+    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
+  }).pipe(Effect.provide(NodeContext.layer))
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-cli-"))
+const readLines = (file: string) =>
+  fs.readFileSync(file, "utf8").trim().split("\n").map((line) => Schema.decodeUnknownSync(CompletionLine)(JSON.parse(line)))
+
+describe("CLI (in-process, full argv)", () => {
+  it.live("dataset frozen-lake writes the example dataset byte for byte", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const file = path.join(dir, "fl.jsonl")
+      const { code } = yield* cli("dataset", "frozen-lake", "--rows", "128", "--output", file)
+      expect(code).toBe(0)
+      expect(fs.readFileSync(file, "utf8")).toBe(fs.readFileSync(path.join(root, "examples/frozen_lake.jsonl"), "utf8"))
+      const printed = yield* cli("dataset", "frozen-lake", "--rows", "2", "--size", "5")
+      expect(printed.stdout.split("\n").map((l) => JSON.parse(l).env_config)).toEqual([{ seed: 0, size: 5 }, { seed: 1, size: 5 }])
+    }))
+
+  it.live("run: the default job's options, with rewards and weights, writes one valid line per trajectory", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "d.jsonl")
+      const output = path.join(dir, "completions.jsonl")
+      fs.writeFileSync(dataset, fs.readFileSync(path.join(root, "examples/frozen_lake.jsonl"), "utf8").split("\n").slice(0, 10).join("\n"))
+      const { code, stdout } = yield* cli(
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+        "--policy-option", "epsilon=0.3", "--num-generations", "4", "--max-turns", "10", "--output", output,
+        "--reward-funcs", "format", "--reward-weights", "0.2", "1.0", "--seed", "7", "--json"
+      )
+      expect(code).toBe(0)
+      const summary = JSON.parse(stdout)
+      expect(summary.trajectories).toBe(40)
+      expect(summary.failures).toBe(0)
+      const lines = readLines(output)
+      expect(lines.length).toBe(40)
+      for (const line of lines) {
+        expect(Object.keys(line.rewards!)).toEqual(["format", "gym_reward"])
+        expect(line.reward).toBeCloseTo(0.2 * line.rewards!.format + line.rewards!.gym_reward)
+        expect(line.rollout_infos.num_turns).toBe(line.rollout_infos.step_rewards.length)
+        expect(line.timings.turns.length).toBe(line.rollout_infos.num_turns)
+      }
+      // the same seeded run again gives the same lines (timings aside)
+      const again = path.join(dir, "again.jsonl")
+      yield* cli(
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+        "--policy-option", "epsilon=0.3", "--num-generations", "4", "--output", again,
+        "--reward-funcs", "format", "--reward-weights", "0.2", "1.0", "--seed", "7", "--concurrency", "3"
+      )
+      const strip = (ls: ReadonlyArray<typeof CompletionLine.Type>) =>
+        ls.map(({ timings: _t, ...rest }) => JSON.stringify(rest)).sort()
+      expect(strip(readLines(again))).toEqual(strip(lines))
+    }))
+
+  it.live("bad rows are reported with file:line: field, the rest runs, exit code 1", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "bad.jsonl")
+      const output = path.join(dir, "out.jsonl")
+      fs.writeFileSync(dataset, ["{\"env_config\":{\"seed\":1}}", "{oops", "{\"env_config\":{\"name\":\"ghost\"}}", "{\"env_config\":{\"p\":\"x\"}}"].join("\n"))
+      const { code, stderr, stdout } = yield* cli("run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "2", "--output", output)
+      expect(code).toBe(1)
+      expect(stderr).toContain(`${dataset}:2: malformed JSON`)
+      expect(stderr).toContain(`${dataset}:3: env_config.name: unknown env "ghost"; registered: frozen_lake`)
+      expect(stderr).toContain(`${dataset}:4: env_config.p: expected a number`)
+      expect(stdout).toContain("bad rows       3")
+      expect(readLines(output).length).toBe(2)
+    }))
+
+  it.live("configuration errors are clear and exit with code 2", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "d.jsonl")
+      fs.writeFileSync(dataset, "{}\n")
+      const cases: ReadonlyArray<[Array<string>, string]> = [
+        [["--reward-funcs", "format", "--reward-weights", "1"], "--reward-weights: 1 weight(s) given for 2 reward column(s)"],
+        [["--reward-funcs", "nope"], "unknown reward function \"nope\"; registered: format"],
+        [["--gym-env", "nope"], "unknown env \"nope\"; registered: frozen_lake"],
+        [["--scheduler", "nope"], "unknown scheduler \"nope\"; registered: gym_scheduler"],
+        [["--policy", "nope"], "unknown policy \"nope\"; registered: frozen-lake-solver, random"],
+        [["--concurrency", "0"], "--concurrency: must be a whole number >= 1, got 0"],
+        [["--policy", "frozen-lake-solver", "--policy-option", "epsilon=7"], "--policy-option epsilon: must be a probability"],
+        [["--plugin", fixture("syntax_error.ts")], `plugin ${fixture("syntax_error.ts")}: failed to load`],
+        [["--plugin", fixture("no_export.ts")], "has no plugin export"],
+        [["--plugin", fixture("bad_shape.ts")], "envs[0] (half_an_env) has no prepare function"],
+        [["--plugin", fixture("throws.mjs")], "plugin exploded at import"],
+        [["--plugin", path.join(dir, "missing.ts")], "file not found"]
+      ]
+      for (const [extra, message] of cases) {
+        const { code, stderr } = yield* cli("run", "--dataset", dataset, "--output", path.join(dir, "o.jsonl"), ...extra)
+        expect(code, extra.join(" ")).toBe(2)
+        expect(stderr, extra.join(" ")).toContain(message)
+      }
+      const missing = yield* cli("run", "--dataset", path.join(dir, "nope.jsonl"), "--gym-env", "frozen_lake")
+      expect(missing.code).toBe(2)
+      expect(missing.stderr).toContain(`--dataset ${path.join(dir, "nope.jsonl")}: no such file`)
+    }))
+
+  it.live("plugins: the shipped FrozenLake plugin and a JavaScript plugin register envs, schedulers, rewards", () =>
+    Effect.gen(function*() {
+      const listed = yield* cli("envs", "--plugin", path.join(root, "examples/frozen_lake_plugin.ts"), "--plugin", fixture("js_plugin.mjs"), "--json")
+      expect(listed.code).toBe(0)
+      const registry = JSON.parse(listed.stdout)
+      expect(registry.envs.map((e: { name: string }) => e.name)).toEqual(["frozen_lake", "slippery_frozen_lake", "countdown"])
+      expect(registry.schedulers.map((e: { name: string }) => e.name)).toEqual(["gym_scheduler", "frozen_lake_hints"])
+      expect(registry.reward_functions.map((e: { name: string }) => e.name)).toEqual(["format", "short_path", "always_half"])
+
+      const dir = tmp()
+      const dataset = path.join(dir, "mixed.jsonl")
+      const output = path.join(dir, "out.jsonl")
+      fs.writeFileSync(dataset, [
+        "{\"env_config\":{\"seed\":3}}",
+        "{\"env_config\":{\"name\":\"countdown\",\"n\":2}}",
+        "{\"env_config\":{\"name\":\"frozen_lake\",\"seed\":4}}"
+      ].join("\n"))
+      const { code } = yield* cli(
+        "run", "--dataset", dataset, "--plugin", path.join(root, "examples/frozen_lake_plugin.ts"), "--plugin", fixture("js_plugin.mjs"),
+        "--gym-env", "slippery_frozen_lake", "--scheduler", "frozen_lake_hints", "--policy", "frozen-lake-solver",
+        "--reward-funcs", "short_path", "always_half", "--num-generations", "2", "--output", output
+      )
+      expect(code).toBe(0)
+      const lines = readLines(output)
+      expect(lines.map((l) => l.env).sort()).toEqual(["countdown", "countdown", "frozen_lake", "frozen_lake", "slippery_frozen_lake", "slippery_frozen_lake"])
+      const countdown = lines.find((l) => l.env === "countdown")!
+      expect(countdown.rollout_infos.step_rewards).toEqual([0, 1])
+      expect(countdown.rewards).toEqual({ short_path: 0.5, always_half: 0.5, gym_reward: 1 })
+      const slippery = lines.find((l) => l.env === "slippery_frozen_lake" && l.messages.length > 3)
+      if (slippery !== undefined) expect(slippery.messages[3].content).toContain("(Hint: the goal is")
+    }))
+})
+
+describe("CLI (the built binary, as a user runs it)", () => {
+  const exec = promisify(execFile)
+  it("npx effect-gym run ... exits 0, prints a summary, and keeps piped output clean", async () => {
+    const dir = tmp()
+    const output = path.join(dir, "c.jsonl")
+    const { stdout, stderr } = await exec(process.execPath, [
+      path.join(root, "bin/effect-gym.js"), "run", "--dataset", path.join(root, "examples/frozen_lake.jsonl"),
+      "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2", "--output", output
+    ], { cwd: dir })
+    expect(stdout).toMatch(/trajectories +256 \(128 groups\)/)
+    expect(stdout).toMatch(/success rate +100\.0%/)
+    expect(stderr).toBe("")
+    expect(fs.readFileSync(output, "utf8").trim().split("\n").length).toBe(256)
+  })
+
+  it("exit codes: 1 for a run with failures, 2 for a bad invocation", async () => {
+    const dir = tmp()
+    const dataset = path.join(dir, "d.jsonl")
+    fs.writeFileSync(dataset, "{\"env_config\":{\"seed\":1}}\nnot json\n")
+    const failed = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake"], { cwd: dir })
+      .then(() => 0, (e: { code: number }) => e.code)
+    expect(failed).toBe(1)
+    const bad = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "nope"], { cwd: dir })
+      .then(() => 0, (e: { code: number; stderr: string }) => e.code)
+    expect(bad).toBe(2)
+    const usage = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--no-such-flag"], { cwd: dir })
+      .then(() => 0, (e: { code: number }) => e.code)
+    expect(usage).toBe(2)
+  })
+})

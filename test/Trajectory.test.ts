@@ -1,0 +1,207 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Either, Exit, Fiber, FastCheck, Stream, TestClock } from "effect"
+import * as Rollout from "../src/Rollout.js"
+import * as Row from "../src/Row.js"
+import * as Scheduler from "../src/Scheduler.js"
+import * as Trajectory from "../src/Trajectory.js"
+import { Counters, countingEnv, echoPolicy, randomPolicy, runConfig } from "./helpers.js"
+
+const setup = (counters: Counters, envConfig: Record<string, unknown>, maxTurns = 10) =>
+  Effect.gen(function*() {
+    const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", maxTurns })
+    const row = Either.getOrThrow(Row.decodeValue("t.jsonl", 0, { env_config: envConfig }))
+    const prepared = Either.getOrThrow(Rollout.prepareRow(config, row))
+    return {
+      request: Rollout.request(config, prepared, 0),
+      options: { scheduler: config.scheduler.instance } satisfies Trajectory.Options
+    }
+  })
+
+/** Results compared without timings (which are wall-clock measurements). */
+const comparable = (result: Trajectory.TrajectoryResult) => ({ ...result, timings: undefined })
+
+describe("Trajectory", () => {
+  it.scoped("streams Reset, then Completion and Step per turn, then End(done); the fold sums rewards", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const { options, request } = yield* setup(counters, { length: 3 })
+      const events = Chunk.toArray(yield* Stream.runCollect(Trajectory.stream(request, options)))
+      expect(events.map((e) => e._tag)).toEqual([
+        "Reset",
+        "Completion",
+        "Step",
+        "Completion",
+        "Step",
+        "Completion",
+        "Step",
+        "End"
+      ])
+      const result = yield* Trajectory.fold(request, Stream.fromIterable(events))
+      expect(result.endReason).toBe("done")
+      expect(result.totalReward).toBe(1.5)
+      expect(result.stepRewards).toEqual([0.25, 0.25, 1])
+      expect(result.numTurns).toBe(3)
+      expect(result.resetInfo).toEqual({ id: 1 })
+      expect(result.stepInfos).toEqual([{ turn: 1 }, { turn: 2 }, { turn: 3 }])
+      expect(result.rolloutInfos).toMatchObject({ total_reward: 1.5, step_rewards: [0.25, 0.25, 1], gym_done: true })
+      expect(result.messages.map((m) => m.role)).toEqual([
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant"
+      ])
+      expect(result.messages[3].content).toBe("obs 1 after reply 1")
+      expect(result.timings.turns.length).toBe(3)
+      expect(counters.created).toBe(1)
+      expect(counters.closed).toBe(1)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  it.scoped("ends with max_turns when the env is not done, and closes the env", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const { options, request } = yield* setup(counters, { length: 100 }, 4)
+      const result = yield* Trajectory.run(request, options)
+      expect(result.endReason).toBe("max_turns")
+      expect(result.numTurns).toBe(4)
+      expect(result.stepRewards.length).toBe(4)
+      expect(counters.closed).toBe(1)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  const failures: ReadonlyArray<[string, Record<string, unknown>, string, number]> = [
+    ["create", { fail: "create" }, "EnvError", 0],
+    ["reset", { fail: "reset" }, "EnvError", 0],
+    ["step", { fail: "step", at: 2 }, "EnvError", 2],
+    ["NaN reward", { fail: "nan", at: 1 }, "EnvError", 1],
+    ["a defect in step", { fail: "die_step", at: 2 }, "UnexpectedError", 2]
+  ]
+  for (const [what, envConfig, tag, turns] of failures) {
+    it.scoped(`a failure in ${what} ends the trajectory with a typed error, and the env is closed`, () =>
+      Effect.gen(function*() {
+        const counters = new Counters()
+        const { options, request } = yield* setup(counters, envConfig)
+        const result = yield* Trajectory.run(request, options)
+        expect(result.endReason).toBe("error")
+        expect(result.error?._tag).toBe(tag)
+        expect(result.numTurns).toBe(turns)
+        expect(counters.open).toBe(0)
+        if (what === "NaN reward") expect(result.error?.message).toContain("reward must be a finite number")
+      }).pipe(Effect.provide(echoPolicy())))
+  }
+
+  it.scoped("a model failure ends the trajectory with an InferenceError; the env is closed", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const { options, request } = yield* setup(counters, { length: 5 })
+      const result = yield* Trajectory.run(request, options).pipe(
+        Effect.provide(echoPolicy({ failIds: new Set([request.id]), failTurn: 2 }))
+      )
+      expect(result.endReason).toBe("error")
+      expect(result.error?._tag).toBe("InferenceError")
+      expect(result.error?.message).toContain("HTTP 500")
+      expect(result.numTurns).toBe(2)
+      expect(counters.open).toBe(0)
+    }))
+
+  it.scoped("interrupting a trajectory mid-step closes its env (run and stream)", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const { options, request } = yield* setup(counters, { length: 5, hang_at: 2 })
+      const fiber = yield* Effect.fork(Trajectory.run(request, options))
+      yield* Effect.yieldNow()
+      yield* TestClock.adjust(10)
+      while (counters.steps < 2) yield* Effect.yieldNow()
+      expect(counters.open).toBe(1)
+      yield* Fiber.interrupt(fiber)
+      expect(counters.open).toBe(0)
+
+      const streamFiber = yield* Effect.fork(Stream.runDrain(Trajectory.stream(request, options)))
+      while (counters.steps < 4) yield* Effect.yieldNow()
+      expect(counters.open).toBe(1)
+      const exit = yield* Fiber.interrupt(streamFiber)
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      expect(counters.open).toBe(0)
+      expect([...counters.closedIds.values()].every((n) => n === 1)).toBe(true)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  it.scoped("a consumer that stops pulling early closes the env", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const { options, request } = yield* setup(counters, { length: 5 })
+      const firstTwo = yield* Stream.runCollect(Stream.take(Trajectory.stream(request, options), 2))
+      expect(Chunk.size(firstTwo)).toBe(2)
+      expect(counters.created).toBe(1)
+      expect(counters.closed).toBe(1)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  it.scoped("custom schedulers override hooks with Scheduler.extend", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const doubled = Scheduler.extend(Scheduler.gym, {
+        name: "doubled",
+        session: (base) => ({
+          onTurnEnd: (context) => Effect.map(base.onTurnEnd(context), (r) => ({ ...r, reward: (r.reward ?? 0) * 2 })),
+          checkFinished: (context) => context.turn >= 2
+        })
+      })
+      const { request } = yield* setup(counters, { length: 5 })
+      const instance = yield* doubled.make({ options: {} })
+      const result = yield* Trajectory.run(request, { scheduler: instance })
+      expect(result.stepRewards).toEqual([0.5, 0.5, 0.5, 0.5, 2])
+      expect(result.endReason).toBe("done")
+    }).pipe(Effect.provide(echoPolicy())))
+})
+
+describe("Trajectory: the stream and the fast run path agree (property)", () => {
+  it.effect.prop(
+    "FrozenLake with the seeded random policy: identical results for any config and run seed",
+    [
+      FastCheck.record({
+        size: FastCheck.integer({ min: 2, max: 6 }),
+        p: FastCheck.double({ min: 0.3, max: 1, noNaN: true }),
+        seed: FastCheck.integer({ min: 0, max: 1_000_000 })
+      }),
+      FastCheck.integer({ min: 0, max: 2 ** 31 - 1 }),
+      FastCheck.integer({ min: 1, max: 12 })
+    ],
+    ([envConfig, runSeed, maxTurns]) =>
+      Effect.scoped(Effect.gen(function*() {
+        const config = yield* runConfig({ defaultEnv: "frozen_lake", seed: runSeed, maxTurns })
+        const row = Either.getOrThrow(Row.decodeValue("t.jsonl", 3, { env_config: envConfig }))
+        const request = Rollout.request(config, Either.getOrThrow(Rollout.prepareRow(config, row)), 1)
+        const options = { scheduler: config.scheduler.instance }
+        const viaRun = yield* Trajectory.run(request, options)
+        const viaStream = yield* Trajectory.fold(request, Trajectory.stream(request, options))
+        expect(comparable(viaStream)).toEqual(comparable(viaRun))
+        expect(viaRun.numTurns).toBeLessThanOrEqual(maxTurns)
+      })).pipe(Effect.provide(randomPolicy()))
+  )
+
+  it.effect.prop(
+    "with injected faults: identical end reasons, errors and partial results",
+    [
+      FastCheck.record({
+        fail: FastCheck.constantFrom("none", "reset", "step", "nan", "die_step"),
+        at: FastCheck.integer({ min: 1, max: 4 }),
+        length: FastCheck.integer({ min: 1, max: 6 })
+      }),
+      FastCheck.boolean()
+    ],
+    ([envConfig, policyFails]) =>
+      Effect.scoped(Effect.gen(function*() {
+        // Each driver gets its own env registry (the test env numbers its instances).
+        const runCounters = new Counters()
+        const streamCounters = new Counters()
+        const a = yield* setup(runCounters, envConfig, 5)
+        const b = yield* setup(streamCounters, envConfig, 5)
+        const policy = echoPolicy({ failIds: policyFails ? new Set([a.request.id]) : new Set(), failTurn: 2 })
+        const viaRun = yield* Effect.provide(Trajectory.run(a.request, a.options), policy)
+        const viaStream = yield* Effect.provide(Trajectory.fold(b.request, Trajectory.stream(b.request, b.options)), policy)
+        expect(comparable(viaStream)).toEqual(comparable(viaRun))
+        expect(runCounters.open).toBe(0)
+        expect(streamCounters.open).toBe(0)
+      }))
+  )
+})

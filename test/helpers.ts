@@ -1,0 +1,135 @@
+import { Effect, Either, Layer } from "effect"
+import * as Env from "../src/Env.js"
+import * as Inference from "../src/Inference.js"
+import * as Registry from "../src/Registry.js"
+import * as Reward from "../src/Reward.js"
+import * as Rollout from "../src/Rollout.js"
+import * as Row from "../src/Row.js"
+import * as Scheduler from "../src/Scheduler.js"
+import { frozenLakeSolver, random } from "../src/policies/Scripted.js"
+
+/** Counts env lifecycles: every `created` must be matched by exactly one `closed`. */
+export class Counters {
+  created = 0
+  closed = 0
+  resets = 0
+  steps = 0
+  readonly closedIds = new Map<number, number>()
+  get open(): number {
+    return this.created - this.closed
+  }
+}
+
+/**
+ * A test env with fault injection from env_config:
+ * - `fail`: "create" | "reset" | "step" | "throw_step" | "nan" | "die_step": fail there (at turn `at`, default 1)
+ * - `length`: turns until done (default 3), reward 1 on the last turn
+ * - `hang_at`: a step that never returns (until interrupted)
+ */
+export const countingEnv = (counters: Counters, name = "counting"): Env.Definition =>
+  Env.define({
+    name,
+    description: "test env with fault injection",
+    make: (config) =>
+      Effect.gen(function*() {
+        if (config.fail === "create") {
+          return yield* new Env.EnvError({ env: name, phase: "create", detail: "injected create failure" })
+        }
+        const id = yield* Effect.acquireRelease(
+          Effect.sync(() => ++counters.created),
+          (id) =>
+            Effect.sync(() => {
+              counters.closed++
+              counters.closedIds.set(id, (counters.closedIds.get(id) ?? 0) + 1)
+            })
+        )
+        const length = typeof config.length === "number" ? config.length : 3
+        const at = typeof config.at === "number" ? config.at : 1
+        let turn = 0
+        return {
+          reset: () =>
+            Effect.suspend((): Effect.Effect<Env.ResetResult, Env.EnvError> => {
+              counters.resets++
+              if (config.fail === "reset") {
+                return Effect.fail(new Env.EnvError({ env: name, phase: "reset", detail: "injected reset failure" }))
+              }
+              return Effect.succeed({ observation: `start ${id}`, info: { id }, systemPrompt: "be brief" })
+            }),
+          step: (messages) =>
+            Effect.suspend((): Effect.Effect<Env.StepResult, Env.EnvError> => {
+              counters.steps++
+              turn++
+              if (config.hang_at === turn) return Effect.never
+              if (turn === at) {
+                if (config.fail === "step") {
+                  return Effect.fail(new Env.EnvError({ env: name, phase: "step", detail: "injected step failure" }))
+                }
+                if (config.fail === "die_step") return Effect.die(new Error("injected defect"))
+                if (config.fail === "nan") {
+                  return Effect.succeed({ observation: "x", reward: NaN, done: false, info: {} })
+                }
+              }
+              const done = turn >= length
+              return Effect.succeed({
+                observation: `obs ${turn} after ${messages[messages.length - 1].content}`,
+                reward: done ? 1 : 0.25,
+                done,
+                info: { turn }
+              })
+            })
+        }
+      })
+  })
+
+/** A policy that echoes the turn; fails at `failTurn` of trajectories whose id is in `failIds`. */
+export const echoPolicy = (options: { readonly failIds?: ReadonlySet<string>; readonly failTurn?: number } = {}) =>
+  Inference.layerFunction("echo", (request) =>
+    options.failIds?.has(request.trajectoryId) && request.turn === (options.failTurn ?? 1)
+      ? Effect.fail(new Inference.InferenceError({ reason: "ServerError", backend: "echo", detail: "injected", status: 500 }))
+      : Effect.succeed({ text: `reply ${request.turn}`, finishReason: "stop" as const }))
+
+export const randomPolicy = (options: Record<string, unknown> = {}): Layer.Layer<Inference.Inference> =>
+  Layer.scoped(Inference.Inference, Effect.orDie(random.make(options)))
+
+export const solverPolicy = (options: Record<string, unknown> = {}): Layer.Layer<Inference.Inference> =>
+  Layer.scoped(Inference.Inference, Effect.orDie(frozenLakeSolver.make(options)))
+
+/** Rows from plain objects (as parsed JSON lines). */
+export const rows = (values: ReadonlyArray<unknown>): Array<Either.Either<Row.Row, Row.RowError>> =>
+  values.map((value, index) => Row.decodeValue("test.jsonl", index, value))
+
+/** A run config with the gym scheduler; `registry` defaults to the built-ins plus `extraEnvs`. */
+export const runConfig = (options: {
+  readonly envs?: ReadonlyArray<Env.Definition>
+  readonly defaultEnv?: string
+  readonly numGenerations?: number
+  readonly maxTurns?: number
+  readonly concurrency?: number
+  readonly seed?: number
+  readonly rewards?: ReadonlyArray<Reward.Definition>
+  readonly weights?: ReadonlyArray<number>
+  readonly scheduler?: Scheduler.Definition
+}) =>
+  Effect.gen(function*() {
+    const registry = Registry.add(Registry.builtins, { envs: options.envs ?? [] })
+    const definition = options.scheduler ?? Scheduler.gym
+    const instance = yield* definition.make({ options: {} })
+    const columns = Either.getOrThrow(Reward.columns(options.rewards ?? [], options.weights))
+    const config: Rollout.Config = {
+      registry,
+      scheduler: { definition, instance },
+      defaultEnv: options.defaultEnv,
+      numGenerations: options.numGenerations ?? 4,
+      maxTurns: options.maxTurns ?? 10,
+      concurrency: options.concurrency ?? 8,
+      seed: options.seed ?? 0,
+      columns
+    }
+    return config
+  })
+
+/** Every trajectory record of a run's items, sorted by (row, generation). */
+export const records = (items: ReadonlyArray<Rollout.Item>): Array<Rollout.TrajectoryRecord> =>
+  items
+    .flatMap((item) => (item._tag === "Group" ? item.records : []))
+    .sort((a, b) => a.result.row - b.result.row || a.result.generation - b.result.generation)
