@@ -1,0 +1,47 @@
+/**
+ * `effect-gym envs`: what is registered (after plugins).
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, Effect } from "effect"
+import * as PluginLoader from "../node/PluginLoader.js"
+import type * as Registry from "../Registry.js"
+import { plugins } from "./common.js"
+
+/**
+ * What `envs` prints.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const describeRegistry = (registry: Registry.Registry, json: boolean): string => {
+  const sections = [
+    ["envs", registry.envs],
+    ["schedulers", registry.schedulers],
+    ["reward functions", registry.rewards],
+    ["policies", registry.policies]
+  ] as const
+  if (json) {
+    return JSON.stringify(
+      Object.fromEntries(
+        sections.map(([title, map]) => [
+          title.replace(" ", "_"),
+          [...map.values()].map((d) => ({ name: d.name, description: d.description }))
+        ])
+      )
+    )
+  }
+  const lines: Array<string> = []
+  for (const [title, map] of sections) {
+    lines.push(`${title}:`)
+    const width = Math.max(0, ...[...map.keys()].map((k) => k.length))
+    for (const d of map.values()) lines.push(`  ${d.name.padEnd(width)}  ${d.description}`)
+  }
+  return lines.join("\n")
+}
+
+/** The `envs` command. */
+export const command = Command.make("envs", { plugins, json: Options.boolean("json") }).pipe(
+  Command.withDescription("List the registered envs, schedulers, reward functions and policies (after plugins)"),
+  Command.withHandler((args) =>
+    Effect.flatMap(PluginLoader.registry(args.plugins), (registry) => Console.log(describeRegistry(registry, args.json))))
+)

@@ -1,0 +1,82 @@
+/**
+ * Pieces shared by the commands: errors, common options, the exit code channel.
+ */
+import { Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Context, Effect, HashMap, Option, Schema } from "effect"
+
+/**
+ * A file the command needs that cannot be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FileError extends Schema.TaggedError<FileError>("effect-gym/FileError")("FileError", {
+  option: Schema.String,
+  file: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.option} ${this.file}: ${this.detail}`
+  }
+}
+
+/**
+ * A command-line value that cannot be used.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OptionError extends Schema.TaggedError<OptionError>("effect-gym/OptionError")("OptionError", {
+  option: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.option}: ${this.detail}`
+  }
+}
+
+/**
+ * How a command reports its exit code (0 ok, 1 ran with failures, 2 bad invocation) to `main`.
+ */
+export class ExitCode extends Context.Tag("effect-gym/cli/ExitCode")<ExitCode, { readonly set: (code: number) => void }>() {}
+
+/** Sets the invocation's exit code. */
+export const setExitCode = (code: number) => Effect.flatMap(ExitCode, (exit) => Effect.sync(() => exit.set(code)))
+
+export const plugins = Options.text("plugin").pipe(
+  Options.withDescription("A plugin module (.ts or .js) that registers envs, schedulers, reward functions, policies"),
+  Options.repeated
+)
+
+export const keyValues = (name: string, description: string) =>
+  Options.keyValueMap(name).pipe(
+    Options.withDescription(description),
+    Options.optional,
+    Options.map(Option.match({
+      onNone: (): Record<string, string> => ({}),
+      onSome: (map) => Object.fromEntries(HashMap.toEntries(map))
+    }))
+  )
+
+/** Numbers given as text (`1`, `0.2`, `-1e-3`); @effect/cli's float option rejects integers. */
+export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
+  Effect.forEach(values, (text) => {
+    const value = Number(text)
+    return text.trim() === "" || !Number.isFinite(value)
+      ? Effect.fail(new OptionError({ option, detail: `${JSON.stringify(text)} is not a number` }))
+      : Effect.succeed(value)
+  })
+
+/** Reads a text file named by an option; a missing file says so plainly. */
+export const readText = (option: string, file: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file)).pipe(
+    Effect.mapError((error) =>
+      new FileError({
+        option,
+        file,
+        detail: error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error.message
+      })
+    )
+  )
+
