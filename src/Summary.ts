@@ -115,7 +115,7 @@ export const format = (s: Summary): string => {
   const failures = Object.entries(s.failuresByError).map(([k, v]) => `${k} ${v}`).join(", ")
   return [
     `trajectories   ${s.trajectories} (${s.groups} groups)`,
-    `success rate   ${pct(s.successRate)} (${s.successes} reached the goal)`,
+    `success rate   ${pct(s.successRate)} (${s.successes} ended done with a positive env reward)`,
     `mean reward    ${s.meanReward.toFixed(4)} (env ${s.meanEnvReward.toFixed(4)})`,
     `mean turns     ${s.meanTurns.toFixed(2)}`,
     `end reasons    ${reasons}`,
