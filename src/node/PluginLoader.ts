@@ -9,6 +9,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Plugin from "../Plugin.js"
 import * as Registry from "../Registry.js"
+import * as Builtins from "./Builtins.js"
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"])
 
@@ -47,13 +48,13 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
   })
 
 /**
- * The built-in registry plus every plugin, in order.
+ * The built-in registry (core and edge built-ins) plus every plugin, in order.
  *
  * @since 0.1.0
  * @category loading
  */
 export const registry = (
   files: ReadonlyArray<string>,
-  base: Registry.Registry = Registry.builtins
+  base: Registry.Registry = Builtins.registry
 ): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
   Effect.reduce(files, base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
