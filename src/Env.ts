@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Effect, Either, ParseResult, Schema } from "effect"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import type * as Lift from "./internal/lift.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import type { Message } from "./Message.js"
@@ -233,19 +233,30 @@ export const fromHandlers = (
   name: string,
   acquire: Effect.Effect<Handlers, EnvError>
 ): Effect.Effect<Env, EnvError, Scope.Scope> =>
-  Effect.map(
-    Effect.acquireRelease(acquire, (handlers) =>
-      handlers.close === undefined
-        ? Effect.void
-        : lift(name, "close", () => handlers.close!()).pipe(
-          Effect.catchAll((error) => Effect.logWarning(error.message)),
-          Effect.asVoid
-        )),
-    (handlers): Env => ({
-      reset: (request) => Effect.map(lift(name, "reset", () => handlers.reset(request)), normalizeReset),
-      step: (messages) => Effect.map(lift(name, "step", () => handlers.step(messages)), normalizeStep)
-    })
-  )
+  Effect.flatMap(Scope.Scope, (scope) =>
+    // acquireRelease without its fiber-ref bookkeeping (restoring the acquiring fiber's refs around
+    // the finalizer costs more than a whole env step): acquire and register the finalizer without
+    // an interruption in between.
+    Effect.uninterruptible(
+      Effect.flatMap(acquire, (handlers) =>
+        Effect.as(
+          Scope.addFinalizer(
+            scope,
+            handlers.close === undefined
+              ? Effect.void
+              : lift(name, "close", () => handlers.close!()).pipe(
+                Effect.catchAll((error) => Effect.logWarning(error.message)),
+                Effect.asVoid
+              )
+          ),
+          adapt(name, handlers)
+        ))
+    ))
+
+const adapt = (name: string, handlers: Handlers): Env => ({
+  reset: (request) => Effect.map(lift(name, "reset", () => handlers.reset(request)), normalizeReset),
+  step: (messages) => Effect.map(lift(name, "step", () => handlers.step(messages)), normalizeStep)
+})
 
 /**
  * An env from a function that creates a plain object with `reset`, `step` and optional `close`

@@ -300,13 +300,18 @@ class Machine {
 
   /** The next event; failures become an `End` event with the typed error. */
   next(): Effect.Effect<TurnEvent> {
+    return this.guard(this.transition())
+  }
+
+  /** The next event, with failures left in the error channel. */
+  transition(): Effect.Effect<TurnEvent, TrajectoryError> {
     switch (this.phase) {
       case Phase.Start:
-        return this.guard("start", this.start())
+        return this.start()
       case Phase.Model:
-        return this.guard("model", this.callModel())
+        return this.callModel()
       case Phase.Env:
-        return this.guard("turn_end", this.turnEnd())
+        return this.turnEnd()
       case Phase.Done:
       case Phase.MaxTurns:
         return Effect.succeed(this.end(this.phase === Phase.Done ? "done" : "max_turns", undefined))
@@ -315,11 +320,17 @@ class Machine {
     }
   }
 
-  private guard(phase: string, effect: Effect.Effect<TurnEvent, TrajectoryError>): Effect.Effect<TurnEvent> {
+  /** Where a failure happened: the phase does not advance until its transition succeeds. */
+  private get phaseName(): string {
+    return this.phase === Phase.Start ? "start" : this.phase === Phase.Model ? "model" : "turn_end"
+  }
+
+  /** Turns a failure or defect into the `End` event; interruption goes through. */
+  guard<A>(effect: Effect.Effect<A, TrajectoryError>): Effect.Effect<A | End> {
     return Effect.catchAllCause(effect, (cause) =>
       Cause.isInterrupted(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.succeed(this.end("error", toTrajectoryError(phase, cause))))
+        : Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause))))
   }
 
   end(reason: EndReason, error: TrajectoryError | undefined): End {
@@ -449,11 +460,23 @@ export const runWith = (
     (scope) => {
       const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
       const acc = new Accumulator(request)
-      const loop: Effect.Effect<TrajectoryResult> = Effect.flatMap(Effect.suspend(() => machine.next()), (event) => {
+      // The same transitions as the stream, chained directly; failures are caught once for the whole
+      // trajectory (the machine knows the phase it failed in), not once per event.
+      const onEvent = (event: TurnEvent): Effect.Effect<TrajectoryResult, TrajectoryError> => {
         acc.add(event)
-        return machine.finished ? Effect.sync(() => acc.result()) : loop
-      })
-      return loop
+        return machine.finished ? Effect.succeed(acc.result()) : Effect.flatMap(machine.transition(), onEvent)
+      }
+      return Effect.map(
+        machine.guard(Effect.flatMap(Effect.suspend(() => machine.transition()), onEvent)),
+        (last): TrajectoryResult => {
+          // `last` is the result, or the End event the guard made from a failure.
+          if ("_tag" in last) {
+            acc.add(last)
+            return acc.result()
+          }
+          return last
+        }
+      )
     },
     (scope, exit) => Scope.close(scope, exit)
   )

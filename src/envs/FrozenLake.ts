@@ -122,6 +122,61 @@ export const generateMap = (size: number, p: number, seed: number | bigint): Rea
 }
 
 /**
+ * A generated map, with what rendering needs precomputed. Maps are immutable, so one board is shared
+ * by every env that uses the same (size, p, seed) — every generation of a GRPO group.
+ */
+interface Board {
+  readonly grid: ReadonlyArray<string>
+  /** Each row with its cells joined by single spaces. */
+  readonly spaced: ReadonlyArray<string>
+  readonly startRow: number
+  readonly startCol: number
+}
+
+const BOARD_CACHE_SIZE = 4096
+const boards = new Map<string, Board>()
+
+/** The board of (size, p, seed), generated once and kept in a small LRU cache. */
+const boardFor = (size: number, p: number, seed: number | bigint): Board => {
+  const key = `${size}|${p}|${seed}`
+  const cached = boards.get(key)
+  if (cached !== undefined) {
+    // refresh its place in the LRU order
+    boards.delete(key)
+    boards.set(key, cached)
+    return cached
+  }
+  const grid = generateMap(size, p, seed)
+  let startRow = 0
+  let startCol = 0
+  for (let r = 0; r < grid.length; r++) {
+    const c = grid[r].indexOf("S")
+    if (c >= 0) {
+      startRow = r
+      startCol = c
+      break
+    }
+  }
+  const board: Board = { grid, spaced: grid.map((line) => line.split("").join(" ")), startRow, startCol }
+  if (boards.size >= BOARD_CACHE_SIZE) boards.delete(boards.keys().next().value!)
+  boards.set(key, board)
+  return board
+}
+
+/** {@link render} on a precomputed board: only the player's row is rebuilt. */
+const renderBoard = (board: Board, row: number, col: number): string => {
+  const line = board.spaced[row]
+  const mark = board.grid[row][col] === "G" ? "*" : "P"
+  const marked = line.slice(0, 2 * col) + mark + line.slice(2 * col + 1)
+  let out = ""
+  for (let r = 0; r < board.spaced.length; r++) {
+    if (r > 0) out += "\n"
+    out += r === row ? marked : board.spaced[r]
+  }
+  return out
+}
+
+/**
  * The grid as text, cells joined by spaces, with the player shown as `P` (`*` on the goal).
  *
  * @since 0.1.0
@@ -250,6 +305,8 @@ export class Game {
   readonly p: number
   readonly seed: bigint | null
   grid: ReadonlyArray<string> = []
+  private board: Board | undefined = undefined
+  private readonly seedJson: number | bigint | null
   row = 0
   col = 0
   steps = 0
@@ -258,23 +315,20 @@ export class Game {
     this.size = Number(config.size)
     this.p = config.p
     this.seed = config.seed === null ? null : BigInt(config.seed)
+    this.seedJson = jsonInt(this.seed)
   }
 
   /** Generates the map (from `fallbackSeed` when the config has no seed) and places the player. */
   reset(fallbackSeed: number | bigint): Env.ResetResult {
-    this.grid = generateMap(this.size, this.p, this.seed ?? fallbackSeed)
-    for (let r = 0; r < this.grid.length; r++) {
-      const c = this.grid[r].indexOf("S")
-      if (c >= 0) {
-        this.row = r
-        this.col = c
-        break
-      }
-    }
+    const board = boardFor(this.size, this.p, this.seed ?? fallbackSeed)
+    this.board = board
+    this.grid = board.grid
+    this.row = board.startRow
+    this.col = board.startCol
     this.steps = 0
-    const observation = `FrozenLake ${this.size}x${this.size}:\n${render(this.grid, this.row, this.col)}\n\n` +
+    const observation = `FrozenLake ${this.size}x${this.size}:\n${renderBoard(board, this.row, this.col)}\n\n` +
       `You are at row ${this.row}, col ${this.col}. Output your first move.`
-    const info: Record<string, unknown> = { seed: jsonInt(this.seed), size: this.size }
+    const info: Record<string, unknown> = { seed: this.seedJson, size: this.size }
     if (this.seed === null) info.map_seed = jsonInt(BigInt(fallbackSeed))
     return { observation, info, systemPrompt: SYSTEM_PROMPT }
   }
@@ -284,11 +338,11 @@ export class Game {
     const completion = messages.length > 0 ? messages[messages.length - 1].content ?? "" : ""
     const move = parseAction(completion)
     this.steps++
-    const seed = jsonInt(this.seed)
+    const seed = this.seedJson
     if (move === undefined) {
       return {
         observation: "Invalid response: could not find a move. Reply with <action>up|down|left|right</action>.\n\n" +
-          render(this.grid, this.row, this.col),
+          renderBoard(this.board!, this.row, this.col),
         reward: 0,
         done: false,
         info: { seed, step: this.steps, parsed_action: null, status: "invalid_action" }
@@ -298,7 +352,7 @@ export class Game {
     this.row = Math.max(0, Math.min(this.grid.length - 1, this.row + dr))
     this.col = Math.max(0, Math.min(this.grid[0].length - 1, this.col + dc))
     const cell = this.grid[this.row][this.col]
-    const board = render(this.grid, this.row, this.col)
+    const board = renderBoard(this.board!, this.row, this.col)
     if (cell === "G") {
       return {
         observation: `You moved ${move} and reached the goal!\n${board}`,
