@@ -38,6 +38,12 @@ export interface Config {
   readonly seed: number
   readonly columns: Reward.Columns
   readonly sampling?: SamplingParams | undefined
+  /**
+   * How each trajectory is driven: `loop` (default) runs the trajectory engine's transitions in a
+   * plain loop; `stream` folds `Trajectory.stream`. Both give identical results; `stream` exists
+   * to check that and to measure what the per-event stream machinery costs.
+   */
+  readonly driver?: "loop" | "stream" | undefined
 }
 
 /**
@@ -319,7 +325,10 @@ const workerLoop = (
     const task = next.value
     if (task._tag === "RowFailure") return Effect.zipRight(Queue.offer(queue, task), loop)
     const req = request(config, task.prepared, task.generation)
-    return Trajectory.runWith(req, options, inference).pipe(
+    const trajectory = config.driver === "stream"
+      ? Effect.provideService(Trajectory.fold(req, Trajectory.stream(req, options)), Inference, inference)
+      : Trajectory.runWith(req, options, inference)
+    return trajectory.pipe(
       Effect.flatMap((result) => scoreTrajectory(config, task.prepared.row, result)),
       Effect.flatMap((record) => {
         const group = task.group

@@ -264,7 +264,7 @@ const EMPTY_INFO: Env.Info = Object.freeze({})
 /**
  * Starts a gym session over a live env: reset gives the first prompt; each turn steps the env with
  * the whole conversation, sums rewards, and appends the observation while the env is not done.
- * `rollout_infos` carries `total_reward`, `step_rewards` and `gym_done`, as in the reference.
+ * `rollout_infos` carries `total_reward` and `gym_done` (the fold adds `step_rewards`), as in the reference.
  *
  * @since 0.1.0
  * @category hooks
@@ -286,7 +286,6 @@ export const gymSession = (
       const invalid = checkReset(envName, reset)
       if (invalid !== undefined) return Effect.fail(invalid)
       let total = 0
-      const stepRewards: Array<number> = []
       const messages: Array<Message.Message> = []
       if (reset.systemPrompt) messages.push(Message.system(reset.systemPrompt))
       messages.push(Message.user(reset.observation))
@@ -300,13 +299,14 @@ export const gymSession = (
             const bad = checkStep(envName, out)
             if (bad !== undefined) return Effect.fail(bad)
             total += out.reward
-            stepRewards.push(out.reward)
+            // step_rewards is assembled once by the trajectory's fold; copying it here every turn
+            // would make a trajectory quadratic in its turns.
             return Effect.succeed<TurnResult>({
               done: out.done,
               reward: out.reward,
               observation: out.observation,
               info: out.info ?? EMPTY_INFO,
-              rolloutInfos: { total_reward: total, step_rewards: stepRewards.slice(), gym_done: out.done }
+              rolloutInfos: { total_reward: total, gym_done: out.done }
             })
           })
       })

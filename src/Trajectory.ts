@@ -21,7 +21,7 @@ import * as Message from "./Message.js"
 import { describe } from "./internal/lift.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
-import { isTrajectoryError, UnexpectedError } from "./Scheduler.js"
+import { appendObservation, isTrajectoryError, UnexpectedError } from "./Scheduler.js"
 
 /**
  * @since 0.1.0
@@ -160,8 +160,9 @@ export class Accumulator {
   private readonly stepRewards: Array<number> = []
   private readonly stepInfos: Array<Env.Info> = []
   private rolloutInfos: Record<string, unknown> = {}
-  private readonly turns: Array<TurnOutput> = []
-  private readonly timings: Array<{ modelMs: number; envMs: number }> = []
+  private readonly completions: Array<Completion> = []
+  /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
+  private readonly times: Array<number> = []
   private end: End | undefined = undefined
 
   constructor(readonly request: TrajectoryRequest) {}
@@ -169,23 +170,13 @@ export class Accumulator {
   add(event: TurnEvent): void {
     switch (event._tag) {
       case "Reset":
-        this.resetInfo = event.info
-        this.resetMs = event.envMs
+        this.reset(event.info, event.envMs)
         break
       case "Completion":
-        this.turns.push({
-          finishReason: event.completion.finishReason,
-          tokenIds: event.completion.tokenIds,
-          logprobs: event.completion.logprobs
-        })
-        this.timings.push({ modelMs: event.modelMs, envMs: 0 })
+        this.completion(event.completion, event.modelMs)
         break
       case "Step":
-        this.total += event.reward
-        this.stepRewards.push(event.reward)
-        this.stepInfos.push(event.info)
-        if (event.rolloutInfos !== undefined) Object.assign(this.rolloutInfos, event.rolloutInfos)
-        if (this.timings.length > 0) this.timings[this.timings.length - 1].envMs = event.envMs
+        this.step(event.reward, event.info, event.rolloutInfos, event.envMs)
         break
       case "End":
         this.end = event
@@ -193,11 +184,39 @@ export class Accumulator {
     }
   }
 
+  // The fields of each event, without the event object (the run driver calls these directly).
+  reset(info: Env.Info, envMs: number): void {
+    this.resetInfo = info
+    this.resetMs = envMs
+  }
+
+  completion(completion: Completion, modelMs: number): void {
+    this.completions.push(completion)
+    this.times.push(modelMs, 0)
+  }
+
+  step(
+    reward: number,
+    info: Env.Info,
+    rolloutInfos: Readonly<Record<string, unknown>> | undefined,
+    envMs: number
+  ): void {
+    this.total += reward
+    this.stepRewards.push(reward)
+    this.stepInfos.push(info)
+    if (rolloutInfos !== undefined) Object.assign(this.rolloutInfos, rolloutInfos)
+    if (this.times.length > 0) this.times[this.times.length - 1] = envMs
+  }
+
   result(): TrajectoryResult {
     const end = this.end
     if (end === undefined) throw new Error("Trajectory.Accumulator: result() before the End event")
     let totalMs = this.resetMs
-    for (const t of this.timings) totalMs += t.modelMs + t.envMs
+    const timings: Array<TurnTiming> = []
+    for (let i = 0; i < this.times.length; i += 2) {
+      timings.push({ modelMs: this.times[i], envMs: this.times[i + 1] })
+      totalMs += this.times[i] + this.times[i + 1]
+    }
     return {
       id: this.request.id,
       row: this.request.row,
@@ -212,8 +231,8 @@ export class Accumulator {
       rolloutInfos: this.rolloutInfos,
       endReason: end.reason,
       error: end.error,
-      turns: this.turns,
-      timings: { resetMs: this.resetMs, turns: this.timings, totalMs }
+      turns: this.completions.map((c) => ({ finishReason: c.finishReason, tokenIds: c.tokenIds, logprobs: c.logprobs })),
+      timings: { resetMs: this.resetMs, turns: timings, totalMs }
     }
   }
 }
@@ -270,9 +289,11 @@ const enum Phase {
   Finished
 }
 
+const EMPTY_INFO: Env.Info = Object.freeze({})
+
 /**
- * The trajectory's state machine. Each call of `next` performs one transition and returns its
- * event; after `End` the machine is finished. Both drivers call exactly this.
+ * The trajectory's state machine. Its steps (`started`, `replied`, `answered`) hold all of the
+ * logic; the stream driver wraps each in an event per pull, the run driver chains them directly.
  */
 class Machine {
   phase = Phase.Start
@@ -280,8 +301,16 @@ class Machine {
   messages: ReadonlyArray<Message.Message>
   session: Session | undefined = undefined
   context: TurnContext | undefined = undefined
-  private endReason: EndReason = "done"
   private readonly sampling: SamplingParams
+  /**
+   * When the run driver chains steps back to back, one step's end time is the next one's start,
+   * which halves the clock reads. The stream driver reads the clock at each start, because time
+   * between pulls belongs to the consumer.
+   */
+  chained = false
+  private mark = 0
+  /** Whether the last answered turn ended the trajectory (its Step event's `done`). */
+  lastDone = false
 
   constructor(
     readonly request: TrajectoryRequest,
@@ -298,29 +327,91 @@ class Machine {
     return this.phase === Phase.Finished
   }
 
-  /** The next event; failures become an `End` event with the typed error. */
-  next(): Effect.Effect<TurnEvent> {
-    return this.guard(this.transition())
+  startTime(): number {
+    return this.chained ? this.mark : now()
   }
 
-  /** The next event, with failures left in the error channel. */
-  transition(): Effect.Effect<TurnEvent, TrajectoryError> {
-    switch (this.phase) {
-      case Phase.Start:
-        return this.start()
-      case Phase.Model:
-        return this.callModel()
-      case Phase.Env:
-        return this.turnEnd()
-      case Phase.Done:
-      case Phase.MaxTurns:
-        return Effect.succeed(this.end(this.phase === Phase.Done ? "done" : "max_turns", undefined))
-      case Phase.Finished:
-        return Effect.dieMessage("Trajectory: next() after End")
+  stamp(started: number): number {
+    const t = now()
+    this.mark = t
+    return t - started
+  }
+
+  // ---- the steps ----------------------------------------------------------------------------
+
+  /** Starts the scheduler's session (creates and resets the env) in the trajectory's scope. */
+  startSession(): Effect.Effect<Session, TrajectoryError> {
+    return Scope.extend(this.scheduler.start(this.request), this.scope)
+  }
+
+  started(session: Session): void {
+    this.session = session
+    this.messages = session.messages
+    this.phase = Phase.Model
+    this.turn = 1
+  }
+
+  callModel(): Effect.Effect<Completion, TrajectoryError> {
+    return this.inference.chat({
+      messages: this.messages,
+      sampling: this.sampling,
+      trajectoryId: this.request.id,
+      turn: this.turn,
+      seed: mixSeed(this.request.seed, this.turn)
+    })
+  }
+
+  /** The model replied: append its message; the context of this turn's hooks. */
+  replied(completion: Completion): TurnContext {
+    const messages = [...this.messages, Message.assistant(completion.text)]
+    this.messages = messages
+    const context: TurnContext = { request: this.request, turn: this.turn, messages, completion }
+    this.context = context
+    this.phase = Phase.Env
+    return context
+  }
+
+  /**
+   * The env answered (through `onTurnEnd`): whether the trajectory ends, and otherwise the next
+   * turn's messages (`undefined` when it ends).
+   */
+  answered(context: TurnContext, result: TurnResult): Effect.Effect<void, TrajectoryError> | undefined {
+    const session = this.session!
+    const done = result.done ?? session.checkFinished(context)
+    this.lastDone = done
+    if (done) {
+      this.phase = Phase.Done
+      return undefined
     }
+    if (context.turn >= this.request.maxTurns) {
+      this.phase = Phase.MaxTurns
+      return undefined
+    }
+    // The gym scheduler's step only appends the observation: do it inline, no Effect needed.
+    if (session.step === appendObservation) {
+      this.next(result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)])
+      return Effect.void
+    }
+    return Effect.map(session.step(context, result), (messages) => this.next(messages))
   }
 
-  /** Where a failure happened: the phase does not advance until its transition succeeds. */
+  private next(messages: ReadonlyArray<Message.Message>): void {
+    this.messages = messages
+    this.turn++
+    this.phase = Phase.Model
+  }
+
+  end(reason: EndReason, error: TrajectoryError | undefined): End {
+    this.phase = Phase.Finished
+    return { _tag: "End", reason, numTurns: this.turn, messages: this.messages, error }
+  }
+
+  /** The End of a trajectory that finished normally. */
+  finish(): End {
+    return this.end(this.phase === Phase.Done ? "done" : "max_turns", undefined)
+  }
+
+  /** Where a failure happened: the phase does not advance until its step succeeds. */
   private get phaseName(): string {
     return this.phase === Phase.Start ? "start" : this.phase === Phase.Model ? "model" : "turn_end"
   }
@@ -333,81 +424,89 @@ class Machine {
         : Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause))))
   }
 
-  end(reason: EndReason, error: TrajectoryError | undefined): End {
-    this.phase = Phase.Finished
-    this.endReason = reason
-    return { _tag: "End", reason, numTurns: this.turn, messages: this.messages, error }
-  }
+  // ---- the stream driver: one event per pull -----------------------------------------------
 
-  get reason(): EndReason {
-    return this.endReason
-  }
-
-  private start(): Effect.Effect<TurnEvent, TrajectoryError> {
-    const started = now()
-    return Effect.map(Scope.extend(this.scheduler.start(this.request), this.scope), (session): TurnEvent => {
-      this.session = session
-      this.messages = session.messages
-      this.phase = Phase.Model
-      this.turn = 1
-      return { _tag: "Reset", messages: session.messages, info: session.info, envMs: now() - started }
-    })
-  }
-
-  private callModel(): Effect.Effect<TurnEvent, TrajectoryError> {
-    const started = now()
-    const request = this.request
-    return Effect.map(
-      this.inference.chat({
-        messages: this.messages,
-        sampling: this.sampling,
-        trajectoryId: request.id,
-        turn: this.turn,
-        seed: mixSeed(request.seed, this.turn)
-      }),
-      (completion): TurnEvent => {
-        const messages = [...this.messages, Message.assistant(completion.text)]
-        this.messages = messages
-        this.context = { request, turn: this.turn, messages, completion }
-        this.phase = Phase.Env
-        return { _tag: "Completion", turn: this.turn, completion, modelMs: now() - started }
+  /** The next event; failures become an `End` event with the typed error. */
+  nextEvent(): Effect.Effect<TurnEvent> {
+    switch (this.phase) {
+      case Phase.Start: {
+        const started = now()
+        return this.guard(Effect.map(this.startSession(), (session): TurnEvent => {
+          this.started(session)
+          return { _tag: "Reset", messages: session.messages, info: session.info, envMs: this.stamp(started) }
+        }))
       }
-    )
+      case Phase.Model: {
+        const started = now()
+        return this.guard(Effect.map(this.callModel(), (completion): TurnEvent => {
+          const context = this.replied(completion)
+          return { _tag: "Completion", turn: context.turn, completion, modelMs: this.stamp(started) }
+        }))
+      }
+      case Phase.Env: {
+        const started = now()
+        const context = this.context!
+        return this.guard(Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
+          const step = (): TurnEvent => stepEvent(context, result, this.lastDone, this.stamp(started))
+          const more = this.answered(context, result)
+          return more === undefined ? Effect.sync(step) : Effect.map(more, step)
+        }))
+      }
+      case Phase.Done:
+      case Phase.MaxTurns:
+        return Effect.succeed(this.finish())
+      case Phase.Finished:
+        return Effect.dieMessage("Trajectory: next event after End")
+    }
   }
 
-  private turnEnd(): Effect.Effect<TurnEvent, TrajectoryError> {
-    const started = now()
-    const session = this.session!
-    const context = this.context!
-    return Effect.flatMap(session.onTurnEnd(context), (result: TurnResult) => {
-      const done = result.done ?? session.checkFinished(context)
-      const event = (envMs: number): Step => ({
-        _tag: "Step",
-        turn: context.turn,
-        reward: result.reward ?? 0,
-        done,
-        observation: result.observation,
-        info: result.info ?? {},
-        rolloutInfos: result.rolloutInfos,
-        envMs
-      })
-      if (done) {
-        this.phase = Phase.Done
-        return Effect.succeed(event(now() - started))
-      }
-      if (context.turn >= this.request.maxTurns) {
-        this.phase = Phase.MaxTurns
-        return Effect.succeed(event(now() - started))
-      }
-      return Effect.map(session.step(context, result), (messages): TurnEvent => {
-        this.messages = messages
-        this.turn++
-        this.phase = Phase.Model
-        return event(now() - started)
+  // ---- the run driver: the steps chained, folded as they happen ----------------------------
+
+  /** Runs the whole trajectory into `acc` (without the End, which the caller adds). */
+  runInto(acc: Accumulator): Effect.Effect<End> {
+    this.chained = true
+    this.mark = now()
+    const started = this.mark
+    const turn: Effect.Effect<End, TrajectoryError> = Effect.suspend(() => {
+      const modelStarted = this.mark
+      return Effect.flatMap(this.callModel(), (completion) => {
+        const context = this.replied(completion)
+        acc.completion(completion, this.stamp(modelStarted))
+        const envStarted = this.mark
+        return Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
+          const more = this.answered(context, result)
+          const record = () =>
+            acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
+          if (more === undefined) {
+            record()
+            return Effect.succeed(this.finish())
+          }
+          if (more === Effect.void) {
+            record()
+            return turn
+          }
+          return Effect.zipRight(Effect.tap(more, () => Effect.sync(record)), turn)
+        })
       })
     })
+    return this.guard(Effect.flatMap(this.startSession(), (session) => {
+      this.started(session)
+      acc.reset(session.info, this.stamp(started))
+      return turn
+    })) as Effect.Effect<End>
   }
 }
+
+const stepEvent = (context: TurnContext, result: TurnResult, done: boolean, envMs: number): Step => ({
+  _tag: "Step",
+  turn: context.turn,
+  reward: result.reward ?? 0,
+  done,
+  observation: result.observation,
+  info: result.info ?? EMPTY_INFO,
+  rolloutInfos: result.rolloutInfos,
+  envMs
+})
 
 /**
  * The trajectory as a stream of turn events. The env is created when the stream is first pulled and
@@ -426,7 +525,7 @@ export const stream = (
       const scope = yield* Effect.scope
       const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
       return Stream.repeatEffectOption(
-        Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.next())
+        Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.nextEvent())
       )
     })
   )
@@ -460,23 +559,10 @@ export const runWith = (
     (scope) => {
       const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
       const acc = new Accumulator(request)
-      // The same transitions as the stream, chained directly; failures are caught once for the whole
-      // trajectory (the machine knows the phase it failed in), not once per event.
-      const onEvent = (event: TurnEvent): Effect.Effect<TrajectoryResult, TrajectoryError> => {
-        acc.add(event)
-        return machine.finished ? Effect.succeed(acc.result()) : Effect.flatMap(machine.transition(), onEvent)
-      }
-      return Effect.map(
-        machine.guard(Effect.flatMap(Effect.suspend(() => machine.transition()), onEvent)),
-        (last): TrajectoryResult => {
-          // `last` is the result, or the End event the guard made from a failure.
-          if ("_tag" in last) {
-            acc.add(last)
-            return acc.result()
-          }
-          return last
-        }
-      )
+      return Effect.map(machine.runInto(acc), (end) => {
+        acc.add(end)
+        return acc.result()
+      })
     },
     (scope, exit) => Scope.close(scope, exit)
   )

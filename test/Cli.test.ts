@@ -128,9 +128,13 @@ describe("CLI (in-process, full argv)", () => {
       const listed = yield* cli("envs", "--plugin", path.join(root, "examples/frozen_lake_plugin.ts"), "--plugin", fixture("js_plugin.mjs"), "--json")
       expect(listed.code).toBe(0)
       const registry = JSON.parse(listed.stdout)
-      expect(registry.envs.map((e: { name: string }) => e.name)).toEqual(["frozen_lake", "slippery_frozen_lake", "countdown"])
-      expect(registry.schedulers.map((e: { name: string }) => e.name)).toEqual(["gym_scheduler", "frozen_lake_hints"])
-      expect(registry.reward_functions.map((e: { name: string }) => e.name)).toEqual(["format", "short_path", "always_half"])
+      // built-ins first, then each plugin's entries in order
+      const names = (kind: string) => registry[kind].map((e: { name: string }) => e.name)
+      expect(names("envs")[0]).toBe("frozen_lake")
+      expect(names("envs").slice(-2)).toEqual(["slippery_frozen_lake", "countdown"])
+      expect(names("schedulers")[0]).toBe("gym_scheduler")
+      expect(names("schedulers").slice(-1)).toEqual(["frozen_lake_hints"])
+      expect(names("reward_functions")).toEqual(["format", "short_path", "always_half"])
 
       const dir = tmp()
       const dataset = path.join(dir, "mixed.jsonl")

@@ -11,7 +11,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { Completion, Service } from "../Inference.js"
-import { Rng } from "../internal/seed.js"
+import { mixSeed, Rng } from "../internal/seed.js"
 import * as Message from "../Message.js"
 import * as Policy from "../Policy.js"
 
@@ -51,7 +51,7 @@ export const random: Policy.Definition = Policy.define({
   make: (options) =>
     Effect.succeed(withLatency(options.latency_ms, {
       name: "policy random",
-      chat: (request) => Effect.succeed(answers[MOVES[new Rng(request.seed).int(4)]])
+      chat: (request) => Effect.succeed(answers[MOVES[mixSeed(request.seed, 1) & 3]])
     }))
 })
 

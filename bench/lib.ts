@@ -1,0 +1,118 @@
+/**
+ * Shared helpers of the benchmark programs: a FrozenLake run set up like the CLI's, child-process
+ * orchestration, statistics.
+ */
+import { Effect, Either, Layer, Stream } from "effect"
+import { execFile } from "node:child_process"
+import * as os from "node:os"
+import { promisify } from "node:util"
+import * as Inference from "../dist/Inference.js"
+import * as Registry from "../dist/Registry.js"
+import * as Reward from "../dist/Reward.js"
+import * as Rollout from "../dist/Rollout.js"
+import * as Row from "../dist/Row.js"
+import * as Scheduler from "../dist/Scheduler.js"
+import { random } from "../dist/policies/Scripted.js"
+
+/** Command-line flags of a workload: `--name value`. */
+export const flags = (argv: ReadonlyArray<string> = process.argv.slice(2)): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i].startsWith("--")) out[argv[i].slice(2)] = argv[i + 1]?.startsWith("--") === false ? argv[++i] : "true"
+  }
+  return out
+}
+
+/** FrozenLake rows with seeds 0..n-1. */
+export const frozenLakeRows = (n: number) =>
+  Array.from({ length: n }, (_, i) => Row.decodeValue("bench", i, { env_config: { seed: i } }))
+
+/** The random policy (optionally with a fixed latency per call) as a layer. */
+export const randomPolicy = (latencyMs = 0): Layer.Layer<Inference.Inference> =>
+  Layer.scoped(Inference.Inference, Effect.orDie(random.make({ latency_ms: latencyMs })))
+
+export interface RunFigures {
+  readonly turns: number
+  readonly trajectories: number
+  readonly seconds: number
+  readonly turnsPerSecond: number
+  readonly trajectoriesPerSecond: number
+}
+
+/** One FrozenLake run through `Rollout.stream`, timed. */
+export const frozenLakeRun = (options: {
+  readonly rows: number
+  readonly generations: number
+  readonly concurrency: number
+  readonly maxTurns: number
+  readonly driver?: "loop" | "stream"
+  readonly onItem?: (item: Rollout.Item) => void
+}) =>
+  Effect.gen(function*() {
+    const instance = yield* Scheduler.gym.make({ options: {} })
+    const config: Rollout.Config = {
+      registry: Registry.builtins,
+      scheduler: { definition: Scheduler.gym, instance },
+      defaultEnv: "frozen_lake",
+      numGenerations: options.generations,
+      maxTurns: options.maxTurns,
+      concurrency: options.concurrency,
+      seed: 0,
+      columns: Either.getOrThrow(Reward.columns([])),
+      driver: options.driver
+    }
+    const rows = frozenLakeRows(options.rows)
+    let turns = 0
+    let trajectories = 0
+    const started = performance.now()
+    yield* Stream.runForEach(Rollout.stream(config, rows), (item) =>
+      Effect.sync(() => {
+        options.onItem?.(item)
+        if (item._tag !== "Group") return
+        for (const record of item.records) {
+          turns += record.result.numTurns
+          trajectories++
+        }
+      }))
+    const seconds = (performance.now() - started) / 1000
+    return {
+      turns,
+      trajectories,
+      seconds,
+      turnsPerSecond: turns / seconds,
+      trajectoriesPerSecond: trajectories / seconds
+    } satisfies RunFigures
+  }).pipe(Effect.scoped)
+
+/** Prints a workload's figures as the last line of its output (read by the orchestrator). */
+export const report = (figures: object): void => {
+  process.stdout.write(`${JSON.stringify(figures)}\n`)
+}
+
+export const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+export const machine = (): string => {
+  const cpus = os.cpus()
+  return `${cpus.length} x ${cpus[0]?.model.trim() ?? "cpu"}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ` +
+    `Node ${process.version}, ${os.platform()} ${os.arch()}`
+}
+
+const exec = promisify(execFile)
+
+/** Runs a workload program in a fresh Node process and returns its figures. */
+export const runWorkload = async (
+  file: string,
+  args: ReadonlyArray<string>,
+  nodeFlags: ReadonlyArray<string> = []
+): Promise<Record<string, number>> => {
+  const { stdout } = await exec(process.execPath, [...nodeFlags, "--import", "tsx", file, ...args], {
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, NODE_ENV: "production" }
+  })
+  const lines = stdout.trim().split("\n")
+  return JSON.parse(lines[lines.length - 1]) as Record<string, number>
+}

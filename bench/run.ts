@@ -1,0 +1,222 @@
+/**
+ * `npm run bench`: runs every benchmark workload on this machine, each in fresh Node processes,
+ * at least 5 times, and writes BENCHMARKS.md (medians, min-max, targets) and the raw figures as
+ * JSON under bench/results/.
+ *
+ *   npm run bench                      every workload
+ *   npm run bench -- --only latency    workloads whose name contains "latency"
+ *   npm run bench -- --runs 7          runs per figure (default 5)
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { flags, machine, median, runWorkload } from "./lib.js"
+
+const args = flags()
+const runs = Math.max(5, Number(args.runs ?? 5))
+const only = args.only
+const root = path.resolve(import.meta.dirname, "..")
+const workload = (name: string) => path.join(root, "bench/workloads", name)
+
+interface Figure {
+  readonly workload: string
+  readonly figure: string
+  readonly unit: string
+  readonly values: ReadonlyArray<number>
+  readonly target?: { readonly op: ">=" | "<="; readonly value: number } | undefined
+  readonly note?: string | undefined
+}
+
+interface Case {
+  readonly name: string
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly nodeFlags?: ReadonlyArray<string>
+  readonly figures: (runs: ReadonlyArray<Record<string, number>>) => ReadonlyArray<Figure>
+}
+
+const pick = (rs: ReadonlyArray<Record<string, number>>, key: string) => rs.map((r) => r[key])
+
+const orchestration = (path: "loop" | "stream" | "plain", concurrency: number): Case => ({
+  name: `orchestration ${path} c=${concurrency}`,
+  file: workload("orchestration.ts"),
+  args: ["--path", path, "--concurrency", String(concurrency)],
+  figures: (rs) => [
+    {
+      workload: `1. FrozenLake 1024 rows x 8, random policy, max_turns 10, concurrency ${concurrency}, ${
+        path === "loop" ? "run path (Rollout)" : path === "stream" ? "Stream path (Trajectory.stream folded)" : "plain async JS loop, no Effect"
+      }`,
+      figure: "turns/s",
+      unit: "turns/s",
+      values: pick(rs, "turnsPerSecond"),
+      target: path === "loop" && concurrency === 64 ? { op: ">=", value: 75_000 } : undefined
+    },
+    {
+      workload: `1. same, ${path} c=${concurrency}`,
+      figure: "trajectories/s",
+      unit: "traj/s",
+      values: pick(rs, "trajectoriesPerSecond")
+    }
+  ]
+})
+
+const latency = (concurrency: number): Case => ({
+  name: `latency c=${concurrency}`,
+  file: workload("latency.ts"),
+  args: ["--concurrency", String(concurrency), "--latency-ms", "20", "--seconds", "5"],
+  figures: (rs) => [
+    {
+      workload: `2. 20 ms policy, concurrency ${concurrency} (bound ${concurrency / 0.02} turns/s)`,
+      figure: "turns/s / bound",
+      unit: "ratio",
+      values: pick(rs, "efficiency"),
+      target: { op: ">=", value: 0.95 }
+    }
+  ]
+})
+
+const memory: Case = {
+  name: "memory",
+  file: workload("memory.ts"),
+  args: ["--in-flight", "10000", "--latency-ms", "20"],
+  nodeFlags: ["--expose-gc"],
+  figures: (rs) => [
+    {
+      workload: "3. 10,000 FrozenLake trajectories in flight (20 ms policy)",
+      figure: "live heap per in-flight trajectory (after full GC)",
+      unit: "bytes",
+      values: pick(rs, "liveHeapPerInFlightBytes"),
+      target: { op: "<=", value: 20 * 1024 }
+    },
+    {
+      workload: "3. same",
+      figure: "peak heap per in-flight trajectory (with garbage)",
+      unit: "bytes",
+      values: pick(rs, "peakHeapPerInFlightBytes")
+    },
+    { workload: "3. same", figure: "peak RSS", unit: "MiB", values: pick(rs, "peakRssBytes").map((b) => b / 2 ** 20) }
+  ]
+}
+
+const scaling = (trajectories: number): Case => ({
+  name: `scaling n=${trajectories}`,
+  file: workload("scaling.ts"),
+  args: ["--trajectories", String(trajectories)],
+  figures: (rs) => [
+    {
+      workload: `6. whole CLI job (dataset -> completions.jsonl + summary), ${trajectories.toLocaleString("en")} trajectories`,
+      figure: "microseconds per turn",
+      unit: "us/turn",
+      values: pick(rs, "microsecondsPerTurn")
+    },
+    { workload: `6. same, ${trajectories.toLocaleString("en")}`, figure: "turns/s", unit: "turns/s", values: pick(rs, "turnsPerSecond") }
+  ]
+})
+
+const extraCases = async (): Promise<ReadonlyArray<Case>> => {
+  // Workloads of later modules register themselves by file: bench/workloads/extra/*.ts export `cases`.
+  const dir = path.join(root, "bench/workloads/extra")
+  if (!fs.existsSync(dir)) return []
+  const out: Array<Case> = []
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith(".cases.ts")).sort()) {
+    const module = (await import(path.join(dir, file))) as { readonly cases: ReadonlyArray<Case> }
+    out.push(...module.cases)
+  }
+  return out
+}
+
+const formatValue = (x: number, unit: string): string =>
+  unit === "ratio" ? x.toFixed(3) : x >= 100 ? Math.round(x).toLocaleString("en") : x.toFixed(2)
+
+const main = async () => {
+  const cases: Array<Case> = [
+    orchestration("loop", 64),
+    orchestration("loop", 1024),
+    orchestration("stream", 64),
+    orchestration("plain", 64),
+    latency(256),
+    latency(1024),
+    latency(4096),
+    memory,
+    scaling(1_000),
+    scaling(10_000),
+    scaling(100_000),
+    ...(await extraCases())
+  ].filter((c) => only === undefined || c.name.includes(only))
+
+  const figures: Array<Figure> = []
+  const raw: Record<string, Array<Record<string, number>>> = {}
+  for (const c of cases) {
+    const results: Array<Record<string, number>> = []
+    for (let i = 0; i < runs; i++) {
+      process.stderr.write(`\r${c.name}: run ${i + 1}/${runs}   `)
+      results.push(await runWorkload(c.file, c.args, c.nodeFlags))
+    }
+    process.stderr.write("\n")
+    raw[c.name] = results
+    figures.push(...c.figures(results))
+  }
+
+  // Scaling: cost per turn relative to the smallest run (must stay within 20%).
+  const perTurn = figures.filter((f) => f.figure === "microseconds per turn")
+  if (perTurn.length > 1) {
+    const base = median(perTurn[0].values)
+    for (const f of perTurn.slice(1)) {
+      figures.push({
+        workload: f.workload,
+        figure: "cost per turn vs the 1,000 run",
+        unit: "ratio",
+        values: f.values.map((v) => v / base),
+        target: { op: "<=", value: 1.2 }
+      })
+    }
+  }
+  // The stretch target: the run path against the plain loop.
+  const loop = figures.find((f) => f.workload.includes("run path") && f.workload.includes("concurrency 64"))
+  const plain = figures.find((f) => f.workload.includes("plain async") && f.figure === "turns/s")
+  if (loop !== undefined && plain !== undefined) {
+    figures.push({
+      workload: "1. run path / plain JS loop, concurrency 64 (stretch target: 0.5)",
+      figure: "ratio of medians",
+      unit: "ratio",
+      values: [median(loop.values) / median(plain.values)],
+      target: { op: ">=", value: 0.5 }
+    })
+  }
+
+  const date = new Date().toISOString()
+  const resultsDir = path.join(root, "bench/results")
+  fs.mkdirSync(resultsDir, { recursive: true })
+  const rawFile = path.join(resultsDir, `${date.slice(0, 19).replace(/[:T]/g, "-")}.json`)
+  fs.writeFileSync(rawFile, JSON.stringify({ date, machine: machine(), runs, raw, figures }, null, 2))
+
+  const rows = figures.map((f) => {
+    const med = median(f.values)
+    const min = Math.min(...f.values)
+    const max = Math.max(...f.values)
+    const verdict = f.target === undefined
+      ? ""
+      : (f.target.op === ">=" ? med >= f.target.value : med <= f.target.value)
+      ? `${f.target.op} ${formatValue(f.target.value, f.unit)}: met`
+      : `${f.target.op} ${formatValue(f.target.value, f.unit)}: **missed**`
+    return `| ${f.workload} | ${f.figure} | ${formatValue(med, f.unit)} | ${formatValue(min, f.unit)} - ${
+      formatValue(max, f.unit)
+    } | ${f.values.length} | ${verdict} |`
+  })
+  const markdown = [
+    "# Benchmarks",
+    "",
+    `Measured ${date} on ${machine()} with \`npm run bench\` (${runs} runs per figure, each in a fresh`,
+    "Node process after warm-up runs; medians, min - max). Raw figures: `" + path.relative(root, rawFile) + "`.",
+    "",
+    "| workload | figure | median | min - max | runs | target |",
+    "|---|---|---|---|---|---|",
+    ...rows,
+    ""
+  ].join("\n")
+  const notesFile = path.join(root, "bench/NOTES.md")
+  const notes = fs.existsSync(notesFile) ? `\n${fs.readFileSync(notesFile, "utf8")}` : ""
+  fs.writeFileSync(path.join(root, "BENCHMARKS.md"), markdown + notes)
+  process.stdout.write(markdown)
+}
+
+main()
