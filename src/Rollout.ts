@@ -211,8 +211,8 @@ export const scoreTrajectory = (
   row: Row,
   result: Trajectory.TrajectoryResult
 ): Effect.Effect<TrajectoryRecord> => {
-  if (result.error !== undefined) {
-    return Effect.succeed({ row, result, rewards: undefined, reward: undefined, advantage: undefined, error: result.error })
+  if (result.error !== undefined || config.columns.functions.length === 0) {
+    return Effect.succeed(scoreSync(config, row, result))
   }
   return Effect.match(Reward.score(config.columns, result, row.dataDict), {
     onFailure: (error) => ({ row, result, rewards: undefined, reward: undefined, advantage: undefined, error }),
@@ -225,6 +225,15 @@ export const scoreTrajectory = (
       error: undefined
     })
   })
+}
+
+/** The record of a failed trajectory, or of a run with no reward functions (only the gym column). */
+const scoreSync = (config: Config, row: Row, result: Trajectory.TrajectoryResult): TrajectoryRecord => {
+  if (result.error !== undefined) {
+    return { row, result, rewards: undefined, reward: undefined, advantage: undefined, error: result.error }
+  }
+  const rewards = { [Reward.GYM_COLUMN]: result.totalReward }
+  return { row, result, rewards, reward: Reward.weighted(config.columns, rewards), advantage: undefined, error: undefined }
 }
 
 /**
@@ -328,17 +337,19 @@ const workerLoop = (
     const trajectory = config.driver === "stream"
       ? Effect.provideService(Trajectory.fold(req, Trajectory.stream(req, options)), Inference, inference)
       : Trajectory.runWith(req, options, inference)
-    return trajectory.pipe(
-      Effect.flatMap((result) => scoreTrajectory(config, task.prepared.row, result)),
-      Effect.flatMap((record) => {
-        const group = task.group
-        group.records[task.generation] = record
-        group.remaining--
-        if (group.remaining > 0) return loop
-        const records = withAdvantages(group.records as Array<TrajectoryRecord>)
-        return Effect.zipRight(Queue.offer(queue, { _tag: "Group", row: group.row, records }), loop)
-      })
-    )
+    const finished = (record: TrajectoryRecord): Effect.Effect<void> => {
+      const group = task.group
+      group.records[task.generation] = record
+      group.remaining--
+      if (group.remaining > 0) return loop
+      const records = withAdvantages(group.records as Array<TrajectoryRecord>)
+      return Effect.zipRight(Queue.offer(queue, { _tag: "Group", row: group.row, records }), loop)
+    }
+    return Effect.flatMap(trajectory, (result) =>
+      // Without reward functions scoring is plain arithmetic: no Effect needed.
+      config.columns.functions.length === 0 || result.error !== undefined
+        ? finished(scoreSync(config, task.prepared.row, result))
+        : Effect.flatMap(scoreTrajectory(config, task.prepared.row, result), finished))
   })
   return loop
 }

@@ -554,15 +554,17 @@ export const runWith = (
   options: Options,
   inference: InferenceService
 ): Effect.Effect<TrajectoryResult> =>
-  Effect.acquireUseRelease(
-    Scope.make(),
-    (scope) => {
-      const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
-      const acc = new Accumulator(request)
-      return Effect.map(machine.runInto(acc), (end) => {
+  // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
+  // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
+  // trajectory.
+  Effect.flatMap(Scope.make(), (scope) => {
+    const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
+    const acc = new Accumulator(request)
+    return Effect.onExit(
+      Effect.map(machine.runInto(acc), (end) => {
         acc.add(end)
         return acc.result()
-      })
-    },
-    (scope, exit) => Scope.close(scope, exit)
-  )
+      }),
+      (exit) => Scope.close(scope, exit)
+    )
+  })

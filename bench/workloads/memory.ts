@@ -27,13 +27,14 @@ const main = async () => {
     peakHeap = Math.max(peakHeap, m.heapUsed)
     peakRss = Math.max(peakRss, m.rss)
   }, 5)
-  // Take live-heap samples (after a full GC) while all trajectories are in flight.
+  // Take a few live-heap samples (after a full GC) while all trajectories are in flight; a full GC
+  // of a large heap is slow, so not too often.
   const liveProbe = setInterval(() => {
     gc()
     liveSamples.push(process.memoryUsage().heapUsed)
-  }, 100)
+  }, 250)
   // Enough trajectories that the pool stays full for a while: each lasts about 5.5 x 20 ms.
-  const generations = 8
+  const generations = Number(args.generations ?? 8)
   const rows = Math.ceil((inFlight * 4) / generations)
   const figures = await Effect.runPromise(
     frozenLakeRun({ rows, generations, concurrency: inFlight, maxTurns: 10 }).pipe(Effect.provide(randomPolicy(latencyMs)))

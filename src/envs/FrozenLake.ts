@@ -163,18 +163,20 @@ const boardFor = (size: number, p: number, seed: number | bigint): Board => {
   return board
 }
 
-/** {@link render} on a precomputed board: only the player's row is rebuilt. */
-const renderBoard = (board: Board, row: number, col: number): string => {
-  const line = board.spaced[row]
+/**
+ * The lines of {@link render} on a precomputed board: only the player's row is rebuilt. Callers join
+ * them with the rest of the observation in one `join`, which yields a flat string (concatenation
+ * would leave a rope of many small strings alive in every message of the conversation).
+ */
+const boardLines = (board: Board, row: number, col: number): Array<string> => {
+  const lines = board.spaced.slice()
+  const line = lines[row]
   const mark = board.grid[row][col] === "G" ? "*" : "P"
-  const marked = line.slice(0, 2 * col) + mark + line.slice(2 * col + 1)
-  let out = ""
-  for (let r = 0; r < board.spaced.length; r++) {
-    if (r > 0) out += "\n"
-    out += r === row ? marked : board.spaced[r]
-  }
-  return out
+  lines[row] = line.slice(0, 2 * col) + mark + line.slice(2 * col + 1)
+  return lines
 }
+
+const text = (...parts: ReadonlyArray<string | ReadonlyArray<string>>): string => parts.flat().join("\n")
 
 /**
  * The grid as text, cells joined by spaces, with the player shown as `P` (`*` on the goal).
@@ -326,8 +328,12 @@ export class Game {
     this.row = board.startRow
     this.col = board.startCol
     this.steps = 0
-    const observation = `FrozenLake ${this.size}x${this.size}:\n${renderBoard(board, this.row, this.col)}\n\n` +
+    const observation = text(
+      `FrozenLake ${this.size}x${this.size}:`,
+      boardLines(board, this.row, this.col),
+      "",
       `You are at row ${this.row}, col ${this.col}. Output your first move.`
+    )
     const info: Record<string, unknown> = { seed: this.seedJson, size: this.size }
     if (this.seed === null) info.map_seed = jsonInt(BigInt(fallbackSeed))
     return { observation, info, systemPrompt: SYSTEM_PROMPT }
@@ -341,8 +347,11 @@ export class Game {
     const seed = this.seedJson
     if (move === undefined) {
       return {
-        observation: "Invalid response: could not find a move. Reply with <action>up|down|left|right</action>.\n\n" +
-          renderBoard(this.board!, this.row, this.col),
+        observation: text(
+          "Invalid response: could not find a move. Reply with <action>up|down|left|right</action>.",
+          "",
+          boardLines(this.board!, this.row, this.col)
+        ),
         reward: 0,
         done: false,
         info: { seed, step: this.steps, parsed_action: null, status: "invalid_action" }
@@ -352,10 +361,10 @@ export class Game {
     this.row = Math.max(0, Math.min(this.grid.length - 1, this.row + dr))
     this.col = Math.max(0, Math.min(this.grid[0].length - 1, this.col + dc))
     const cell = this.grid[this.row][this.col]
-    const board = renderBoard(this.board!, this.row, this.col)
+    const board = boardLines(this.board!, this.row, this.col)
     if (cell === "G") {
       return {
-        observation: `You moved ${move} and reached the goal!\n${board}`,
+        observation: text(`You moved ${move} and reached the goal!`, board),
         reward: 1,
         done: true,
         info: { seed, step: this.steps, parsed_action: move, status: "goal" }
@@ -363,15 +372,18 @@ export class Game {
     }
     if (cell === "H") {
       return {
-        observation: `You moved ${move} and fell into a hole. Episode over.\n${board}`,
+        observation: text(`You moved ${move} and fell into a hole. Episode over.`, board),
         reward: 0,
         done: true,
         info: { seed, step: this.steps, parsed_action: move, status: "hole" }
       }
     }
     return {
-      observation: `You moved ${move}. Now at row ${this.row}, col ${this.col} (step ${this.steps}).\n${board}\n` +
-        "Output your next move.",
+      observation: text(
+        `You moved ${move}. Now at row ${this.row}, col ${this.col} (step ${this.steps}).`,
+        board,
+        "Output your next move."
+      ),
       reward: 0,
       done: false,
       info: { seed, step: this.steps, parsed_action: move, status: "ok" }
