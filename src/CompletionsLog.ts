@@ -53,9 +53,12 @@ export const CompletionLine = Schema.Struct({
   end_reason: Schema.Literal("done", "max_turns", "error"),
   error: Schema.NullOr(LoggedError),
   finish_reasons: Schema.Array(Schema.String),
-  response_token_ids: Schema.optional(Schema.Array(Schema.Array(Schema.Number))),
-  response_loss_mask: Schema.optional(Schema.Array(Schema.Array(Schema.Number))),
-  rollout_logprobs: Schema.optional(Schema.Array(Schema.Array(Schema.Number))),
+  /** One entry per turn: the completion's token ids, `null` for a turn whose backend gave none. */
+  response_token_ids: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
+  /** One entry per turn: 1 for each model token (the response holds model tokens only). */
+  response_loss_mask: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
+  /** One entry per turn: the logprob of each token, `null` for a turn whose backend gave none. */
+  rollout_logprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
   timings: Schema.Struct({
     total_ms: Schema.Number,
     reset_ms: Schema.Number,
@@ -115,10 +118,14 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
     error: record.error === undefined ? null : errorToJson(record.error),
     finish_reasons: result.turns.map((t) => t.finishReason)
   }
-  if (result.turns.length > 0 && result.turns.every((t) => t.tokenIds !== undefined)) {
-    line.response_token_ids = result.turns.map((t) => t.tokenIds)
-    line.response_loss_mask = result.turns.map((t) => t.tokenIds!.map(() => 1))
-    if (result.turns.every((t) => t.logprobs !== undefined)) line.rollout_logprobs = result.turns.map((t) => t.logprobs)
+  // Token fields keep one entry per turn, so turn i is always entry i; a turn whose backend gave no
+  // ids (or no logprobs) is `null` there, never a made-up list. A field no turn has is left out.
+  if (result.turns.some((t) => t.tokenIds !== undefined)) {
+    line.response_token_ids = result.turns.map((t) => t.tokenIds ?? null)
+    line.response_loss_mask = result.turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))
+  }
+  if (result.turns.some((t) => t.logprobs !== undefined)) {
+    line.rollout_logprobs = result.turns.map((t) => t.logprobs ?? null)
   }
   line.timings = {
     total_ms: round(result.timings.totalMs),
@@ -137,14 +144,14 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
 export const encodeLine = (record: TrajectoryRecord): string => Json.stringify(toLine(record))
 
 /**
- * A writer of the log: `write` appends the lines of an item (a group's trajectories; nothing for a
- * row failure). The file is closed with the scope.
+ * A writer of the log: `write` appends the lines of some items (each group's trajectories; nothing
+ * for a row failure) in one write. The file is closed with the scope.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Writer {
-  readonly write: (item: Item) => Effect.Effect<void, PlatformError>
+  readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
 }
 
 /**
@@ -159,11 +166,13 @@ export const open = (path: string): Effect.Effect<Writer, PlatformError, FileSys
     const file = yield* fs.open(path, { flag: "w" })
     const encoder = new TextEncoder()
     return {
-      write: (item) => {
-        if (item._tag !== "Group") return Effect.void
+      write: (items) => {
         let text = ""
-        for (const record of item.records) text += encodeLine(record) + "\n"
-        return file.writeAll(encoder.encode(text))
+        for (const item of items) {
+          if (item._tag !== "Group") continue
+          for (const record of item.records) text += encodeLine(record) + "\n"
+        }
+        return text === "" ? Effect.void : file.writeAll(encoder.encode(text))
       }
     }
   })

@@ -13,6 +13,7 @@ import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { FileError, keyValues, parseNumbers, plugins, readText, setExitCode } from "./common.js"
+import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 
 export const runOptions = {
@@ -26,11 +27,18 @@ export const runOptions = {
     Options.withDefault("gym_scheduler")
   ),
   schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
+  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
+    Options.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
+    Options.optional
+  ),
   policy: Options.text("policy").pipe(
-    Options.withDescription("The in-process policy that answers (random, frozen-lake-solver, or a plugin's)"),
-    Options.withDefault("random")
+    Options.withDescription(
+      "--mode scripted: the in-process policy that answers (random, the default; frozen-lake-solver; or a plugin's)"
+    ),
+    Options.optional
   ),
   policyOptions: keyValues("policy-option", "key=value options for the policy, e.g. epsilon=0.1 (repeatable)"),
+  ...InferenceOptions.options,
   seed: Options.integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
   numGenerations: Options.integer("num-generations").pipe(
     Options.withDescription("Trajectories per row (the GRPO group size)"),
@@ -73,15 +81,23 @@ export const runJob = (args: RunArgs) =>
     yield* Rollout.validate(args)
     const registry = yield* PluginLoader.registry(args.plugins)
     const definition = yield* Registry.scheduler(registry, args.scheduler)
-    const policy = yield* Registry.policy(registry, args.policy)
     const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
     const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
     if (defaultEnv !== undefined && definition.usesRegistryEnvs) yield* Registry.env(registry, defaultEnv)
 
     const text = yield* readText("--dataset", args.dataset)
-    const instance = yield* definition.make({ options: args.schedulerOptions })
-    const inference = yield* policy.make(args.policyOptions)
+    const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
+      onNone: () => args.schedulerOptions,
+      onSome: (n): Record<string, unknown> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
+    })
+    const instance = yield* definition.make({ options: schedulerOptions })
+    const inference = yield* InferenceOptions.make(args, {
+      registry,
+      policy: args.policy,
+      policyOptions: args.policyOptions
+    })
+    const sampling = yield* InferenceOptions.sampling(args)
     const writer = yield* CompletionsLog.open(args.output).pipe(
       Effect.mapError((error) => new FileError({ option: "--output", file: args.output, detail: error.message }))
     )
@@ -93,7 +109,8 @@ export const runJob = (args: RunArgs) =>
       maxTurns: args.maxTurns,
       concurrency: args.concurrency,
       seed: args.seed,
-      columns
+      columns,
+      sampling
     }
     const accumulator = new Summary.Accumulator()
     const started = performance.now()
@@ -103,15 +120,16 @@ export const runJob = (args: RunArgs) =>
       Rollout.stream(config, Row.decodeJsonl(args.dataset, text)).pipe(
         Stream.tap((item) => {
           accumulator.add(item)
-          const report = item._tag === "RowFailure" ? Console.error(`bad row: ${item.error.message}`) : Effect.void
-          return Effect.zipRight(
-            report,
-            Effect.mapError(
-              writer.write(item),
-              (error) => new FileError({ option: "--output", file: args.output, detail: error.message })
-            )
-          )
+          return item._tag === "RowFailure" ? Console.error(`bad row: ${item.error.message}`) : Effect.void
         }),
+        // Groups are written in batches (at most 200 ms late), not one write per group.
+        Stream.groupedWithin(256, "200 millis"),
+        Stream.mapEffect((items) =>
+          Effect.mapError(
+            writer.write(items),
+            (error) => new FileError({ option: "--output", file: args.output, detail: error.message })
+          )
+        ),
         Stream.runDrain,
         Effect.provideService(Inference, inference)
       )

@@ -1,0 +1,470 @@
+/**
+ * Colocate mode: the `Inference` service on an in-process llama.cpp engine (node-llama-cpp), from
+ * a GGUF file.
+ *
+ * - The model loads once per layer (`Layer.scoped`): runtime, model and context are released, in
+ *   that reverse order, when the scope closes. node-llama-cpp is imported lazily, so a machine
+ *   without it (or without a usable binary) gets an `Unavailable` error here and nothing else breaks.
+ * - Concurrent trajectories share one context of `sequences` sequences; a call holds one sequence
+ *   (a semaphore bounds them) and node-llama-cpp batches the evaluations of all busy sequences.
+ *   Evaluation runs on llama.cpp's threads, never on the event loop. A trajectory's next turn
+ *   prefers the sequence it used last, so the shared prefix of its prompt is not evaluated again.
+ * - The prompt is the model's own chat template (`tokenizer.chat_template` in the GGUF) through
+ *   node-llama-cpp's `resolveChatWrapper`; a file without one gets the wrapper node-llama-cpp
+ *   infers from the model's name and architecture, else its general-purpose format.
+ * - Every completion carries its token ids and the logprob of each token under the distribution it
+ *   was drawn from (after penalties, top-k, top-p and temperature; with temperature 0 the model's
+ *   own distribution). The end-of-generation token, when one was sampled, is part of the token ids
+ *   (it is model output, trained on) but not of the text. A stop string cuts the text; the tokens
+ *   sampled up to it stay.
+ * - Sampling is seeded with each call's seed, so a run is reproducible for a fixed `--seed` (with
+ *   one sequence, or the same schedule: batching different sequences together can change logits in
+ *   the last bits). Defaults follow the OpenAI API: temperature 1, no top-k, top-p 1.
+ *
+ * @since 0.1.0
+ */
+import { Config, Effect, Either, Layer } from "effect"
+import type { ConfigError } from "effect"
+import type * as Scope from "effect/Scope"
+import * as fs from "node:fs/promises"
+import type * as NodeLlamaCpp from "node-llama-cpp"
+import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } from "../Inference.js"
+import { Inference, InferenceError } from "../Inference.js"
+import type { Message } from "../Message.js"
+import * as Binding from "./internal/nodeLlamaCpp.js"
+import * as Sampling from "./Sampling.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** A GGUF file. */
+  readonly modelPath: string
+  /** Tokens per sequence (prompt and completion). Default: the model's training context, at most 4096. */
+  readonly contextSize?: number | undefined
+  /** Layers offloaded to a GPU. Default 0: CPU only. */
+  readonly gpuLayers?: number | undefined
+  /** CPU threads for evaluation. Default: the machine's math cores but one (left to the event loop). */
+  readonly threads?: number | undefined
+  /** Completions generated at once (sequences of the context). Default 4. */
+  readonly sequences?: number | undefined
+  /** Defaults under each call's own parameters. */
+  readonly sampling?: SamplingParams | undefined
+  /** The module to import instead of `node-llama-cpp` (a fork, a wrapper). */
+  readonly module?: string | undefined
+}
+
+/**
+ * The loaded engine, for callers that want more than the `Inference` service (the prompt format).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Engine {
+  readonly service: Service
+  /** The chat wrapper node-llama-cpp resolved (`JinjaTemplate` when the file's own template is used as is). */
+  readonly chatWrapper: string
+  readonly contextSize: number
+  readonly sequences: number
+  readonly loadMs: number
+  /** The prompt of a conversation, as text (special tokens shown) and as token ids. */
+  readonly formatPrompt: (messages: ReadonlyArray<Message>) => {
+    readonly text: string
+    readonly tokens: ReadonlyArray<number>
+  }
+}
+
+const BACKEND = Binding.BACKEND
+/** vLLM's floor for a logprob: keeps `-Infinity` (a probability that underflowed) out of the JSON log. */
+const MIN_LOGPROB = -9999
+
+const invalid = (detail: string, cause?: unknown) =>
+  new InferenceError({ reason: "InvalidRequest", backend: BACKEND, detail, ...(cause === undefined ? {} : { cause }) })
+
+const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+/**
+ * Checks the options without loading anything.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validate = (options: Options): Either.Either<Options, InferenceError> => {
+  const whole = (option: string, value: number | undefined, min: number) =>
+    value === undefined || (Number.isSafeInteger(value) && value >= min)
+      ? undefined
+      : `${option}: must be a whole number >= ${min}, got ${value}`
+  const problem = whole("--context-size", options.contextSize, 16) ??
+    whole("--gpu-layers", options.gpuLayers, 0) ??
+    whole("--threads", options.threads, 0) ??
+    whole("--inference-concurrency", options.sequences, 1)
+  if (problem !== undefined) return Either.left(invalid(problem))
+  if (options.modelPath.trim() === "") return Either.left(invalid("--model: a GGUF file path is required"))
+  return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
+}
+
+/**
+ * Checks that the file exists and starts with the GGUF magic, so a wrong path gets a plain answer
+ * instead of llama.cpp's.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkModelFile = (path: string): Effect.Effect<void, InferenceError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const handle = await fs.open(path, "r")
+      try {
+        const stat = await handle.stat()
+        if (!stat.isFile()) return "not a file"
+        const magic = Buffer.alloc(4)
+        const { bytesRead } = await handle.read(magic, 0, 4, 0)
+        return bytesRead === 4 && magic.toString("latin1") === "GGUF" ? undefined : "not a GGUF file (no GGUF magic)"
+      } finally {
+        await handle.close()
+      }
+    },
+    catch: (cause) => {
+      const code = (cause as { code?: unknown }).code
+      return invalid(
+        code === "ENOENT" ? `--model ${path}: no such file` : `--model ${path}: cannot read it: ${describe(cause)}`,
+        cause
+      )
+    }
+  }).pipe(
+    Effect.flatMap((problem) =>
+      problem === undefined ? Effect.void : Effect.fail(invalid(`--model ${path}: ${problem}`))
+    )
+  )
+
+type Token = NodeLlamaCpp.Token
+
+interface Slot {
+  readonly sequence: NodeLlamaCpp.LlamaContextSequence
+  inUse: boolean
+  owner: string | undefined
+  lastUsed: number
+  running: Promise<void> | undefined
+}
+
+interface Generated {
+  readonly text: string
+  readonly finishReason: FinishReason
+  readonly tokenIds: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+}
+
+const toHistory = (messages: ReadonlyArray<Message>): Array<NodeLlamaCpp.ChatHistoryItem> => {
+  const history: Array<NodeLlamaCpp.ChatHistoryItem> = messages.map((m): NodeLlamaCpp.ChatHistoryItem =>
+    m.role === "system"
+      ? { type: "system", text: m.content }
+      : m.role === "assistant"
+      ? { type: "model", response: [m.content] }
+      : { type: "user", text: m.content }
+  )
+  // An empty model turn at the end asks the wrapper for the generation prompt.
+  history.push({ type: "model", response: [] })
+  return history
+}
+
+const endsWith = (tokens: ReadonlyArray<Token>, suffix: ReadonlyArray<Token>): boolean => {
+  if (suffix.length === 0 || suffix.length > tokens.length) return false
+  const offset = tokens.length - suffix.length
+  for (let i = 0; i < suffix.length; i++) if (tokens[offset + i] !== suffix[i]) return false
+  return true
+}
+
+/**
+ * Loads the engine in the current scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceError, Scope.Scope> =>
+  Effect.gen(function*() {
+    yield* validate(options)
+    yield* checkModelFile(options.modelPath)
+    const binding = yield* Binding.load(options.module)
+    const started = performance.now()
+    const log = new Binding.LogTail()
+    const gpuLayers = options.gpuLayers ?? 0
+    const withLog = (detail: string) => (log.text === "" ? detail : `${detail} (llama.cpp: ${log.text})`)
+
+    const llama = yield* Effect.acquireRelease(
+      Binding.getLlama(binding, { gpu: gpuLayers > 0, log }),
+      (llama) => Effect.promise(() => llama.dispose())
+    )
+    const model = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => llama.loadModel({ modelPath: options.modelPath, gpuLayers }),
+        catch: (cause) =>
+          invalid(withLog(`--model ${options.modelPath}: cannot load the model: ${describe(cause)}`), cause)
+      }),
+      (model) => Effect.promise(() => model.dispose())
+    )
+    const sequences = options.sequences ?? 4
+    // llama.cpp's threads spin while they wait for each other: more threads than free cores (its
+    // default counts every core, and the event loop needs one) makes evaluation orders of magnitude
+    // slower, not faster.
+    const threads = options.threads ?? Math.max(1, llama.cpuMathCores - 1)
+    const trained = model.trainContextSize
+    const contextSize = options.contextSize ?? Math.min(trained > 0 ? trained : 4096, 4096)
+    const context = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () =>
+          model.createContext({
+            contextSize,
+            sequences,
+            threads,
+            // Fail rather than silently shrink: the context size is part of what the user asked for.
+            failedCreationRemedy: false
+          }),
+        catch: (cause) =>
+          invalid(
+            withLog(`cannot create a context of ${sequences} x ${contextSize} tokens: ${describe(cause)} ` +
+              "(try a smaller --context-size or --inference-concurrency)"),
+            cause
+          )
+      }),
+      (context) => Effect.promise(() => context.dispose())
+    )
+    const wrapper = binding.resolveChatWrapper(model, { warningLogs: false })
+    const slots: Array<Slot> = Array.from({ length: sequences }, () => ({
+      sequence: context.getSequence(),
+      inUse: false,
+      owner: undefined,
+      lastUsed: 0,
+      running: undefined
+    }))
+    const semaphore = yield* Effect.makeSemaphore(sequences)
+    const loadMs = performance.now() - started
+    const defaults = options.sampling ?? {}
+    const checked = new WeakSet<SamplingParams>()
+    let clock = 0
+
+    const render = (messages: ReadonlyArray<Message>) => {
+      const state = wrapper.generateContextState({ chatHistory: toHistory(messages) })
+      const tokens = state.contextText.tokenize(model.tokenizer)
+      const tokenStops: Array<ReadonlyArray<Token>> = []
+      const textStops: Array<string> = []
+      for (const trigger of state.stopGenerationTriggers) {
+        const plain = trigger.values.every((v) => typeof v === "string")
+        if (plain) {
+          const text = trigger.values.join("")
+          if (text !== "") textStops.push(text)
+          continue
+        }
+        const ids = trigger.tokenize(model.tokenizer)
+        // A lone end-of-generation token already ends the completion.
+        if (ids.length > 0 && !(ids.length === 1 && model.isEogToken(ids[0]))) tokenStops.push(ids)
+      }
+      return { state, tokens, tokenStops, textStops }
+    }
+
+    const formatPrompt = (messages: ReadonlyArray<Message>) => {
+      const { tokens } = render(messages)
+      return { text: model.detokenize(tokens, true), tokens }
+    }
+
+    /** One completion on one sequence; resolves early (and cleanly) when `signal` aborts. */
+    const generate = async (
+      slot: Slot,
+      prompt: ReadonlyArray<Token>,
+      stops: { readonly tokens: ReadonlyArray<ReadonlyArray<Token>>; readonly text: ReadonlyArray<string> },
+      sampling: SamplingParams,
+      seed: number,
+      signal: AbortSignal
+    ): Promise<Generated> => {
+      const sequence = slot.sequence
+      const budget = sequence.contextSize - prompt.length
+      if (budget < 1) {
+        throw invalid(
+          `the prompt has ${prompt.length} tokens; the context holds ${sequence.contextSize} (raise --context-size)`
+        )
+      }
+      const maxTokens = Math.min(sampling.maxTokens ?? budget, budget)
+      // Keep the part of the sequence's state that the new prompt shares; at least one prompt token
+      // is evaluated again, for the logits of the first completion token.
+      const shared = Math.min(sequence.compareContextTokens([...prompt]).firstDifferentIndex, prompt.length - 1)
+      if (shared < sequence.nextTokenIndex) {
+        await sequence.eraseContextTokenRanges([{ start: shared, end: sequence.nextTokenIndex }])
+      }
+      const tokens: Array<Token> = []
+      const logprobs: Array<number> = []
+      let finishReason: FinishReason = "length"
+      let cut: number | undefined // tokens that are not text (end of generation, a token stop)
+      let textCut: string | undefined
+      const penalize = sampling.presencePenalty !== undefined || sampling.frequencyPenalty !== undefined
+      const generator = sequence.evaluateWithMetadata([...prompt.slice(shared)], { confidence: true }, {
+        temperature: sampling.temperature ?? 1,
+        topK: sampling.topK ?? 0,
+        topP: sampling.topP ?? 1,
+        minP: 0,
+        seed,
+        yieldEogToken: true,
+        ...(penalize
+          ? {
+            repeatPenalty: {
+              punishTokens: () => tokens,
+              maxPunishTokens: maxTokens,
+              penalty: 1,
+              presencePenalty: sampling.presencePenalty ?? 0,
+              frequencyPenalty: sampling.frequencyPenalty ?? 0
+            }
+          }
+          : {})
+      })
+      for await (const output of generator) {
+        tokens.push(output.token)
+        logprobs.push(Math.max(Math.log(output.confidence), MIN_LOGPROB))
+        if (model.isEogToken(output.token)) {
+          finishReason = "stop"
+          cut = 1
+          break
+        }
+        const tokenStop = stops.tokens.find((stop) => endsWith(tokens, stop))
+        if (tokenStop !== undefined) {
+          finishReason = "stop"
+          cut = tokenStop.length
+          break
+        }
+        if (stops.text.length > 0) {
+          const text = model.detokenize(tokens, false, prompt)
+          let at = -1
+          for (const stop of stops.text) {
+            const found = text.indexOf(stop)
+            if (found >= 0 && (at < 0 || found < at)) at = found
+          }
+          if (at >= 0) {
+            finishReason = "stop"
+            textCut = text.slice(0, at)
+            break
+          }
+        }
+        if (tokens.length >= maxTokens || signal.aborted) break
+      }
+      const text = textCut ?? model.detokenize(cut === undefined ? tokens : tokens.slice(0, -cut), false, prompt)
+      return { text, finishReason, tokenIds: tokens, logprobs }
+    }
+
+    const acquire = (owner: string) =>
+      Effect.sync(() => {
+        // A permit is held, so some slot is free. Prefer the trajectory's own: its KV cache holds
+        // the conversation so far.
+        let chosen: Slot | undefined
+        for (const slot of slots) {
+          if (slot.inUse) continue
+          if (slot.owner === owner) {
+            chosen = slot
+            break
+          }
+          if (chosen === undefined || slot.lastUsed < chosen.lastUsed) chosen = slot
+        }
+        const slot = chosen!
+        slot.inUse = true
+        slot.owner = owner
+        slot.lastUsed = ++clock
+        return slot
+      })
+
+    const release = (slot: Slot) =>
+      Effect.zipRight(
+        // An interrupted call's generation stops at its next token; the sequence is reused after.
+        Effect.promise(() => slot.running ?? Promise.resolve()),
+        Effect.sync(() => {
+          slot.running = undefined
+          slot.inUse = false
+        })
+      )
+
+    const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> =>
+      Effect.suspend(() => {
+        const sampling = Sampling.merge(defaults, request.sampling)
+        if (!checked.has(sampling)) {
+          const valid = Sampling.validate(BACKEND, sampling)
+          if (Either.isLeft(valid)) return Effect.fail(valid.left)
+          checked.add(sampling)
+        }
+        let rendered: ReturnType<typeof render>
+        try {
+          rendered = render(request.messages)
+        } catch (cause) {
+          const detail = `cannot format the prompt with the ${wrapper.wrapperName} chat wrapper: ${describe(cause)}`
+          return Effect.fail(invalid(detail, cause))
+        }
+        const stops = { tokens: rendered.tokenStops, text: [...rendered.textStops, ...(sampling.stop ?? [])] }
+        return semaphore.withPermits(1)(
+          Effect.acquireUseRelease(
+            acquire(request.trajectoryId),
+            (slot) =>
+              Effect.async<Generated, InferenceError>((resume, signal) => {
+                const running = generate(slot, rendered.tokens, stops, sampling, request.seed, signal)
+                slot.running = running.then(() => undefined, () => undefined)
+                running.then(
+                  (generated) => resume(Effect.succeed(generated)),
+                  (cause) =>
+                    resume(Effect.fail(
+                      cause instanceof InferenceError
+                        ? cause
+                        : new InferenceError({
+                          reason: "ServerError",
+                          backend: BACKEND,
+                          detail: describe(cause),
+                          cause
+                        })
+                    ))
+                )
+              }),
+            release
+          )
+        ).pipe(Effect.map((generated): Completion => ({ ...generated, promptTokens: rendered.tokens.length })))
+      })
+
+    const name = `colocate ${options.modelPath} ` +
+      `(${wrapper.wrapperName} chat format, ${sequences} sequences x ${context.contextSize} tokens)`
+    return {
+      service: { name, chat },
+      chatWrapper: wrapper.wrapperName,
+      contextSize: context.contextSize,
+      sequences,
+      loadMs,
+      formatPrompt
+    } satisfies Engine
+  })
+
+/**
+ * The service, loaded in the current scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<Service, InferenceError, Scope.Scope> =>
+  Effect.map(makeEngine(options), (engine) => engine.service)
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Inference, InferenceError> =>
+  Layer.scoped(Inference, make(options))
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<Options>
+): Layer.Layer<Inference, InferenceError | ConfigError.ConfigError> =>
+  Layer.scoped(Inference, Effect.flatMap(Config.unwrap(config), make))
+
+/**
+ * Whether colocate mode can run on this machine: node-llama-cpp imports and its llama.cpp runtime
+ * starts (nothing is loaded). `reason` says why not.
+ *
+ * @since 0.1.0
+ * @category diagnostics
+ */
+export const probe: Effect.Effect<
+  { readonly available: true; readonly gpu: string | false } | { readonly available: false; readonly reason: string }
+> = Binding.probe()

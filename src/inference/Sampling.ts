@@ -1,0 +1,94 @@
+/**
+ * Sampling parameters shared by the inference backends: range checks (so a bad value is one clear
+ * error at startup, not a 400 from every request) and merging a backend's defaults with a call's
+ * own parameters.
+ *
+ * @since 0.1.0
+ */
+import { Either } from "effect"
+import type { SamplingParams } from "../Inference.js"
+import { InferenceError } from "../Inference.js"
+
+/**
+ * A sampling value that no backend accepts, with the option that carries it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Problem {
+  readonly option: string
+  readonly detail: string
+}
+
+const isNumber = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n)
+
+/**
+ * The problems of a set of sampling parameters (empty when all are usable). The ranges are the
+ * OpenAI API's, which vLLM, llama.cpp and Ollama accept too: temperature >= 0, top_p in (0, 1],
+ * top_k and max_tokens whole numbers >= 1, penalties in [-2, 2], stop strings non-empty.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const problems = (params: SamplingParams): Array<Problem> => {
+  const out: Array<Problem> = []
+  const check = (option: string, value: number | undefined, ok: (n: number) => boolean, expected: string) => {
+    if (value === undefined) return
+    if (!isNumber(value) || !ok(value)) out.push({ option, detail: `must be ${expected}, got ${value}` })
+  }
+  check("--temperature", params.temperature, (n) => n >= 0, "a number >= 0")
+  check("--top-p", params.topP, (n) => n > 0 && n <= 1, "a number in (0, 1]")
+  check("--top-k", params.topK, (n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1 (omit it for no limit)")
+  check("--max-tokens", params.maxTokens, (n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1")
+  check("--presence-penalty", params.presencePenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
+  check("--frequency-penalty", params.frequencyPenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
+  for (const stop of params.stop ?? []) {
+    if (typeof stop !== "string" || stop.length === 0) {
+      out.push({ option: "--stop", detail: "stop strings must not be empty" })
+    }
+  }
+  return out
+}
+
+/**
+ * Checks sampling parameters; the error names every bad value.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validate = (backend: string, params: SamplingParams): Either.Either<SamplingParams, InferenceError> => {
+  const found = problems(params)
+  return found.length === 0 ? Either.right(params) : Either.left(
+    new InferenceError({
+      reason: "InvalidRequest",
+      backend,
+      detail: `bad sampling parameters: ${found.map((p) => `${p.option} ${p.detail}`).join("; ")}`
+    })
+  )
+}
+
+/**
+ * Whether no parameter is set.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isEmpty = (params: SamplingParams): boolean => {
+  for (const value of Object.values(params)) if (value !== undefined) return false
+  return true
+}
+
+/**
+ * A call's parameters over a backend's defaults: each field the call sets wins. When either side
+ * sets nothing the other is returned as is, so a run's one shared object stays one object.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const merge = (defaults: SamplingParams, call: SamplingParams): SamplingParams => {
+  if (defaults === call || isEmpty(defaults)) return call
+  if (isEmpty(call)) return defaults
+  const out: Record<string, unknown> = { ...defaults }
+  for (const [key, value] of Object.entries(call)) if (value !== undefined) out[key] = value
+  return out as SamplingParams
+}

@@ -1,0 +1,10 @@
+/**
+ * Inference backends: layers of the core's `Inference` tag. Server mode talks to an
+ * OpenAI-compatible HTTP API (`OpenAiCompat`); colocate mode runs a GGUF model in-process with
+ * node-llama-cpp (`LlamaCpp`, which imports node-llama-cpp only when used).
+ *
+ * @since 0.1.0
+ */
+export * as LlamaCpp from "./LlamaCpp.js"
+export * as OpenAiCompat from "./OpenAiCompat.js"
+export * as Sampling from "./Sampling.js"

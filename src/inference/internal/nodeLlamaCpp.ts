@@ -1,0 +1,85 @@
+/**
+ * Loading node-llama-cpp lazily: the package is imported the first time colocate mode is used, so
+ * the rest of the tool works on machines where it is missing or its native binary cannot load.
+ */
+import { Effect } from "effect"
+import type * as NodeLlamaCpp from "node-llama-cpp"
+import { InferenceError } from "../../Inference.js"
+
+export type Binding = typeof NodeLlamaCpp
+
+export const BACKEND = "node-llama-cpp"
+
+const message = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+/** Imports the package (by default `node-llama-cpp`; another specifier for tests and forks). */
+export const load = (specifier = "node-llama-cpp"): Effect.Effect<Binding, InferenceError> =>
+  Effect.tryPromise({
+    try: () => import(specifier) as Promise<Binding>,
+    catch: (cause) =>
+      new InferenceError({
+        reason: "Unavailable",
+        backend: BACKEND,
+        detail: `cannot load ${specifier} (colocate mode needs it: npm install node-llama-cpp@3.21.1): ` +
+          message(cause),
+        cause
+      })
+  })
+
+/** Recent llama.cpp log lines, to explain a failed load. */
+export class LogTail {
+  private readonly lines: Array<string> = []
+  push = (level: string, text: string): void => {
+    const line = text.trim()
+    if (line === "") return
+    this.lines.push(`[${level}] ${line}`)
+    if (this.lines.length > 8) this.lines.shift()
+  }
+  get text(): string {
+    return this.lines.join("; ")
+  }
+}
+
+/**
+ * A llama.cpp runtime from the prebuilt binaries shipped in the npm packages: never builds from
+ * source or downloads at run time. `gpu: false` keeps CPU-only machines off the GPU probes.
+ */
+export const getLlama = (
+  binding: Binding,
+  options: { readonly gpu: boolean; readonly log: LogTail }
+): Effect.Effect<NodeLlamaCpp.Llama, InferenceError> =>
+  Effect.tryPromise({
+    try: () =>
+      binding.getLlama({
+        gpu: options.gpu ? "auto" : false,
+        build: "never",
+        skipDownload: true,
+        progressLogs: false,
+        logLevel: binding.LlamaLogLevel.warn,
+        logger: (level, text) => options.log.push(level, text)
+      }),
+    catch: (cause) =>
+      new InferenceError({
+        reason: "Unavailable",
+        backend: BACKEND,
+        detail: `node-llama-cpp has no usable llama.cpp binary on ${process.platform}-${process.arch}: ` +
+          message(cause),
+        cause
+      })
+  })
+
+/**
+ * Whether colocate mode can run here: the package imports and a llama.cpp runtime starts. The
+ * runtime is disposed again; nothing is loaded.
+ */
+export const probe = (specifier = "node-llama-cpp"): Effect.Effect<
+  { readonly available: true; readonly gpu: string | false } | { readonly available: false; readonly reason: string }
+> =>
+  load(specifier).pipe(
+    Effect.flatMap((binding) => getLlama(binding, { gpu: false, log: new LogTail() })),
+    Effect.flatMap((llama) => {
+      const gpu = llama.gpu
+      return Effect.as(Effect.promise(() => llama.dispose()), { available: true as const, gpu })
+    }),
+    Effect.catchAll((error) => Effect.succeed({ available: false as const, reason: error.message }))
+  )

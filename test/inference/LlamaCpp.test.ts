@@ -1,0 +1,226 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { ChatRequest, Completion } from "../../src/Inference.js"
+import { InferenceError } from "../../src/Inference.js"
+import * as Binding from "../../src/inference/internal/nodeLlamaCpp.js"
+import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
+import * as Message from "../../src/Message.js"
+import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
+import { IM_END, IM_START, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
+
+// Decided once, before the suites are collected: whether node-llama-cpp and its prebuilt binary
+// load on this machine. The detection itself is tested below.
+const support = await Effect.runPromise(LlamaCpp.probe)
+const unavailable = support.available ? undefined : support.reason
+if (unavailable !== undefined) console.warn(`colocate tests skipped: ${unavailable}`)
+
+const dir = tmp()
+const modelPath = writeTinyLlama(path.join(dir, "tiny.gguf"))
+
+const request = (over: Partial<ChatRequest> = {}): ChatRequest => ({
+  messages: [Message.system("be brief"), Message.user("hello")],
+  sampling: { maxTokens: 12 },
+  trajectoryId: "r0-g0",
+  turn: 1,
+  seed: 7,
+  ...over
+})
+
+const failure = <A>(exit: Exit.Exit<A, InferenceError>): InferenceError => {
+  if (Exit.isSuccess(exit)) throw new Error("expected a failure")
+  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  if (!(error instanceof InferenceError)) throw new Error(`expected an InferenceError, got ${exit.cause}`)
+  return error
+}
+
+describe("colocate mode: detecting node-llama-cpp", () => {
+  it.effect("the probe reports a missing package as unavailable, with the reason", () =>
+    Effect.gen(function*() {
+      const missing = yield* Binding.probe("node-llama-cpp-that-does-not-exist")
+      expect(missing.available).toBe(false)
+      if (!missing.available) expect(missing.reason).toContain("cannot load node-llama-cpp-that-does-not-exist")
+      const error = failure(yield* Effect.exit(Binding.load("node-llama-cpp-that-does-not-exist")))
+      expect(error.reason).toBe("Unavailable")
+      expect(error.detail).toContain("npm install node-llama-cpp@3.21.1")
+    }))
+
+  it.effect("a missing package makes colocate mode fail with Unavailable, after the model file checks", () =>
+    Effect.gen(function*() {
+      const error = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath, module: "no-such-llama-module" }))))
+      expect(error).toMatchObject({ reason: "Unavailable", backend: "node-llama-cpp" })
+    }))
+
+  it("the probe agrees with whether node-llama-cpp can be imported here", async () => {
+    const importable = await import("node-llama-cpp").then(() => true, () => false)
+    if (!importable) expect(support.available).toBe(false)
+    else if (support.available) expect(support.gpu === false || typeof support.gpu === "string").toBe(true)
+    else expect(support.reason).toContain("no usable llama.cpp binary")
+  })
+})
+
+describe("colocate mode: bad model files", () => {
+  it.effect("a missing path and a file that is not GGUF are InvalidRequest errors that say so", () =>
+    Effect.gen(function*() {
+      const missing = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath: path.join(dir, "nope.gguf") }))))
+      expect(missing.reason).toBe("InvalidRequest")
+      expect(missing.detail).toContain("nope.gguf: no such file")
+      const text = path.join(dir, "notes.txt")
+      fs.writeFileSync(text, "this is not a model")
+      const notGguf = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath: text }))))
+      expect(notGguf.detail).toContain("not a GGUF file")
+      const folder = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath: dir }))))
+      expect(folder.detail).toContain("not a file")
+      const badSize = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath, contextSize: 0 }))))
+      expect(badSize.detail).toContain("--context-size")
+      const badSampling = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath, sampling: { topP: 2 } }))))
+      expect(badSampling.detail).toContain("--top-p")
+    }))
+})
+
+describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model", () => {
+  it.live("a GGUF cut short loads with a typed error, not a crash", () =>
+    Effect.gen(function*() {
+      const truncated = path.join(dir, "truncated.gguf")
+      fs.writeFileSync(truncated, tinyLlama().subarray(0, 5000))
+      const error = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath: truncated }))))
+      expect(error.reason).toBe("InvalidRequest")
+      expect(error.detail).toContain("cannot load the model")
+    }))
+
+  it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
+    Effect.gen(function*() {
+      const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
+      console.log(`tiny GGUF (${fs.statSync(modelPath).size} bytes) loaded in ${engine.loadMs.toFixed(0)} ms`)
+      expect(engine.chatWrapper).toBe("JinjaTemplate")
+      expect(engine.contextSize).toBe(256)
+      const prompt = engine.formatPrompt([Message.system("be brief"), Message.user("hello")])
+      expect(prompt.text).toBe("<s><|im_start|>system: be brief<|im_end|><|im_start|>user: hello<|im_end|><|im_start|>assistant: ")
+      // byte-level vocabulary: one token per byte, plus BOS and the control tokens
+      // (a space is the SentencePiece "\u2581" token, 259)
+      const enc = (s: string) => Array.from(new TextEncoder().encode(s)).map((b) => (b === 0x20 ? 259 : b + 3))
+      expect(prompt.tokens).toEqual([
+        1, IM_START, ...enc("system: be brief"), IM_END, IM_START, ...enc("user: hello"), IM_END, IM_START, ...enc("assistant: ")
+      ])
+
+      const chat = engine.service.chat
+      const a = yield* chat(request())
+      const b = yield* chat(request({ trajectoryId: "other" }))
+      const c = yield* chat(request({ seed: 8 }))
+      for (const completion of [a, b, c]) {
+        expect(completion.tokenIds!.length).toBeGreaterThan(0)
+        expect(completion.tokenIds!.length).toBeLessThanOrEqual(12)
+        expect(completion.logprobs!.length).toBe(completion.tokenIds!.length)
+        for (const id of completion.tokenIds!) expect(id >= 0 && id < VOCAB_SIZE).toBe(true)
+        for (const lp of completion.logprobs!) expect(lp <= 0 && lp >= -9999).toBe(true)
+        expect(completion.promptTokens).toBe(prompt.tokens.length)
+      }
+      expect(b.tokenIds).toEqual(a.tokenIds)
+      expect(b.logprobs!.map((x) => x.toFixed(4))).toEqual(a.logprobs!.map((x) => x.toFixed(4)))
+      expect(c.tokenIds).not.toEqual(a.tokenIds)
+      // without an end-of-generation token the text is the tokens, decoded
+      if (a.finishReason === "length") expect(a.tokenIds!.length).toBe(12)
+
+      // greedy decoding: the most likely token every time, whatever the seed
+      const g1 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 1 }))
+      const g2 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 2 }))
+      expect(g2.tokenIds).toEqual(g1.tokenIds)
+    }).pipe(Effect.scoped))
+
+  it.live("concurrent calls share the sequences without blocking the event loop; each seed gives its own answer", () =>
+    Effect.gen(function*() {
+      const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
+      const requests = Array.from({ length: 8 }, (_, i) => request({ trajectoryId: `t${i}`, seed: 100 + (i % 4), sampling: { maxTokens: 24 } }))
+      let ticks = 0
+      let maxGap = 0
+      let last = performance.now()
+      const ticker = Effect.forever(Effect.zipRight(Effect.sleep("5 millis"), Effect.sync(() => {
+        const now = performance.now()
+        maxGap = Math.max(maxGap, now - last)
+        last = now
+        ticks++
+      })))
+      const started = performance.now()
+      const results = yield* Effect.raceFirst(
+        Effect.forEach(requests, engine.service.chat, { concurrency: "unbounded" }),
+        Effect.zipRight(ticker, Effect.never)
+      )
+      const ms = performance.now() - started
+      const tokens = results.reduce((n, r) => n + r.tokenIds!.length, 0)
+      console.log(`colocate: 8 completions (${tokens} tokens) on 2 sequences in ${ms.toFixed(0)} ms; event loop max gap ${maxGap.toFixed(1)} ms`)
+      expect(ticks).toBeGreaterThan(0)
+      expect(maxGap).toBeLessThan(250)
+      // the same seed and prompt give the same completion, whichever sequence served it
+      for (let i = 0; i < 4; i++) expect(results[i + 4].tokenIds).toEqual(results[i].tokenIds)
+      expect(new Set(results.slice(0, 4).map((r) => r.tokenIds!.join(","))).size).toBeGreaterThan(1)
+    }).pipe(Effect.scoped))
+
+  it.live("stop strings cut the text; max tokens and the context bound the completion", () =>
+    Effect.gen(function*() {
+      const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 64, sequences: 1 })
+      const free: Completion = yield* engine.service.chat(request({ sampling: { maxTokens: 20, temperature: 0 } }))
+      expect(free.tokenIds!.length).toBeGreaterThan(2)
+      // a stop string made of a letter that greedy decoding produces after its first character
+      const letter = [...free.text].find((ch, i) => i > 0 && /[a-zA-Z]/.test(ch))
+      expect(letter).toBeDefined()
+      const stopped = yield* engine.service.chat(request({ sampling: { maxTokens: 20, temperature: 0, stop: [letter!] } }))
+      expect(stopped.finishReason).toBe("stop")
+      expect(stopped.text).toBe(free.text.slice(0, free.text.indexOf(letter!)))
+      // the tokens sampled up to and including the stop stay (they were generated and scored)
+      expect(stopped.tokenIds).toEqual(free.tokenIds!.slice(0, stopped.tokenIds!.length))
+      expect(stopped.tokenIds!.length).toBeLessThan(free.tokenIds!.length)
+      const long = yield* Effect.exit(
+        engine.service.chat(request({ messages: [Message.user("x".repeat(engine.contextSize + 10))] }))
+      )
+      expect(failure(long).detail).toContain("raise --context-size")
+      // the context bounds what fits after the prompt
+      const bounded = yield* engine.service.chat(request({ sampling: {} }))
+      expect(bounded.tokenIds!.length).toBeLessThanOrEqual(engine.contextSize - bounded.promptTokens!)
+    }).pipe(Effect.scoped))
+
+  it.live("a GGUF without a chat template falls back to node-llama-cpp's own format and still generates", () =>
+    Effect.gen(function*() {
+      const bare = writeTinyLlama(path.join(dir, "bare.gguf"), { chatTemplate: null })
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
+      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+      expect(engine.formatPrompt([Message.user("hello")]).text).toContain("hello")
+      const completion = yield* engine.service.chat(request())
+      expect(completion.tokenIds!.length).toBeGreaterThan(0)
+    }).pipe(Effect.scoped))
+
+  it.live("effect-gym run --mode colocate: every turn's token ids and logprobs in the log, the same for the same --seed", () =>
+    Effect.gen(function*() {
+      const work = tmp()
+      const dataset = frozenLakeDataset(work, 2)
+      const run = (seed: string, output: string) =>
+        cli(
+          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "colocate", "--model", modelPath,
+          "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "6",
+          "--num-generations", "2", "--max-turns", "3", "--seed", seed, "--output", output, "--json"
+        )
+      const first = yield* run("5", path.join(work, "a.jsonl"))
+      expect(first.stderr).toBe("")
+      expect(first.stdout).toContain("\"failures\":0")
+      expect(first.code).toBe(0)
+      expect(JSON.parse(first.stdout)).toMatchObject({ trajectories: 4, failures: 0 })
+      const lines = readLines(path.join(work, "a.jsonl"))
+      for (const line of lines) {
+        const n = line.rollout_infos.num_turns
+        expect(line.response_token_ids!.length).toBe(n)
+        expect(line.rollout_logprobs!.length).toBe(n)
+        line.response_token_ids!.forEach((ids, turn) => {
+          expect(ids!.length).toBeGreaterThan(0)
+          expect(ids!.length).toBeLessThanOrEqual(6)
+          expect(line.response_loss_mask![turn]).toEqual(ids!.map(() => 1))
+          expect(line.rollout_logprobs![turn]!.length).toBe(ids!.length)
+        })
+      }
+      const again = yield* run("5", path.join(work, "b.jsonl"))
+      expect(again.code).toBe(0)
+      const ids = (file: string) => readLines(path.join(work, file)).map((l) => `${l.id}:${JSON.stringify(l.response_token_ids)}`).sort()
+      expect(ids("b.jsonl")).toEqual(ids("a.jsonl"))
+      yield* run("6", path.join(work, "c.jsonl"))
+      expect(ids("c.jsonl")).not.toEqual(ids("a.jsonl"))
+    }))
+})

@@ -1,0 +1,116 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as path from "node:path"
+import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
+import * as FakeOpenAi from "./FakeOpenAi.js"
+
+const bytes = (text: string) => Array.from(new TextEncoder().encode(text))
+
+describe("effect-gym run --mode server (in-process CLI against the loopback server)", () => {
+  it.live("a multi-turn FrozenLake run keeps token ids, loss masks and logprobs of every turn in the log", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      const dir = tmp()
+      const dataset = frozenLakeDataset(dir, 8)
+      const output = path.join(dir, "completions.jsonl")
+      const { code, stdout, stderr } = yield* cli(
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl,
+        "--model", "tiny", "--temperature", "0.8", "--top-p", "0.95", "--max-tokens", "32", "--seeded-sampling",
+        "--inference-concurrency", "4", "--num-generations", "2", "--max-turns", "10", "--seed", "3",
+        "--output", output, "--json"
+      )
+      expect(stderr).toBe("")
+      expect(code).toBe(0)
+      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 16, failures: 0, successes: 16 })
+      const lines = readLines(output)
+      expect(lines.length).toBe(16)
+      let turns = 0
+      for (const line of lines) {
+        const n = line.rollout_infos.num_turns
+        turns += n
+        const replies = line.messages.filter((m) => m.role === "assistant").map((m) => m.content)
+        expect(replies.length).toBe(n)
+        expect(line.response_token_ids).toEqual(replies.map(bytes))
+        expect(line.response_loss_mask).toEqual(replies.map((r) => bytes(r).map(() => 1)))
+        expect(line.rollout_logprobs).toEqual(replies.map((r) => bytes(r).map((_, i) => -(i + 1) / 100)))
+        expect(line.finish_reasons).toEqual(replies.map(() => "stop"))
+      }
+      // multi-turn: the solver needs several moves on most maps
+      expect(turns).toBeGreaterThan(lines.length)
+      expect(server.state.requests.length).toBe(turns)
+      expect(server.state.maxInFlight).toBeLessThanOrEqual(4)
+      for (const { body } of server.state.requests) {
+        expect(body).toMatchObject({ model: "tiny", temperature: 0.8, top_p: 0.95, max_tokens: 32, logprobs: true })
+      }
+      // every call has its own seed, derived from --seed
+      const seeds = new Set(server.state.requests.map((r) => r.body.seed))
+      expect(seeds.size).toBe(turns)
+    }).pipe(Effect.scoped))
+
+  it.live("a failing request fails only its trajectory (after retries); the summary counts it; exit code 1", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      server.state.faults.push(
+        { kind: "status", status: 500 },
+        { kind: "drop" },
+        { kind: "status", status: 400, body: "{\"error\":{\"message\":\"prompt is too long\"}}" }
+      )
+      const dir = tmp()
+      const output = path.join(dir, "out.jsonl")
+      const { code, stdout } = yield* cli(
+        "run", "--dataset", frozenLakeDataset(dir, 4), "--gym-env", "frozen_lake", "--mode", "server",
+        "--base-url", server.baseUrl, "--model", "tiny", "--num-generations", "2", "--concurrency", "1",
+        "--output", output, "--json"
+      )
+      expect(code).toBe(1)
+      const summary = JSON.parse(stdout)
+      expect(summary).toMatchObject({ trajectories: 8, failures: 1, failuresByError: { InferenceError: 1 } })
+      const failed = readLines(output).filter((l) => l.error !== null)
+      expect(failed.length).toBe(1)
+      expect(failed[0].error).toMatchObject({ _tag: "InferenceError", reason: "InvalidRequest", status: 400 })
+      expect(failed[0].error!.message).toContain("prompt is too long")
+    }).pipe(Effect.scoped))
+
+  it.live("server down: every trajectory fails with a Transport error, the run still completes", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const output = path.join(dir, "out.jsonl")
+      const { code, stdout } = yield* cli(
+        "run", "--dataset", frozenLakeDataset(dir, 2), "--gym-env", "frozen_lake", "--mode", "server",
+        "--base-url", "http://127.0.0.1:9/v1", "--model", "tiny", "--retries", "1", "--num-generations", "2",
+        "--output", output, "--json"
+      )
+      expect(code).toBe(1)
+      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 4, failures: 4 })
+      for (const line of readLines(output)) expect(line.error).toMatchObject({ reason: "Transport" })
+    }))
+
+  it.live("inference options are checked before anything runs: clear errors, exit code 2", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = frozenLakeDataset(dir, 1)
+      const base = ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "o.jsonl")]
+      const server = ["--mode", "server", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+      const cases: ReadonlyArray<[Array<string>, string]> = [
+        [["--mode", "server", "--model", "m"], "--base-url: required with --mode server"],
+        [["--mode", "server", "--base-url", "http://127.0.0.1:9/v1"], "--model: required with --mode server"],
+        [["--mode", "colocate"], "--model: required with --mode colocate"],
+        [[...server, "--context-size", "512"], "--context-size: only with --mode colocate"],
+        [["--base-url", "http://x/v1"], "--base-url: only with --mode server"],
+        [["--model", "m"], "--model: only with --mode server or --mode colocate"],
+        [[...server, "--policy", "random"], "--policy: only with --mode scripted"],
+        [[...server, "--temperature", "-1"], "--temperature: must be a number >= 0, got -1"],
+        [[...server, "--top-p", "1.5"], "--top-p: must be a number in (0, 1]"],
+        [[...server, "--temperature", "hot"], "--temperature: \"hot\" is not a number"],
+        [[...server, "--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
+        [["--mode", "server", "--base-url", "localhost:8000", "--model", "m"], "only http:// and https:// URLs"],
+        [["--mode", "colocate", "--model", path.join(dir, "missing.gguf")], "missing.gguf: no such file"],
+        [["--mode", "colocate", "--model", dataset], "not a GGUF file"]
+      ]
+      for (const [extra, message] of cases) {
+        const { code, stderr } = yield* cli(...base, ...extra)
+        expect(stderr, extra.join(" ")).toContain(message)
+        expect(code, extra.join(" ")).toBe(2)
+      }
+    }))
+})
