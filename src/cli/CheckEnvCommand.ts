@@ -1,0 +1,159 @@
+/**
+ * `effect-gym check-env NAME`: runs the env conformance checker (`EnvCheck`) and prints its report.
+ * Exit code 0 when every check passes, 1 when some fail, 2 for a bad invocation (unknown env, bad
+ * option, a configs file with bad lines).
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Duration, Effect, Either, Option } from "effect"
+import * as EnvCheck from "../check/EnvCheck.js"
+import type * as Env from "../Env.js"
+import * as Json from "../internal/Json.js"
+import * as PluginLoader from "../node/PluginLoader.js"
+import * as Registry from "../Registry.js"
+import * as Row from "../Row.js"
+import { FileError, OptionError, parseNumbers, plugins, readText, setExitCode } from "./common.js"
+
+export const checkEnvOptions = {
+  name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
+  plugins,
+  configs: Options.text("configs").pipe(
+    Options.withDescription("A JSONL file of env_configs to try (a line may also be a dataset row: its env_config is used)"),
+    Options.optional
+  ),
+  seeds: Options.integer("seeds").pipe(
+    Options.withDescription("Try the env_configs {\"seed\":0} .. {\"seed\":N-1} (default 3)"),
+    Options.optional
+  ),
+  runs: Options.integer("runs").pipe(
+    Options.withDescription("Fresh envs played per env_config, compared for determinism"),
+    Options.withDefault(3)
+  ),
+  timeout: Options.text("timeout").pipe(
+    Options.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
+    Options.withDefault("10")
+  ),
+  maxSteps: Options.integer("max-steps").pipe(
+    Options.withDescription("Steps per episode before it is cut"),
+    Options.withDefault(16)
+  ),
+  actions: Options.text("action").pipe(
+    Options.withDescription("A well-formed reply of the env, e.g. '<action>up</action>' (repeatable)"),
+    Options.repeated
+  ),
+  seed: Options.integer("seed").pipe(
+    Options.withDescription("The seed of the replies and reset requests"),
+    Options.withDefault(0)
+  ),
+  json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON"))
+}
+
+export type CheckEnvArgs = Command.Command.ParseConfig<typeof checkEnvOptions>
+
+const FLAGS: Readonly<Record<string, string>> = {
+  runs: "--runs",
+  seeds: "--seeds",
+  maxSteps: "--max-steps",
+  timeout: "--timeout",
+  seed: "--seed",
+  configs: "--configs",
+  replies: "--action"
+}
+
+/**
+ * One line of a configs file: an env_config object, or a dataset row whose `env_config` is used.
+ * Errors say `file:line: field: problem`, as dataset errors do.
+ */
+const configLine = (
+  definition: Env.Definition,
+  file: string,
+  index: number,
+  text: string
+): Either.Either<Env.EnvConfig, Row.RowError> | undefined => {
+  if (text.trim() === "") return undefined
+  let value: unknown
+  try {
+    value = Json.parse(text)
+  } catch (error) {
+    const detail = `malformed JSON: ${error instanceof Error ? error.message : String(error)}`
+    return Either.left(new Row.RowError({ file, line: index + 1, path: "", detail }))
+  }
+  const isObject = typeof value === "object" && value !== null && !Array.isArray(value)
+  const isRow = isObject && Object.prototype.hasOwnProperty.call(value, "env_config")
+  // A bare env_config is checked as the env_config of a row, so that its errors name the field.
+  return Either.flatMap(Row.decodeValue(file, index, isRow || !isObject ? value : { env_config: value }), (row) => {
+    const fail = (path: string, detail: string) => Either.left(new Row.RowError({ file, line: index + 1, path, detail }))
+    const name = row.envConfig.name
+    if (name !== undefined && name !== definition.name) {
+      const detail = `names env ${JSON.stringify(name)}, but the check is of ${JSON.stringify(definition.name)}`
+      return fail("env_config.name", detail)
+    }
+    return Either.match(definition.prepare(row.envConfig), {
+      onLeft: (error) => fail(error.path, error.reason),
+      onRight: () => Either.right(row.envConfig)
+    })
+  })
+}
+
+/** Reads a configs file; every bad line is printed, and any bad line fails the invocation. */
+const readConfigs = (definition: Env.Definition, file: string) =>
+  Effect.gen(function*() {
+    const text = yield* readText("--configs", file)
+    const configs: Array<Env.EnvConfig> = []
+    const errors: Array<Row.RowError> = []
+    text.split("\n").forEach((line, index) => {
+      const decoded = configLine(definition, file, index, line.endsWith("\r") ? line.slice(0, -1) : line)
+      if (decoded === undefined) return
+      if (Either.isLeft(decoded)) errors.push(decoded.left)
+      else configs.push(decoded.right)
+    })
+    for (const error of errors) yield* Console.error(`bad env_config: ${error.message}`)
+    if (errors.length > 0) {
+      return yield* new FileError({ option: "--configs", file, detail: `${errors.length} bad line(s)` })
+    }
+    if (configs.length === 0) return yield* new FileError({ option: "--configs", file, detail: "no env_config in the file" })
+    return configs
+  })
+
+/**
+ * The `check-env` job: the report of one env (for reuse by tests and other front ends).
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const checkEnvJob = (args: CheckEnvArgs) =>
+  Effect.gen(function*() {
+    if (Option.isSome(args.configs) && Option.isSome(args.seeds)) {
+      return yield* new OptionError({ option: "--configs", detail: "give --configs FILE or --seeds N, not both" })
+    }
+    const [seconds] = yield* parseNumbers("--timeout", [args.timeout])
+    if (seconds <= 0) {
+      return yield* new OptionError({ option: "--timeout", detail: `must be > 0 seconds, got ${args.timeout}` })
+    }
+    const registry = yield* PluginLoader.registry(args.plugins)
+    const definition = yield* Registry.env(registry, args.name)
+    const configs = Option.isSome(args.configs) ? yield* readConfigs(definition, args.configs.value) : undefined
+    return yield* EnvCheck.check(definition, {
+      configs,
+      seeds: Option.getOrUndefined(args.seeds),
+      runs: args.runs,
+      maxSteps: args.maxSteps,
+      timeout: Duration.millis(seconds * 1000),
+      seed: args.seed,
+      actions: args.actions,
+      resources: () => process.getActiveResourcesInfo()
+    }).pipe(
+      Effect.catchTag("CheckOptionError", (error) =>
+        Effect.fail(new OptionError({ option: FLAGS[error.option] ?? error.option, detail: error.detail })))
+    )
+  })
+
+/** The `check-env` command. */
+export const command = Command.make("check-env", checkEnvOptions).pipe(
+  Command.withDescription("Check an env against the env contract (determinism, types, close, timeouts, isolation)"),
+  Command.withHandler((args) =>
+    Effect.gen(function*() {
+      const report = yield* checkEnvJob(args)
+      yield* Console.log(args.json ? EnvCheck.toJson(report) : EnvCheck.format(report))
+      yield* setExitCode(report.ok ? 0 : 1)
+    }))
+)

@@ -1,0 +1,256 @@
+/**
+ * Looking at values an env returned, without trusting them: whether they are JSON (with the path of
+ * the first problem), an exact canonical text for comparing runs, and a short readable rendering for
+ * reports. None of these throw, whatever the value (cycles, throwing getters, proxies).
+ */
+import * as Json from "./Json.js"
+
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/
+
+const child = (path: string, key: string | number): string =>
+  typeof key === "number" ? `${path}[${key}]` : IDENTIFIER.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
+
+const LOSSY_CLASSES = new Set(["Map", "Set", "WeakMap", "WeakSet", "Promise", "RegExp", "Error"])
+
+const classOf = (value: object): string => {
+  const tag = Object.prototype.toString.call(value).slice(8, -1)
+  if (tag !== "Object") return tag
+  const proto = Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null
+  return proto === null || proto === Object.prototype ? "Object" : String(proto.constructor?.name ?? "Object")
+}
+
+const hasToJson = (value: object): boolean => typeof (value as { toJSON?: unknown }).toJSON === "function"
+
+/**
+ * The first reason `value` is not faithful JSON, with its path (`info.board[2]`), or `undefined`.
+ * Bigints are fine (the completions log writes them exactly); `undefined` object fields are fine
+ * (omitted); NaN, Infinity, functions, symbols, cycles and Maps/Sets (written as `{}`) are not.
+ */
+export const jsonProblem = (value: unknown, path: string): string | undefined => {
+  const ancestors: Array<{ readonly value: object; readonly path: string }> = []
+  const visit = (v: unknown, p: string, inArray: boolean): string | undefined => {
+    switch (typeof v) {
+      case "string":
+      case "boolean":
+      case "bigint":
+        return undefined
+      case "number":
+        return Number.isFinite(v) ? undefined : `${p} is ${v}, which JSON cannot hold (it is written as null)`
+      case "undefined":
+        return inArray ? `${p} is undefined, which JSON writes as null` : undefined
+      case "function":
+        return `${p} is a function, which JSON ${inArray ? "writes as null" : "drops"}`
+      case "symbol":
+        return `${p} is a symbol, which JSON ${inArray ? "writes as null" : "drops"}`
+      case "object": {
+        if (v === null) return undefined
+        const cycle = ancestors.find((a) => a.value === v)
+        if (cycle !== undefined) return `${p} refers back to ${cycle.path} (a cycle)`
+        const cls = classOf(v)
+        if (LOSSY_CLASSES.has(cls)) return `${p} is a ${cls}, which JSON writes as {}`
+        ancestors.push({ value: v, path: p })
+        try {
+          if (hasToJson(v)) return visit((v as { toJSON: () => unknown }).toJSON(), p, inArray)
+          if (Array.isArray(v)) {
+            for (let i = 0; i < v.length; i++) {
+              const problem = visit(v[i], child(p, i), true)
+              if (problem !== undefined) return problem
+            }
+            return undefined
+          }
+          for (const key of Object.keys(v)) {
+            const problem = visit((v as Record<string, unknown>)[key], child(p, key), false)
+            if (problem !== undefined) return problem
+          }
+          return undefined
+        } finally {
+          ancestors.pop()
+        }
+      }
+    }
+  }
+  try {
+    const problem = visit(value, path, false)
+    if (problem !== undefined) return problem
+    Json.stringify(value)
+    return undefined
+  } catch (error) {
+    return `${path} cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`
+  }
+}
+
+/** Whether `value` is a plain record (what reset and step infos must be). */
+export const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** The type of a value, for messages: `number NaN`, `string "yes"`, `an array`, `null`. */
+export const typeName = (value: unknown): string => {
+  if (value === null) return "null"
+  if (Array.isArray(value)) return "an array"
+  switch (typeof value) {
+    case "string":
+      return `string ${show(value, 40)}`
+    case "number":
+    case "bigint":
+    case "boolean":
+      return `${typeof value} ${show(value)}`
+    case "undefined":
+      return "undefined"
+    case "object":
+      return `an object (${classOf(value)})`
+    default:
+      return typeof value
+  }
+}
+
+const NON_FINITE = "\u0000number:"
+
+/**
+ * An exact text of a value for comparing two runs: object keys sorted, non-JSON values marked
+ * (NaN, functions, cycles) instead of lost, nothing truncated.
+ */
+export const canonical = (value: unknown): string => {
+  const seen: Array<object> = []
+  const walk = (v: unknown): unknown => {
+    switch (typeof v) {
+      case "number":
+        return Number.isFinite(v) ? v : `${NON_FINITE}${v}`
+      case "undefined":
+        return "\u0000undefined"
+      case "function":
+        return `\u0000function:${v.name}`
+      case "symbol":
+        return `\u0000symbol:${String(v.description)}`
+      case "object": {
+        if (v === null) return null
+        if (seen.includes(v)) return "\u0000cycle"
+        seen.push(v)
+        try {
+          if (v instanceof Map) return { "\u0000Map": [...v.entries()].map(([k, x]) => [walk(k), walk(x)]) }
+          if (v instanceof Set) return { "\u0000Set": [...v.values()].map(walk) }
+          if (hasToJson(v)) return walk((v as { toJSON: () => unknown }).toJSON())
+          if (Array.isArray(v)) return v.map(walk)
+          const out: Record<string, unknown> = {}
+          for (const key of Object.keys(v).sort()) out[key] = walk((v as Record<string, unknown>)[key])
+          return out
+        } finally {
+          seen.pop()
+        }
+      }
+      default:
+        return v
+    }
+  }
+  try {
+    return Json.stringify(walk(value)) ?? "\u0000undefined"
+  } catch (error) {
+    return `\u0000unreadable:${error instanceof Error ? error.message : String(error)}`
+  }
+}
+
+const truncate = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  // Cut on a code point boundary so that the preview stays well-formed text.
+  let end = max
+  const code = text.charCodeAt(end - 1)
+  if (code >= 0xd800 && code <= 0xdbff) end--
+  return `${text.slice(0, end)}…(+${text.length - end} chars)`
+}
+
+/**
+ * A short, readable, JSON-like rendering for reports: strings quoted and cut at `maxString`, NaN and
+ * Infinity bare, functions, cycles and Maps shown for what they are.
+ */
+export const show = (value: unknown, maxString = 200): string => {
+  const seen: Array<object> = []
+  const walk = (v: unknown, depth: number): string => {
+    switch (typeof v) {
+      case "string":
+        return JSON.stringify(truncate(v, maxString))
+      case "number":
+      case "boolean":
+        return String(v)
+      case "bigint":
+        return v.toString()
+      case "undefined":
+        return "undefined"
+      case "function":
+        return `[function ${v.name || "anonymous"}]`
+      case "symbol":
+        return String(v)
+      case "object": {
+        if (v === null) return "null"
+        if (seen.includes(v)) return "[cycle]"
+        if (depth > 6) return "[…]"
+        seen.push(v)
+        try {
+          if (v instanceof Map) {
+            const entries = [...v.entries()].slice(0, 20).map(([k, x]) => `${walk(k, depth + 1)} => ${walk(x, depth + 1)}`)
+            return `Map {${entries.join(", ")}}`
+          }
+          if (v instanceof Set) return `Set {${[...v.values()].slice(0, 20).map((x) => walk(x, depth + 1)).join(", ")}}`
+          if (hasToJson(v)) return walk((v as { toJSON: () => unknown }).toJSON(), depth)
+          if (Array.isArray(v)) {
+            const items = v.slice(0, 50).map((x) => walk(x, depth + 1))
+            if (v.length > 50) items.push(`…(+${v.length - 50} items)`)
+            return `[${items.join(",")}]`
+          }
+          const keys = Object.keys(v)
+          const fields = keys.slice(0, 50).map((key) =>
+            `${JSON.stringify(key)}:${walk((v as Record<string, unknown>)[key], depth + 1)}`
+          )
+          if (keys.length > 50) fields.push(`…(+${keys.length - 50} fields)`)
+          return `{${fields.join(",")}}`
+        } finally {
+          seen.pop()
+        }
+      }
+    }
+  }
+  try {
+    return walk(value, 0)
+  } catch (error) {
+    return `[unreadable: ${error instanceof Error ? error.message : String(error)}]`
+  }
+}
+
+/**
+ * A JSON-safe copy of a value (for reports written as JSON): non-JSON values become descriptive
+ * strings, long strings are cut.
+ */
+export const toJsonSafe = (value: unknown, maxString = 2000): unknown => {
+  const seen: Array<object> = []
+  const walk = (v: unknown, depth: number): unknown => {
+    switch (typeof v) {
+      case "string":
+        return truncate(v, maxString)
+      case "boolean":
+      case "bigint":
+        return v
+      case "number":
+        return Number.isFinite(v) ? v : String(v)
+      case "object": {
+        if (v === null) return null
+        if (seen.includes(v) || depth > 12) return "[cycle]"
+        seen.push(v)
+        try {
+          if (v instanceof Map || v instanceof Set) return show(v, maxString)
+          if (hasToJson(v)) return walk((v as { toJSON: () => unknown }).toJSON(), depth)
+          if (Array.isArray(v)) return v.map((x) => walk(x, depth + 1))
+          const out: Record<string, unknown> = {}
+          for (const key of Object.keys(v)) out[key] = walk((v as Record<string, unknown>)[key], depth + 1)
+          return out
+        } finally {
+          seen.pop()
+        }
+      }
+      default:
+        return show(v)
+    }
+  }
+  try {
+    return walk(value, 0)
+  } catch (error) {
+    return `[unreadable: ${error instanceof Error ? error.message : String(error)}]`
+  }
+}
