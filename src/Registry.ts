@@ -7,6 +7,7 @@
 import { Context, Either, Schema } from "effect"
 import type * as Env from "./Env.js"
 import { FrozenLake } from "./envs/FrozenLake.js"
+import { Sudoku } from "./envs/Sudoku.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Policy from "./Policy.js"
 import { frozenLakeSolver, random } from "./policies/Scripted.js"
@@ -84,13 +85,13 @@ export const add = (registry: Registry, plugin: Plugin.Plugin): Registry => ({
 })
 
 /**
- * The built-ins: `frozen_lake`; `gym_scheduler`; `format`; `random` and `frozen-lake-solver`.
+ * The built-ins: `frozen_lake`, `sudoku`; `gym_scheduler`; `format`; `random` and `frozen-lake-solver`.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const builtins: Registry = add(empty, {
-  envs: [FrozenLake],
+  envs: [FrozenLake, Sudoku],
   schedulers: [Scheduler.gym],
   rewards: [Reward.format],
   policies: [random, frozenLakeSolver]

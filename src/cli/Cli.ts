@@ -13,15 +13,23 @@ import type { NodeContext } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import { normalizeArgv } from "./argv.js"
 import { ExitCode } from "./common.js"
+import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
+import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
 
 const VERSION = "0.1.0"
 
 const command = Command.make("effect-gym").pipe(
   Command.withDescription("Multi-turn LLM rollouts against Gym-style environments"),
-  Command.withSubcommands([RunCommand.command, DatasetCommand.command, EnvsCommand.command])
+  Command.withSubcommands([
+    RunCommand.command,
+    DatasetCommand.command,
+    EnvsCommand.command,
+    CheckEnvCommand.command,
+    OpenEnvCommand.command
+  ])
 )
 
 const cli = Command.run(command, { name: "effect-gym", version: VERSION })

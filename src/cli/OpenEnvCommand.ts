@@ -1,0 +1,93 @@
+/**
+ * `effect-gym openenv serve`: serves a registered env (built-in or from a plugin) over the OpenEnv
+ * WebSocket protocol until interrupted.
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, Effect, Either, Option } from "effect"
+import * as Json from "../internal/Json.js"
+import * as PluginLoader from "../node/PluginLoader.js"
+import * as Server from "../openenv/Server.js"
+import * as Registry from "../Registry.js"
+import { OptionError, parseNumbers, plugins } from "./common.js"
+
+const serve = Command.make("serve", {
+  env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
+  port: Options.integer("port").pipe(
+    Options.withDescription("The port (0 picks a free one)"),
+    Options.withDefault(8000)
+  ),
+  host: Options.text("host").pipe(
+    Options.withDescription("The address to bind (127.0.0.1: this machine only)"),
+    Options.withDefault("127.0.0.1")
+  ),
+  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
+    Options.withDescription("Sessions at once; more get CAPACITY_REACHED"),
+    Options.withDefault(8)
+  ),
+  idleTimeout: Options.text("idle-timeout").pipe(
+    Options.withDescription("Seconds without a message after which a session is ended (0: never)"),
+    Options.withDefault("300")
+  ),
+  envConfig: Options.text("env-config").pipe(
+    Options.withDescription("The env's env_config as a JSON object, e.g. '{\"clues\": 40}'"),
+    Options.optional
+  ),
+  plugins
+}).pipe(
+  Command.withDescription("Serve an env over the OpenEnv WebSocket protocol (/ws, /health, /metadata, /schema)"),
+  Command.withHandler((args) =>
+    Effect.gen(function*() {
+      if (args.port < 0 || args.port > 65535) {
+        return yield* new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${args.port}` })
+      }
+      if (args.maxConcurrentEnvs < 1) {
+        return yield* new OptionError({
+          option: "--max-concurrent-envs",
+          detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
+        })
+      }
+      const [idle] = yield* parseNumbers("--idle-timeout", [args.idleTimeout])
+      if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })
+      const envConfig = yield* Option.match(args.envConfig, {
+        onNone: () => Effect.succeed({}),
+        onSome: (text) => {
+          const parsed = Either.try(() => Json.parse(text))
+          return Either.isRight(parsed) && typeof parsed.right === "object" && parsed.right !== null &&
+              !Array.isArray(parsed.right)
+            ? Effect.succeed(parsed.right as Record<string, unknown>)
+            : Effect.fail(new OptionError({ option: "--env-config", detail: "must be a JSON object" }))
+        }
+      })
+      const registry = yield* PluginLoader.registry(args.plugins)
+      const env = yield* Registry.env(registry, args.env)
+      const running = yield* Server.serve({
+        env,
+        envConfig,
+        host: args.host,
+        port: args.port,
+        maxConcurrentEnvs: args.maxConcurrentEnvs,
+        idleTimeout: `${idle} seconds`
+      }).pipe(
+        Effect.catchTag("ServeError", (error) =>
+          Effect.fail(
+            new OptionError({
+              option: "--port",
+              detail: `cannot listen on ${args.host}:${args.port}: ${
+                error.cause instanceof Error ? error.cause.message : String(error.cause)
+              }`
+            })
+          ))
+      )
+      yield* Console.log(
+        `OpenEnv server: env ${env.name} at ${running.url} (WebSocket /ws, at most ${args.maxConcurrentEnvs} sessions)`
+      )
+      return yield* Effect.never
+    }).pipe(Effect.scoped)
+  )
+)
+
+/** The `openenv` command and its subcommands. */
+export const command = Command.make("openenv").pipe(
+  Command.withDescription("OpenEnv: serve registered envs to OpenEnv clients"),
+  Command.withSubcommands([serve])
+)

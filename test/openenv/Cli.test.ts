@@ -1,0 +1,174 @@
+/**
+ * End to end, as a user runs it: `effect-gym openenv serve --env sudoku` and
+ * `effect-gym run --scheduler sudoku_scheduler --plugin examples/sudoku_scheduler.ts` against it
+ * (both in-process, with full argv), then the completions log.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Console, Effect, Either, Fiber, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import plugin, { SYSTEM_PROMPT } from "../../examples/sudoku_scheduler.js"
+import { main } from "../../src/cli/Cli.js"
+import { CompletionLine } from "../../src/CompletionsLog.js"
+import * as Sudoku from "../../src/envs/Sudoku.js"
+import * as Inference from "../../src/Inference.js"
+import * as Registry from "../../src/Registry.js"
+import * as Reward from "../../src/Reward.js"
+import * as Rollout from "../../src/Rollout.js"
+import { records, rows } from "../helpers.js"
+import { freePort, serve, settled } from "./helpers.js"
+
+const root = path.resolve(import.meta.dirname, "../..")
+
+const cli = (...args: Array<string>) =>
+  Effect.gen(function*() {
+    const out: Array<string> = []
+    const err: Array<string> = []
+    const console: Console.Console = {
+      ...globalThis.console,
+      [Console.TypeId]: Console.TypeId,
+      unsafe: globalThis.console,
+      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
+      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
+    } as unknown as Console.Console
+    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
+    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
+  }).pipe(Effect.provide(NodeContext.layer))
+
+const readLines = (file: string) =>
+  fs.readFileSync(file, "utf8").trim().split("\n").map((line) => Schema.decodeUnknownSync(CompletionLine)(JSON.parse(line)))
+
+const getJson = (url: string) => Effect.promise(() => fetch(url).then((r) => r.json() as Promise<Record<string, unknown>>))
+
+/** Polls until the server answers /health (it starts in a forked fiber). */
+const healthy = (base: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 200; i++) {
+      const ok = yield* Effect.promise(() => fetch(`${base}/health`).then((r) => r.ok, () => false))
+      if (ok) return
+      yield* Effect.sleep("25 millis")
+    }
+    return yield* Effect.die(new Error("the server did not start"))
+  })
+
+describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
+  it.live("serves Sudoku; the plugin's scheduler plays it; the log has the reward components", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const base = `http://127.0.0.1:${port}`
+      const server = yield* Effect.fork(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
+      yield* healthy(base)
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-openenv-"))
+      const dataset = path.join(dir, "sudoku.jsonl")
+      const row = JSON.stringify({ messages: [{ role: "user", content: "Play" }], env_config: { name: "openenv", base_url: base } })
+      fs.writeFileSync(dataset, `${row}\n${row}\n`)
+      const output = path.join(dir, "out.jsonl")
+      const runArgs = [
+        "run", "--dataset", dataset, "--plugin", path.join(root, "examples/sudoku_scheduler.ts"),
+        "--scheduler", "sudoku_scheduler", "--policy", "sudoku-solver", "--max-turns", "40",
+        "--num-generations", "4", "--max-concurrent-envs", "2", "--output", output, "--json"
+      ]
+      const solved = yield* cli(...runArgs)
+      expect(solved.stderr).toBe("")
+      expect(solved.code).toBe(0)
+      expect(JSON.parse(solved.stdout)).toMatchObject({ trajectories: 8, failures: 0 })
+      const lines = readLines(output)
+      expect(lines.length).toBe(8)
+      for (const line of lines) {
+        expect(line.end_reason).toBe("done")
+        expect(line.rewards).toEqual({ gym_reward: 4 })
+        expect(line.rollout_infos).toMatchObject({
+          empty_cell_reward: 1,
+          valid_move_reward: 1,
+          repetition_reward: 0,
+          progress_reward: 1,
+          correct_reward: 1,
+          sudoku_reward: 4,
+          total_reward: 4,
+          gym_done: true
+        })
+        const stepRewards = line.rollout_infos.step_rewards
+        expect(stepRewards.length).toBe(line.rollout_infos.num_turns)
+        expect(stepRewards.reduce((a, b) => a + b, 0)).toBeCloseTo(4)
+        expect(line.messages[0]).toEqual({ role: "system", content: SYSTEM_PROMPT })
+        expect(line.messages[1].content).toMatch(/^ {3}C1 C2 C3 {3}C4/)
+        expect(line.messages[1].content).toContain("GUARANTEED MOVES (only one option): [")
+        expect(line.messages[3].content).toMatch(/^Step 1\. Progress: 1 cells filled\.\n\nBoard:\n/)
+      }
+      // every generation of a row played the same puzzle (the row's seed reaches the server's reset)
+      const firstPrompt = (row: number) => new Set(lines.filter((l) => l.row === row).map((l) => l.messages[1].content))
+      expect(firstPrompt(0).size).toBe(1)
+      expect(firstPrompt(1).size).toBe(1)
+      expect([...firstPrompt(0)][0]).not.toBe([...firstPrompt(1)][0])
+
+      // with random moves mixed in: the components still add up to the trajectory's reward
+      const noisy = yield* cli(...runArgs.map((a) => (a === output ? `${output}.noisy` : a)), "--policy-option", "epsilon=0.5", "--seed", "3")
+      expect(noisy.code).toBe(0)
+      for (const line of readLines(`${output}.noisy`)) {
+        const infos = line.rollout_infos as Record<string, number> & typeof line.rollout_infos
+        const sum = infos.empty_cell_reward + infos.valid_move_reward + infos.repetition_reward + infos.progress_reward +
+          infos.correct_reward
+        expect(infos.sudoku_reward).toBeCloseTo(sum)
+        expect(line.rewards!.gym_reward).toBeCloseTo(infos.sudoku_reward)
+        expect(infos.repetition_reward).toBeLessThanOrEqual(0)
+      }
+
+      const metadata = yield* getJson(`${base}/metadata`)
+      expect(metadata).toMatchObject({ name: "sudoku", active_sessions: 0, max_concurrent_envs: 4 })
+      // the server allows 4; --max-concurrent-envs 2 held the run to 2
+      expect(metadata.max_seen_sessions).toBe(2)
+      yield* Fiber.interrupt(server)
+    }))
+
+  it.live("bad invocations of openenv serve exit with code 2 and say why", () =>
+    Effect.gen(function*() {
+      const ghost = yield* cli("openenv", "serve", "--env", "ghost", "--port", "0")
+      expect(ghost.code).toBe(2)
+      expect(ghost.stderr).toContain("unknown env \"ghost\"; registered: frozen_lake, sudoku")
+      const config = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--env-config", "[1]")
+      expect(config).toMatchObject({ code: 2 })
+      expect(config.stderr).toContain("--env-config: must be a JSON object")
+      const badPuzzle = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--env-config", "{\"puzzle\":\"1\"}")
+      expect(badPuzzle.code).toBe(2)
+      expect(badPuzzle.stderr).toContain("env_config.puzzle: must be 81 cells")
+      const taken = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
+      const busy = yield* cli("openenv", "serve", "--env", "sudoku", "--port", String(taken.port))
+      expect(busy.code).toBe(2)
+      expect(busy.stderr).toContain(`--port: cannot listen on 127.0.0.1:${taken.port}: listen EADDRINUSE`)
+    }).pipe(Effect.scoped))
+})
+
+describe("sudoku_scheduler (library)", () => {
+  it.scopedLive("an unparseable reply ends the trajectory with a step reward of -1, without stepping the env", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
+      const definition = plugin.schedulers![0]
+      const instance = yield* definition.make({ options: {} })
+      const config: Rollout.Config = {
+        registry: Registry.builtins,
+        scheduler: { definition, instance },
+        numGenerations: 2,
+        maxTurns: 10,
+        concurrency: 2,
+        seed: 0,
+        columns: Either.getOrThrow(Reward.columns([]))
+      }
+      const policy = Inference.layerFunction("scripted", (request) =>
+        Effect.succeed({ text: request.turn === 1 ? "[1 1 1] maybe" : "I give up", finishReason: "stop" as const }))
+      const all = records(yield* Effect.provide(Rollout.runAll(config, rows([{ env_config: { base_url: server.url, system_message: null } }])), policy))
+      for (const record of all) {
+        expect(record.error).toBeUndefined()
+        expect(record.result.endReason).toBe("done")
+        expect(record.result.numTurns).toBe(2)
+        expect(record.result.stepRewards[1]).toBe(-1)
+        expect(record.result.rolloutInfos).toMatchObject({ unparseable: true, gym_done: false })
+        const infos = record.result.rolloutInfos as Record<string, number>
+        expect(record.result.totalReward).toBeCloseTo(infos.sudoku_reward - 1)
+        // no system prompt when system_message is null
+        expect(record.result.messages[0].role).toBe("user")
+      }
+      expect(yield* settled(server.sessions)).toBe(0)
+    }))
+})

@@ -1,0 +1,182 @@
+/**
+ * The OpenEnv client against this project's server (and against scripted misbehaving servers),
+ * over real sockets on loopback. Every test ends with no session open at the server.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Either, Exit, Fiber, Schedule, Scope } from "effect"
+import * as net from "node:net"
+import * as Sudoku from "../../src/envs/Sudoku.js"
+import { Client, drained, freePort, provideSockets, scriptedServer, serve, settled } from "./helpers.js"
+
+const content = (observation: Readonly<Record<string, unknown>>) =>
+  ((observation.messages as Array<{ content: string }>)[0]).content
+
+describe("OpenEnv client", () => {
+  it.scopedLive("plays a whole Sudoku episode: reset with a seed, every move, state, close", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
+      const { puzzle, solution } = Sudoku.generate(2024)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url)
+        const reset = yield* session.reset({ seed: 2024, episode_id: "ep-7" })
+        expect(reset).toMatchObject({ reward: 0, done: false })
+        expect(content(reset.observation)).toContain(Sudoku.renderBoard(puzzle))
+        const cells = puzzle.flatMap((row, r) => row.flatMap((d, c) => (d === 0 ? [[r + 1, c + 1]] : [])))
+        let last = reset
+        for (const [r, c] of cells) {
+          expect(last.done).toBe(false)
+          last = yield* session.step({ message: `[${r} ${c} ${solution[r - 1][c - 1]}]` })
+        }
+        expect(last).toMatchObject({ reward: 1, done: true })
+        expect(content(last.observation)).toContain(`[GAME] Board state: \n${Sudoku.renderBoard(solution)}`)
+        const state = yield* session.state
+        expect(state).toMatchObject({ episode_id: "ep-7", step_count: cells.length, turn: cells.length })
+        expect(server.sessions.active).toBe(1)
+      }))
+      // closing waits for the server's close: the slot is already free when close returns
+      expect(server.sessions.active).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("validation and execution errors are typed and keep the session usable", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url)
+        const early = yield* Effect.flip(session.step({ message: "[1 1 1]" }))
+        expect(early).toMatchObject({ reason: "ExecutionError", code: "EXECUTION_ERROR" })
+        const bad = yield* Effect.flip(session.step({ text: "[1 1 1]" }))
+        expect(bad.reason).toBe("ValidationError")
+        expect(bad.errors).toEqual([
+          { type: "missing", loc: ["message"], msg: "Field required", input: { text: "[1 1 1]" } },
+          { type: "extra_forbidden", loc: ["text"], msg: "Extra inputs are not permitted", input: "[1 1 1]" }
+        ])
+        const badConfig = yield* Effect.flip(session.reset({ clues: 200 }))
+        expect(badConfig).toMatchObject({ reason: "ValidationError", errors: [{ loc: ["clues"] }] })
+        expect(session.isOpen()).toBe(true)
+        expect((yield* session.reset({ seed: 1 })).done).toBe(false)
+      }))
+      expect(server.sessions.active).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("capacity is reached at N+1 sessions; a slot frees when a session closes; retry reconnects", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
+      const first = yield* Scope.make()
+      const a = yield* Scope.extend(Client.connect(server.url), first)
+      yield* a.reset({})
+      const b = yield* Client.connect(server.url)
+      yield* b.reset({})
+      // the third connection's handshake works; the reset meets the server's CAPACITY_REACHED
+      const full = yield* Effect.flip(Effect.scoped(Effect.flatMap(Client.connect(server.url), (c) => c.reset({}))))
+      expect(full).toMatchObject({ reason: "CapacityReached", code: "CAPACITY_REACHED", activeSessions: 2, maxSessions: 2 })
+      expect(server.sessions).toMatchObject({ active: 2, rejected: 1 })
+
+      // with a retry schedule, the attempt waits for a slot: the first session closes meanwhile
+      const started = Date.now()
+      const waiting = yield* Effect.fork(Effect.scoped(
+        Effect.map(
+          Client.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.spaced("40 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
+          ({ observation }) => observation.done
+        )
+      ))
+      yield* Effect.sleep("200 millis")
+      yield* Scope.close(first, Exit.void)
+      expect(yield* Fiber.join(waiting)).toBe(false)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(200)
+      expect(server.sessions.rejected).toBeGreaterThanOrEqual(3)
+      expect(server.sessions.maxSeen).toBe(2)
+      yield* b.close
+      expect(yield* settled(server.sessions)).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("malformed frames are typed errors and drop the session (no later call reads a stray reply)", () =>
+    Effect.gen(function*() {
+      const replies: Record<string, string | Buffer> = {
+        text: "this is not json",
+        binary: Buffer.from([1, 2, 3]),
+        shape: JSON.stringify({ type: "observation", data: { observation: {}, reward: 0 } }), // no done
+        unknown: JSON.stringify({ type: "surprise", data: {} }),
+        wrongType: JSON.stringify({ type: "state", data: { episode_id: "x", step_count: 0 } }), // to a reset
+        errorCode: JSON.stringify({ type: "error", data: { message: "m", code: "NO_SUCH_CODE" } })
+      }
+      for (const [name, reply] of Object.entries(replies)) {
+        const server = yield* scriptedServer(() => reply)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const session = yield* Client.connect(server.url)
+          const error = yield* Effect.flip(session.reset({}))
+          expect(error.reason, name).toBe("MalformedFrame")
+          expect(session.isOpen()).toBe(false)
+          expect((yield* Effect.flip(session.state)).reason, name).toBe("Closed")
+        }))
+        expect(yield* drained(server.open), name).toBe(0)
+      }
+    }).pipe(provideSockets))
+
+  it.scopedLive("a reply that never comes: ReplyTimeout, the session is dropped and its connection closed", () =>
+    Effect.gen(function*() {
+      const server = yield* scriptedServer(() => undefined)
+      const started = Date.now()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url, { replyTimeout: "250 millis" })
+        expect(server.open()).toBe(1)
+        const error = yield* Effect.flip(session.reset({}))
+        expect(error.reason).toBe("ReplyTimeout")
+        expect((yield* Effect.flip(session.step({ message: "late?" }))).reason).toBe("Closed")
+      }))
+      const elapsed = Date.now() - started
+      expect(elapsed).toBeGreaterThanOrEqual(250)
+      expect(elapsed).toBeLessThan(3000)
+      expect(yield* drained(server.open)).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("connecting: ConnectFailed when nothing listens, ConnectTimeout when the handshake never completes", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const refused = yield* Effect.flip(Effect.scoped(Client.connect(`http://127.0.0.1:${port}`)))
+      expect(refused.reason).toBe("ConnectFailed")
+      // a TCP server that accepts and never answers the HTTP upgrade
+      const sockets: Array<net.Socket> = []
+      const silent = yield* Effect.acquireRelease(
+        Effect.async<net.Server>((resume) => {
+          const s = net.createServer((socket) => void sockets.push(socket))
+          s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
+        }),
+        (s) => Effect.async<void>((resume) => {
+          for (const socket of sockets) socket.destroy()
+          s.close(() => resume(Effect.void))
+        })
+      )
+      const silentPort = (silent.address() as net.AddressInfo).port
+      const started = Date.now()
+      const timedOut = yield* Effect.flip(Effect.scoped(Client.connect(`http://127.0.0.1:${silentPort}`, { connectTimeout: "200 millis" })))
+      expect(timedOut.reason).toBe("ConnectTimeout")
+      expect(Date.now() - started).toBeLessThan(2000)
+      expect((yield* Effect.flip(Effect.scoped(Client.connect("not a url")))).reason).toBe("InvalidUrl")
+    }).pipe(provideSockets))
+
+  it.scopedLive("interruption mid-request closes the session at the server", () =>
+    Effect.gen(function*() {
+      const server = yield* scriptedServer((frame) => (frame.includes("reset") ? undefined : "{}"))
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => s.reset({}))))
+      yield* Effect.sleep("100 millis")
+      expect(server.open()).toBe(1)
+      yield* Fiber.interrupt(fiber)
+      expect(yield* drained(server.open)).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("idle sessions are reaped with SESSION_ERROR; the slot comes back", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(200) })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url)
+        yield* session.reset({})
+        yield* Effect.sleep("500 millis")
+        expect(server.sessions).toMatchObject({ active: 0, reaped: 1 })
+        const error = yield* Effect.flip(session.state)
+        expect(["SessionError", "ConnectionLost"]).toContain(error.reason)
+      }))
+      const again = yield* Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => Effect.either(s.reset({}))))
+      expect(Either.isRight(again)).toBe(true)
+      expect(yield* settled(server.sessions)).toBe(0)
+    }).pipe(provideSockets))
+})

@@ -1,0 +1,168 @@
+/**
+ * The `openenv` scheduler in real `Rollout` runs against this project's server on loopback: one
+ * shared limit per server, typed failures, a server killed mid-trajectory.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import { FrozenLake } from "../../src/envs/FrozenLake.js"
+import * as Sudoku from "../../src/envs/Sudoku.js"
+import * as Inference from "../../src/Inference.js"
+import * as OpenEnvScheduler from "../../src/openenv/OpenEnvScheduler.js"
+import * as Registry from "../../src/Registry.js"
+import * as Reward from "../../src/Reward.js"
+import * as Rollout from "../../src/Rollout.js"
+import type * as Scheduler from "../../src/Scheduler.js"
+import { randomPolicy, records, rows } from "../helpers.js"
+import { freePort, serve, settled } from "./helpers.js"
+
+const root = path.resolve(import.meta.dirname, "../..")
+
+const config = (
+  definition: Scheduler.Definition,
+  options: Record<string, unknown>,
+  run: { readonly numGenerations?: number; readonly concurrency?: number; readonly maxTurns?: number } = {}
+) =>
+  Effect.map(definition.make({ options }), (instance): Rollout.Config => ({
+    registry: Registry.builtins,
+    scheduler: { definition, instance },
+    numGenerations: run.numGenerations ?? 4,
+    maxTurns: run.maxTurns ?? 5,
+    concurrency: run.concurrency ?? 100,
+    seed: 1,
+    columns: Either.getOrThrow(Reward.columns([]))
+  }))
+
+describe("openenv scheduler: default hooks", () => {
+  it("parseAction: code fences stripped, JSON objects as they are, other JSON and text as {message}", () => {
+    expect(OpenEnvScheduler.parseAction("```json\n{\"message\": \"[1 2 3]\", \"x\": 1}\n```")).toEqual({ message: "[1 2 3]", x: 1 })
+    expect(OpenEnvScheduler.parseAction("  {\"tool\": \"echo\"} ")).toEqual({ tool: "echo" })
+    expect(OpenEnvScheduler.parseAction("42")).toEqual({ message: "42" })
+    expect(OpenEnvScheduler.parseAction("[1, 2]")).toEqual({ message: "[1,2]" })
+    expect(OpenEnvScheduler.parseAction("\"quoted\"")).toEqual({ message: "quoted" })
+    expect(OpenEnvScheduler.parseAction("```\nplain words\n```")).toEqual({ message: "plain words" })
+    expect(OpenEnvScheduler.parseAction("I play [1 2 3]")).toEqual({ message: "I play [1 2 3]" })
+    expect(OpenEnvScheduler.formatObservation({ observation: { a: [1] }, reward: null, done: false })).toBe("{\"a\":[1]}")
+  })
+
+  it.scoped("run options and row env_config are checked, with the field named", () =>
+    Effect.gen(function*() {
+      const bad = yield* Effect.flip(OpenEnvScheduler.openenv.make({ options: { max_concurrent_envs: "0" } }))
+      expect(bad.message).toContain("--scheduler-option max_concurrent_envs: must be a whole number >= 1")
+      const unknown = yield* Effect.flip(OpenEnvScheduler.openenv.make({ options: { max_concurent_envs: "2" } }))
+      expect(unknown.message).toContain("max_concurent_envs")
+      const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: "2" }, { numGenerations: 1 })
+      const items = yield* Rollout.runAll(run, rows([{ env_config: {} }, { env_config: { base_url: "ftp://nowhere" } }]))
+      const [missing, wrongUrl] = records(items)
+      expect(missing.error?.message).toContain("env_config.base_url")
+      expect(wrongUrl.error?.message).toContain("is not an http(s):// or ws(s):// URL")
+    }).pipe(Effect.provide(randomPolicy())))
+})
+
+describe("openenv scheduler: one limit per server, shared by the whole run", () => {
+  it.scopedLive("100 concurrent trajectories with a limit of 8: the server never sees more than 8 sessions", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 8 })
+      const dataset = Array.from({ length: 25 }, (_, i) => ({ env_config: { base_url: server.url, reset_kwargs: { size: 4 + (i % 3) } } }))
+      const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: 8 }, { concurrency: 100 })
+      const all = records(yield* Rollout.runAll(run, rows(dataset)))
+      expect(all.length).toBe(100)
+      expect(all.filter((r) => r.error !== undefined).map((r) => r.error!.message)).toEqual([])
+      expect(server.sessions).toMatchObject({ maxSeen: 8, rejected: 0, accepted: 100 })
+      expect(yield* settled(server.sessions)).toBe(0)
+      // every generation of a row played the same map (the reset seed is the row's seed)
+      for (let row = 0; row < 25; row++) {
+        const firsts = new Set(all.filter((r) => r.result.row === row).map((r) => r.result.messages[0].content))
+        expect(firsts.size).toBe(1)
+      }
+      expect(all.every((r) => r.result.numTurns >= 1 && r.result.resetInfo !== undefined)).toBe(true)
+    }).pipe(Effect.provide(randomPolicy({ latency_ms: 2 }))))
+
+  it.scopedLive("the server counts: a client limit above the server's gets typed CapacityReached, unless it retries", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 2 })
+      const dataset = Array.from({ length: 8 }, () => ({ env_config: { base_url: server.url } }))
+      const greedy = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: 16 })
+      const failed = records(yield* Rollout.runAll(greedy, rows(dataset))).filter((r) => r.error !== undefined)
+      expect(failed.length).toBeGreaterThan(0)
+      expect(failed[0].error!.message).toContain("CapacityReached: Server at capacity: 2/2 sessions active")
+      expect(server.sessions.maxSeen).toBe(2)
+      expect(yield* settled(server.sessions)).toBe(0)
+
+      const patient = yield* config(OpenEnvScheduler.openenv, {
+        max_concurrent_envs: 16,
+        capacity_retries: 100,
+        capacity_backoff_ms: 5
+      })
+      const rejectedBefore = server.sessions.rejected
+      const retried = records(yield* Rollout.runAll(patient, rows(dataset)))
+      expect(retried.filter((r) => r.error !== undefined).map((r) => r.error!.message)).toEqual([])
+      expect(server.sessions.rejected).toBeGreaterThan(rejectedBefore)
+      expect(server.sessions.maxSeen).toBe(2)
+      expect(yield* settled(server.sessions)).toBe(0)
+    }).pipe(Effect.provide(randomPolicy({ latency_ms: 5 }))))
+})
+
+/** Starts `effect-gym openenv serve` in a child process (from the sources) and waits until it listens. */
+const spawnServer = (port: number) =>
+  Effect.acquireRelease(
+    Effect.async<ChildProcess, Error>((resume) => {
+      const child = spawn(process.execPath, [
+        "--import",
+        "tsx",
+        path.join(root, "src/cli/bin.ts"),
+        "openenv",
+        "serve",
+        "--env",
+        "sudoku",
+        "--port",
+        String(port),
+        "--max-concurrent-envs",
+        "2"
+      ], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      let out = ""
+      child.stdout!.on("data", (chunk) => {
+        out += String(chunk)
+        if (out.includes("OpenEnv server:")) resume(Effect.succeed(child))
+      })
+      child.on("exit", (code) => resume(Effect.fail(new Error(`server exited early (${code}): ${out}`))))
+    }),
+    (child) => Effect.sync(() => void (child.exitCode === null && child.kill("SIGKILL")))
+  )
+
+describe("openenv scheduler: a server killed mid-trajectory", () => {
+  it.scopedLive("gives a typed ConnectionLost, releases the session and its permit, and the run goes on", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const child = yield* spawnServer(port)
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+      const killer = Inference.layerFunction("killer", (request) =>
+        request.turn === 2
+          ? Effect.promise(() => {
+            child.kill("SIGKILL")
+            return exited
+          }).pipe(Effect.as({ text: "[1 1 1]", finishReason: "stop" as const }))
+          : Effect.succeed({ text: "[9 9 9]", finishReason: "stop" as const }))
+      const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: 1 }, { numGenerations: 1, maxTurns: 10 })
+      const base = `http://127.0.0.1:${port}`
+      const [killed] = records(yield* Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), killer))
+      expect(killed.result.endReason).toBe("error")
+      expect(killed.result.numTurns).toBe(2)
+      expect(killed.error?._tag).toBe("EnvError")
+      expect(killed.error?.message).toMatch(/step failed: openenv ws:\/\/127\.0\.0\.1:\d+\/ws: ConnectionLost/)
+
+      // The same run (the same limit of 1) against a new server on that port: had the dead
+      // session kept its permit, these trajectories would wait forever.
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, port })
+      const after = records(
+        yield* Rollout.runAll(run, rows([{ env_config: { base_url: base } }, { env_config: { base_url: base } }])).pipe(
+          Effect.provide(Inference.layerFunction("fixed", () => Effect.succeed({ text: "[1 1 1]", finishReason: "stop" as const }))),
+          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("a permit leaked: the run is stuck") })
+        )
+      )
+      expect(after.map((r) => r.error?.message)).toEqual([undefined, undefined])
+      expect(server.sessions.maxSeen).toBe(1)
+      expect(yield* settled(server.sessions)).toBe(0)
+    }))
+})

@@ -1,0 +1,141 @@
+import { Effect } from "effect"
+import * as net from "node:net"
+import { WebSocket, WebSocketServer } from "ws"
+import * as Client from "../../src/openenv/Client.js"
+import * as Server from "../../src/openenv/Server.js"
+
+export { Client, Server }
+
+/** Serves an env on a free loopback port for the current scope. */
+export const serve = (options: Omit<Server.ServeOptions, "port"> & { readonly port?: number }) =>
+  Server.serve({ port: 0, ...options })
+
+/**
+ * Waits (up to `ms`) until the server has at most `target` open sessions (closing is asynchronous
+ * on the server's side); returns the count it ended with.
+ */
+export const settled = (sessions: Server.Sessions, ms = 3000, target = 0) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + ms
+    while (sessions.active > target && Date.now() < deadline) yield* Effect.sleep("10 millis")
+    return sessions.active
+  })
+
+/** A free TCP port on loopback (closed again before it is returned). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+
+/**
+ * A raw WebSocket peer for protocol conformance: sends exact text, records every frame and the
+ * close code.
+ */
+export class RawPeer {
+  readonly frames: Array<string> = []
+  closeCode: number | undefined
+  private waiters: Array<() => void> = []
+  private constructor(readonly ws: WebSocket) {
+    ws.on("message", (data, isBinary) => {
+      this.frames.push(isBinary ? `<binary ${(data as Buffer).length}>` : data.toString())
+      this.wake()
+    })
+    ws.on("close", (code) => {
+      this.closeCode = code
+      this.wake()
+    })
+  }
+
+  private wake() {
+    const waiters = this.waiters
+    this.waiters = []
+    for (const w of waiters) w()
+  }
+
+  static open(url: string): Promise<RawPeer> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url)
+      const peer = new RawPeer(ws)
+      ws.once("open", () => resolve(peer))
+      ws.once("error", reject)
+    })
+  }
+
+  /** Waits until `n` frames arrived, or the connection closed, or `ms` passed. */
+  async waitFrames(n: number, ms = 3000): Promise<Array<string>> {
+    const deadline = Date.now() + ms
+    while (this.frames.length < n && this.closeCode === undefined && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.max(1, deadline - Date.now()))
+        this.waiters.push(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
+    }
+    return this.frames
+  }
+
+  async waitClose(ms = 3000): Promise<number | undefined> {
+    const deadline = Date.now() + ms
+    while (this.closeCode === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5))
+    return this.closeCode
+  }
+
+  /** Sends a text frame and waits for the next reply. */
+  async request(text: string): Promise<unknown> {
+    const before = this.frames.length
+    this.ws.send(text)
+    const frames = await this.waitFrames(before + 1)
+    return frames.length > before ? JSON.parse(frames[before]) : undefined
+  }
+
+  close() {
+    this.ws.close(1000)
+  }
+}
+
+/**
+ * A scripted WebSocket server (not OpenEnv): answers each text frame with `reply(frame, index)`
+ * (`undefined` = never answer). Counts open connections.
+ */
+export const scriptedServer = (reply: (frame: string, index: number) => string | Buffer | undefined) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly open: () => number; readonly server: WebSocketServer }>((resume) => {
+      const server = new WebSocketServer({ host: "127.0.0.1", port: 0 })
+      let open = 0
+      server.on("connection", (ws) => {
+        open++
+        let index = 0
+        ws.on("message", (data) => {
+          const out = reply(data.toString(), index++)
+          if (out !== undefined) ws.send(out)
+        })
+        ws.on("close", () => open--)
+      })
+      server.on("listening", () => {
+        const port = (server.address() as net.AddressInfo).port
+        resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, open: () => open, server }))
+      })
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        for (const client of server.clients) client.terminate()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+/** Waits (up to `ms`) until a scripted server has no open connection. */
+export const drained = (open: () => number, ms = 3000) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + ms
+    while (open() > 0 && Date.now() < deadline) yield* Effect.sleep("10 millis")
+    return open()
+  })
+
+export const provideSockets = Effect.provide(Client.layerWebSocketConstructor)
