@@ -260,11 +260,14 @@ const checkReset = (env: string, out: Env.ResetResult): Env.EnvError | undefined
 }
 
 const EMPTY_INFO: Env.Info = Object.freeze({})
+const GYM_DONE: Readonly<Record<string, unknown>> = Object.freeze({ gym_done: true })
+const GYM_NOT_DONE: Readonly<Record<string, unknown>> = Object.freeze({ gym_done: false })
 
 /**
  * Starts a gym session over a live env: reset gives the first prompt; each turn steps the env with
  * the whole conversation, sums rewards, and appends the observation while the env is not done.
- * `rollout_infos` carries `total_reward` and `gym_done` (the fold adds `step_rewards`), as in the reference.
+ * `rollout_infos` carries `gym_done` (the fold adds `total_reward` and `step_rewards`), as in the
+ * reference.
  *
  * @since 0.1.0
  * @category hooks
@@ -285,7 +288,6 @@ export const gymSession = (
     (reset) => {
       const invalid = checkReset(envName, reset)
       if (invalid !== undefined) return Effect.fail(invalid)
-      let total = 0
       const messages: Array<Message.Message> = []
       if (reset.systemPrompt) messages.push(Message.system(reset.systemPrompt))
       messages.push(Message.user(reset.observation))
@@ -298,15 +300,14 @@ export const gymSession = (
           Effect.flatMap(env.step(context.messages), (out) => {
             const bad = checkStep(envName, out)
             if (bad !== undefined) return Effect.fail(bad)
-            total += out.reward
-            // step_rewards is assembled once by the trajectory's fold; copying it here every turn
-            // would make a trajectory quadratic in its turns.
+            // total_reward and step_rewards are assembled once by the trajectory's fold (copying
+            // the step rewards here every turn would make a trajectory quadratic in its turns).
             return Effect.succeed<TurnResult>({
               done: out.done,
               reward: out.reward,
               observation: out.observation,
               info: out.info ?? EMPTY_INFO,
-              rolloutInfos: { total_reward: total, gym_done: out.done }
+              rolloutInfos: out.done ? GYM_DONE : GYM_NOT_DONE
             })
           })
       })

@@ -475,17 +475,14 @@ class Machine {
         const envStarted = this.mark
         return Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
           const more = this.answered(context, result)
-          const record = () =>
+          if (more === undefined || more === Effect.void) {
             acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
-          if (more === undefined) {
-            record()
-            return Effect.succeed(this.finish())
+            return more === undefined ? Effect.succeed(this.finish()) : turn
           }
-          if (more === Effect.void) {
-            record()
+          return Effect.flatMap(more, () => {
+            acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
             return turn
-          }
-          return Effect.zipRight(Effect.tap(more, () => Effect.sync(record)), turn)
+          })
         })
       })
     })

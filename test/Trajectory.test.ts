@@ -43,7 +43,7 @@ describe("Trajectory", () => {
       expect(result.numTurns).toBe(3)
       expect(result.resetInfo).toEqual({ id: 1 })
       expect(result.stepInfos).toEqual([{ turn: 1 }, { turn: 2 }, { turn: 3 }])
-      expect(result.rolloutInfos).toEqual({ total_reward: 1.5, gym_done: true })
+      expect(result.rolloutInfos).toEqual({ gym_done: true })
       expect(result.messages.map((m) => m.role)).toEqual([
         "system",
         "user",

@@ -47,6 +47,9 @@ const ACTION_TAG = new RegExp(
   `<act[iI\\u0130\\u0131]on>${PY_SPACE}*(up|down|left|right)${PY_SPACE}*</act[iI\\u0130\\u0131]on>`,
   "iu"
 )
+const CANONICAL: ReadonlyMap<string, Action> = new Map(
+  (["up", "down", "left", "right"] as const).map((a) => [`<action>${a}</action>`, a] as const)
+)
 const BARE_ACTION = new RegExp(`(?<!${PY_WORD})(up|down|left|right)(?!${PY_WORD})`, "giu")
 
 /**
@@ -57,6 +60,9 @@ const BARE_ACTION = new RegExp(`(?<!${PY_WORD})(up|down|left|right)(?!${PY_WORD}
  * @category parsing
  */
 export const parseAction = (completion: string): Action | undefined => {
+  // The exact canonical replies, without running the regular expressions (same answer either way).
+  const canonical = CANONICAL.get(completion)
+  if (canonical !== undefined) return canonical
   const tagged = ACTION_TAG.exec(completion)
   if (tagged !== null) return tagged[1].toLowerCase() as Action
   let last: string | undefined
@@ -164,19 +170,35 @@ const boardFor = (size: number, p: number, seed: number | bigint): Board => {
 }
 
 /**
- * The lines of {@link render} on a precomputed board: only the player's row is rebuilt. Callers join
- * them with the rest of the observation in one `join`, which yields a flat string (concatenation
- * would leave a rope of many small strings alive in every message of the conversation).
+ * An observation: `head` lines, the board (the player's row rebuilt, the others precomputed), then
+ * `tail` lines, in one `join` — which yields a flat string (concatenation would leave a rope of many
+ * small strings alive in every message of the conversation).
  */
-const boardLines = (board: Board, row: number, col: number): Array<string> => {
-  const lines = board.spaced.slice()
-  const line = lines[row]
-  const mark = board.grid[row][col] === "G" ? "*" : "P"
-  lines[row] = line.slice(0, 2 * col) + mark + line.slice(2 * col + 1)
-  return lines
+const observe = (
+  board: Board,
+  row: number,
+  col: number,
+  head: ReadonlyArray<string>,
+  tail: ReadonlyArray<string>
+): string => {
+  const lines: Array<string> = []
+  for (let i = 0; i < head.length; i++) lines.push(head[i])
+  const spaced = board.spaced
+  for (let r = 0; r < spaced.length; r++) {
+    if (r === row) {
+      const line = spaced[r]
+      lines.push(line.slice(0, 2 * col) + (board.grid[r][col] === "G" ? "*" : "P") + line.slice(2 * col + 1))
+    } else {
+      lines.push(spaced[r])
+    }
+  }
+  for (let i = 0; i < tail.length; i++) lines.push(tail[i])
+  return lines.join("\n")
 }
 
-const text = (...parts: ReadonlyArray<string | ReadonlyArray<string>>): string => parts.flat().join("\n")
+const NONE: ReadonlyArray<string> = []
+const INVALID_HEAD = ["Invalid response: could not find a move. Reply with <action>up|down|left|right</action>.", ""]
+const NEXT_MOVE = ["Output your next move."]
 
 /**
  * The grid as text, cells joined by spaces, with the player shown as `P` (`*` on the goal).
@@ -328,12 +350,10 @@ export class Game {
     this.row = board.startRow
     this.col = board.startCol
     this.steps = 0
-    const observation = text(
-      `FrozenLake ${this.size}x${this.size}:`,
-      boardLines(board, this.row, this.col),
+    const observation = observe(board, this.row, this.col, [`FrozenLake ${this.size}x${this.size}:`], [
       "",
       `You are at row ${this.row}, col ${this.col}. Output your first move.`
-    )
+    ])
     const info: Record<string, unknown> = { seed: this.seedJson, size: this.size }
     if (this.seed === null) info.map_seed = jsonInt(BigInt(fallbackSeed))
     return { observation, info, systemPrompt: SYSTEM_PROMPT }
@@ -347,11 +367,7 @@ export class Game {
     const seed = this.seedJson
     if (move === undefined) {
       return {
-        observation: text(
-          "Invalid response: could not find a move. Reply with <action>up|down|left|right</action>.",
-          "",
-          boardLines(this.board!, this.row, this.col)
-        ),
+        observation: observe(this.board!, this.row, this.col, INVALID_HEAD, NONE),
         reward: 0,
         done: false,
         info: { seed, step: this.steps, parsed_action: null, status: "invalid_action" }
@@ -361,10 +377,10 @@ export class Game {
     this.row = Math.max(0, Math.min(this.grid.length - 1, this.row + dr))
     this.col = Math.max(0, Math.min(this.grid[0].length - 1, this.col + dc))
     const cell = this.grid[this.row][this.col]
-    const board = boardLines(this.board!, this.row, this.col)
+    const board = this.board!
     if (cell === "G") {
       return {
-        observation: text(`You moved ${move} and reached the goal!`, board),
+        observation: observe(board, this.row, this.col, [`You moved ${move} and reached the goal!`], NONE),
         reward: 1,
         done: true,
         info: { seed, step: this.steps, parsed_action: move, status: "goal" }
@@ -372,17 +388,19 @@ export class Game {
     }
     if (cell === "H") {
       return {
-        observation: text(`You moved ${move} and fell into a hole. Episode over.`, board),
+        observation: observe(board, this.row, this.col, [`You moved ${move} and fell into a hole. Episode over.`], NONE),
         reward: 0,
         done: true,
         info: { seed, step: this.steps, parsed_action: move, status: "hole" }
       }
     }
     return {
-      observation: text(
-        `You moved ${move}. Now at row ${this.row}, col ${this.col} (step ${this.steps}).`,
+      observation: observe(
         board,
-        "Output your next move."
+        this.row,
+        this.col,
+        [`You moved ${move}. Now at row ${this.row}, col ${this.col} (step ${this.steps}).`],
+        NEXT_MOVE
       ),
       reward: 0,
       done: false,
