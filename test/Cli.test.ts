@@ -1,36 +1,17 @@
-import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
-import { main } from "../src/cli/Cli.js"
 import { CompletionLine } from "../src/CompletionsLog.js"
+import { cli, readLines, tmp as makeTmp } from "./cli.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const fixture = (name: string) => path.join(root, "test/fixtures/plugins", name)
 
-/** Runs the CLI in-process with a full argv; returns exit code and what it printed. */
-const cli = (...args: Array<string>) =>
-  Effect.gen(function*() {
-    const out: Array<string> = []
-    const err: Array<string> = []
-    const console: Console.Console = {
-      ...globalThis.console,
-      [Console.TypeId]: Console.TypeId,
-      unsafe: globalThis.console,
-      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
-      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
-    } as unknown as Console.Console
-    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
-    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
-  }).pipe(Effect.provide(NodeContext.layer))
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-cli-"))
-const readLines = (file: string) =>
-  fs.readFileSync(file, "utf8").trim().split("\n").map((line) => Schema.decodeUnknownSync(CompletionLine)(JSON.parse(line)))
+const tmp = () => makeTmp("effect-gym-cli-")
 
 describe("CLI (in-process, full argv)", () => {
   it.live("dataset frozen-lake writes the example dataset byte for byte", () =>

@@ -1,33 +1,16 @@
-import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect } from "effect"
+import { Effect } from "effect"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
-import { main } from "../../src/cli/Cli.js"
+import { cli, tmp as makeTmp } from "../cli.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const plugin = path.join(root, "test/fixtures/plugins/broken_envs.mjs")
 
-/** Runs the CLI in-process with a full argv; returns exit code and what it printed. */
-const cli = (...args: Array<string>) =>
-  Effect.gen(function*() {
-    const out: Array<string> = []
-    const err: Array<string> = []
-    const console: Console.Console = {
-      ...globalThis.console,
-      [Console.TypeId]: Console.TypeId,
-      unsafe: globalThis.console,
-      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
-      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
-    } as unknown as Console.Console
-    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
-    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
-  }).pipe(Effect.provide(NodeContext.layer))
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-check-"))
+const tmp = () => makeTmp("effect-gym-check-")
 
 describe("effect-gym check-env (in-process, full argv)", () => {
   it.live("a built-in env passes: exit 0 and a readable report", () =>

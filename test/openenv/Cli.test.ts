@@ -3,42 +3,24 @@
  * `effect-gym run --scheduler sudoku_scheduler --plugin examples/sudoku_scheduler.ts` against it
  * (both in-process, with full argv), then the completions log.
  */
-import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Either, Fiber, Schema } from "effect"
+import { Effect, Either, Fiber } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import plugin, { SYSTEM_PROMPT } from "../../examples/sudoku_scheduler.js"
-import { main } from "../../src/cli/Cli.js"
-import { CompletionLine } from "../../src/CompletionsLog.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
 import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
+import { cli, readLines } from "../cli.js"
 import { records, rows } from "../helpers.js"
 import { freePort, serve, settled } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 
-const cli = (...args: Array<string>) =>
-  Effect.gen(function*() {
-    const out: Array<string> = []
-    const err: Array<string> = []
-    const console: Console.Console = {
-      ...globalThis.console,
-      [Console.TypeId]: Console.TypeId,
-      unsafe: globalThis.console,
-      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
-      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
-    } as unknown as Console.Console
-    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
-    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
-  }).pipe(Effect.provide(NodeContext.layer))
 
-const readLines = (file: string) =>
-  fs.readFileSync(file, "utf8").trim().split("\n").map((line) => Schema.decodeUnknownSync(CompletionLine)(JSON.parse(line)))
 
 const getJson = (url: string) => Effect.promise(() => fetch(url).then((r) => r.json() as Promise<Record<string, unknown>>))
 

@@ -1,0 +1,31 @@
+/** Running the CLI in-process with a full argv, as a user would type it, and reading what it wrote. */
+import { NodeContext } from "@effect/platform-node"
+import { Console, Effect, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { main } from "../src/cli/Cli.js"
+import { CompletionLine } from "../src/CompletionsLog.js"
+
+/** Runs `effect-gym ...args`; returns the exit code and what it printed on stdout and stderr. */
+export const cli = (...args: Array<string>) =>
+  Effect.gen(function*() {
+    const out: Array<string> = []
+    const err: Array<string> = []
+    const console: Console.Console = {
+      ...globalThis.console,
+      [Console.TypeId]: Console.TypeId,
+      unsafe: globalThis.console,
+      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
+      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
+    } as unknown as Console.Console
+    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
+    return { code, stdout: out.join("\n"), stderr: err.join("\n") }
+  }).pipe(Effect.provide(NodeContext.layer))
+
+/** A fresh temporary directory. */
+export const tmp = (prefix = "effect-gym-test-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+
+/** The lines of a completions log, each decoded with the line schema. */
+export const readLines = (file: string) =>
+  fs.readFileSync(file, "utf8").trim().split("\n").map((line) => Schema.decodeUnknownSync(CompletionLine)(JSON.parse(line)))
