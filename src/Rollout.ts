@@ -305,12 +305,12 @@ export const stream = (
         Queue.shutdown
       )
       const source = tasks(config, rows)
-      const worker = workerLoop(config, inference, source, queue)
       // END only after every worker finished normally; on interruption the scope interrupts the
       // workers (closing their trajectories' envs) and shuts the queue down.
       yield* Effect.forkScoped(
         Effect.zipRight(
-          Effect.forEach(Array.from({ length: config.concurrency }), () => worker, {
+          // one loop (and one scope slot) per worker fiber
+          Effect.forEach(Array.from({ length: config.concurrency }), () => workerLoop(config, inference, source, queue), {
             concurrency: "unbounded",
             discard: true
           }),
@@ -328,6 +328,7 @@ const workerLoop = (
   queue: Queue.Queue<Item | typeof END>
 ): Effect.Effect<void> => {
   const options: Trajectory.Options = { scheduler: config.scheduler.instance, sampling: config.sampling }
+  const worker = Trajectory.worker(inference)
   const loop: Effect.Effect<void> = Effect.suspend(() => {
     const next = source.next()
     if (next.done === true) return Effect.void
@@ -336,7 +337,7 @@ const workerLoop = (
     const req = request(config, task.prepared, task.generation)
     const trajectory = config.driver === "stream"
       ? Effect.provideService(Trajectory.fold(req, Trajectory.stream(req, options)), Inference, inference)
-      : Trajectory.runWith(req, options, inference)
+      : worker.run(req, options)
     const finished = (record: TrajectoryRecord): Effect.Effect<void> => {
       const group = task.group
       group.records[task.generation] = record
@@ -351,7 +352,7 @@ const workerLoop = (
         ? finished(scoreSync(config, task.prepared.row, result))
         : Effect.flatMap(scoreTrajectory(config, task.prepared.row, result), finished))
   })
-  return loop
+  return worker.provide(loop)
 }
 
 /**

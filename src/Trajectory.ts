@@ -19,6 +19,7 @@ import { Inference } from "./Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService } from "./Inference.js"
 import * as Message from "./Message.js"
 import { describe } from "./internal/lift.js"
+import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
 import { appendObservation, isTrajectoryError, UnexpectedError } from "./Scheduler.js"
@@ -317,7 +318,8 @@ class Machine {
     readonly scheduler: Instance,
     readonly inference: InferenceService,
     sampling: SamplingParams | undefined,
-    readonly scope: Scope.Scope
+    readonly scope: Scope.Scope,
+    readonly slot?: ScopeSlot | undefined
   ) {
     this.messages = request.messages
     this.sampling = sampling ?? {}
@@ -341,7 +343,11 @@ class Machine {
 
   /** Starts the scheduler's session (creates and resets the env) in the trajectory's scope. */
   startSession(): Effect.Effect<Session, TrajectoryError> {
-    return Scope.extend(this.scheduler.start(this.request), this.scope)
+    const slot = this.slot
+    if (slot === undefined) return Scope.extend(this.scheduler.start(this.request), this.scope)
+    // The fiber's context already holds the slot: point it at this trajectory's scope.
+    slot.current = this.scope
+    return this.scheduler.start(this.request) as Effect.Effect<Session, TrajectoryError>
   }
 
   started(session: Session): void {
@@ -549,13 +555,14 @@ export const run = (
 export const runWith = (
   request: TrajectoryRequest,
   options: Options,
-  inference: InferenceService
+  inference: InferenceService,
+  slot?: ScopeSlot | undefined
 ): Effect.Effect<TrajectoryResult> =>
   // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
   // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
   // trajectory.
   Effect.flatMap(Scope.make(), (scope) => {
-    const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
+    const machine = new Machine(request, options.scheduler, inference, options.sampling, scope, slot)
     const acc = new Accumulator(request)
     return Effect.onExit(
       Effect.map(machine.runInto(acc), (end) => {
@@ -565,3 +572,21 @@ export const runWith = (
       (exit) => Scope.close(scope, exit)
     )
   })
+
+/**
+ * A worker that runs many trajectories one after the other: `run` is {@link runWith} with the
+ * trajectory's scope reached through one {@link ScopeSlot} that the worker's context holds, instead
+ * of a context update per trajectory. Use it inside `provide`, which puts the slot in the context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const worker = (inference: InferenceService) => {
+  const slot = new ScopeSlot(Effect.runSync(Scope.make()))
+  return {
+    provide: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
+      Effect.provideService(effect, Scope.Scope, slot),
+    run: (request: TrajectoryRequest, options: Options): Effect.Effect<TrajectoryResult> =>
+      runWith(request, options, inference, slot)
+  }
+}

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, FastCheck, Fiber, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, FastCheck, Fiber, Stream } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
+import * as Env from "../src/Env.js"
 import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
@@ -130,6 +131,52 @@ describe("Rollout", () => {
       expect(counters.open).toBe(0)
       // bounded by the output queue and the workers, not by the dataset
       expect(counters.created).toBeLessThan(1000)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  it.scopedLive("envs that take resources and fork scoped fibers from the context get their own trajectory's scope", () =>
+    Effect.gen(function*() {
+      let created = 0
+      const closed = new Set<number>()
+      const interrupted = new Set<number>()
+      const env = Env.define({
+        name: "resourceful",
+        make: () =>
+          Effect.gen(function*() {
+            // creation takes a while (as connecting to a server would): other trajectories of the
+            // same worker pool start meanwhile
+            yield* Effect.sleep(1 + (created % 3))
+            const id = yield* Effect.acquireRelease(Effect.sync(() => ++created), (id) => Effect.sync(() => closed.add(id)))
+            // a background fiber for the env's lifetime (started before the env is used)
+            const running = yield* Deferred.make<void>()
+            yield* Effect.forkScoped(
+              Effect.zipRight(
+                Deferred.succeed(running, undefined),
+                Effect.onInterrupt(Effect.never, () => Effect.sync(() => interrupted.add(id)))
+              )
+            )
+            yield* Deferred.await(running)
+            let turn = 0
+            return {
+              reset: () => Effect.succeed({ observation: `env ${id}`, info: { id } }),
+              step: () => Effect.sync(() => ({ observation: "", reward: 0, done: ++turn >= 2, info: {} }))
+            }
+          })
+      })
+      const config = yield* runConfig({ envs: [env], defaultEnv: "resourceful", numGenerations: 3, concurrency: 4 })
+      const openWhenEmitted: Array<number> = []
+      yield* Stream.runForEach(Rollout.stream(config, rows(Array.from({ length: 30 }, () => ({})))), (item) =>
+        Effect.sync(() => {
+          if (item._tag !== "Group") return
+          // every env of a finished group is already closed, its scoped fiber already interrupted
+          for (const record of item.records) {
+            const id = record.result.resetInfo!.id as number
+            if (!closed.has(id) || !interrupted.has(id)) openWhenEmitted.push(id)
+          }
+        }))
+      expect(created).toBe(90)
+      expect(closed.size).toBe(90)
+      expect(interrupted.size).toBe(90)
+      expect(openWhenEmitted).toEqual([])
     }).pipe(Effect.provide(echoPolicy())))
 
   it("validates the run's numbers", () => {
