@@ -17,7 +17,7 @@ const only = args.only
 const root = path.resolve(import.meta.dirname, "..")
 const workload = (name: string) => path.join(root, "bench/workloads", name)
 
-interface Figure {
+export interface Figure {
   readonly workload: string
   readonly figure: string
   readonly unit: string
@@ -26,7 +26,7 @@ interface Figure {
   readonly note?: string | undefined
 }
 
-interface Case {
+export interface Case {
   readonly name: string
   readonly file: string
   readonly args: ReadonlyArray<string>

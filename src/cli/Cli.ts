@@ -18,6 +18,7 @@ import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
 import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
+import * as ServeCommand from "./ServeCommand.js"
 
 const VERSION = "0.1.0"
 
@@ -28,7 +29,8 @@ const command = Command.make("effect-gym").pipe(
     DatasetCommand.command,
     EnvsCommand.command,
     CheckEnvCommand.command,
-    OpenEnvCommand.command
+    OpenEnvCommand.command,
+    ServeCommand.command
   ])
 )
 
@@ -36,15 +38,24 @@ const cli = Command.run(command, { name: "effect-gym", version: VERSION })
 
 /**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the
- * exit code. Errors are printed on stderr.
+ * exit code. Errors are printed on stderr. `onExitCode` hears every code a command sets, also one set
+ * while it is being interrupted (a server that shut down cleanly on SIGTERM sets 0).
  *
  * @since 0.1.0
  * @category running
  */
-export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> => {
+export const main = (
+  argv: ReadonlyArray<string>,
+  onExitCode?: (code: number) => void
+): Effect.Effect<number, never, NodeContext.NodeContext> => {
   let exitCode = 0
   return cli(normalizeArgv(argv)).pipe(
-    Effect.provideService(ExitCode, { set: (code) => void (exitCode = code) }),
+    Effect.provideService(ExitCode, {
+      set: (code) => {
+        exitCode = code
+        onExitCode?.(code)
+      }
+    }),
     Effect.catchAll((error) => {
       exitCode = 2
       // @effect/cli prints its own validation errors (with the usage) already.

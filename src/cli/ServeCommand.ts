@@ -1,0 +1,238 @@
+/**
+ * `effect-gym serve`: the rollout server (`server/RolloutServer`) with the inference options of
+ * `run`, until interrupted. SIGTERM or SIGINT shut it down gracefully (stop accepting, let
+ * trajectories in flight finish for `--shutdown-grace` seconds, cut the rest, close every env) and
+ * the process exits with 0.
+ *
+ * `--api-key-env VAR` protects this server; the key of an upstream model server (`--mode server`)
+ * is `--inference-api-key-env VAR` here.
+ */
+import { Command, Options } from "@effect/cli"
+import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
+import { createRequire } from "node:module"
+import { Inference } from "../Inference.js"
+import * as PluginLoader from "../node/PluginLoader.js"
+import * as Registry from "../Registry.js"
+import * as Reward from "../Reward.js"
+import * as RolloutServer from "../server/RolloutServer.js"
+import { keyValues, OptionError, parseNumbers, plugins, setExitCode } from "./common.js"
+import * as InferenceOptions from "./InferenceOptions.js"
+
+const { apiKeyEnv: _upstreamKey, ...inferenceOptions } = InferenceOptions.options
+
+export const serveOptions = {
+  port: Options.integer("port").pipe(
+    Options.withDescription("The port (0 picks a free one)"),
+    Options.withDefault(8000)
+  ),
+  host: Options.text("host").pipe(
+    Options.withDescription("The address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface)"),
+    Options.withDefault("127.0.0.1")
+  ),
+  apiKeyEnv: Options.text("api-key-env").pipe(
+    Options.withDescription(
+      "The environment variable holding this server's key: every request then needs Authorization: Bearer <key>"
+    ),
+    Options.optional
+  ),
+  gymEnv: Options.text("gym-env").pipe(
+    Options.withDescription("The env of rows whose env_config has no name"),
+    Options.optional
+  ),
+  scheduler: Options.text("scheduler").pipe(
+    Options.withDescription("The multi-turn scheduler (one instance for the whole server)"),
+    Options.withDefault("gym_scheduler")
+  ),
+  schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
+  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
+    Options.withDescription(
+      "Sessions per OpenEnv server at once, shared by all requests (the scheduler option max_concurrent_envs)"
+    ),
+    Options.optional
+  ),
+  policy: Options.text("policy").pipe(
+    Options.withDescription(
+      "--mode scripted: the in-process policy that answers (random, the default; frozen-lake-solver; or a plugin's)"
+    ),
+    Options.optional
+  ),
+  policyOptions: keyValues("policy-option", "key=value options for the policy, e.g. latency_ms=20 (repeatable)"),
+  ...inferenceOptions,
+  inferenceApiKeyEnv: Options.text("inference-api-key-env").pipe(
+    Options.withDescription("--mode server: the environment variable holding the model server's API key"),
+    Options.optional
+  ),
+  seed: Options.integer("seed").pipe(
+    Options.withDescription("The seed of requests that give none"),
+    Options.withDefault(0)
+  ),
+  numGenerations: Options.integer("num-generations").pipe(
+    Options.withDescription("Trajectories per row for requests that do not say (the GRPO group size)"),
+    Options.withDefault(1)
+  ),
+  maxTurns: Options.integer("max-turns").pipe(
+    Options.withDescription("Turns after which a trajectory ends, for requests that do not say"),
+    Options.withDefault(10)
+  ),
+  concurrency: Options.integer("concurrency").pipe(
+    Options.withDescription("Trajectories in flight over all requests; a request that does not fit gets 429"),
+    Options.withDefault(256)
+  ),
+  maxRequestTrajectories: Options.integer("max-request-trajectories").pipe(
+    Options.withDescription("Trajectories one request may ask for (default: --concurrency); more gets 413"),
+    Options.optional
+  ),
+  maxBody: Options.integer("max-body").pipe(
+    Options.withDescription("Largest request body in bytes; larger gets 413"),
+    Options.withDefault(8 * 1024 * 1024)
+  ),
+  shutdownGrace: Options.text("shutdown-grace").pipe(
+    Options.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
+    Options.withDefault("30")
+  ),
+  plugins,
+  rewardFuncs: Options.text("reward-funcs").pipe(
+    Options.withDescription("Reward functions (columns before gym_reward)"),
+    Options.repeated
+  ),
+  rewardWeights: Options.text("reward-weights").pipe(
+    Options.withDescription("One weight per reward column, the gym_reward weight last"),
+    Options.repeated
+  )
+}
+
+export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
+
+/** The package's version (package.json is two levels up from both src/cli and dist/cli). */
+const version = (): string => {
+  const pkg = createRequire(import.meta.url)("../../package.json") as { readonly version?: unknown }
+  return typeof pkg.version === "string" ? pkg.version : "unknown"
+}
+
+const secret = (option: string, name: string) =>
+  Config.redacted(name).pipe(
+    Effect.mapError(() => new OptionError({ option, detail: `the environment variable ${name} is not set` })),
+    Effect.filterOrFail(
+      (key) => Redacted.value(key).trim() !== "",
+      () => new OptionError({ option, detail: `the environment variable ${name} is empty` })
+    )
+  )
+
+/**
+ * The `serve` job: checks the options, starts the server in the current scope and gives it back
+ * (for reuse by tests and other front ends).
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const serveJob = (args: ServeArgs) =>
+  Effect.gen(function*() {
+    if (args.port < 0 || args.port > 65535) {
+      return yield* new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${args.port}` })
+    }
+    const [grace] = yield* parseNumbers("--shutdown-grace", [args.shutdownGrace])
+    if (grace < 0) {
+      return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
+    }
+    const registry = yield* PluginLoader.registry(args.plugins)
+    const scheduler = yield* Registry.scheduler(registry, args.scheduler)
+    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
+    const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
+    const apiKey = yield* Option.match(args.apiKeyEnv, {
+      onNone: () => Effect.succeed(undefined),
+      onSome: (name) => secret("--api-key-env", name)
+    })
+    const inference = yield* InferenceOptions.make({ ...args, apiKeyEnv: args.inferenceApiKeyEnv }, {
+      registry,
+      policy: args.policy,
+      policyOptions: args.policyOptions
+    }).pipe(
+      // The upstream key has its own flag here: name it in errors.
+      Effect.mapError((error) =>
+        error._tag === "OptionError" && error.option === "--api-key-env"
+          ? new OptionError({ option: "--inference-api-key-env", detail: error.detail })
+          : error
+      )
+    )
+    const sampling = yield* InferenceOptions.sampling({ ...args, apiKeyEnv: args.inferenceApiKeyEnv })
+    const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
+      onNone: () => args.schedulerOptions,
+      onSome: (n): Record<string, unknown> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
+    })
+    return yield* RolloutServer.serve({
+      host: args.host,
+      port: args.port,
+      registry,
+      scheduler,
+      schedulerOptions,
+      defaultEnv: Option.getOrUndefined(args.gymEnv),
+      columns,
+      numGenerations: args.numGenerations,
+      maxTurns: args.maxTurns,
+      seed: args.seed,
+      sampling,
+      maxTrajectoriesInFlight: args.concurrency,
+      maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
+      maxBodyBytes: args.maxBody,
+      apiKey,
+      shutdownGrace: Duration.millis(grace * 1000),
+      info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
+    }).pipe(
+      Effect.provideService(Inference, inference),
+      Effect.catchTag("ServeError", (error) =>
+        Effect.fail(
+          new OptionError({
+            option: "--port",
+            detail: `cannot listen on ${args.host}:${args.port}: ${
+              error.cause instanceof Error ? error.cause.message : String(error.cause)
+            }`
+          })
+        ))
+    )
+  })
+
+/** The `serve` command. */
+export const command = Command.make("serve", serveOptions).pipe(
+  Command.withDescription(
+    "Serve rollouts over HTTP to a trainer: POST /v1/rollouts (JSON or NDJSON stream), POST /infer/, " +
+      "GET /info, GET /health"
+  ),
+  Command.withHandler((args) =>
+    Effect.gen(function*() {
+      let stats: RolloutServer.Stats | undefined
+      // Registered first, so it runs last: after the server has shut down and every env is closed.
+      // A signal interrupts the command; for a server that is the normal way to stop: exit code 0.
+      yield* Effect.addFinalizer((exit) =>
+        Exit.isInterrupted(exit) && stats !== undefined
+          ? Effect.zipRight(
+            Console.error(
+              `rollout server: stopped (${stats.completed} trajectories completed, ${stats.cancelled} cut)`
+            ),
+            setExitCode(0)
+          )
+          : Effect.void
+      )
+      const running = yield* serveJob(args)
+      stats = running.stats
+      if (Option.isNone(args.apiKeyEnv) && !LOOPBACK.has(args.host)) {
+        yield* Console.error(
+          `rollout server: warning: listening on ${args.host} without --api-key-env: anyone who reaches this port ` +
+            `can run rollouts on this machine`
+        )
+      }
+      yield* Effect.addFinalizer(() =>
+        Console.error(
+          `rollout server: shutting down (${running.stats.trajectoriesInFlight} trajectories in flight, ` +
+            `grace ${args.shutdownGrace} s)`
+        )
+      )
+      yield* Console.log(
+        `rollout server: ${running.url} (POST /v1/rollouts, POST /infer/, GET /info, GET /health; ` +
+          `at most ${args.concurrency} trajectories in flight` +
+          `${Option.isSome(args.apiKeyEnv) ? "; bearer key required" : ""})`
+      )
+      return yield* Effect.never
+    }).pipe(Effect.scoped))
+)

@@ -1,0 +1,402 @@
+/**
+ * The wire shapes of the rollout server, shared by the server (which decodes requests with them) and
+ * `RolloutClient` (which decodes responses with them): request bodies, result lines, error bodies,
+ * `/info`, and the `/infer/` compatibility shapes.
+ *
+ * Field names are snake_case, as in `completions.jsonl` and the OpenAI API. `null` is accepted
+ * wherever a field is optional (Python clients send `None`) and means "not given".
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { CompletionLine, LoggedError } from "../CompletionsLog.js"
+import type { SamplingParams } from "../Inference.js"
+import { Messages } from "../Message.js"
+
+/**
+ * The media type of a streamed response: one JSON value per line.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const NDJSON = "application/x-ndjson"
+
+/**
+ * A response header with the number of trajectories the server admitted for the request, so that a
+ * client can tell a complete stream from a cut one.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const TRAJECTORIES_HEADER = "x-effect-gym-trajectories"
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+  message: () => "expected a JSON object"
+})
+
+const optionalNullable = <S extends Schema.Schema.All>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `${actual}` : JSON.stringify(actual)
+
+/** A number with a check, one message for every way it can be wrong (a string, 1.5, 0, 2^60). */
+const checkedNumber = (ok: (n: number) => boolean, expected: string) =>
+  Schema.Number.annotations({ message: (issue) => `expected ${expected}, got ${formatActual(issue.actual)}` }).pipe(
+    Schema.filter((n) => ok(n) || `expected ${expected}, got ${n}`)
+  )
+
+const WholeNumber = checkedNumber((n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1")
+
+const Seed = checkedNumber(Number.isSafeInteger, "a safe integer")
+
+/**
+ * Sampling overrides with the OpenAI API's names. Checked against the same ranges as the command
+ * line's sampling options before anything runs.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SamplingOverrides = Schema.Struct({
+  temperature: optionalNullable(Schema.Number),
+  top_p: optionalNullable(Schema.Number),
+  top_k: optionalNullable(Schema.Int),
+  max_tokens: optionalNullable(Schema.Int),
+  stop: optionalNullable(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+  presence_penalty: optionalNullable(Schema.Number),
+  frequency_penalty: optionalNullable(Schema.Number),
+  /** Ask the backend for token ids and logprobs (server mode asks by default). */
+  logprobs: optionalNullable(Schema.Boolean)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SamplingOverrides = typeof SamplingOverrides.Type
+
+/**
+ * Each override's field name, by the option name `Sampling.problems` reports it under (so that a
+ * bad value is reported at its path in the body).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SAMPLING_FIELDS: Readonly<Record<string, string>> = {
+  "--temperature": "temperature",
+  "--top-p": "top_p",
+  "--top-k": "top_k",
+  "--max-tokens": "max_tokens",
+  "--stop": "stop",
+  "--presence-penalty": "presence_penalty",
+  "--frequency-penalty": "frequency_penalty"
+}
+
+/**
+ * Sampling overrides as the core's `SamplingParams` (only the fields that are set).
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const toSamplingParams = (overrides: SamplingOverrides | null | undefined): SamplingParams => {
+  if (overrides === null || overrides === undefined) return {}
+  const out: Record<string, unknown> = {}
+  const set = (key: keyof SamplingParams, value: unknown) => {
+    if (value !== null && value !== undefined) out[key] = value
+  }
+  set("temperature", overrides.temperature)
+  set("topP", overrides.top_p)
+  set("topK", overrides.top_k)
+  set("maxTokens", overrides.max_tokens)
+  // An empty list is the reference's default: no stop strings, as when the field is absent.
+  const stop = typeof overrides.stop === "string" ? [overrides.stop] : overrides.stop
+  if (stop !== null && stop !== undefined && stop.length > 0) out.stop = stop
+  set("presencePenalty", overrides.presence_penalty)
+  set("frequencyPenalty", overrides.frequency_penalty)
+  set("logprobs", overrides.logprobs)
+  return out as SamplingParams
+}
+
+/**
+ * One row of a `POST /v1/rollouts` batch: a dataset row (`messages`, `env_config`, and the row's
+ * other columns as `data_dict`) and how to run it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RolloutRequest = Schema.Struct({
+  /** The prompt, when the env does not write it. */
+  messages: optionalNullable(Messages),
+  /** The env's config; `name` selects the env (else the server's `--gym-env`). */
+  env_config: optionalNullable(JsonObject),
+  /** The row's other columns; they reach the env's `reset` as `dataDict`. May hold `env_config` instead. */
+  data_dict: optionalNullable(JsonObject),
+  /** Echoed in every result of this row (a random UUID when absent). */
+  uuid: optionalNullable(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))),
+  /** The GRPO group size for this row (default: the server's `--num-generations`). */
+  num_generations: optionalNullable(WholeNumber),
+  /** Default: the server's `--max-turns`. */
+  max_turns: optionalNullable(WholeNumber),
+  /** Over the batch's and the server's sampling parameters. */
+  sampling: optionalNullable(SamplingOverrides)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RolloutRequest = typeof RolloutRequest.Type
+
+/**
+ * The body of `POST /v1/rollouts`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RolloutBatch = Schema.Struct({
+  requests: Schema.Array(RolloutRequest),
+  /** The seed of this batch's trajectories (default: the server's `--seed`): same batch, same results. */
+  seed: optionalNullable(Seed),
+  /** Sampling overrides for every row of the batch (a row's own win). */
+  sampling: optionalNullable(SamplingOverrides)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RolloutBatch = typeof RolloutBatch.Type
+
+/**
+ * One result: a `completions.jsonl` line (`row` is the row's index in the batch) plus the row's
+ * `uuid`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RolloutResult = Schema.Struct({ ...CompletionLine.fields, uuid: Schema.String })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RolloutResult = typeof RolloutResult.Type
+
+/**
+ * What every error response carries: an OpenAI-style `{"error": {"type", "message"}}`, with the
+ * offending field's `path` for invalid bodies and a `retry_after_ms` hint for 429.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ErrorDetail = Schema.Struct(
+  {
+    type: Schema.String,
+    message: Schema.String,
+    path: Schema.optional(Schema.String),
+    retry_after_ms: Schema.optional(Schema.Number)
+  },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+)
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ErrorBody = Schema.Struct({ error: ErrorDetail })
+
+/**
+ * The last line of a stream that the server had to cut (it is shutting down): no result line has
+ * this key.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ServerErrorLine = Schema.Struct({ server_error: ErrorDetail })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Health = Schema.Struct({
+  status: Schema.Literal("ok", "draining"),
+  trajectories_in_flight: Schema.Number
+})
+
+const Named = Schema.Struct({ name: Schema.String, description: Schema.String })
+
+/**
+ * `GET /info`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Info = Schema.Struct({
+  name: Schema.String,
+  version: Schema.String,
+  inference: Schema.Struct({
+    mode: Schema.String,
+    model: Schema.NullOr(Schema.String),
+    backend: Schema.String
+  }),
+  scheduler: Schema.String,
+  default_env: Schema.NullOr(Schema.String),
+  envs: Schema.Array(Named),
+  schedulers: Schema.Array(Named),
+  reward_functions: Schema.Array(Named),
+  reward_columns: Schema.Array(Schema.Struct({ name: Schema.String, weight: Schema.Number })),
+  defaults: Schema.Struct({
+    num_generations: Schema.Number,
+    max_turns: Schema.Number,
+    seed: Schema.Number,
+    sampling: JsonObject
+  }),
+  limits: Schema.Struct({
+    max_trajectories_in_flight: Schema.Number,
+    max_request_trajectories: Schema.Number,
+    max_body_bytes: Schema.Number,
+    shutdown_grace_seconds: Schema.Number
+  }),
+  auth: Schema.Boolean,
+  in_flight: Schema.Struct({ trajectories: Schema.Number, requests: Schema.Number })
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Info = typeof Info.Type
+
+// ---------------------------------------------------------------------------------------------
+// POST /infer/: the reference's shape
+// ---------------------------------------------------------------------------------------------
+
+/** Multimodal inputs and tools are not supported; Python clients send them empty. */
+const MustBeEmpty = Schema.Unknown.pipe(
+  Schema.filter((value) =>
+    value === null || (Array.isArray(value) && value.length === 0) ||
+    (typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0) ||
+    "not supported by this server (text only: no images, audios, videos, tools or objects)"
+  )
+)
+
+/**
+ * One request of `POST /infer/` (the reference's `RolloutInferRequest`). Unknown fields are ignored,
+ * as the reference's server ignores them.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InferRequest = Schema.Struct({
+  messages: Messages,
+  data_dict: optionalNullable(JsonObject),
+  uuid: optionalNullable(Schema.String),
+  images: Schema.optional(MustBeEmpty),
+  audios: Schema.optional(MustBeEmpty),
+  videos: Schema.optional(MustBeEmpty),
+  tools: Schema.optional(MustBeEmpty),
+  objects: Schema.optional(MustBeEmpty)
+})
+
+const Exactly = <A extends number | boolean>(expected: A, what: string) =>
+  Schema.Unknown.pipe(
+    Schema.filter((value) => value === null || value === expected || `${what} (only ${String(expected)} is supported)`)
+  )
+
+/**
+ * The reference's `RequestConfig`. Sampling fields map to the sampling parameters; fields this server
+ * cannot honour are accepted only with their default value.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RequestConfig = Schema.Struct({
+  max_tokens: optionalNullable(Schema.Int),
+  temperature: optionalNullable(Schema.Number),
+  top_k: optionalNullable(Schema.Int),
+  top_p: optionalNullable(Schema.Number),
+  stop: optionalNullable(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+  presence_penalty: optionalNullable(Schema.Number),
+  frequency_penalty: optionalNullable(Schema.Number),
+  logprobs: optionalNullable(Schema.Boolean),
+  /** The seed of the batch's trajectories (each call's seed is derived from it). */
+  seed: optionalNullable(Seed),
+  n: Schema.optional(Exactly(1, "one output per request: repeat the request for a group")),
+  num_beams: Schema.optional(Exactly(1, "beam search is not supported")),
+  best_of: Schema.optional(Exactly(1, "best_of is not supported")),
+  stream: Schema.optional(Exactly(false, "streaming is not supported on /infer/ (use POST /v1/rollouts)")),
+  repetition_penalty: Schema.optional(Exactly(1, "repetition_penalty is not supported")),
+  length_penalty: Schema.optional(Exactly(1, "length_penalty is not supported")),
+  top_logprobs: Schema.optional(Schema.Unknown),
+  return_details: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * The body of `POST /infer/`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InferBody = Schema.Struct({
+  infer_requests: Schema.Array(InferRequest),
+  request_config: optionalNullable(RequestConfig)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type InferBody = typeof InferBody.Type
+
+/**
+ * One output of `POST /infer/` (the reference's `RolloutOutput`): the whole conversation, per-turn
+ * token ids, loss masks and logprobs (empty lists when some turn's backend gave none: the trainer
+ * then tokenizes the messages itself), `rollout_infos` (`total_reward`, `step_rewards`, `num_turns`,
+ * ...), and `response`, an OpenAI chat completion of the last turn.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InferOutput = Schema.Struct({
+  response: Schema.Struct({
+    id: Schema.String,
+    object: Schema.Literal("chat.completion"),
+    created: Schema.Number,
+    model: Schema.String,
+    choices: Schema.Array(Schema.Struct({
+      index: Schema.Number,
+      message: Schema.Struct({ role: Schema.Literal("assistant"), content: Schema.String }),
+      finish_reason: Schema.NullOr(Schema.Literal("stop", "length")),
+      logprobs: Schema.Null,
+      token_ids: Schema.NullOr(Schema.Array(Schema.Number))
+    })),
+    usage: Schema.Struct({
+      prompt_tokens: Schema.Number,
+      completion_tokens: Schema.Number,
+      total_tokens: Schema.Number
+    })
+  }),
+  messages: Messages,
+  response_token_ids: Schema.Array(Schema.Array(Schema.Number)),
+  response_loss_mask: Schema.Array(Schema.Array(Schema.Number)),
+  rollout_infos: Schema.Struct(
+    {
+      total_reward: Schema.Number,
+      step_rewards: Schema.Array(Schema.Number),
+      num_turns: Schema.Number,
+      end_reason: Schema.Literal("done", "max_turns", "error"),
+      error: Schema.NullOr(LoggedError)
+    },
+    Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  ),
+  rollout_logprobs: Schema.Array(Schema.Array(Schema.Number)),
+  uuid: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type InferOutput = typeof InferOutput.Type
