@@ -2,42 +2,21 @@
  * `effect-gym run`: rollouts over a dataset, written to the completions log, with a summary.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Option, Stream } from "effect"
+import { Console, Effect, Stream } from "effect"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference } from "../Inference.js"
 import * as Json from "../internal/Json.js"
-import * as PluginLoader from "../node/PluginLoader.js"
-import * as Registry from "../Registry.js"
-import * as Reward from "../Reward.js"
 import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
-import { FileError, keyValues, parseNumbers, plugins, readText, setExitCode } from "./common.js"
+import { FileError, readText, setExitCode } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
+import * as RolloutOptions from "./RolloutOptions.js"
 
 export const runOptions = {
   dataset: Options.text("dataset").pipe(Options.withDescription("The dataset, one JSON row per line")),
-  gymEnv: Options.text("gym-env").pipe(
-    Options.withDescription("The env of rows whose env_config has no name"),
-    Options.optional
-  ),
-  scheduler: Options.text("scheduler").pipe(
-    Options.withDescription("The multi-turn scheduler"),
-    Options.withDefault("gym_scheduler")
-  ),
-  schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
-  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
-    Options.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
-    Options.optional
-  ),
-  policy: Options.text("policy").pipe(
-    Options.withDescription(
-      "--mode scripted: the in-process policy that answers (random, the default; frozen-lake-solver; or a plugin's)"
-    ),
-    Options.optional
-  ),
-  policyOptions: keyValues("policy-option", "key=value options for the policy, e.g. epsilon=0.1 (repeatable)"),
+  ...RolloutOptions.options,
   ...InferenceOptions.options,
   seed: Options.integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
   numGenerations: Options.integer("num-generations").pipe(
@@ -56,15 +35,6 @@ export const runOptions = {
     Options.withDescription("The completions log (one JSON line per trajectory)"),
     Options.withDefault("completions.jsonl")
   ),
-  plugins,
-  rewardFuncs: Options.text("reward-funcs").pipe(
-    Options.withDescription("Reward functions (columns before gym_reward)"),
-    Options.repeated
-  ),
-  rewardWeights: Options.text("reward-weights").pipe(
-    Options.withDescription("One weight per reward column, the gym_reward weight last"),
-    Options.repeated
-  ),
   json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON"))
 }
 
@@ -79,18 +49,11 @@ export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
 export const runJob = (args: RunArgs) =>
   Effect.gen(function*() {
     yield* Rollout.validate(args)
-    const registry = yield* PluginLoader.registry(args.plugins)
-    const definition = yield* Registry.scheduler(registry, args.scheduler)
-    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
-    const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
-    const defaultEnv = Option.getOrUndefined(args.gymEnv)
-    if (defaultEnv !== undefined && definition.usesRegistryEnvs) yield* Registry.env(registry, defaultEnv)
+    const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = yield* RolloutOptions.resolve(
+      args
+    )
 
     const text = yield* readText("--dataset", args.dataset)
-    const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
-      onNone: () => args.schedulerOptions,
-      onSome: (n): Record<string, unknown> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
-    })
     const instance = yield* definition.make({ options: schedulerOptions })
     const inference = yield* InferenceOptions.make(args, {
       registry,

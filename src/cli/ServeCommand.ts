@@ -11,12 +11,10 @@ import { Command, Options } from "@effect/cli"
 import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
 import { createRequire } from "node:module"
 import { Inference } from "../Inference.js"
-import * as PluginLoader from "../node/PluginLoader.js"
-import * as Registry from "../Registry.js"
-import * as Reward from "../Reward.js"
 import * as RolloutServer from "../server/RolloutServer.js"
-import { keyValues, OptionError, parseNumbers, plugins, setExitCode } from "./common.js"
+import { OptionError, parseNumbers, setExitCode } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
+import * as RolloutOptions from "./RolloutOptions.js"
 
 const { apiKeyEnv: _upstreamKey, ...inferenceOptions } = InferenceOptions.options
 
@@ -35,28 +33,7 @@ export const serveOptions = {
     ),
     Options.optional
   ),
-  gymEnv: Options.text("gym-env").pipe(
-    Options.withDescription("The env of rows whose env_config has no name"),
-    Options.optional
-  ),
-  scheduler: Options.text("scheduler").pipe(
-    Options.withDescription("The multi-turn scheduler (one instance for the whole server)"),
-    Options.withDefault("gym_scheduler")
-  ),
-  schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
-  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
-    Options.withDescription(
-      "Sessions per OpenEnv server at once, shared by all requests (the scheduler option max_concurrent_envs)"
-    ),
-    Options.optional
-  ),
-  policy: Options.text("policy").pipe(
-    Options.withDescription(
-      "--mode scripted: the in-process policy that answers (random, the default; frozen-lake-solver; or a plugin's)"
-    ),
-    Options.optional
-  ),
-  policyOptions: keyValues("policy-option", "key=value options for the policy, e.g. latency_ms=20 (repeatable)"),
+  ...RolloutOptions.options,
   ...inferenceOptions,
   inferenceApiKeyEnv: Options.text("inference-api-key-env").pipe(
     Options.withDescription("--mode server: the environment variable holding the model server's API key"),
@@ -90,15 +67,6 @@ export const serveOptions = {
     Options.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
     Options.withDefault("30")
   ),
-  plugins,
-  rewardFuncs: Options.text("reward-funcs").pipe(
-    Options.withDescription("Reward functions (columns before gym_reward)"),
-    Options.repeated
-  ),
-  rewardWeights: Options.text("reward-weights").pipe(
-    Options.withDescription("One weight per reward column, the gym_reward weight last"),
-    Options.repeated
-  )
 }
 
 export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
@@ -136,10 +104,7 @@ export const serveJob = (args: ServeArgs) =>
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
     }
-    const registry = yield* PluginLoader.registry(args.plugins)
-    const scheduler = yield* Registry.scheduler(registry, args.scheduler)
-    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
-    const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
+    const { columns, defaultEnv, registry, scheduler, schedulerOptions } = yield* RolloutOptions.resolve(args)
     const apiKey = yield* Option.match(args.apiKeyEnv, {
       onNone: () => Effect.succeed(undefined),
       onSome: (name) => secret("--api-key-env", name)
@@ -157,17 +122,13 @@ export const serveJob = (args: ServeArgs) =>
       )
     )
     const sampling = yield* InferenceOptions.sampling({ ...args, apiKeyEnv: args.inferenceApiKeyEnv })
-    const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
-      onNone: () => args.schedulerOptions,
-      onSome: (n): Record<string, unknown> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
-    })
     return yield* RolloutServer.serve({
       host: args.host,
       port: args.port,
       registry,
       scheduler,
       schedulerOptions,
-      defaultEnv: Option.getOrUndefined(args.gymEnv),
+      defaultEnv,
       columns,
       numGenerations: args.numGenerations,
       maxTurns: args.maxTurns,
