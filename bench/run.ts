@@ -74,6 +74,23 @@ const latency = (concurrency: number): Case => ({
   ]
 })
 
+/** What any Effect-fiber loop, and a plain async loop, achieve here: the floor under the engine's figure. */
+const latencyFloor = (path: "effect-floor" | "plain-floor", concurrency: number): Case => ({
+  name: `latency ${path} c=${concurrency}`,
+  file: workload("latency.ts"),
+  args: ["--path", path, "--concurrency", String(concurrency), "--latency-ms", "20", "--seconds", "5"],
+  figures: (rs) => [
+    {
+      workload: `2. reference: ${
+        path === "effect-floor" ? "Effect fibers that only sleep 20 ms in a loop" : "plain async functions that only await 20 ms"
+      }, concurrency ${concurrency}`,
+      figure: "waits/s / bound",
+      unit: "ratio",
+      values: pick(rs, "efficiency")
+    }
+  ]
+})
+
 const memory: Case = {
   name: "memory",
   file: workload("memory.ts"),
@@ -136,6 +153,9 @@ const main = async () => {
     latency(256),
     latency(1024),
     latency(4096),
+    latencyFloor("effect-floor", 1024),
+    latencyFloor("effect-floor", 4096),
+    latencyFloor("plain-floor", 4096),
     memory,
     scaling(1_000),
     scaling(10_000),

@@ -4,20 +4,51 @@
  * achieved rate divided by that bound.
  *
  *   --concurrency C  --latency-ms 20  --seconds 5 (minimum run length)
+ *   --path engine        the whole run (Rollout, FrozenLake, the policy's delay)      (default)
+ *          effect-floor  C Effect fibers that only sleep the delay in a loop: the best any
+ *                        Effect-based loop can do here
+ *          plain-floor   C plain async functions that only await a setTimeout of the delay
  */
 import { Effect } from "effect"
 import { flags, frozenLakeRun, randomPolicy, report } from "../lib.js"
 
 const args = flags()
+const path = args.path ?? "engine"
 const concurrency = Number(args.concurrency ?? 256)
 const latencyMs = Number(args["latency-ms"] ?? 20)
 const seconds = Number(args.seconds ?? 5)
-// FrozenLake with the random policy averages about 5.5 turns; size the run to last `seconds`.
 const bound = concurrency / (latencyMs / 1000)
-const trajectories = Math.ceil((bound * seconds * 1.1) / 5.5)
-const generations = 8
-const rows = Math.ceil(trajectories / generations)
 
-Effect.runPromise(
-  frozenLakeRun({ rows, generations, concurrency, maxTurns: 10 }).pipe(Effect.provide(randomPolicy(latencyMs)))
-).then((figures) => report({ ...figures, bound, efficiency: figures.turnsPerSecond / bound }))
+const floor = async (): Promise<{ turns: number; seconds: number }> => {
+  // Each "turn" is one wait; as many as the engine run would do at the bound for `seconds`.
+  const perFiber = Math.ceil((seconds * 1000) / latencyMs)
+  const started = performance.now()
+  if (path === "effect-floor") {
+    const fiber = (n: number): Effect.Effect<void> => n === 0 ? Effect.void : Effect.zipRight(Effect.sleep(latencyMs), fiber(n - 1))
+    await Effect.runPromise(Effect.forEach(Array.from({ length: concurrency }), () => Effect.suspend(() => fiber(perFiber)), { concurrency: "unbounded", discard: true }))
+  } else {
+    const wait = () => new Promise<void>((resolve) => setTimeout(resolve, latencyMs))
+    await Promise.all(Array.from({ length: concurrency }, async () => {
+      for (let i = 0; i < perFiber; i++) await wait()
+    }))
+  }
+  return { turns: perFiber * concurrency, seconds: (performance.now() - started) / 1000 }
+}
+
+const main = async () => {
+  if (path === "engine") {
+    // FrozenLake with the random policy averages about 5.5 turns; size the run to last `seconds`.
+    const trajectories = Math.ceil((bound * seconds * 1.1) / 5.5)
+    const generations = 8
+    const rows = Math.ceil(trajectories / generations)
+    const figures = await Effect.runPromise(
+      frozenLakeRun({ rows, generations, concurrency, maxTurns: 10 }).pipe(Effect.provide(randomPolicy(latencyMs)))
+    )
+    report({ ...figures, bound, efficiency: figures.turnsPerSecond / bound })
+  } else {
+    const { seconds: elapsed, turns } = await floor()
+    report({ turns, seconds: elapsed, turnsPerSecond: turns / elapsed, bound, efficiency: turns / elapsed / bound })
+  }
+}
+
+main()
