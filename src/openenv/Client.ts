@@ -1,6 +1,6 @@
 /**
- * An OpenEnv client on `@effect/platform`'s `Socket`: one WebSocket connection to `<base_url>/ws`
- * is one session (one env instance on the server).
+ * An OpenEnv client on a standard `WebSocket` (from `@effect/platform`'s `Socket.WebSocketConstructor`):
+ * one WebSocket connection to `<base_url>/ws` is one session (one env instance on the server).
  *
  * A session is a scoped resource: when its scope closes (success, failure or interruption) the
  * client sends `{"type":"close"}`, waits for the server to close the connection (so the server has
@@ -17,6 +17,7 @@
  */
 import * as Socket from "@effect/platform/Socket"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import type { Context } from "effect"
 import {
   Deferred,
   Duration,
@@ -25,7 +26,6 @@ import {
   ExecutionStrategy,
   Exit,
   ParseResult,
-  Queue,
   type Schedule,
   Schema,
   Scope
@@ -76,25 +76,92 @@ export interface Session {
   readonly isOpen: () => boolean
 }
 
-type Ended = Exit.Exit<void, Socket.SocketError>
-
-const describeEnd = (exit: Ended): string => {
-  if (Exit.isSuccess(exit)) return "the connection closed"
-  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-  if (error === undefined) return "the connection was closed locally"
-  if (error.reason === "Close") {
-    return `the server closed the connection (code ${error.code}${error.closeReason ? `: ${error.closeReason}` : ""})`
-  }
-  return `the connection failed (${error.reason})`
+/** How the connection ended: the close event's code and reason, and the error event before it, if any. */
+interface Ended {
+  readonly code: number
+  readonly reason: string
+  /** The error event that came before the close (a failed handshake, a reset connection). */
+  readonly error: unknown
+  /** Whether this side closed the connection. */
+  readonly local: boolean
 }
 
+const describeEnd = (end: Ended): string => {
+  if (end.error !== undefined) {
+    const message = (end.error as { readonly message?: unknown }).message
+    return `the connection failed (${typeof message === "string" && message !== "" ? message : "error"})`
+  }
+  if (end.local) return "the connection was closed locally"
+  return `the server closed the connection (code ${end.code}${end.reason ? `: ${end.reason}` : ""})`
+}
+
+/** The full decoder: used for every frame that is not a well-formed observation (for its exact error). */
 const decodeFrame = Schema.decodeUnknownEither(Schema.parseJson(Protocol.ServerMessage), {
   onExcessProperty: "preserve"
 })
 
+const isObject = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * Decodes one server frame. The common reply, a well-formed `observation` frame, is checked by
+ * hand (the same checks as the schema: an object `observation`, a boolean `done`, a number or null
+ * `reward`, which defaults to `null`, excess properties kept); anything else goes through the
+ * schema, so errors read the same.
+ */
+const decodeReply = (text: string): Either.Either<Protocol.ServerMessage, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    json = undefined
+  }
+  if (isObject(json) && json.type === "observation") {
+    const data = json.data
+    if (isObject(data) && isObject(data.observation) && typeof data.done === "boolean") {
+      const reward = data.reward
+      if (reward === undefined || reward === null || typeof reward === "number") {
+        if (reward === undefined) data.reward = null
+        return Either.right(json as unknown as Protocol.ServerMessage)
+      }
+    }
+  }
+  const decoded = decodeFrame(text)
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
+  const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
+  const where = issue === undefined || issue.path.length === 0 ? "" : ` at ${issue.path.join(".")}`
+  return Either.left(`not a protocol frame${where}: ${issue?.message ?? "invalid"}: ${text.slice(0, 200)}`)
+}
+
+/** One request of a session: waiting for its turn, then sent and waiting for its reply. */
+interface Call {
+  /** The request type, for messages. */
+  readonly type: string
+  readonly text: string
+  /** Whether the frame went out (the call is then the one the next frame answers). */
+  sent: boolean
+  /** When the reply is overdue (clock millis), once sent. */
+  deadline: number
+  /** Settles the call with its reply frame or an error; returns the error, if any. */
+  readonly settle: (reply: string | Uint8Array | OpenEnvError) => OpenEnvError | undefined
+}
+
+type WebSocketLike = ReturnType<Context.Tag.Service<typeof Socket.WebSocketConstructor>>
+
+const CONNECTING = 0
+const OPEN = 1
+const BINARY = new Uint8Array(0)
+const CLOSE_FRAME = JSON.stringify({ type: "close" })
+
 /**
  * Opens a session: connects to `<baseUrl>/ws` and waits for the handshake. The session lives in
  * the current scope.
+ *
+ * Requests of a session go out one at a time, in call order (a later call waits until the earlier
+ * one has its reply). A reply settles its request straight from the socket's message event: no
+ * fiber, queue or timer per request. Reply timeouts are kept by one watchdog fiber per session,
+ * which sleeps until the deadline of the request in flight (and waits for the next request when
+ * there is none).
  *
  * @since 0.1.0
  * @category constructors
@@ -112,156 +179,241 @@ export const connect = (
         detail: "expected http(s)://host:port or ws(s)://host:port"
       })
     }
+    const connectTimeout = Duration.decode(options.connectTimeout ?? Duration.seconds(10))
     const replyTimeout = Duration.decode(options.replyTimeout ?? Duration.seconds(60))
+    const replyMillis = Math.max(0, Duration.toMillis(replyTimeout))
     const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
     const fail = (reason: Protocol.ErrorReason, detail: string, cause?: unknown) =>
       new OpenEnvError({ reason, url, detail, ...(cause === undefined ? {} : { cause }) })
+    const clock = yield* Effect.clock
+    const construct = yield* Socket.WebSocketConstructor
 
-    // Every close code is reported, so a close is always an error value that says how it ended.
-    const socket = yield* Socket.makeWebSocket(url, {
-      openTimeout: options.connectTimeout ?? Duration.seconds(10),
-      closeCodeIsError: () => true
-    })
-    const write = yield* socket.writer
-    const frames = yield* Queue.unbounded<string | Uint8Array>()
-    const opened = yield* Deferred.make<void>()
+    const created = Either.try(() => construct(url))
+    if (Either.isLeft(created)) return yield* fail("ConnectFailed", "cannot connect", created.left)
+    const ws: WebSocketLike = created.right
+
+    let opened = false
+    /** How the connection ended, once it has. */
+    let end: Ended | undefined
+    let errorEvent: unknown
+    let closedLocally = false
     const ended = yield* Deferred.make<Ended>()
-    // Frames are queued synchronously in arrival order; replies are matched by position.
-    yield* socket.runRaw((data) => void Queue.unsafeOffer(frames, data), { onOpen: Deferred.succeed(opened, void 0) })
-      .pipe(
-        Effect.exit,
-        Effect.flatMap((exit) => Deferred.succeed(ended, exit)),
-        Effect.forkScoped
-      )
+    /** The handshake's waiter, while connecting. */
+    let handshake: ((result: Effect.Effect<void, OpenEnvError>) => void) | undefined
 
-    yield* Effect.raceFirst(
-      Deferred.await(opened),
-      Effect.flatMap(Deferred.await(ended), (exit) => {
-        const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
-        return Effect.fail(
-          error?.reason === "OpenTimeout"
-            ? fail("ConnectTimeout", "no WebSocket handshake in time", error)
-            : fail("ConnectFailed", `cannot connect: ${describeEnd(exit)}`, error)
-        )
-      })
-    )
-
+    /** Requests in call order; the first is in flight once sent. */
+    const calls: Array<Call> = []
+    /** Frames that came while no request was in flight (an unsolicited error before a close). */
+    const early: Array<string | Uint8Array> = []
     /** Why the session cannot be used any more (set once). */
     let dropped: OpenEnvError | undefined
     let closing = false
-    const lock = yield* Effect.makeSemaphore(1)
+    /** The reply watchdog, while it waits for a request to be sent. */
+    let parked: ((wake: Effect.Effect<void>) => void) | undefined
 
-    const connectionLost = Effect.flatMap(
-      Deferred.await(ended),
-      (exit) => Effect.fail(fail("ConnectionLost", describeEnd(exit)))
-    )
-
-    /** Writes unless the connection is gone (the socket's writer would wait for it forever). */
-    const send = (chunk: string | Socket.CloseEvent): Effect.Effect<void, OpenEnvError> =>
-      Effect.raceFirst(
-        Effect.mapError(write(chunk), (error) => fail("ConnectionLost", "cannot write to the connection", error)),
-        connectionLost
-      )
-
-    const nextFrame: Effect.Effect<string | Uint8Array, OpenEnvError> = Effect.flatMap(Queue.poll(frames), (ready) =>
-      ready._tag === "Some"
-        ? Effect.succeed(ready.value)
-        : Effect.raceFirst(
-          Queue.take(frames),
-          // frames that arrived just before the close are still answers
-          Effect.zipRight(
-            Deferred.await(ended),
-            Effect.flatMap(Queue.poll(frames), (late) =>
-              late._tag === "Some"
-                ? Effect.succeed(late.value)
-                : connectionLost)
-          )
-        ))
+    const closeSocket = (reason: string) => {
+      if (ws.readyState === CONNECTING || ws.readyState === OPEN) {
+        closedLocally = true
+        ws.close(1000, reason)
+      }
+    }
 
     /** Drops the session: no later call may read a reply meant for an earlier one. */
-    const drop = (error: OpenEnvError): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (dropped !== undefined) return Effect.void
-        dropped = error
-        return Effect.ignore(send(new Socket.CloseEvent(1000, "session dropped")))
+    const drop = (error: OpenEnvError) => {
+      if (dropped !== undefined) return
+      dropped = error
+      closeSocket("session dropped")
+    }
+
+    /** Settles the call in flight (the head of `calls`); drops the session when the error says so. */
+    const finish = (reply: string | Uint8Array | OpenEnvError) => {
+      const call = calls.shift()!
+      const error = call.settle(reply)
+      if (error !== undefined && !error.sessionUsable) drop(error)
+    }
+
+    /** Sends the next waiting request, or fails it when the session can no longer send. */
+    const pump = () => {
+      while (calls.length > 0 && !calls[0].sent) {
+        const call = calls[0]
+        if (dropped !== undefined) {
+          calls.shift()
+          call.settle(fail("Closed", `the session was dropped earlier (${dropped.reason}: ${dropped.detail})`))
+          continue
+        }
+        let lost: OpenEnvError | undefined
+        if (end !== undefined) {
+          lost = fail("ConnectionLost", describeEnd(end))
+        } else {
+          try {
+            ws.send(call.text)
+          } catch (error) {
+            lost = fail("ConnectionLost", "cannot write to the connection", error)
+          }
+        }
+        call.sent = true
+        call.deadline = clock.unsafeCurrentTimeMillis() + replyMillis
+        if (parked !== undefined) {
+          const wake = parked
+          parked = undefined
+          wake(Effect.void)
+        }
+        // a server that closes right after the handshake (CAPACITY_REACHED) has already sent
+        // the frame that explains why: it is the answer
+        const frame = early.shift()
+        if (frame !== undefined) finish(frame)
+        else if (lost !== undefined) finish(lost)
+        else return
+      }
+    }
+
+    const onMessage = (event: { readonly data: unknown }) => {
+      const data = typeof event.data === "string" ? event.data : BINARY
+      if (calls.length > 0 && calls[0].sent) {
+        finish(data)
+        pump()
+      } else {
+        early.push(data)
+      }
+    }
+    const onError = (event: unknown) => {
+      errorEvent ??= (event as { readonly error?: unknown }).error ?? event
+    }
+    const onClose = (event: { readonly code: number; readonly reason: string }) => {
+      if (end !== undefined) return
+      end = { code: event.code, reason: event.reason, error: errorEvent, local: closedLocally }
+      Deferred.unsafeDone(ended, Exit.succeed(end))
+      if (handshake !== undefined) {
+        handshake(Effect.fail(fail("ConnectFailed", `cannot connect: ${describeEnd(end)}`, errorEvent)))
+        handshake = undefined
+      }
+      if (calls.length > 0 && calls[0].sent) finish(fail("ConnectionLost", describeEnd(end)))
+      pump()
+    }
+    const onOpen = () => {
+      opened = true
+      if (handshake !== undefined) {
+        handshake(Effect.void)
+        handshake = undefined
+      }
+    }
+    // the error listener stays: an EventEmitter-based socket throws on an error nobody listens to
+    ws.addEventListener("error", onError)
+    ws.addEventListener("close", onClose)
+    ws.addEventListener("message", onMessage)
+    ws.addEventListener("open", onOpen)
+
+    // Finalizers run uninterruptibly, and a timeout cannot cut short what it cannot interrupt: the
+    // wait for the server's close is made interruptible so that `closeTimeout` holds in a finalizer.
+    const awaitEnd = Effect.timeout(Effect.interruptible(Deferred.await(ended)), closeTimeout)
+    const close: Effect.Effect<void> = Effect.suspend(() => {
+      if (closing) return Effect.ignore(awaitEnd)
+      closing = true
+      const wasUsable = dropped === undefined
+      if (wasUsable) dropped = fail("Closed", "the session was closed")
+      pump()
+      if (end !== undefined) return Effect.void
+      if (!opened) {
+        // no session yet: abort the handshake
+        closeSocket("closed while connecting")
+        return Effect.void
+      }
+      // A usable session asks the server to end it: the server releases its slot, then closes
+      // the connection, so waiting for the close orders the two releases. A dropped session may
+      // sit behind a hung request, so it closes the WebSocket directly.
+      if (wasUsable && ws.readyState === OPEN) ws.send(CLOSE_FRAME)
+      else closeSocket("session dropped")
+      return awaitEnd.pipe(
+        Effect.option,
+        Effect.flatMap((closed) =>
+          closed._tag === "None" ? Effect.sync(() => closeSocket("close timeout")) : Effect.void
+        )
+      )
+    })
+
+    // Whatever happens from here (a failed handshake, interruption), the socket closes with the scope.
+    yield* Effect.addFinalizer(() => close)
+
+    yield* Effect.async<void, OpenEnvError>((resume) => {
+      if (opened) return resume(Effect.void)
+      if (end !== undefined) {
+        return resume(Effect.fail(fail("ConnectFailed", `cannot connect: ${describeEnd(end)}`, end.error)))
+      }
+      handshake = resume
+      return Effect.sync(() => {
+        handshake = undefined
       })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: connectTimeout,
+        onTimeout: () => fail("ConnectTimeout", "no WebSocket handshake in time")
+      })
+    )
+
+    // One timer for the session's reply deadlines. The watchdog sleeps until the deadline of the
+    // request in flight; a request sent meanwhile has a later deadline, which it sees when it wakes.
+    // With no request in flight it parks until the next one is sent.
+    const park = Effect.async<void>((resume) => {
+      parked = resume
+      return Effect.sync(() => {
+        parked = undefined
+      })
+    })
+    const watchdog: Effect.Effect<void> = Effect.suspend(() => {
+      const call = calls.length > 0 && calls[0].sent ? calls[0] : undefined
+      if (call === undefined) return Effect.zipRight(park, watchdog)
+      const now = clock.unsafeCurrentTimeMillis()
+      if (now < call.deadline) return Effect.zipRight(Effect.sleep(call.deadline - now), watchdog)
+      finish(fail("ReplyTimeout", `no reply to ${call.type} within ${Duration.format(replyTimeout)}`))
+      pump()
+      return watchdog
+    })
+    yield* Effect.forkScoped(watchdog)
 
     const request = <A>(
       frame: Protocol.JsonObject,
       expect: (message: Protocol.ServerMessage) => A | undefined,
       expected: string
     ): Effect.Effect<A, OpenEnvError> =>
-      lock.withPermits(1)(Effect.suspend(() => {
-        if (dropped !== undefined) {
-          return Effect.fail(fail("Closed", `the session was dropped earlier (${dropped.reason}: ${dropped.detail})`))
+      Effect.async<A, OpenEnvError>((resume) => {
+        const type = String(frame.type)
+        let text: string
+        try {
+          text = Json.stringify(frame)
+        } catch (error) {
+          return resume(Effect.fail(fail("ValidationError", "the request cannot be written as JSON", error)))
         }
-        const text = Either.try(() => Json.stringify(frame))
-        if (Either.isLeft(text)) {
-          return Effect.fail(fail("ValidationError", "the request cannot be written as JSON", text.left))
+        /** Resumes the caller with the reply; returns the error when the reply is one. */
+        const answer = (reply: string | Uint8Array): OpenEnvError | undefined => {
+          if (typeof reply !== "string") return fail("MalformedFrame", "a binary frame (expected JSON text)")
+          const decoded = decodeReply(reply)
+          if (Either.isLeft(decoded)) return fail("MalformedFrame", decoded.left)
+          const message = decoded.right
+          if (message.type === "error") return Protocol.fromErrorFrame(url, message.data)
+          const out = expect(message)
+          if (out === undefined) {
+            return fail("MalformedFrame", `expected ${expected} reply to ${type}, got ${message.type}`)
+          }
+          resume(Effect.succeed(out))
+          return undefined
         }
-        return Effect.either(send(text.right)).pipe(
-          // a server that closes right after the handshake (CAPACITY_REACHED) has already sent
-          // the frame that explains why: read it rather than report a lost connection
-          Effect.flatMap((sent) =>
-            Either.isRight(sent)
-              ? nextFrame
-              : Effect.flatMap(Queue.poll(frames), (queued) =>
-                queued._tag === "Some" ? Effect.succeed(queued.value) : Effect.fail(sent.left))
-          ),
-          Effect.timeoutFail({
-            duration: replyTimeout,
-            onTimeout: () =>
-              fail("ReplyTimeout", `no reply to ${String(frame.type)} within ${Duration.format(replyTimeout)}`)
-          }),
-          Effect.flatMap((data): Effect.Effect<A, OpenEnvError> => {
-            if (typeof data !== "string") {
-              return Effect.fail(fail("MalformedFrame", "a binary frame (expected JSON text)"))
-            }
-            const decoded = decodeFrame(data)
-            if (Either.isLeft(decoded)) {
-              const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
-              const where = issue === undefined || issue.path.length === 0 ? "" : ` at ${issue.path.join(".")}`
-              return Effect.fail(
-                fail(
-                  "MalformedFrame",
-                  `not a protocol frame${where}: ${issue?.message ?? "invalid"}: ${data.slice(0, 200)}`
-                )
-              )
-            }
-            const message = decoded.right
-            if (message.type === "error") return Effect.fail(Protocol.fromErrorFrame(url, message.data))
-            const out = expect(message)
-            return out === undefined
-              ? Effect.fail(
-                fail("MalformedFrame", `expected ${expected} reply to ${String(frame.type)}, got ${message.type}`)
-              )
-              : Effect.succeed(out)
-          }),
-          Effect.tapError((error) => (error.sessionUsable ? Effect.void : drop(error))),
+        const settle = (reply: string | Uint8Array | OpenEnvError): OpenEnvError | undefined => {
+          const error = reply instanceof OpenEnvError ? reply : answer(reply)
+          if (error !== undefined) resume(Effect.fail(error))
+          return error
+        }
+        const call: Call = { type, text, sent: false, deadline: 0, settle }
+        calls.push(call)
+        pump()
+        return Effect.sync(() => {
+          const at = calls.indexOf(call)
+          if (at < 0) return
+          calls.splice(at, 1)
           // an interrupted request may still get its reply later: the session cannot be trusted
-          Effect.onInterrupt(() => drop(fail("Closed", "a request was interrupted while waiting for its reply")))
-        )
-      }))
-
-    const close: Effect.Effect<void> = Effect.suspend(() => {
-      if (closing) return Effect.ignore(Effect.timeout(Deferred.await(ended), closeTimeout))
-      closing = true
-      const wasUsable = dropped === undefined
-      if (wasUsable) dropped = fail("Closed", "the session was closed")
-      return Effect.gen(function*() {
-        if (yield* Deferred.isDone(ended)) return
-        // A usable session asks the server to end it: the server releases its slot, then closes
-        // the connection, so waiting for the close orders the two releases. A dropped session may
-        // sit behind a hung request, so it closes the WebSocket directly.
-        yield* Effect.ignore(
-          send(wasUsable ? Json.stringify({ type: "close" }) : new Socket.CloseEvent(1000, "session dropped"))
-        )
-        const closed = yield* Effect.timeout(Deferred.await(ended), closeTimeout).pipe(Effect.option)
-        if (closed._tag === "None") yield* Effect.ignore(send(new Socket.CloseEvent(1000, "close timeout")))
+          if (call.sent) drop(fail("Closed", "a request was interrupted while waiting for its reply"))
+          pump()
+        })
       })
-    })
-
-    yield* Effect.addFinalizer(() => close)
 
     return {
       url,

@@ -38,9 +38,7 @@ import {
   Either,
   Exit,
   JSONSchema,
-  Option,
   ParseResult,
-  Queue,
   Random,
   Schema,
   Scope
@@ -150,6 +148,36 @@ class Counter implements Sessions {
 }
 
 /**
+ * The frames of one session, in arrival order, for its one reader: a plain array and the reader's
+ * callback while it waits (cheaper per frame than a `Queue`, which makes a `Deferred` per wait).
+ */
+class Inbox {
+  private readonly frames: Array<string | Uint8Array> = []
+  private waiting: ((frame: Effect.Effect<string | Uint8Array>) => void) | undefined
+
+  offer(frame: string | Uint8Array): void {
+    const waiting = this.waiting
+    if (waiting === undefined) {
+      this.frames.push(frame)
+    } else {
+      this.waiting = undefined
+      waiting(Effect.succeed(frame))
+    }
+  }
+
+  readonly take: Effect.Effect<string | Uint8Array> = Effect.suspend(() =>
+    this.frames.length > 0
+      ? Effect.succeed(this.frames.shift()!)
+      : Effect.async<string | Uint8Array>((resume) => {
+        this.waiting = resume
+        return Effect.sync(() => {
+          if (this.waiting === resume) this.waiting = undefined
+        })
+      })
+  )
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -214,6 +242,19 @@ const ResetKwargs = Schema.Struct({
 })
 const decodeKwargs = Schema.decodeUnknownEither(ResetKwargs, { errors: "all", onExcessProperty: "ignore" })
 
+const isObject = (u: unknown): u is Protocol.JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The action of a step: `{"message": "..."}`, the usual one, without the schema; anything else with it. */
+const actionOf = (data: Protocol.JsonObject): Either.Either<typeof Action.Type, ParseResult.ParseError> => {
+  const message = data.message
+  if (typeof message === "string") {
+    let keys = 0
+    for (const key in data) if (Object.hasOwn(data, key)) keys++
+    if (keys === 1) return Either.right({ message })
+  }
+  return decodeAction(data)
+}
+
 const pythonName = (value: unknown): string =>
   value === undefined || value === null ? "None" : typeof value === "string" ? value : Json.stringify(value)
 
@@ -235,13 +276,14 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
     const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.seconds(300))
     const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
     const envName = options.env.name
+    const clock = yield* Effect.clock
 
     const session = (socket: Socket.Socket): Effect.Effect<void> =>
       Effect.scoped(Effect.gen(function*() {
         const write = yield* socket.writer
-        const frames = yield* Queue.unbounded<string | Uint8Array>()
+        const frames = new Inbox()
         const ended = yield* Deferred.make<void>()
-        yield* socket.runRaw((data) => void Queue.unsafeOffer(frames, data)).pipe(
+        yield* socket.runRaw((data) => frames.offer(data)).pipe(
           Effect.exit,
           Effect.zipRight(Deferred.succeed(ended, void 0)),
           Effect.forkScoped
@@ -252,6 +294,11 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             Effect.ignore(write(Socket.isCloseEvent(frame) ? frame : Json.stringify(frame))),
             Deferred.await(ended)
           )
+        /**
+         * Sends a reply from the frame loop. The loop is raced with the end of the connection, so a
+         * write that a closed socket would never take is interrupted with the loop: no race per reply.
+         */
+        const sendReply = (frame: object): Effect.Effect<void> => Effect.ignore(write(Json.stringify(frame)))
         const finish = (...last: ReadonlyArray<object>) =>
           Effect.gen(function*() {
             for (const frame of last) yield* send(frame)
@@ -280,7 +327,12 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         let envScope: Scope.CloseableScope | undefined
         let env: Env.Env | undefined
         let view: View | undefined
-        let conversation: Array<Message.Message> = []
+        /**
+         * The conversation up to the last step's reply, and the observation that followed it (not
+         * yet in `conversation`): each step copies the conversation once, not twice.
+         */
+        let conversation: ReadonlyArray<Message.Message> = []
+        let observed: Message.Message | undefined
         let episodeId: string | null = null
         let stepCount = 0
         const closeEnv = Effect.suspend(() => {
@@ -302,7 +354,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         })
 
         type Next = "continue" | "close" | "fatal"
-        const reply = (frame: object): Effect.Effect<Next> => Effect.as(send(frame), "continue" as const)
+        const reply = (frame: object): Effect.Effect<Next> => Effect.as(sendReply(frame), "continue" as const)
         const invalid = (issues: Array<Protocol.ValidationIssue>) =>
           reply(errorFrame("VALIDATION_ERROR", "Invalid message", { errors: issues }))
         const executionError = (detail: string) => reply(errorFrame("EXECUTION_ERROR", `Execution error: ${detail}`))
@@ -329,7 +381,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             const created = yield* Effect.either(Scope.extend(prepared.right, scope))
             if (Either.isLeft(created)) {
               yield* closeEnv
-              yield* send(errorFrame("FACTORY_ERROR", `Failed to create environment: ${created.left.detail}`))
+              yield* sendReply(errorFrame("FACTORY_ERROR", `Failed to create environment: ${created.left.detail}`))
               return "fatal" as const
             }
             const live = created.right
@@ -351,42 +403,45 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             view = viewOf(live)
             const systemPrompt = out.right.systemPrompt ?? undefined
             conversation = systemPrompt ? [Message.system(systemPrompt)] : []
-            conversation.push(Message.user(out.right.observation))
+            observed = Message.user(out.right.observation)
             const observation = view?.observation() ??
               genericObservation(out.right.observation, out.right.info ?? {}, systemPrompt || undefined)
             return yield* reply({ type: "observation", data: { observation, reward: 0, done: false } })
           })
 
-        const step = (data: Protocol.JsonObject): Effect.Effect<Next> =>
-          Effect.gen(function*() {
-            const action = decodeAction(data)
-            if (Either.isLeft(action)) return yield* invalid(validationIssues(action.left, data))
-            const live = env
-            if (live === undefined) return yield* executionError("no episode: send reset before step")
-            const messages = [...conversation, Message.assistant(action.right.message)]
-            const out = yield* Effect.either(live.step(messages))
-            if (Either.isLeft(out)) return yield* executionError(out.left.message)
-            const result = out.right
-            if (typeof result?.observation !== "string" || typeof result.done !== "boolean") {
-              return yield* executionError("step gave no text observation and done flag")
+        const step = (data: Protocol.JsonObject): Effect.Effect<Next> => {
+          const action = actionOf(data)
+          if (Either.isLeft(action)) return invalid(validationIssues(action.left, data))
+          const live = env
+          if (live === undefined) return executionError("no episode: send reset before step")
+          const said = Message.assistant(action.right.message)
+          const messages = observed === undefined ? [...conversation, said] : [...conversation, observed, said]
+          return Effect.matchEffect(live.step(messages), {
+            onFailure: (error) => executionError(error.message),
+            onSuccess: (result) => {
+              if (typeof result?.observation !== "string" || typeof result.done !== "boolean") {
+                return executionError("step gave no text observation and done flag")
+              }
+              stepCount++
+              conversation = messages
+              observed = result.done ? undefined : Message.user(result.observation)
+              const observation = view?.observation() ?? genericObservation(result.observation, result.info ?? {})
+              const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
+              return reply({ type: "observation", data: { observation, reward, done: result.done } })
             }
-            stepCount++
-            conversation = result.done ? messages : [...messages, Message.user(result.observation)]
-            const observation = view?.observation() ?? genericObservation(result.observation, result.info ?? {})
-            const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
-            return yield* reply({ type: "observation", data: { observation, reward, done: result.done } })
           })
+        }
 
         const handle = (data: string | Uint8Array): Effect.Effect<Next> => {
           if (typeof data !== "string") {
             return reply(errorFrame("INVALID_JSON", "Invalid JSON: binary frames are not supported"))
           }
-          const parsed = Either.try({
-            try: () => Json.parse(data),
-            catch: (e) => (e instanceof Error ? e.message : String(e))
-          })
-          if (Either.isLeft(parsed)) return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${parsed.left}`))
-          const frame = parsed.right
+          let frame: unknown
+          try {
+            frame = Json.parse(data)
+          } catch (e) {
+            return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${e instanceof Error ? e.message : String(e)}`))
+          }
           if (typeof frame !== "object" || frame === null || Array.isArray(frame)) {
             return invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])
           }
@@ -397,6 +452,9 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
               return Either.isLeft(message) ? invalid(validationIssues(message.left, frame)) : reset(message.right.data)
             }
             case "step": {
+              // the usual frame, {"type":"step","data":{...}}, needs no schema to say so
+              const data = (frame as Record<string, unknown>).data
+              if (isObject(data)) return step(data)
               const message = decodeStep(frame)
               return Either.isLeft(message) ? invalid(validationIssues(message.left, frame)) : step(message.right.data)
             }
@@ -413,25 +471,38 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         }
 
         const IDLE = Symbol("idle")
+        /** Whether a frame is being handled, and when the last one was (clock millis). */
+        let busy = false
+        let lastActive = clock.unsafeCurrentTimeMillis()
         // One frame at a time, in arrival order: replies go out in request order.
-        const loop: Effect.Effect<Next | typeof IDLE> = Effect.flatMap(
-          Duration.toMillis(idleTimeout) > 0
-            ? Effect.timeoutOption(Queue.take(frames), idleTimeout)
-            : Effect.map(Queue.take(frames), Option.some),
-          (frame) =>
-            Option.isNone(frame)
-              ? Effect.succeed(IDLE)
-              : Effect.flatMap(
-                // a bug in an env must not take the server down: it becomes this request's error
-                Effect.catchAllCause(handle(frame.value), (cause) =>
-                  Cause.isInterruptedOnly(cause)
-                    ? Effect.failCause(cause)
-                    : executionError(Cause.pretty(cause).split("\n")[0] ?? "unexpected failure")),
-                (next) => (next === "continue" ? loop : Effect.succeed(next))
-              )
-        )
+        // a bug in an env (a failure, a defect, a throw) must not take the server down: it becomes
+        // this request's error
+        const onDefect = (cause: Cause.Cause<never>): Effect.Effect<Next> =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : executionError(Cause.pretty(cause).split("\n")[0] ?? "unexpected failure")
+        const handled = (next: Next): Effect.Effect<Next> => {
+          busy = false
+          lastActive = clock.unsafeCurrentTimeMillis()
+          return next === "continue" ? loop : Effect.succeed(next)
+        }
+        const loop: Effect.Effect<Next> = Effect.flatMap(frames.take, (frame) => {
+          busy = true
+          return Effect.flatMap(Effect.catchAllCause(Effect.suspend(() => handle(frame)), onDefect), handled)
+        })
+        // One timer per session for idleness, not one per frame: it sleeps until the earliest time
+        // the session could have been silent for `idleTimeout` (a whole timeout while a frame is
+        // being handled) and looks again.
+        const idleMillis = Duration.toMillis(idleTimeout)
+        const idle: Effect.Effect<typeof IDLE> = Effect.suspend(() => {
+          const wait = busy ? idleMillis : lastActive + idleMillis - clock.unsafeCurrentTimeMillis()
+          return wait <= 0 ? Effect.succeed(IDLE) : Effect.zipRight(Effect.sleep(wait), idle)
+        })
 
-        const outcome = yield* Effect.raceFirst(Effect.as(Deferred.await(ended), "disconnected" as const), loop)
+        const outcome = yield* Effect.raceFirst(
+          Effect.as(Deferred.await(ended), "disconnected" as const),
+          idleMillis > 0 ? Effect.raceFirst(loop, idle) : loop
+        )
         if (outcome === "disconnected") return
         // The slot is free before the close goes out, so a client that waits for the close (as
         // this project's client does) can start its next session without meeting a full server.

@@ -6,7 +6,19 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Either, Exit, Fiber, Schedule, Scope } from "effect"
 import * as net from "node:net"
 import * as Sudoku from "../../src/envs/Sudoku.js"
-import { Client, drained, freePort, provideSockets, scriptedServer, serve, settled } from "./helpers.js"
+import { FrozenLake } from "../../src/envs/FrozenLake.js"
+import {
+  Client,
+  delayedServer,
+  drained,
+  echoObservation,
+  freePort,
+  provideSockets,
+  RawPeer,
+  scriptedServer,
+  serve,
+  settled
+} from "./helpers.js"
 
 const content = (observation: Readonly<Record<string, unknown>>) =>
   ((observation.messages as Array<{ content: string }>)[0]).content
@@ -96,6 +108,8 @@ describe("OpenEnv client", () => {
         binary: Buffer.from([1, 2, 3]),
         shape: JSON.stringify({ type: "observation", data: { observation: {}, reward: 0 } }), // no done
         unknown: JSON.stringify({ type: "surprise", data: {} }),
+        rewardText: JSON.stringify({ type: "observation", data: { observation: {}, reward: "1", done: false } }),
+        observationText: JSON.stringify({ type: "observation", data: { observation: "board", reward: 0, done: false } }),
         wrongType: JSON.stringify({ type: "state", data: { episode_id: "x", step_count: 0 } }), // to a reset
         errorCode: JSON.stringify({ type: "error", data: { message: "m", code: "NO_SUCH_CODE" } })
       }
@@ -179,4 +193,131 @@ describe("OpenEnv client", () => {
       expect(Either.isRight(again)).toBe(true)
       expect(yield* settled(server.sessions)).toBe(0)
     }).pipe(provideSockets))
+
+  it.scopedLive("observation replies: a missing reward is null, extra fields are kept", () =>
+    Effect.gen(function*() {
+      const server = yield* delayedServer((frame, index) => ({
+        text: echoObservation(frame, index, { extra: 1 })!,
+        delayMs: 0
+      }))
+      const reply = yield* Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => s.step({ message: "hi" })))
+      expect(reply).toEqual({
+        observation: { index: 0, frame: { type: "step", data: { message: "hi" } } },
+        reward: null,
+        done: false,
+        extra: 1
+      })
+    }).pipe(provideSockets))
+
+  it.scopedLive("a server that ignores the close request: the session still closes after closeTimeout", () =>
+    Effect.gen(function*() {
+      // answers everything, `close` included, and never closes the connection itself
+      const server = yield* scriptedServer((_frame, index) =>
+        JSON.stringify({ type: "observation", data: { observation: { index }, done: false } })
+      )
+      const started = Date.now()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url, { closeTimeout: "200 millis" })
+        yield* session.step({ message: "hi" })
+      }))
+      const elapsed = Date.now() - started
+      expect(elapsed).toBeGreaterThanOrEqual(200)
+      expect(elapsed).toBeLessThan(2000)
+      expect(yield* drained(server.open)).toBe(0)
+    }).pipe(provideSockets))
+
+  it.scopedLive("concurrent calls on one session go out one at a time, in call order, each with its own reply", () =>
+    Effect.gen(function*() {
+      const server = yield* delayedServer((frame, index) => {
+        const text = echoObservation(frame, index)
+        return text === undefined ? undefined : { text, delayMs: 5 }
+      })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url)
+        const replies = yield* Effect.forEach(
+          [0, 1, 2, 3, 4, 5],
+          (i) => session.step({ message: `m${i}` }),
+          { concurrency: "unbounded" }
+        )
+        expect(replies.map((r) => (r.observation.frame as { data: { message: string } }).data.message)).toEqual([
+          "m0",
+          "m1",
+          "m2",
+          "m3",
+          "m4",
+          "m5"
+        ])
+        expect(replies.map((r) => r.observation.index)).toEqual([0, 1, 2, 3, 4, 5])
+        expect(server.maxInFlight()).toBe(1)
+        expect(session.isOpen()).toBe(true)
+      }))
+    }).pipe(provideSockets))
+
+  it.scopedLive("interrupting a call that waits its turn keeps the session; interrupting one in flight drops it", () =>
+    Effect.gen(function*() {
+      const server = yield* delayedServer((frame, index) => {
+        const text = echoObservation(frame, index)
+        return text === undefined ? undefined : { text, delayMs: 100 }
+      })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url)
+        const first = yield* Effect.fork(session.step({ message: "first" }))
+        const second = yield* Effect.fork(session.step({ message: "second" }))
+        yield* Effect.sleep("20 millis")
+        yield* Fiber.interrupt(second) // never sent
+        expect((yield* Fiber.join(first)).observation.index).toBe(0)
+        expect(session.isOpen()).toBe(true)
+        expect((yield* session.step({ message: "third" })).observation.index).toBe(1)
+        const fourth = yield* Effect.fork(session.step({ message: "fourth" }))
+        yield* Effect.sleep("20 millis")
+        yield* Fiber.interrupt(fourth) // sent: its reply would answer the next call
+        expect(session.isOpen()).toBe(false)
+        expect((yield* Effect.flip(session.state)).reason).toBe("Closed")
+      }))
+    }).pipe(provideSockets))
+
+  it.scopedLive("reply timeouts count from each request: idle time between requests is not a timeout", () =>
+    Effect.gen(function*() {
+      // frames 0-1 at once, 2-3 after 150 ms (under the 300 ms timeout), 4 never
+      const server = yield* delayedServer((frame, index) => {
+        const text = index >= 4 ? undefined : echoObservation(frame, index)
+        return text === undefined ? undefined : { text, delayMs: index >= 2 ? 150 : 0 }
+      })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* Client.connect(server.url, { replyTimeout: "300 millis" })
+        yield* session.step({ message: "a" })
+        yield* session.step({ message: "b" })
+        yield* Effect.sleep("700 millis") // longer than the reply timeout, with nothing in flight
+        expect((yield* session.step({ message: "c" })).observation.index).toBe(2)
+        expect((yield* session.step({ message: "d" })).observation.index).toBe(3)
+        const started = Date.now()
+        const error = yield* Effect.flip(session.step({ message: "e" })).pipe(
+          Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Error("the reply timeout never fired") })
+        )
+        const waited = Date.now() - started
+        expect(error.reason).toBe("ReplyTimeout")
+        expect(waited).toBeGreaterThanOrEqual(290)
+        expect(waited).toBeLessThan(1500)
+        expect((yield* Effect.flip(session.step({ message: "f" }))).reason).toBe("Closed")
+      }))
+    }).pipe(provideSockets))
+
+  it.scopedLive("a session that keeps talking is not reaped: idleness counts from its last frame", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(300) })
+      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      expect(yield* Effect.promise(() => peer.request("{\"type\":\"reset\",\"data\":{\"seed\":1}}"))).toMatchObject({
+        type: "observation"
+      })
+      for (let i = 0; i < 6; i++) {
+        yield* Effect.sleep("150 millis")
+        expect(yield* Effect.promise(() => peer.request("{\"type\":\"state\"}"))).toMatchObject({ type: "state" })
+      }
+      expect(server.sessions).toMatchObject({ active: 1, reaped: 0 })
+      const quietFrom = Date.now()
+      expect(yield* Effect.promise(() => peer.waitClose(3000))).toBe(1000)
+      expect(Date.now() - quietFrom).toBeGreaterThanOrEqual(250)
+      expect(JSON.parse(peer.frames[peer.frames.length - 1])).toMatchObject({ data: { code: "SESSION_ERROR" } })
+      expect(server.sessions).toMatchObject({ active: 0, reaped: 1 })
+    }))
 })

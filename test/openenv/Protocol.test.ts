@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Env from "../../src/Env.js"
 import { Sudoku } from "../../src/envs/Sudoku.js"
 import * as Protocol from "../../src/openenv/Protocol.js"
 import { RawPeer, serve, settled } from "./helpers.js"
@@ -158,6 +159,41 @@ describe("this project's server speaks the recorded protocol", () => {
       expect(server.sessions.maxSeen).toBe(2)
       d.close()
       e.close()
+      expect(yield* settled(server.sessions)).toBe(0)
+    }))
+
+  it.scopedLive("an env step that throws, dies or fails is that request's EXECUTION_ERROR; the session goes on", () =>
+    Effect.gen(function*() {
+      const fragile = Env.define({
+        name: "fragile",
+        make: () =>
+          Effect.succeed<Env.Env>({
+            reset: () => Effect.succeed({ observation: "ready", info: {} }),
+            step: (messages) => {
+              const said = messages[messages.length - 1].content
+              if (said === "throw") throw new Error("thrown by the env")
+              if (said === "die") return Effect.die(new Error("died in the env"))
+              if (said === "fail") return Effect.fail(new Env.EnvError({ env: "fragile", phase: "step", detail: "failed" }))
+              return Effect.succeed({ observation: `got ${said}`, reward: 0.5, done: false, info: {} })
+            }
+          })
+      })
+      const server = yield* serve({ env: fragile, maxConcurrentEnvs: 1 })
+      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      const send = (frame: object) => Effect.promise(() => peer.request(JSON.stringify(frame))) as Effect.Effect<any>
+      expect(yield* send({ type: "reset", data: {} })).toMatchObject({ type: "observation" })
+      for (const message of ["throw", "die", "fail"]) {
+        expect(yield* send({ type: "step", data: { message } }), message).toMatchObject({
+          type: "error",
+          data: { code: "EXECUTION_ERROR" }
+        })
+      }
+      expect(yield* send({ type: "step", data: { message: "ok" } })).toMatchObject({
+        type: "observation",
+        data: { observation: { prompt: "got ok" }, reward: 0.5, done: false }
+      })
+      expect(yield* send({ type: "state" })).toMatchObject({ type: "state", data: { step_count: 1 } })
+      peer.close()
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 

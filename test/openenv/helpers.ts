@@ -139,3 +139,53 @@ export const drained = (open: () => number, ms = 3000) =>
   })
 
 export const provideSockets = Effect.provide(Client.layerWebSocketConstructor)
+
+/**
+ * A scripted WebSocket server whose replies go out after a delay: `reply(frame, index)` gives the
+ * text and the delay (`undefined` = never answer). `{"type":"close"}` closes the connection (1000),
+ * as OpenEnv servers do. Records the most requests any connection had waiting for a reply at once.
+ */
+export const delayedServer = (
+  reply: (frame: string, index: number) => { readonly text: string; readonly delayMs: number } | undefined
+) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly maxInFlight: () => number; readonly server: WebSocketServer }>(
+      (resume) => {
+        const server = new WebSocketServer({ host: "127.0.0.1", port: 0 })
+        let maxInFlight = 0
+        server.on("connection", (ws) => {
+          let index = 0
+          let inFlight = 0
+          ws.on("message", (data) => {
+            if (data.toString() === "{\"type\":\"close\"}") return ws.close(1000)
+            const out = reply(data.toString(), index++)
+            inFlight++
+            maxInFlight = Math.max(maxInFlight, inFlight)
+            if (out === undefined) return
+            setTimeout(() => {
+              inFlight--
+              ws.send(out.text)
+            }, out.delayMs)
+          })
+        })
+        server.on("listening", () => {
+          const port = (server.address() as net.AddressInfo).port
+          resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, maxInFlight: () => maxInFlight, server }))
+        })
+      }
+    ),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        for (const client of server.clients) client.terminate()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+/** An observation frame whose observation echoes what it answers (no reply to `close`, as OpenEnv). */
+export const echoObservation = (frame: string, index: number, extra: Record<string, unknown> = {}) =>
+  JSON.parse(frame).type === "close"
+    ? undefined
+    : JSON.stringify({
+      type: "observation",
+      data: { observation: { index, frame: JSON.parse(frame) }, done: false, ...extra }
+    })
