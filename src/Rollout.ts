@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Queue, Schema, Stream } from "effect"
+import { Effect, Either, Queue, Schema, Scope, Stream } from "effect"
 import { Inference } from "./Inference.js"
 import type { SamplingParams, Service as InferenceService } from "./Inference.js"
 import { mixSeed } from "./internal/seed.js"
@@ -305,18 +305,22 @@ export const stream = (
         Queue.shutdown
       )
       const source = tasks(config, rows)
-      // END only after every worker finished normally; on interruption the scope interrupts the
-      // workers (closing their trajectories' envs) and shuts the queue down.
-      yield* Effect.forkScoped(
-        Effect.zipRight(
-          // one loop (and one scope slot) per worker fiber
-          Effect.forEach(Array.from({ length: config.concurrency }), () => workerLoop(config, inference, source, queue), {
-            concurrency: "unbounded",
-            discard: true
-          }),
-          Queue.offer(queue, END)
+      // The trajectories' scopes live under this one. It is added to the run's scope before the
+      // workers are forked, so on interruption the workers stop first, then it closes every
+      // trajectory still open (and its env), then the queue shuts down.
+      const trajectories = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
+      // One fiber per worker, each forked straight into the run's scope (interrupted when it
+      // closes): a worker's stack then holds only its own frames, which matters when thousands of
+      // workers wait on a model at once. The last worker to finish offers END.
+      const scope = yield* Effect.scope
+      let running = config.concurrency
+      const finished = Effect.suspend(() => (--running === 0 ? Queue.offer(queue, END) : Effect.void))
+      for (let i = 0; i < config.concurrency; i++) {
+        yield* Effect.forkIn(
+          Effect.zipRight(workerLoop(config, inference, trajectories, source, queue), finished),
+          scope
         )
-      )
+      }
       return Stream.fromQueue(queue).pipe(Stream.takeWhile((item): item is Item => item !== END))
     })
   )
@@ -324,11 +328,12 @@ export const stream = (
 const workerLoop = (
   config: Config,
   inference: InferenceService,
+  parent: Scope.Scope,
   source: Iterator<Task>,
   queue: Queue.Queue<Item | typeof END>
 ): Effect.Effect<void> => {
   const options: Trajectory.Options = { scheduler: config.scheduler.instance, sampling: config.sampling }
-  const worker = Trajectory.worker(inference)
+  const worker = Trajectory.worker(inference, parent)
   const loop: Effect.Effect<void> = Effect.suspend(() => {
     const next = source.next()
     if (next.done === true) return Effect.void

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Option, Scope, Stream } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberRef, Option, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import { Inference } from "./Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService } from "./Inference.js"
@@ -574,19 +574,39 @@ export const runWith = (
   })
 
 /**
- * A worker that runs many trajectories one after the other: `run` is {@link runWith} with the
- * trajectory's scope reached through one {@link ScopeSlot} that the worker's context holds, instead
- * of a context update per trajectory. Use it inside `provide`, which puts the slot in the context.
+ * A worker that runs many trajectories one after the other, for a run's worker pool:
+ * - the trajectory's scope is reached through one {@link ScopeSlot} that the worker's context holds
+ *   (`provide` puts it there once), instead of a context update per trajectory;
+ * - each trajectory's scope is a child of `parent`, closed as soon as the trajectory ends; if the
+ *   worker is interrupted, closing `parent` closes it. No finalizer frame stays on the fiber's stack
+ *   for the trajectory's whole life (with thousands of trajectories waiting on a model, those
+ *   frames are a good part of the memory in flight).
+ *
+ * `parent` must be closed only after the worker has stopped.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const worker = (inference: InferenceService) => {
-  const slot = new ScopeSlot(Effect.runSync(Scope.make()))
+export const worker = (inference: InferenceService, parent: Scope.Scope) => {
+  const slot = new ScopeSlot(parent)
   return {
+    /**
+     * Puts the slot in the context of the current fiber for the rest of its life (a plain update, so
+     * no frame stays on the stack while the worker runs): use it on a fiber dedicated to the worker.
+     */
     provide: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
-      Effect.provideService(effect, Scope.Scope, slot),
+      Effect.zipRight(
+        FiberRef.update(FiberRef.currentContext, (context) => Context.add(context, Scope.Scope, slot)),
+        effect as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
+      ),
     run: (request: TrajectoryRequest, options: Options): Effect.Effect<TrajectoryResult> =>
-      runWith(request, options, inference, slot)
+      Effect.flatMap(Scope.fork(parent, ExecutionStrategy.sequential), (scope) => {
+        const machine = new Machine(request, options.scheduler, inference, options.sampling, scope, slot)
+        const acc = new Accumulator(request)
+        return Effect.flatMap(machine.runInto(acc), (end) => {
+          acc.add(end)
+          return Effect.as(Scope.close(scope, end.error === undefined ? Exit.void : Exit.fail(end.error)), acc.result())
+        })
+      })
   }
 }
