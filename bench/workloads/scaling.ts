@@ -31,31 +31,80 @@ const quiet = {
   log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void (printed += xs.join(" "))),
   error: () => Effect.void
 }
-const run = (out: string) =>
+const run = (out: string, input = dataset) =>
   Effect.runPromise(
     main([
-      "node", "effect-gym", "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+      "node", "effect-gym", "run", "--dataset", input, "--gym-env", "frozen_lake", "--policy", "random",
       "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
       "--output", out, "--json"
     ]).pipe(Effect.withConsole(quiet as unknown as Console.Console), Effect.provide(NodeContext.layer))
   )
 
+const countLines = (file: string): number => {
+  const fd = fs.openSync(file, "r")
+  const buffer = Buffer.alloc(1 << 20)
+  let count = 0
+  for (let n = fs.readSync(fd, buffer); n > 0; n = fs.readSync(fd, buffer)) {
+    for (let i = 0; i < n; i++) if (buffer[i] === 10) count++
+  }
+  fs.closeSync(fd)
+  return count
+}
+
 const mainBench = async () => {
-  await run(path.join(dir, "warmup.jsonl")) // warm up the code paths (same size)
+  // Warm up the code paths (the JIT) with a run of at least 20,000 trajectories whatever the size
+  // measured, so that small runs are not measured cold.
+  const warmRows = Math.max(rows, Math.ceil(20_000 / generations))
+  const warmDataset = path.join(dir, "warm.jsonl")
+  fs.writeFileSync(warmDataset, frozenLakeDataset({ rows: warmRows }))
+  await run(path.join(dir, "warmup.jsonl"), warmDataset)
+  // Start from a collected heap, so a small run does not pay for the warm-up's garbage.
+  ;(globalThis as { gc?: () => void }).gc?.()
   printed = ""
-  const started = performance.now()
-  const code = await run(output)
-  const seconds = (performance.now() - started) / 1000
-  const summary = JSON.parse(printed) as { trajectories: number; turns: number }
-  const lines = fs.readFileSync(output, "utf8").split("\n").filter((l) => l !== "").length
+  // The fixed cost of a job (start-up, files, the last batch of writes), from jobs over an empty
+  // dataset: per-turn figures net of it show how the cost of the work itself grows with the run.
+  const empty = path.join(dir, "empty.jsonl")
+  fs.writeFileSync(empty, "")
+  const fixed: Array<number> = []
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now()
+    await run(path.join(dir, "empty-out.jsonl"), empty)
+    fixed.push(performance.now() - t)
+  }
+  fixed.sort((a, b) => a - b)
+  const fixedSeconds = fixed[2] / 1000
+  // Small jobs are short enough for one GC pause or one scheduling hiccup to weigh: time the job
+  // several times (at least about a million turns in all) and keep the median.
+  const repeats = Math.max(1, Math.min(9, Math.round(1_000_000 / (trajectories * 5.5))))
+  const timings: Array<{ seconds: number; cpu: number }> = []
+  let summary = { trajectories: 0, turns: 0 }
+  let lines = 0
+  for (let i = 0; i < repeats; i++) {
+    printed = ""
+    const started = performance.now()
+    const cpuBefore = process.cpuUsage()
+    const code = await run(output)
+    const seconds = (performance.now() - started) / 1000
+    const cpu = process.cpuUsage(cpuBefore)
+    timings.push({ seconds, cpu: cpu.user + cpu.system })
+    summary = JSON.parse(printed) as { trajectories: number; turns: number }
+    // Count the log's lines without holding the file (hundreds of MB at 100,000 trajectories).
+    lines = countLines(output)
+    if (code !== 0 || lines !== summary.trajectories) throw new Error(`run failed: exit ${code}, ${lines} lines`)
+  }
+  timings.sort((a, b) => a.seconds - b.seconds)
+  const { cpu, seconds } = timings[timings.length >> 1]
   fs.rmSync(dir, { recursive: true, force: true })
-  if (code !== 0 || lines !== summary.trajectories) throw new Error(`run failed: exit ${code}, ${lines} lines`)
   report({
     trajectories: summary.trajectories,
     turns: summary.turns,
     seconds,
     turnsPerSecond: summary.turns / seconds,
-    microsecondsPerTurn: (seconds * 1e6) / summary.turns
+    microsecondsPerTurn: (seconds * 1e6) / summary.turns,
+    fixedMilliseconds: fixedSeconds * 1000,
+    netMicrosecondsPerTurn: ((seconds - fixedSeconds) * 1e6) / summary.turns,
+    cpuMicrosecondsPerTurn: cpu / summary.turns,
+    repeats
   })
 }
 
