@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck, Scope } from "effect"
+import { Effect, FastCheck, Fiber, Scope } from "effect"
 import { Game } from "../src/envs/FrozenLake.js"
 import * as Message from "../src/Message.js"
 import { frozenLakeSolver, parseGrid, planMove, random } from "../src/policies/Scripted.js"
@@ -74,6 +74,24 @@ describe("Scripted policies", () => {
       const moves = new Set<string>()
       for (let seed = 0; seed < 200; seed++) moves.add((yield* policy.chat(ask(seed))).text)
       expect(moves.size).toBe(4)
+    }))
+
+  it.live("latency_ms delays each answer, and an interrupted wait leaves no timer behind", () =>
+    Effect.gen(function*() {
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      const ask = { messages: [Message.user("F P G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }
+      const slow = yield* make(random, { latency_ms: "30" })
+      const started = Date.now()
+      const answer = yield* slow.chat(ask)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(25)
+      expect(answer).toEqual(yield* (yield* make(random)).chat(ask))
+      const before = timers()
+      const stuck = yield* make(random, { latency_ms: "600000" })
+      const fiber = yield* Effect.fork(stuck.chat(ask))
+      yield* Effect.sleep("5 millis")
+      expect(timers()).toBe(before + 1)
+      yield* Fiber.interrupt(fiber)
+      expect(timers()).toBe(before)
     }))
 
   it.effect("bad options are typed errors naming the option", () =>
