@@ -6,6 +6,9 @@
  *   npm run bench                      every workload
  *   npm run bench -- --only latency    workloads whose name contains "latency"
  *   npm run bench -- --runs 7          runs per figure (default 5)
+ *   npm run bench -- --render bench/results/FILE.json
+ *                                      rewrites BENCHMARKS.md from recorded figures (after
+ *                                      editing bench/NOTES.md), running nothing
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -82,7 +85,7 @@ const latencyFloor = (path: "effect-floor" | "plain-floor", concurrency: number)
   figures: (rs) => [
     {
       workload: `2. reference: ${
-        path === "effect-floor" ? "Effect fibers that only sleep 20 ms in a loop" : "plain async functions that only await 20 ms"
+        path === "effect-floor" ? "Effect fibers that only wait 20 ms in a loop (a timer in Effect.async, as the policy waits)" : "plain async functions that only await a 20 ms timer"
       }, concurrency ${concurrency}`,
       figure: "waits/s / bound",
       unit: "ratio",
@@ -148,6 +151,7 @@ const scaling = (trajectories: number): Case => ({
       values: pick(rs, "netMicrosecondsPerTurn")
     },
     { workload: `6. same, ${trajectories.toLocaleString("en")}`, figure: "fixed cost of a job (empty dataset)", unit: "ms", values: pick(rs, "fixedMilliseconds") },
+    { workload: `6. same, ${trajectories.toLocaleString("en")}`, figure: "CPU time per turn (user + system)", unit: "us/turn", values: pick(rs, "cpuMicrosecondsPerTurn") },
     { workload: `6. same, ${trajectories.toLocaleString("en")}`, figure: "turns/s", unit: "turns/s", values: pick(rs, "turnsPerSecond") }
   ]
 })
@@ -176,8 +180,10 @@ const main = async () => {
     latency(256),
     latency(1024),
     latency(4096),
+    latencyFloor("effect-floor", 256),
     latencyFloor("effect-floor", 1024),
     latencyFloor("effect-floor", 4096),
+    latencyFloor("plain-floor", 256),
     latencyFloor("plain-floor", 4096),
     memory,
     serverClient,
@@ -232,8 +238,22 @@ const main = async () => {
   const resultsDir = path.join(root, "bench/results")
   fs.mkdirSync(resultsDir, { recursive: true })
   const rawFile = path.join(resultsDir, `${date.slice(0, 19).replace(/[:T]/g, "-")}.json`)
-  fs.writeFileSync(rawFile, JSON.stringify({ date, machine: machine(), runs, raw, figures }, null, 2))
+  const recorded: Recorded = { date, machine: machine(), runs, raw, figures }
+  fs.writeFileSync(rawFile, JSON.stringify(recorded, null, 2))
+  process.stdout.write(render(recorded, rawFile))
+}
 
+interface Recorded {
+  readonly date: string
+  readonly machine: string
+  readonly runs: number
+  readonly raw: Record<string, Array<Record<string, number>>>
+  readonly figures: ReadonlyArray<Figure>
+}
+
+/** Writes BENCHMARKS.md (the table, then bench/NOTES.md) from recorded figures; returns the table. */
+const render = (recorded: Recorded, rawFile: string): string => {
+  const { date, figures, runs } = recorded
   const rows = figures.map((f) => {
     const med = median(f.values)
     const min = Math.min(...f.values)
@@ -259,7 +279,7 @@ const main = async () => {
   const markdown = [
     "# Benchmarks",
     "",
-    `Measured ${date} on ${machine()} with \`npm run bench\` (${runs} runs per figure, each in a fresh`,
+    `Measured ${date} on ${recorded.machine} with \`npm run bench\` (${runs} runs per figure, each in a fresh`,
     "Node process after warm-up runs; medians, min - max). Raw figures: `" + path.relative(root, rawFile) + "`.",
     "",
     "| workload | figure | median | min - max | runs | target |",
@@ -270,7 +290,12 @@ const main = async () => {
   const notesFile = path.join(root, "bench/NOTES.md")
   const notes = fs.existsSync(notesFile) ? `\n${fs.readFileSync(notesFile, "utf8")}` : ""
   fs.writeFileSync(path.join(root, "BENCHMARKS.md"), markdown + notes)
-  process.stdout.write(markdown)
+  return markdown
 }
 
-main()
+if (args.render !== undefined) {
+  const rawFile = path.resolve(args.render)
+  render(JSON.parse(fs.readFileSync(rawFile, "utf8")) as Recorded, rawFile)
+} else {
+  main()
+}

@@ -5,8 +5,9 @@
  *
  *   --concurrency C  --latency-ms 20  --seconds 5 (minimum run length)
  *   --path engine        the whole run (Rollout, FrozenLake, the policy's delay)      (default)
- *          effect-floor  C Effect fibers that only sleep the delay in a loop: the best any
- *                        Effect-based loop can do here
+ *          effect-floor  C Effect fibers that only wait the delay in a loop, the way the policy
+ *                        waits (a timer in `Effect.async`, cleared on interruption): the best an
+ *                        Effect-based loop with one interruptible wait per turn can do here
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
  */
 import { Effect } from "effect"
@@ -24,8 +25,14 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
   const perFiber = Math.ceil((seconds * 1000) / latencyMs)
   const started = performance.now()
   if (path === "effect-floor") {
-    const fiber = (n: number): Effect.Effect<void> => n === 0 ? Effect.void : Effect.zipRight(Effect.sleep(latencyMs), fiber(n - 1))
-    await Effect.runPromise(Effect.forEach(Array.from({ length: concurrency }), () => Effect.suspend(() => fiber(perFiber)), { concurrency: "unbounded", discard: true }))
+    const wait = Effect.async<void>((resume) => {
+      const timer = setTimeout(() => resume(Effect.void), latencyMs)
+      return Effect.sync(() => clearTimeout(timer))
+    })
+    const fiber = Effect.gen(function*() {
+      for (let i = 0; i < perFiber; i++) yield* wait
+    })
+    await Effect.runPromise(Effect.forEach(Array.from({ length: concurrency }), () => fiber, { concurrency: "unbounded", discard: true }))
   } else {
     const wait = () => new Promise<void>((resolve) => setTimeout(resolve, latencyMs))
     await Promise.all(Array.from({ length: concurrency }, async () => {
