@@ -8,18 +8,12 @@ import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Server from "../openenv/Server.js"
 import * as Registry from "../Registry.js"
-import { OptionError, parseNumbers, plugins } from "./common.js"
+import { checkPort, host, OptionError, parseNumbers, plugins, port } from "./common.js"
 
 const serve = Command.make("serve", {
   env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
-  port: Options.integer("port").pipe(
-    Options.withDescription("The port (0 picks a free one)"),
-    Options.withDefault(8000)
-  ),
-  host: Options.text("host").pipe(
-    Options.withDescription("The address to bind (127.0.0.1: this machine only)"),
-    Options.withDefault("127.0.0.1")
-  ),
+  port,
+  host,
   maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
     Options.withDescription("Sessions at once; more get CAPACITY_REACHED"),
     Options.withDefault(8)
@@ -37,9 +31,7 @@ const serve = Command.make("serve", {
   Command.withDescription("Serve an env over the OpenEnv WebSocket protocol (/ws, /health, /metadata, /schema)"),
   Command.withHandler((args) =>
     Effect.gen(function*() {
-      if (args.port < 0 || args.port > 65535) {
-        return yield* new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${args.port}` })
-      }
+      yield* checkPort(args.port)
       if (args.maxConcurrentEnvs < 1) {
         return yield* new OptionError({
           option: "--max-concurrent-envs",

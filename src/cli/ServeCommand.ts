@@ -12,21 +12,15 @@ import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effec
 import { createRequire } from "node:module"
 import { Inference } from "../Inference.js"
 import * as RolloutServer from "../server/RolloutServer.js"
-import { OptionError, parseNumbers, setExitCode } from "./common.js"
+import { checkPort, host, OptionError, parseNumbers, port, setExitCode } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
 const { apiKeyEnv: _upstreamKey, ...inferenceOptions } = InferenceOptions.options
 
 export const serveOptions = {
-  port: Options.integer("port").pipe(
-    Options.withDescription("The port (0 picks a free one)"),
-    Options.withDefault(8000)
-  ),
-  host: Options.text("host").pipe(
-    Options.withDescription("The address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface)"),
-    Options.withDefault("127.0.0.1")
-  ),
+  port,
+  host,
   apiKeyEnv: Options.text("api-key-env").pipe(
     Options.withDescription(
       "The environment variable holding this server's key: every request then needs Authorization: Bearer <key>"
@@ -97,9 +91,7 @@ const secret = (option: string, name: string) =>
  */
 export const serveJob = (args: ServeArgs) =>
   Effect.gen(function*() {
-    if (args.port < 0 || args.port > 65535) {
-      return yield* new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${args.port}` })
-    }
+    yield* checkPort(args.port)
     const [grace] = yield* parseNumbers("--shutdown-grace", [args.shutdownGrace])
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })

@@ -49,6 +49,24 @@ export const plugins = Options.text("plugin").pipe(
   Options.repeated
 )
 
+/** The port a serving command listens on; check it with {@link checkPort}. */
+export const port = Options.integer("port").pipe(
+  Options.withDescription("The port (0 picks a free one)"),
+  Options.withDefault(8000)
+)
+
+/** The address a serving command binds. */
+export const host = Options.text("host").pipe(
+  Options.withDescription("The address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface)"),
+  Options.withDefault("127.0.0.1")
+)
+
+/** Fails unless `value` is a TCP port number (0 picks a free one). */
+export const checkPort = (value: number): Effect.Effect<void, OptionError> =>
+  value < 0 || value > 65535
+    ? Effect.fail(new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${value}` }))
+    : Effect.void
+
 export const keyValues = (name: string, description: string) =>
   Options.keyValueMap(name).pipe(
     Options.withDescription(description),

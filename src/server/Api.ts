@@ -313,14 +313,7 @@ const Exactly = <A extends number | boolean>(expected: A, what: string) =>
  * @category schemas
  */
 export const RequestConfig = Schema.Struct({
-  max_tokens: optionalNullable(Schema.Int),
-  temperature: optionalNullable(Schema.Number),
-  top_k: optionalNullable(Schema.Int),
-  top_p: optionalNullable(Schema.Number),
-  stop: optionalNullable(Schema.Union(Schema.String, Schema.Array(Schema.String))),
-  presence_penalty: optionalNullable(Schema.Number),
-  frequency_penalty: optionalNullable(Schema.Number),
-  logprobs: optionalNullable(Schema.Boolean),
+  ...SamplingOverrides.fields,
   /** The seed of the batch's trajectories (each call's seed is derived from it). */
   seed: optionalNullable(Seed),
   n: Schema.optional(Exactly(1, "one output per request: repeat the request for a group")),

@@ -8,6 +8,7 @@
  * padding to the alignment, then each tensor's data at an aligned offset.
  */
 import * as fs from "node:fs"
+import { Rng } from "../../src/internal/seed.js"
 
 /** GGUF metadata value types. */
 const enum ValueType {
@@ -155,18 +156,6 @@ export const encode = (metadata: ReadonlyArray<readonly [string, Value]>, tensor
   return w.toBuffer()
 }
 
-/** mulberry32: seeded weights, so every test run writes the same model. */
-const rng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** The special tokens of the tiny model, after `<unk>`, `<s>`, `</s>`, the 256 bytes and `▁`. */
 export const IM_START = 260
 export const IM_END = 261
@@ -197,7 +186,7 @@ export const tinyLlama = (options: TinyModelOptions = {}): Buffer => {
   const layers = options.layers ?? 2
   const ff = options.feedForward ?? 128
   const heads = options.heads ?? 4
-  const random = rng(options.seed ?? 1)
+  const random = new Rng(options.seed ?? 1)
   const tokens: Array<string> = ["<unk>", "<s>", "</s>"]
   const types: Array<number> = [2, 3, 3]
   for (let b = 0; b < 256; b++) {
@@ -209,7 +198,7 @@ export const tinyLlama = (options: TinyModelOptions = {}): Buffer => {
   const vocab = tokens.length
   const weights = (name: string, dims: ReadonlyArray<number>, scale: number): Tensor => {
     const data = new Float32Array(dims.reduce((a, b) => a * b, 1))
-    for (let i = 0; i < data.length; i++) data[i] = (random() * 2 - 1) * scale
+    for (let i = 0; i < data.length; i++) data[i] = (random.next() * 2 - 1) * scale
     return { name, dims, data }
   }
   const ones = (name: string, n: number): Tensor => ({ name, dims: [n], data: new Float32Array(n).fill(1) })

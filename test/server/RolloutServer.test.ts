@@ -12,7 +12,7 @@ import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as Row from "../../src/Row.js"
-import * as Scheduler from "../../src/Scheduler.js"
+import { runConfig } from "../helpers.js"
 import { Api, errorOf, eventually, linesOf, openStream, request, resultsOf, RolloutServer, start, withoutTimings } from "./helpers.js"
 
 /** What a local run (no server) gives for the same rows, as result lines without timings. */
@@ -21,17 +21,7 @@ const localRun = (
   options: { readonly numGenerations: number; readonly seed?: number; readonly policy?: "solver" | "random" }
 ) =>
   Effect.gen(function*() {
-    const instance = yield* Scheduler.gym.make({ options: {} })
-    const config: Rollout.Config = {
-      registry: Registry.builtins,
-      scheduler: { definition: Scheduler.gym, instance },
-      defaultEnv: "frozen_lake",
-      numGenerations: options.numGenerations,
-      maxTurns: 10,
-      concurrency: 8,
-      seed: options.seed ?? 0,
-      columns: Either.getOrThrow(Reward.columns([]))
-    }
+    const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: options.numGenerations, seed: options.seed ?? 0 })
     const rows = values.map((value, i) => Row.decodeValue("local", i, value))
     const policy = options.policy === "random" ? random : frozenLakeSolver
     const items = yield* Rollout.runAll(config, rows).pipe(
@@ -105,16 +95,15 @@ describe("POST /v1/rollouts", () => {
         })
       }
       const server = yield* start({ policy, numGenerations: 2, maxTurns: 4, sampling: { temperature: 0.5, maxTokens: 9 } })
-      const reply = yield* request(`${server.url}/v1/rollouts`, {
-        body: {
-          requests: [
-            { env_config: { name: "counting", length: 100 }, sampling: { max_tokens: 7, stop: "END" } },
-            { env_config: { name: "counting", length: 100 }, max_turns: 2, num_generations: 1 }
-          ],
-          sampling: { top_p: 0.9 },
-          seed: 11
-        }
-      })
+      const batch = {
+        requests: [
+          { env_config: { name: "counting", length: 100 }, sampling: { max_tokens: 7, stop: "END" } },
+          { env_config: { name: "counting", length: 100 }, max_turns: 2, num_generations: 1 }
+        ],
+        sampling: { top_p: 0.9 },
+        seed: 11
+      }
+      const reply = yield* request(`${server.url}/v1/rollouts`, { body: batch })
       expect(reply.status).toBe(200)
       const results = resultsOf(reply)
       expect(results.map((r) => [r.row, r.generation, r.end_reason, r.rollout_infos.num_turns])).toEqual([
@@ -129,16 +118,7 @@ describe("POST /v1/rollouts", () => {
       // the batch's seed decides every call's seed: the same batch gives the same seeds
       const seeds = seen.map((r) => `${r.trajectoryId}/${r.turn}/${r.seed}`).sort()
       seen.length = 0
-      yield* request(`${server.url}/v1/rollouts`, {
-        body: {
-          requests: [
-            { env_config: { name: "counting", length: 100 }, sampling: { max_tokens: 7, stop: "END" } },
-            { env_config: { name: "counting", length: 100 }, max_turns: 2, num_generations: 1 }
-          ],
-          sampling: { top_p: 0.9 },
-          seed: 11
-        }
-      })
+      yield* request(`${server.url}/v1/rollouts`, { body: batch })
       expect(seen.map((r) => `${r.trajectoryId}/${r.turn}/${r.seed}`).sort()).toEqual(seeds)
       seen.length = 0
       yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting" } }], seed: 12 } })
