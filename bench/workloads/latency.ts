@@ -11,6 +11,7 @@
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
  */
 import { Effect } from "effect"
+import { timerWait } from "../../dist/internal/timer.js"
 import { flags, frozenLakeRun, randomPolicy, report } from "../lib.js"
 
 const args = flags()
@@ -25,10 +26,7 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
   const perFiber = Math.ceil((seconds * 1000) / latencyMs)
   const started = performance.now()
   if (path === "effect-floor") {
-    const wait = Effect.async<void>((resume) => {
-      const timer = setTimeout(() => resume(Effect.void), latencyMs)
-      return Effect.sync(() => clearTimeout(timer))
-    })
+    const wait = timerWait(latencyMs)
     const fiber = Effect.gen(function*() {
       for (let i = 0; i < perFiber; i++) yield* wait
     })
