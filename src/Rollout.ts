@@ -211,9 +211,7 @@ export const scoreTrajectory = (
   row: Row,
   result: Trajectory.TrajectoryResult
 ): Effect.Effect<TrajectoryRecord> => {
-  if (result.error !== undefined || config.columns.functions.length === 0) {
-    return Effect.succeed(scoreSync(config, row, result))
-  }
+  if (!needsRewardFunctions(config, result)) return Effect.succeed(scoreSync(config, row, result))
   return Effect.match(Reward.score(config.columns, result, row.dataDict), {
     onFailure: (error) => ({ row, result, rewards: undefined, reward: undefined, advantage: undefined, error }),
     onSuccess: (rewards) => ({
@@ -226,6 +224,10 @@ export const scoreTrajectory = (
     })
   })
 }
+
+/** Whether scoring runs reward functions (an Effect); otherwise it is plain arithmetic ({@link scoreSync}). */
+const needsRewardFunctions = (config: Config, result: Trajectory.TrajectoryResult): boolean =>
+  result.error === undefined && config.columns.functions.length > 0
 
 /** The record of a failed trajectory, or of a run with no reward functions (only the gym column). */
 const scoreSync = (config: Config, row: Row, result: Trajectory.TrajectoryResult): TrajectoryRecord => {
@@ -352,10 +354,9 @@ const workerLoop = (
       return Effect.zipRight(Queue.offer(queue, { _tag: "Group", row: group.row, records }), loop)
     }
     return Effect.flatMap(trajectory, (result) =>
-      // Without reward functions scoring is plain arithmetic: no Effect needed.
-      config.columns.functions.length === 0 || result.error !== undefined
-        ? finished(scoreSync(config, task.prepared.row, result))
-        : Effect.flatMap(scoreTrajectory(config, task.prepared.row, result), finished))
+      needsRewardFunctions(config, result)
+        ? Effect.flatMap(scoreTrajectory(config, task.prepared.row, result), finished)
+        : finished(scoreSync(config, task.prepared.row, result)))
   })
   return worker.provide(loop)
 }

@@ -210,6 +210,15 @@ export const define = (options: {
 })
 
 /**
+ * The next turn's messages: the turn's messages with its observation (if any) as a user message.
+ *
+ * @since 0.1.0
+ * @category hooks
+ */
+export const nextMessages = (context: TurnContext, result: TurnResult): ReadonlyArray<Message.Message> =>
+  result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)]
+
+/**
  * Appends the observation of a turn as the next user message (the gym scheduler's `step`).
  *
  * @since 0.1.0
@@ -218,10 +227,7 @@ export const define = (options: {
 export const appendObservation = (
   context: TurnContext,
   result: TurnResult
-): Effect.Effect<ReadonlyArray<Message.Message>> =>
-  Effect.succeed(
-    result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)]
-  )
+): Effect.Effect<ReadonlyArray<Message.Message>> => Effect.succeed(nextMessages(context, result))
 
 /**
  * The reference's default finish check: stop when the model hit its token limit.

@@ -22,7 +22,7 @@ import { describe } from "./internal/lift.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
-import { appendObservation, isTrajectoryError, UnexpectedError } from "./Scheduler.js"
+import { appendObservation, isTrajectoryError, nextMessages, UnexpectedError } from "./Scheduler.js"
 
 /**
  * @since 0.1.0
@@ -395,7 +395,7 @@ class Machine {
     }
     // The gym scheduler's step only appends the observation: do it inline, no Effect needed.
     if (session.step === appendObservation) {
-      this.next(result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)])
+      this.next(nextMessages(context, result))
       return Effect.void
     }
     return Effect.map(session.step(context, result), (messages) => this.next(messages))
@@ -482,11 +482,11 @@ class Machine {
         return Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
           const more = this.answered(context, result)
           if (more === undefined || more === Effect.void) {
-            acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
+            this.record(acc, result, envStarted)
             return more === undefined ? Effect.succeed(this.finish()) : turn
           }
           return Effect.flatMap(more, () => {
-            acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
+            this.record(acc, result, envStarted)
             return turn
           })
         })
@@ -497,6 +497,11 @@ class Machine {
       acc.reset(session.info, this.stamp(started))
       return turn
     })) as Effect.Effect<End>
+  }
+
+  /** Folds the env's answer into `acc` (the fields of the Step event {@link stepEvent} builds). */
+  private record(acc: Accumulator, result: TurnResult, envStarted: number): void {
+    acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
   }
 }
 
@@ -561,17 +566,20 @@ export const runWith = (
   // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
   // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
   // trajectory.
-  Effect.flatMap(Scope.make(), (scope) => {
-    const machine = new Machine(request, options.scheduler, inference, options.sampling, scope, slot)
-    const acc = new Accumulator(request)
-    return Effect.onExit(
-      Effect.map(machine.runInto(acc), (end) => {
-        acc.add(end)
-        return acc.result()
-      }),
+  Effect.flatMap(Scope.make(), (scope) =>
+    Effect.onExit(
+      Effect.map(runMachine(new Machine(request, options.scheduler, inference, options.sampling, scope, slot)), ([, result]) => result),
       (exit) => Scope.close(scope, exit)
-    )
+    ))
+
+/** Runs a machine's trajectory with the run driver and folds it: its End and its result. */
+const runMachine = (machine: Machine): Effect.Effect<readonly [End, TrajectoryResult]> => {
+  const acc = new Accumulator(machine.request)
+  return Effect.map(machine.runInto(acc), (end) => {
+    acc.add(end)
+    return [end, acc.result()] as const
   })
+}
 
 /**
  * A worker that runs many trajectories one after the other, for a run's worker pool:
@@ -600,13 +608,10 @@ export const worker = (inference: InferenceService, parent: Scope.Scope) => {
         effect as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
       ),
     run: (request: TrajectoryRequest, options: Options): Effect.Effect<TrajectoryResult> =>
-      Effect.flatMap(Scope.fork(parent, ExecutionStrategy.sequential), (scope) => {
-        const machine = new Machine(request, options.scheduler, inference, options.sampling, scope, slot)
-        const acc = new Accumulator(request)
-        return Effect.flatMap(machine.runInto(acc), (end) => {
-          acc.add(end)
-          return Effect.as(Scope.close(scope, end.error === undefined ? Exit.void : Exit.fail(end.error)), acc.result())
-        })
-      })
+      Effect.flatMap(Scope.fork(parent, ExecutionStrategy.sequential), (scope) =>
+        Effect.flatMap(
+          runMachine(new Machine(request, options.scheduler, inference, options.sampling, scope, slot)),
+          ([end, result]) => Effect.as(Scope.close(scope, end.error === undefined ? Exit.void : Exit.fail(end.error)), result)
+        ))
   }
 }
