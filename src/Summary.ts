@@ -4,7 +4,6 @@
  * @since 0.1.0
  */
 import type { Item } from "./Rollout.js"
-import type { RowError } from "./Row.js"
 
 /**
  * @since 0.1.0
@@ -49,13 +48,10 @@ export class Accumulator {
   badRows = 0
   readonly failuresByError: Record<string, number> = {}
   readonly endReasons: Record<string, number> = { done: 0, max_turns: 0, error: 0 }
-  /** Bad rows as they were met (kept whole: nothing is lost). */
-  readonly rowErrors: Array<RowError> = []
 
   add(item: Item): void {
     if (item._tag === "RowFailure") {
       this.badRows++
-      this.rowErrors.push(item.error)
       return
     }
     this.groups++
@@ -74,11 +70,6 @@ export class Accumulator {
       this.envRewardSum += result.totalReward
       if (result.endReason === "done" && result.totalReward > 0) this.successes++
     }
-  }
-
-  /** Whether anything failed (a trajectory or a row). */
-  get hadFailures(): boolean {
-    return this.failures > 0 || this.badRows > 0
   }
 
   summary(elapsedMs: number): Summary {

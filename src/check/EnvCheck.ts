@@ -49,7 +49,7 @@ import {
   Supervisor
 } from "effect"
 import * as Env from "../Env.js"
-import { canonical, isRecord, jsonProblem, show, toJsonSafe, typeName } from "../internal/inspect.js"
+import { canonical, isRecord, jsonProblem, show, toJsonSafe, truncate, typeName } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import { describe } from "../internal/lift.js"
 import { mixSeed } from "../internal/seed.js"
@@ -779,12 +779,8 @@ const sampleResources = (settings: Settings): ReadonlyArray<string> | undefined 
   }
 }
 
-const cut = (text: string, max = 300): string => {
-  if (text.length <= max) return text
-  const code = text.charCodeAt(max - 1)
-  const end = code >= 0xd800 && code <= 0xdbff ? max - 1 : max
-  return `${text.slice(0, end)}…(+${text.length - end} chars)`
-}
+/** A reply as shown in a report. */
+const cut = (text: string): string => truncate(text, 300)
 
 // ---------------------------------------------------------------------------------------------
 // Collecting results

@@ -11,7 +11,8 @@ import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
-import { FileError, OptionError, parseNumbers, plugins, readText, setExitCode } from "./common.js"
+import { isRecord } from "../internal/inspect.js"
+import { FileError, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
 
 export const checkEnvOptions = {
   name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
@@ -55,8 +56,7 @@ const FLAGS: Readonly<Record<string, string>> = {
   maxSteps: "--max-steps",
   timeout: "--timeout",
   seed: "--seed",
-  configs: "--configs",
-  replies: "--action"
+  configs: "--configs"
 }
 
 /**
@@ -77,7 +77,7 @@ const configLine = (
     const detail = `malformed JSON: ${error instanceof Error ? error.message : String(error)}`
     return Either.left(new Row.RowError({ file, line: index + 1, path: "", detail }))
   }
-  const isObject = typeof value === "object" && value !== null && !Array.isArray(value)
+  const isObject = isRecord(value)
   const isRow = isObject && Object.prototype.hasOwnProperty.call(value, "env_config")
   // A bare env_config is checked as the env_config of a row, so that its errors name the field.
   return Either.flatMap(Row.decodeValue(file, index, isRow || !isObject ? value : { env_config: value }), (row) => {
@@ -125,7 +125,7 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
     if (Option.isSome(args.configs) && Option.isSome(args.seeds)) {
       return yield* new OptionError({ option: "--configs", detail: "give --configs FILE or --seeds N, not both" })
     }
-    const [seconds] = yield* parseNumbers("--timeout", [args.timeout])
+    const seconds = yield* parseNumber("--timeout", args.timeout)
     if (seconds <= 0) {
       return yield* new OptionError({ option: "--timeout", detail: `must be > 0 seconds, got ${args.timeout}` })
     }
@@ -139,8 +139,7 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
       maxSteps: args.maxSteps,
       timeout: Duration.millis(seconds * 1000),
       seed: args.seed,
-      actions: args.actions,
-      resources: () => process.getActiveResourcesInfo()
+      actions: args.actions
     }).pipe(
       Effect.catchTag("CheckOptionError", (error) =>
         Effect.fail(new OptionError({ option: FLAGS[error.option] ?? error.option, detail: error.detail })))

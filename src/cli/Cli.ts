@@ -12,7 +12,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import type { NodeContext } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import { normalizeArgv } from "./argv.js"
-import { ExitCode } from "./common.js"
+import { ExitCode, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
@@ -20,7 +20,6 @@ import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
 import * as ServeCommand from "./ServeCommand.js"
 
-const VERSION = "0.1.0"
 
 const command = Command.make("effect-gym").pipe(
   Command.withDescription("Multi-turn LLM rollouts against Gym-style environments"),
@@ -34,7 +33,7 @@ const command = Command.make("effect-gym").pipe(
   ])
 )
 
-const cli = Command.run(command, { name: "effect-gym", version: VERSION })
+const cli = Command.run(command, { name: "effect-gym", version: version() })
 
 /**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the

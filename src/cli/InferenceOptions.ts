@@ -14,7 +14,7 @@ import * as LlamaCpp from "../inference/LlamaCpp.js"
 import * as OpenAiCompat from "../inference/OpenAiCompat.js"
 import * as Sampling from "../inference/Sampling.js"
 import * as Registry from "../Registry.js"
-import { OptionError, parseNumbers } from "./common.js"
+import { OptionError, parseNumber } from "./common.js"
 
 const number = (name: string, description: string) =>
   Options.text(name).pipe(Options.withDescription(description), Options.optional)
@@ -101,7 +101,7 @@ export type InferenceArgs = {
 const optionalNumber = (option: string, value: Option.Option<string>) =>
   Option.match(value, {
     onNone: () => Effect.succeed(undefined),
-    onSome: (text) => Effect.map(parseNumbers(option, [text]), ([n]) => n)
+    onSome: (text) => parseNumber(option, text)
   })
 
 /**
@@ -173,7 +173,8 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
 
 /**
  * The `Inference` service the options select, acquired in the current scope (a colocate model is
- * freed when it closes). `policy` and `policyOptions` serve `--mode scripted`.
+ * freed when it closes). `policy` and `policyOptions` serve `--mode scripted`. The sampling options
+ * are checked by {@link sampling}, which a command runs first.
  *
  * @since 0.1.0
  * @category constructors
@@ -187,8 +188,6 @@ export const make = (
   }
 ) =>
   Effect.gen(function*() {
-    // Checked here for a clear error at startup; the run passes them to every call.
-    yield* sampling(args)
     if (args.mode !== "scripted") {
       if (Option.isSome(scripted.policy)) {
         return yield* otherMode("--policy", "--mode scripted", args.mode)

@@ -8,7 +8,8 @@ import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Server from "../openenv/Server.js"
 import * as Registry from "../Registry.js"
-import { checkPort, host, OptionError, parseNumbers, plugins, port } from "./common.js"
+import { isRecord } from "../internal/inspect.js"
+import { cannotListen, checkPort, host, OptionError, parseNumber, plugins, port } from "./common.js"
 
 const serve = Command.make("serve", {
   env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
@@ -38,15 +39,14 @@ const serve = Command.make("serve", {
           detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
         })
       }
-      const [idle] = yield* parseNumbers("--idle-timeout", [args.idleTimeout])
+      const idle = yield* parseNumber("--idle-timeout", args.idleTimeout)
       if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })
       const envConfig = yield* Option.match(args.envConfig, {
         onNone: () => Effect.succeed({}),
         onSome: (text) => {
           const parsed = Either.try(() => Json.parse(text))
-          return Either.isRight(parsed) && typeof parsed.right === "object" && parsed.right !== null &&
-              !Array.isArray(parsed.right)
-            ? Effect.succeed(parsed.right as Record<string, unknown>)
+          return Either.isRight(parsed) && isRecord(parsed.right)
+            ? Effect.succeed(parsed.right)
             : Effect.fail(new OptionError({ option: "--env-config", detail: "must be a JSON object" }))
         }
       })
@@ -60,15 +60,7 @@ const serve = Command.make("serve", {
         maxConcurrentEnvs: args.maxConcurrentEnvs,
         idleTimeout: `${idle} seconds`
       }).pipe(
-        Effect.catchTag("ServeError", (error) =>
-          Effect.fail(
-            new OptionError({
-              option: "--port",
-              detail: `cannot listen on ${args.host}:${args.port}: ${
-                error.cause instanceof Error ? error.cause.message : String(error.cause)
-              }`
-            })
-          ))
+        Effect.catchTag("ServeError", cannotListen(args.host, args.port))
       )
       yield* Console.log(
         `OpenEnv server: env ${env.name} at ${running.url} (WebSocket /ws, at most ${args.maxConcurrentEnvs} sessions)`

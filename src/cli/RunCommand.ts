@@ -55,15 +55,15 @@ export const runJob = (args: RunArgs) =>
 
     const text = yield* readText("--dataset", args.dataset)
     const instance = yield* definition.make({ options: schedulerOptions })
+    const sampling = yield* InferenceOptions.sampling(args)
     const inference = yield* InferenceOptions.make(args, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
     })
-    const sampling = yield* InferenceOptions.sampling(args)
-    const writer = yield* CompletionsLog.open(args.output).pipe(
-      Effect.mapError((error) => new FileError({ option: "--output", file: args.output, detail: error.message }))
-    )
+    const outputError = (error: { readonly message: string }) =>
+      new FileError({ option: "--output", file: args.output, detail: error.message })
+    const writer = yield* Effect.mapError(CompletionsLog.open(args.output), outputError)
     const config: Rollout.Config = {
       registry,
       scheduler: { definition, instance },
@@ -77,9 +77,10 @@ export const runJob = (args: RunArgs) =>
     }
     const accumulator = new Summary.Accumulator()
     const started = performance.now()
-    const total = Row.countRows(text) * args.numGenerations
+    // The progress line's total, counted only if a progress line is drawn (on a terminal).
+    let total: number | undefined
     yield* Progress.whileRunning(
-      () => ({ accumulator, total, elapsedMs: performance.now() - started }),
+      () => ({ accumulator, total: total ??= Row.countRows(text) * args.numGenerations, elapsedMs: performance.now() - started }),
       Rollout.stream(config, Row.decodeJsonl(args.dataset, text)).pipe(
         Stream.tap((item) => {
           accumulator.add(item)
@@ -87,12 +88,7 @@ export const runJob = (args: RunArgs) =>
         }),
         // Groups are written in batches (at most 200 ms late), not one write per group.
         Stream.groupedWithin(256, "200 millis"),
-        Stream.mapEffect((items) =>
-          Effect.mapError(
-            writer.write(items),
-            (error) => new FileError({ option: "--output", file: args.output, detail: error.message })
-          )
-        ),
+        Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
         Stream.runDrain,
         Effect.provideService(Inference, inference)
       )

@@ -9,10 +9,9 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
-import { createRequire } from "node:module"
 import { Inference } from "../Inference.js"
 import * as RolloutServer from "../server/RolloutServer.js"
-import { checkPort, host, OptionError, parseNumbers, port, setExitCode } from "./common.js"
+import { cannotListen, checkPort, host, OptionError, parseNumber, port, setExitCode, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
@@ -67,12 +66,6 @@ export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
-/** The package's version (package.json is two levels up from both src/cli and dist/cli). */
-const version = (): string => {
-  const pkg = createRequire(import.meta.url)("../../package.json") as { readonly version?: unknown }
-  return typeof pkg.version === "string" ? pkg.version : "unknown"
-}
-
 const secret = (option: string, name: string) =>
   Config.redacted(name).pipe(
     Effect.mapError(() => new OptionError({ option, detail: `the environment variable ${name} is not set` })),
@@ -92,7 +85,7 @@ const secret = (option: string, name: string) =>
 export const serveJob = (args: ServeArgs) =>
   Effect.gen(function*() {
     yield* checkPort(args.port)
-    const [grace] = yield* parseNumbers("--shutdown-grace", [args.shutdownGrace])
+    const grace = yield* parseNumber("--shutdown-grace", args.shutdownGrace)
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
     }
@@ -101,7 +94,10 @@ export const serveJob = (args: ServeArgs) =>
       onNone: () => Effect.succeed(undefined),
       onSome: (name) => secret("--api-key-env", name)
     })
-    const inference = yield* InferenceOptions.make({ ...args, apiKeyEnv: args.inferenceApiKeyEnv }, {
+    // The upstream model server's key has its own flag here.
+    const upstream = { ...args, apiKeyEnv: args.inferenceApiKeyEnv }
+    const sampling = yield* InferenceOptions.sampling(upstream)
+    const inference = yield* InferenceOptions.make(upstream, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
@@ -113,7 +109,6 @@ export const serveJob = (args: ServeArgs) =>
           : error
       )
     )
-    const sampling = yield* InferenceOptions.sampling({ ...args, apiKeyEnv: args.inferenceApiKeyEnv })
     return yield* RolloutServer.serve({
       host: args.host,
       port: args.port,
@@ -134,15 +129,7 @@ export const serveJob = (args: ServeArgs) =>
       info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
     }).pipe(
       Effect.provideService(Inference, inference),
-      Effect.catchTag("ServeError", (error) =>
-        Effect.fail(
-          new OptionError({
-            option: "--port",
-            detail: `cannot listen on ${args.host}:${args.port}: ${
-              error.cause instanceof Error ? error.cause.message : String(error.cause)
-            }`
-          })
-        ))
+      Effect.catchTag("ServeError", cannotListen(args.host, args.port))
     )
   })
 

@@ -4,6 +4,7 @@
 import { Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Context, Effect, HashMap, Option, Schema } from "effect"
+import { createRequire } from "node:module"
 
 /**
  * A file the command needs that cannot be read or written.
@@ -85,6 +86,24 @@ export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
       ? Effect.fail(new OptionError({ option, detail: `${JSON.stringify(text)} is not a number` }))
       : Effect.succeed(value)
   })
+
+/** One number given as text (see {@link parseNumbers}). */
+export const parseNumber = (option: string, text: string) => Effect.map(parseNumbers(option, [text]), ([n]) => n)
+
+/** A serving command that cannot listen on its address says so as a `--port` error. */
+export const cannotListen = (host: string, port: number) => (error: { readonly cause: unknown }) =>
+  Effect.fail(
+    new OptionError({
+      option: "--port",
+      detail: `cannot listen on ${host}:${port}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
+    })
+  )
+
+/** The package's version (package.json is two levels up from both src/cli and dist/cli). */
+export const version = (): string => {
+  const pkg = createRequire(import.meta.url)("../../package.json") as { readonly version?: unknown }
+  return typeof pkg.version === "string" ? pkg.version : "unknown"
+}
 
 /** Reads a text file named by an option; a missing file says so plainly. */
 export const readText = (option: string, file: string) =>

@@ -148,7 +148,8 @@ export const canonical = (value: unknown): string => {
   }
 }
 
-const truncate = (text: string, max: number): string => {
+/** `text` cut to `max` UTF-16 units on a code point boundary, saying how much was cut. */
+export const truncate = (text: string, max: number): string => {
   if (text.length <= max) return text
   // Cut on a code point boundary so that the preview stays well-formed text.
   let end = max

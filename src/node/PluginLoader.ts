@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
@@ -41,10 +41,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
           cause
         })
     })
-    return yield* Either.match(Plugin.fromModule(file, module), {
-      onLeft: (error) => Effect.fail(error),
-      onRight: (plugin) => Effect.succeed(plugin)
-    })
+    return yield* Plugin.fromModule(file, module)
   })
 
 /**
