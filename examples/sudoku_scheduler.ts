@@ -23,7 +23,7 @@ import { Effect, Schema } from "effect"
 import { Env, Message, Plugin, Policy, Scheduler, Sudoku } from "effect-gym"
 import { OpenEnvScheduler } from "effect-gym/openenv"
 
-type Grid = Array<Array<number>>
+type Grid = Sudoku.Grid
 
 /** The system prompt when the row's `env_config` has no `system_message` (`null` means none). */
 export const SYSTEM_PROMPT = [
@@ -71,7 +71,11 @@ export const boardLines = (text: string): Array<string> | undefined => {
 /** The first board in a text as a grid (0 = empty), or `undefined` when there is no full board. */
 export const parseBoard = (text: string): Grid | undefined => {
   const lines = boardLines(text)
-  if (lines === undefined) return undefined
+  return lines === undefined ? undefined : gridOf(lines)
+}
+
+/** The grid of a board's lines (see {@link boardLines}), or `undefined` when it is not a full board. */
+const gridOf = (lines: ReadonlyArray<string>): Grid | undefined => {
   const grid: Grid = []
   for (const line of lines) {
     const t = line.trim()
@@ -142,8 +146,6 @@ export const contentOf = (observation: Readonly<Record<string, unknown>>): strin
   return typeof observation.prompt === "string" ? observation.prompt : JSON.stringify(observation)
 }
 
-const filled = (grid: Grid): number => grid.reduce((n, row) => n + row.filter((d) => d !== 0).length, 0)
-
 const INVALID_WORDS = ["invalid", "error", "cannot", "already", "violation", "lost"]
 
 const mean = (xs: ReadonlyArray<number>): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
@@ -181,9 +183,10 @@ export class Tracker {
   private seen: number
 
   constructor(content: string) {
-    this.board = parseBoard(content)
-    this.boardText = boardLines(content)?.join("\n") ?? ""
-    this.initialFilled = this.board === undefined ? 0 : filled(this.board)
+    const lines = boardLines(content)
+    this.board = lines === undefined ? undefined : gridOf(lines)
+    this.boardText = lines?.join("\n") ?? ""
+    this.initialFilled = this.board === undefined ? 0 : Sudoku.countClues(this.board)
     this.maxFilled = this.initialFilled
     this.seen = content.length
   }
@@ -213,11 +216,12 @@ export class Tracker {
       this.validMove.push(0)
       if (!valid) this.failed.push(move)
     }
-    const board = valid ? parseBoard(newContent) : undefined
+    const lines = valid ? boardLines(newContent) : undefined
+    const board = lines === undefined ? undefined : gridOf(lines)
     if (board !== undefined) {
       this.board = board
-      this.boardText = boardLines(newContent)!.join("\n")
-      this.maxFilled = Math.max(this.maxFilled, filled(board))
+      this.boardText = lines!.join("\n")
+      this.maxFilled = Math.max(this.maxFilled, Sudoku.countClues(board))
     }
     this.correct = envReward
     return { ...this.components(), newContent }
@@ -270,8 +274,8 @@ const sudokuScheduler = OpenEnvScheduler.make({
     const messages = system ? [Message.system(system), first] : [first]
     let total = 0
     let previous = 0
-    const infos = (done: boolean, extra: Record<string, unknown> = {}) => ({
-      ...tracker.components(),
+    const infos = (components: Components, done: boolean, extra: Record<string, unknown> = {}) => ({
+      ...components,
       total_reward: total,
       gym_done: done,
       successful_moves: tracker.successful.slice(),
@@ -288,7 +292,7 @@ const sudokuScheduler = OpenEnvScheduler.make({
             done: true,
             reward: -1,
             info: { move: null, unparseable: true },
-            rolloutInfos: infos(false, { unparseable: true })
+            rolloutInfos: infos(tracker.components(), false, { unparseable: true })
           })
         }
         return live.session.step({ message: move }).pipe(
@@ -296,17 +300,17 @@ const sudokuScheduler = OpenEnvScheduler.make({
             new Env.EnvError({ env: live.scheduler, phase: "step", detail: error.message, cause: error })
           ),
           Effect.map((out): Scheduler.TurnResult => {
-            const scores = tracker.observe(move, contentOf(out.observation), out.reward ?? 0)
+            const { newContent, ...components } = tracker.observe(move, contentOf(out.observation), out.reward ?? 0)
             // each step adds the change of the combined reward, so the total is the final value
-            const reward = scores.sudoku_reward - previous
-            previous = scores.sudoku_reward
+            const reward = components.sudoku_reward - previous
+            previous = components.sudoku_reward
             total += reward
             return {
               done: out.done,
               reward,
-              observation: out.done ? scores.newContent.replace(/^\n/, "") : tracker.nextPrompt(),
-              info: { move, env_reward: out.reward, ...tracker.components() },
-              rolloutInfos: infos(out.done)
+              observation: out.done ? newContent.replace(/^\n/, "") : tracker.nextPrompt(),
+              info: { move, env_reward: out.reward, ...components },
+              rolloutInfos: infos(components, out.done)
             }
           })
         )

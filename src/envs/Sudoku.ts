@@ -485,7 +485,8 @@ export class Game {
         } else if (this.solution[r][c] === num) {
           this.board[r][c] = num
           accepted = true
-          this.observe(GAME_ID, `Board state: \n${renderBoard(this.board)}`)
+          this.renderedBoard = renderBoard(this.board)
+          this.observe(GAME_ID, `Board state: \n${this.renderedBoard}`)
         } else {
           invalid(`Invalid move. Player 0 attempted to place ${num} at (${row}, ${col}), which violates Sudoku rules.`)
         }
@@ -493,7 +494,6 @@ export class Game {
           this.completed = true
           this.setOutcome(1, "Congratulations! Player 0 completed the Sudoku puzzle.")
         }
-        this.renderedBoard = renderBoard(this.board)
       }
     }
     if (this.turn >= this.maxTurns && !this.done) {
@@ -654,7 +654,13 @@ const puzzleFor = (config: Config, seed: number): Puzzle => {
   return puzzle
 }
 
-const countClues = (grid: Grid): number => grid.reduce((n, row) => n + row.filter((d) => d !== 0).length, 0)
+/**
+ * The filled cells of a grid.
+ *
+ * @since 0.1.0
+ * @category boards
+ */
+export const countClues = (grid: Grid): number => grid.reduce((n, row) => n + row.filter((d) => d !== 0).length, 0)
 
 /**
  * Creates one Sudoku env for a config (the game starts at `reset`).

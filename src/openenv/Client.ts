@@ -126,12 +126,17 @@ const decodeReply = (text: string): Either.Either<Protocol.ServerMessage, string
       }
     }
   }
-  const decoded = decodeFrame(text)
+  // Parsed already: only a text that is not JSON goes through the JSON schema, for its message.
+  const decoded = json === undefined ? decodeFrame(text) : Protocol.decodeServerMessage(json)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
   const where = issue === undefined || issue.path.length === 0 ? "" : ` at ${issue.path.join(".")}`
   return Either.left(`not a protocol frame${where}: ${issue?.message ?? "invalid"}: ${text.slice(0, 200)}`)
 }
+
+/** The data of an `observation` reply (what `reset` and `step` wait for). */
+const observationOf = (m: Protocol.ServerMessage): Protocol.ObservationData | undefined =>
+  m.type === "observation" ? m.data : undefined
 
 /** One request of a session: waiting for its turn, then sent and waiting for its reply. */
 interface Call {
@@ -418,9 +423,8 @@ export const connect = (
     return {
       url,
       reset: (kwargs = {}) =>
-        request({ type: "reset", data: kwargs }, (m) => (m.type === "observation" ? m.data : undefined), "observation"),
-      step: (action) =>
-        request({ type: "step", data: action }, (m) => (m.type === "observation" ? m.data : undefined), "observation"),
+        request({ type: "reset", data: kwargs }, observationOf, "observation"),
+      step: (action) => request({ type: "step", data: action }, observationOf, "observation"),
       state: request({ type: "state" }, (m) => (m.type === "state" ? m.data : undefined), "state"),
       close,
       isOpen: () => dropped === undefined && !closing

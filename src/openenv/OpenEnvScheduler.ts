@@ -31,6 +31,7 @@ import * as Socket from "@effect/platform/Socket"
 import type { Context } from "effect"
 import { Duration, Effect, Either, ParseResult, Schedule, Schema, Scope } from "effect"
 import * as Env from "../Env.js"
+import { isRecord } from "../internal/inspect.js"
 import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as Client from "./Client.js"
@@ -51,7 +52,7 @@ export const parseAction = (text: string): Protocol.JsonObject => {
   const parsed = Either.try(() => JSON.parse(body) as unknown)
   if (Either.isLeft(parsed)) return { message: body }
   const value = parsed.right
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) return value as Protocol.JsonObject
+  if (isRecord(value)) return value
   return { message: typeof value === "string" ? value : JSON.stringify(value) }
 }
 

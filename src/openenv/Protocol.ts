@@ -164,14 +164,6 @@ export const ErrorCode = Schema.Literal(
 export type ErrorCode = typeof ErrorCode.Type
 
 /**
- * Codes after which the server closes the connection.
- *
- * @since 0.1.0
- * @category constants
- */
-export const FATAL_CODES: ReadonlySet<ErrorCode> = new Set(["CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"])
-
-/**
  * One validation problem, in the shape of pydantic's errors (`type`, `loc`, `msg`, `input`).
  *
  * @since 0.1.0

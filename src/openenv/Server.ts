@@ -45,6 +45,7 @@ import {
 } from "effect"
 import * as Http from "node:http"
 import * as Env from "../Env.js"
+import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Message from "../Message.js"
 import * as Protocol from "./Protocol.js"
@@ -242,7 +243,15 @@ const ResetKwargs = Schema.Struct({
 })
 const decodeKwargs = Schema.decodeUnknownEither(ResetKwargs, { errors: "all", onExcessProperty: "ignore" })
 
-const isObject = (u: unknown): u is Protocol.JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+/** The observation of an env that has no view of its own: its text, as a single-player game. */
+const genericObservation = (text: string, info: Env.Info, systemPrompt?: string): Protocol.JsonObject => ({
+  prompt: text,
+  messages: [{ sender_id: -1, content: text, category: "MESSAGE" }],
+  current_player_id: 0,
+  legal_players: [0],
+  info,
+  ...(systemPrompt === undefined ? {} : { system_prompt: systemPrompt })
+})
 
 /** The action of a step: `{"message": "..."}`, the usual one, without the schema; anything else with it. */
 const actionOf = (data: Protocol.JsonObject): Either.Either<typeof Action.Type, ParseResult.ParseError> => {
@@ -268,10 +277,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
   Effect.gen(function*() {
     const baseConfig: Env.EnvConfig = options.envConfig ?? {}
     // Fail now, not at the first reset, when the server's own config is wrong.
-    yield* Either.match(options.env.prepare(baseConfig), {
-      onLeft: (error) => Effect.fail(error),
-      onRight: () => Effect.void
-    })
+    yield* options.env.prepare(baseConfig)
     const counter = new Counter(options.maxConcurrentEnvs)
     const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.seconds(300))
     const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
@@ -343,15 +349,6 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           return scope === undefined ? Effect.void : Scope.close(scope, Exit.void)
         })
         yield* Effect.addFinalizer(() => closeEnv)
-
-        const genericObservation = (text: string, info: Env.Info, systemPrompt?: string): Protocol.JsonObject => ({
-          prompt: text,
-          messages: [{ sender_id: -1, content: text, category: "MESSAGE" }],
-          current_player_id: 0,
-          legal_players: [0],
-          info,
-          ...(systemPrompt === undefined ? {} : { system_prompt: systemPrompt })
-        })
 
         type Next = "continue" | "close" | "fatal"
         const reply = (frame: object): Effect.Effect<Next> => Effect.as(sendReply(frame), "continue" as const)
@@ -442,10 +439,10 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           } catch (e) {
             return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${e instanceof Error ? e.message : String(e)}`))
           }
-          if (typeof frame !== "object" || frame === null || Array.isArray(frame)) {
+          if (!isRecord(frame)) {
             return invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])
           }
-          const type = (frame as Record<string, unknown>).type
+          const type = frame.type
           switch (type) {
             case "reset": {
               const message = decodeReset(frame)
@@ -453,8 +450,8 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             }
             case "step": {
               // the usual frame, {"type":"step","data":{...}}, needs no schema to say so
-              const data = (frame as Record<string, unknown>).data
-              if (isObject(data)) return step(data)
+              const data = frame.data
+              if (isRecord(data)) return step(data)
               const message = decodeStep(frame)
               return Either.isLeft(message) ? invalid(validationIssues(message.left, frame)) : step(message.right.data)
             }
