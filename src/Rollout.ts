@@ -118,6 +118,17 @@ export class RunConfigError extends Schema.TaggedError<RunConfigError>("effect-g
 }
 
 /**
+ * Checks that a setting is a whole number >= 1.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const positiveInteger = (option: string, value: number): Either.Either<void, RunConfigError> =>
+  Number.isSafeInteger(value) && value >= 1
+    ? Either.void
+    : Either.left(new RunConfigError({ option, detail: `must be a whole number >= 1, got ${value}` }))
+
+/**
  * Checks the numeric settings of a run.
  *
  * @since 0.1.0
@@ -135,9 +146,8 @@ export const validate = (config: {
     ["--concurrency", config.concurrency]
   ]
   for (const [option, value] of positive) {
-    if (!Number.isSafeInteger(value) || value < 1) {
-      return Either.left(new RunConfigError({ option, detail: `must be a whole number >= 1, got ${value}` }))
-    }
+    const checked = positiveInteger(option, value)
+    if (Either.isLeft(checked)) return checked
   }
   if (!Number.isSafeInteger(config.seed)) {
     return Either.left(new RunConfigError({ option: "--seed", detail: `must be an integer, got ${config.seed}` }))
@@ -260,19 +270,18 @@ interface Slot {
   remaining: number
 }
 
-function* tasks(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Task> {
-  for (const decoded of rows) {
-    if (Either.isLeft(decoded)) {
-      yield { _tag: "RowFailure", error: decoded.left }
-      continue
-    }
-    const prepared = prepareRow(config, decoded.right)
+function* prepareRows(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Either.Either<PreparedRow, RowError>> {
+  for (const decoded of rows) yield Either.flatMap(decoded, (row) => prepareRow(config, row))
+}
+
+function* tasks(config: Config, rows: Iterable<Either.Either<PreparedRow, RowError>>): Generator<Task> {
+  for (const prepared of rows) {
     if (Either.isLeft(prepared)) {
       yield { _tag: "RowFailure", error: prepared.left }
       continue
     }
     const group: Slot = {
-      row: decoded.right,
+      row: prepared.right.row,
       records: new Array(config.numGenerations).fill(undefined),
       remaining: config.numGenerations
     }
@@ -298,6 +307,18 @@ const END = Symbol("end")
 export const stream = (
   config: Config,
   rows: Iterable<Either.Either<Row, RowError>>
+): Stream.Stream<Item, never, Inference> => streamPrepared(config, prepareRows(config, rows))
+
+/**
+ * {@link stream} over rows already prepared with {@link prepareRow} (with this config's registry,
+ * default env and seed), for callers that check rows before they run them.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const streamPrepared = (
+  config: Config,
+  rows: Iterable<Either.Either<PreparedRow, RowError>>
 ): Stream.Stream<Item, never, Inference> =>
   Stream.unwrapScoped(
     Effect.gen(function*() {

@@ -12,6 +12,7 @@ import type { EnvConfig } from "./Env.js"
 import * as Json from "./internal/Json.js"
 import { Messages } from "./Message.js"
 import type { Message } from "./Message.js"
+import { errorMessage } from "./internal/lift.js"
 
 /**
  * @since 0.1.0
@@ -73,7 +74,13 @@ export class RowError extends Schema.TaggedError<RowError>("effect-gym/RowError"
 
 const decodeRow = ParseResult.decodeUnknownEither(RowSchema, { errors: "first" })
 
-const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
+/**
+ * A schema issue's path as written in errors: `env_config.size`, `messages[2].content`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
   path.map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join("")
 
 /**
@@ -143,7 +150,7 @@ export const decodeLine = (
         file,
         line: index + 1,
         path: "",
-        detail: `malformed JSON: ${error instanceof Error ? error.message : String(error)}`
+        detail: `malformed JSON: ${errorMessage(error)}`
       })
     )
   }

@@ -13,6 +13,7 @@ import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
 import { FileError, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
+import { errorMessage } from "../internal/lift.js"
 
 export const checkEnvOptions = {
   name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
@@ -74,7 +75,7 @@ const configLine = (
   try {
     value = Json.parse(text)
   } catch (error) {
-    const detail = `malformed JSON: ${error instanceof Error ? error.message : String(error)}`
+    const detail = `malformed JSON: ${errorMessage(error)}`
     return Either.left(new Row.RowError({ file, line: index + 1, path: "", detail }))
   }
   const isObject = isRecord(value)

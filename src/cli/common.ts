@@ -5,6 +5,7 @@ import { Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Context, Effect, HashMap, Option, Schema } from "effect"
 import { createRequire } from "node:module"
+import { errorMessage } from "../internal/lift.js"
 
 /**
  * A file the command needs that cannot be read or written.
@@ -95,7 +96,7 @@ export const cannotListen = (host: string, port: number) => (error: { readonly c
   Effect.fail(
     new OptionError({
       option: "--port",
-      detail: `cannot listen on ${host}:${port}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
+      detail: `cannot listen on ${host}:${port}: ${errorMessage(error.cause)}`
     })
   )
 

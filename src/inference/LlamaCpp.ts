@@ -30,6 +30,7 @@ import * as fs from "node:fs/promises"
 import type * as NodeLlamaCpp from "node-llama-cpp"
 import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
+import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
 import * as Sampling from "./Sampling.js"
@@ -82,8 +83,6 @@ const MIN_LOGPROB = -9999
 const invalid = (detail: string, cause?: unknown) =>
   new InferenceError({ reason: "InvalidRequest", backend: BACKEND, detail, ...(cause === undefined ? {} : { cause }) })
 
-const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
-
 /**
  * Checks the options without loading anything.
  *
@@ -128,7 +127,7 @@ export const checkModelFile = (path: string): Effect.Effect<void, InferenceError
     catch: (cause) => {
       const code = (cause as { code?: unknown }).code
       return invalid(
-        code === "ENOENT" ? `--model ${path}: no such file` : `--model ${path}: cannot read it: ${describe(cause)}`,
+        code === "ENOENT" ? `--model ${path}: no such file` : `--model ${path}: cannot read it: ${errorMessage(cause)}`,
         cause
       )
     }
@@ -199,7 +198,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       Effect.tryPromise({
         try: () => llama.loadModel({ modelPath: options.modelPath, gpuLayers }),
         catch: (cause) =>
-          invalid(withLog(`--model ${options.modelPath}: cannot load the model: ${describe(cause)}`), cause)
+          invalid(withLog(`--model ${options.modelPath}: cannot load the model: ${errorMessage(cause)}`), cause)
       }),
       (model) => Effect.promise(() => model.dispose())
     )
@@ -222,7 +221,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
           }),
         catch: (cause) =>
           invalid(
-            withLog(`cannot create a context of ${sequences} x ${contextSize} tokens: ${describe(cause)} ` +
+            withLog(`cannot create a context of ${sequences} x ${contextSize} tokens: ${errorMessage(cause)} ` +
               "(try a smaller --context-size or --inference-concurrency)"),
             cause
           )
@@ -239,8 +238,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     }))
     const semaphore = yield* Effect.makeSemaphore(sequences)
     const loadMs = performance.now() - started
-    const defaults = options.sampling ?? {}
-    const checked = new WeakSet<SamplingParams>()
+    const samplingOf = Sampling.checker(BACKEND, options.sampling ?? {})
     let clock = 0
 
     const render = (messages: ReadonlyArray<Message>) => {
@@ -296,7 +294,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       let cut: number | undefined // tokens that are not text (end of generation, a token stop)
       let textCut: string | undefined
       const penalize = sampling.presencePenalty !== undefined || sampling.frequencyPenalty !== undefined
-      const generator = sequence.evaluateWithMetadata([...prompt.slice(shared)], { confidence: true }, {
+      const generator = sequence.evaluateWithMetadata(prompt.slice(shared), { confidence: true }, {
         temperature: sampling.temperature ?? 1,
         topK: sampling.topK ?? 0,
         topP: sampling.topP ?? 1,
@@ -380,17 +378,14 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
 
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> =>
       Effect.suspend(() => {
-        const sampling = Sampling.merge(defaults, request.sampling)
-        if (!checked.has(sampling)) {
-          const valid = Sampling.validate(BACKEND, sampling)
-          if (Either.isLeft(valid)) return Effect.fail(valid.left)
-          checked.add(sampling)
-        }
+        const checked = samplingOf(request.sampling)
+        if (Either.isLeft(checked)) return Effect.fail(checked.left)
+        const sampling = checked.right
         let rendered: ReturnType<typeof render>
         try {
           rendered = render(request.messages)
         } catch (cause) {
-          const detail = `cannot format the prompt with the ${wrapper.wrapperName} chat wrapper: ${describe(cause)}`
+          const detail = `cannot format the prompt with the ${wrapper.wrapperName} chat wrapper: ${errorMessage(cause)}`
           return Effect.fail(invalid(detail, cause))
         }
         const stops = { tokens: rendered.tokenStops, text: [...rendered.textStops, ...(sampling.stop ?? [])] }
@@ -410,7 +405,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
                         : new InferenceError({
                           reason: "ServerError",
                           backend: BACKEND,
-                          detail: describe(cause),
+                          detail: errorMessage(cause),
                           cause
                         })
                     ))

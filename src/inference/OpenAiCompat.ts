@@ -503,16 +503,12 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     )
 
     const decode = HttpClientResponse.schemaBodyJson(ChatCompletion)
-    // Sampling objects are shared by every call of a run: check each one once.
-    const checked = new WeakSet<SamplingParams>()
+    const samplingOf = Sampling.checker(BACKEND, defaults)
 
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
-      const sampling = Sampling.merge(defaults, request.sampling)
-      if (!checked.has(sampling)) {
-        const valid = Sampling.validate(BACKEND, sampling)
-        if (Either.isLeft(valid)) return Effect.fail(valid.left)
-        checked.add(sampling)
-      }
+      const checked = samplingOf(request.sampling)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      const sampling = checked.right
       const http = HttpClientRequest.post("/chat/completions").pipe(
         HttpClientRequest.bodyUnsafeJson(requestBody(options, request, sampling))
       )

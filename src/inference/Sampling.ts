@@ -68,6 +68,24 @@ export const validate = (backend: string, params: SamplingParams): Either.Either
 }
 
 /**
+ * A backend's check of each call's sampling: its defaults merged with the call's parameters, each
+ * distinct object checked once (the sampling objects of a run are shared by all its calls).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checker = (backend: string, defaults: SamplingParams) => {
+  const checked = new WeakSet<SamplingParams>()
+  return (call: SamplingParams): Either.Either<SamplingParams, InferenceError> => {
+    const sampling = merge(defaults, call)
+    if (checked.has(sampling)) return Either.right(sampling)
+    const valid = validate(backend, sampling)
+    if (Either.isRight(valid)) checked.add(sampling)
+    return valid
+  }
+}
+
+/**
  * Whether no parameter is set.
  *
  * @since 0.1.0

@@ -4,6 +4,7 @@
  * reports. None of these throw, whatever the value (cycles, throwing getters, proxies).
  */
 import * as Json from "./Json.js"
+import { errorMessage } from "./lift.js"
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/
 
@@ -75,7 +76,7 @@ export const jsonProblem = (value: unknown, path: string): string | undefined =>
     Json.stringify(value)
     return undefined
   } catch (error) {
-    return `${path} cannot be written as JSON: ${error instanceof Error ? error.message : String(error)}`
+    return `${path} cannot be written as JSON: ${errorMessage(error)}`
   }
 }
 
@@ -144,7 +145,7 @@ export const canonical = (value: unknown): string => {
   try {
     return Json.stringify(walk(value)) ?? "\u0000undefined"
   } catch (error) {
-    return `\u0000unreadable:${error instanceof Error ? error.message : String(error)}`
+    return `\u0000unreadable:${errorMessage(error)}`
   }
 }
 
@@ -211,7 +212,7 @@ export const show = (value: unknown, maxString = 200): string => {
   try {
     return walk(value, 0)
   } catch (error) {
-    return `[unreadable: ${error instanceof Error ? error.message : String(error)}]`
+    return `[unreadable: ${errorMessage(error)}]`
   }
 }
 
@@ -252,6 +253,6 @@ export const toJsonSafe = (value: unknown, maxString = 2000): unknown => {
   try {
     return walk(value, 0)
   } catch (error) {
-    return `[unreadable: ${error instanceof Error ? error.message : String(error)}]`
+    return `[unreadable: ${errorMessage(error)}]`
   }
 }

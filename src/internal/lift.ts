@@ -42,6 +42,9 @@ export const describe = (cause: unknown): string => {
   }
 }
 
+/** The message of a thrown value: an Error's message, anything else as `String` gives it. */
+export const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
 /** Whether `u` is a tagged error with one of the given tags (works across module copies). */
 export const hasTag = (u: unknown, tags: ReadonlySet<string>): boolean =>
   typeof u === "object" && u !== null && tags.has((u as { _tag?: unknown })._tag as string)

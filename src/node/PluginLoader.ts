@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url"
 import * as Plugin from "../Plugin.js"
 import * as Registry from "../Registry.js"
 import * as Builtins from "./Builtins.js"
+import { errorMessage } from "../internal/lift.js"
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"])
 
@@ -37,7 +38,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       catch: (cause) =>
         new Plugin.PluginError({
           file,
-          detail: `failed to load: ${cause instanceof Error ? cause.message : String(cause)}`,
+          detail: `failed to load: ${errorMessage(cause)}`,
           cause
         })
     })

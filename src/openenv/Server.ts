@@ -49,6 +49,7 @@ import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Message from "../Message.js"
 import * as Protocol from "./Protocol.js"
+import { errorMessage } from "../internal/lift.js"
 
 /**
  * The structured view an env may carry (as an `openenv` property of the live env) to answer with
@@ -437,7 +438,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           try {
             frame = Json.parse(data)
           } catch (e) {
-            return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${e instanceof Error ? e.message : String(e)}`))
+            return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${errorMessage(e)}`))
           }
           if (!isRecord(frame)) {
             return invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])

@@ -22,6 +22,7 @@ import type { HttpClientError, HttpClientResponse } from "@effect/platform"
 import { Context, Effect, Either, Layer, ParseResult, Redacted, Schema, Stream } from "effect"
 import * as Json from "../internal/Json.js"
 import * as Api from "./Api.js"
+import { errorMessage } from "../internal/lift.js"
 
 /**
  * @since 0.1.0
@@ -113,7 +114,7 @@ const malformed = (detail: string, line?: number, cause?: unknown) =>
 const parseJson = (text: string, line?: number): Either.Either<unknown, RolloutClientError> =>
   Either.try({
     try: () => Json.parse(text),
-    catch: (cause) => malformed(`not JSON: ${cause instanceof Error ? cause.message : String(cause)}`, line, cause)
+    catch: (cause) => malformed(`not JSON: ${errorMessage(cause)}`, line, cause)
   })
 
 /** Decodes a parsed JSON value with a schema; errors name the field. */
@@ -194,8 +195,8 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
         send(postJson("/v1/rollouts", batch).pipe(HttpClientRequest.accept(Api.NDJSON))),
         (response) => {
           const expected = Number(response.headers[Api.TRAJECTORIES_HEADER])
+          // Lines decoded so far (a line that does not decode fails the stream).
           let received = 0
-          let line = 0
           return response.stream.pipe(
             Stream.mapError((cause) =>
               new RolloutClientError({ reason: "ConnectionLost", detail: `the stream broke: ${cause.message}`, cause })
@@ -203,13 +204,7 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
             Stream.decodeText(),
             Stream.splitLines,
             Stream.filter((text) => text.trim() !== ""),
-            Stream.mapEffect((text) => {
-              line++
-              return Either.map(decodeLine(text, line), (result) => {
-                received++
-                return result
-              })
-            }),
+            Stream.mapEffect((text) => decodeLine(text, ++received)),
             Stream.concat(Stream.suspend(() =>
               Number.isFinite(expected) && received < expected
                 ? Stream.fail(

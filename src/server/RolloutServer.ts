@@ -45,6 +45,7 @@ import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Scheduler from "../Scheduler.js"
 import * as Api from "./Api.js"
+import { errorMessage } from "../internal/lift.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -294,9 +295,6 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, max: number): Ef
   )
 }
 
-const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
-  path.map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join("")
-
 /** Parses and decodes a JSON body; errors name the field. */
 const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonly excess: "error" | "ignore" }) => {
   const decode = ParseResult.decodeUnknownEither(schema, { errors: "first", onExcessProperty: options.excess })
@@ -307,13 +305,13 @@ const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonly exces
       catch: (error) =>
         new ApiError({
           reason: "MalformedJson",
-          detail: `malformed JSON: ${error instanceof Error ? error.message : String(error)}`
+          detail: `malformed JSON: ${errorMessage(error)}`
         })
     })
     return Either.flatMap(parsed, (value) =>
       Either.mapLeft(decode(value), (error) => {
         const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
-        const path = formatPath(issue?.path ?? [])
+        const path = Row.formatPath(issue?.path ?? [])
         return new ApiError({
           reason: "InvalidBody",
           detail: issue?.message ?? "does not match the schema",
@@ -334,6 +332,8 @@ const decodeInfer = decodeBody(Api.InferBody, { excess: "ignore" })
 /** One row of a request, checked, with how it runs. */
 interface PlannedRow {
   readonly row: Row.Row
+  /** The row checked against the batch's config, run as it is. */
+  readonly prepared: Rollout.PreparedRow
   readonly uuid: string
   readonly numGenerations: number
   readonly maxTurns: number
@@ -342,7 +342,8 @@ interface PlannedRow {
 
 interface Plan {
   readonly rows: ReadonlyArray<PlannedRow>
-  readonly seed: number
+  /** The config the rows were prepared with (the batch's seed). */
+  readonly config: Rollout.Config
   readonly trajectories: number
 }
 
@@ -418,12 +419,8 @@ export const make = (
     const serverSampling = options.sampling ?? {}
 
     yield* Rollout.validate({ numGenerations, maxTurns, concurrency: maxInFlight, seed })
-    const positive = (option: string, value: number) =>
-      Number.isSafeInteger(value) && value >= 1
-        ? Either.void
-        : Either.left(new Rollout.RunConfigError({ option, detail: `must be a whole number >= 1, got ${value}` }))
-    yield* positive("--max-request-trajectories", maxRequest)
-    yield* positive("--max-body", maxBody)
+    yield* Rollout.positiveInteger("--max-request-trajectories", maxRequest)
+    yield* Rollout.positiveInteger("--max-body", maxBody)
     if (maxRequest > maxInFlight) {
       return yield* new Rollout.RunConfigError({
         option: "--max-request-trajectories",
@@ -477,14 +474,13 @@ export const make = (
         const unknownEnv = error.path === "--gym-env" || error.path === "env_config.name"
         return invalid(
           at(unknownEnv ? "env_config.name" : error.path),
-          error.path === "--gym-env" && options.defaultEnv === undefined
-            ? "no env selected: set env_config.name (this server has no --gym-env)"
-            : error.detail,
+          error.detail,
           unknownEnv ? [...options.registry.envs.keys()].sort() : undefined
         )
       }
       return Either.right({
         row: decoded.right,
+        prepared: prepared.right,
         uuid: input.uuid ?? randomUUID(),
         numGenerations: input.numGenerations ?? numGenerations,
         maxTurns: input.maxTurns ?? maxTurns,
@@ -518,23 +514,14 @@ export const make = (
         rows.push({ ...planned.right, sampling: Sampling.merge(batchSampling, rowSampling) })
         trajectories += planned.right.numGenerations
       }
-      return Either.right({ rows, seed: batchSeed, trajectories })
+      return Either.right({ rows, config, trajectories })
     }
 
     const planInfer = (body: Api.InferBody): Either.Either<Plan, ApiError> => {
       const rc = body.request_config ?? undefined
       const batchSeed = rc?.seed ?? seed
       const config = baseConfig(batchSeed)
-      const sampling = Api.toSamplingParams(rc === undefined ? undefined : {
-        temperature: rc.temperature,
-        top_p: rc.top_p,
-        top_k: rc.top_k,
-        max_tokens: rc.max_tokens,
-        stop: rc.stop,
-        presence_penalty: rc.presence_penalty,
-        frequency_penalty: rc.frequency_penalty,
-        logprobs: rc.logprobs
-      })
+      const sampling = Api.toSamplingParams(rc)
       const bad = samplingProblem("request_config", sampling)
       if (bad !== undefined) return Either.left(bad)
       const rows: Array<PlannedRow> = []
@@ -552,7 +539,7 @@ export const make = (
         if (Either.isLeft(planned)) return Either.left(planned.left)
         rows.push({ ...planned.right, sampling })
       }
-      return Either.right({ rows, seed: batchSeed, trajectories: rows.length })
+      return Either.right({ rows, config, trajectories: rows.length })
     }
 
     // --- running ------------------------------------------------------------------------------
@@ -568,9 +555,11 @@ export const make = (
      * `Rollout.stream` (one worker per trajectory: all of them were admitted at once).
      */
     const run = (plan: Plan, reservation: Reservation): Stream.Stream<Array<Api.RolloutResult>, ApiError> => {
-      const buckets = new Map<string, { config: Rollout.Config; rows: Array<Either.Either<Row.Row, Row.RowError>> }>()
+      const buckets = new Map<
+        string,
+        { config: Rollout.Config; rows: Array<Either.Either<Rollout.PreparedRow, Row.RowError>>; trajectories: number }
+      >()
       const uuids = new Map<number, string>()
-      const base = baseConfig(plan.seed)
       for (const planned of plan.rows) {
         uuids.set(planned.row.index, planned.uuid)
         const sampling = Sampling.merge(serverSampling, planned.sampling ?? {})
@@ -579,26 +568,29 @@ export const make = (
         if (bucket === undefined) {
           bucket = {
             config: {
-              ...base,
+              ...plan.config,
               numGenerations: planned.numGenerations,
               maxTurns: planned.maxTurns,
-              concurrency: 0,
               sampling: Sampling.isEmpty(sampling) ? undefined : sampling
             },
-            rows: []
+            rows: [],
+            trajectories: 0
           }
           buckets.set(key, bucket)
         }
-        bucket.rows.push(Either.right(planned.row))
-        bucket.config = { ...bucket.config, concurrency: bucket.config.concurrency + planned.numGenerations }
+        bucket.rows.push(Either.right(planned.prepared))
+        bucket.trajectories += planned.numGenerations
       }
-      const streams = [...buckets.values()].map(({ config, rows }) => Rollout.stream(config, rows))
+      // One worker per trajectory: all of them were admitted at once.
+      const streams = [...buckets.values()].map(({ config, rows, trajectories }) =>
+        Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows)
+      )
       // Merging costs more than the run of a small request: only when rows run differently.
       const items = streams.length === 1 ? streams[0] : Stream.mergeAll(streams, { concurrency: "unbounded" })
       return items.pipe(
         Stream.mapEffect((item) => {
           if (item._tag === "RowFailure") {
-            // Rows were prepared with the same config before admission; this cannot happen.
+            // Only prepared rows run: this cannot happen.
             return Effect.fail(
               new ApiError({ reason: "Internal", detail: `a checked row failed to start: ${item.error.message}` })
             )

@@ -5,12 +5,11 @@
 import { Effect } from "effect"
 import type * as NodeLlamaCpp from "node-llama-cpp"
 import { InferenceError } from "../../Inference.js"
+import { errorMessage } from "../../internal/lift.js"
 
 export type Binding = typeof NodeLlamaCpp
 
 export const BACKEND = "node-llama-cpp"
-
-const message = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
 /** Imports the package (by default `node-llama-cpp`; another specifier for tests and forks). */
 export const load = (specifier = "node-llama-cpp"): Effect.Effect<Binding, InferenceError> =>
@@ -21,7 +20,7 @@ export const load = (specifier = "node-llama-cpp"): Effect.Effect<Binding, Infer
         reason: "Unavailable",
         backend: BACKEND,
         detail: `cannot load ${specifier} (colocate mode needs it: npm install node-llama-cpp@3.21.1): ` +
-          message(cause),
+          errorMessage(cause),
         cause
       })
   })
@@ -63,7 +62,7 @@ export const getLlama = (
         reason: "Unavailable",
         backend: BACKEND,
         detail: `node-llama-cpp has no usable llama.cpp binary on ${process.platform}-${process.arch}: ` +
-          message(cause),
+          errorMessage(cause),
         cause
       })
   })
