@@ -140,21 +140,42 @@ export const decodeLine = (
   index: number,
   text: string
 ): Either.Either<Row, RowError> | undefined => {
+  const parsed = parseLine(file, index, text)
+  return parsed === undefined ? undefined : Either.flatMap(parsed, (value) => decodeValue(file, index, value))
+}
+
+/**
+ * Parses one JSONL line as JSON. Blank lines give `undefined`; malformed JSON is a `RowError` at
+ * its line.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const parseLine = (file: string, index: number, text: string): Either.Either<unknown, RowError> | undefined => {
   if (text.trim() === "") return undefined
-  let value: unknown
   try {
-    value = Json.parse(text)
+    return Either.right(Json.parse(text))
   } catch (error) {
-    return Either.left(
-      new RowError({
-        file,
-        line: index + 1,
-        path: "",
-        detail: `malformed JSON: ${errorMessage(error)}`
-      })
-    )
+    return Either.left(new RowError({ file, line: index + 1, path: "", detail: `malformed JSON: ${errorMessage(error)}` }))
   }
-  return decodeValue(file, index, value)
+}
+
+/**
+ * The lines of a text (split on `\n`, a trailing `\r` removed) with their 0-based indexes.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export function* lines(text: string): Generator<readonly [index: number, line: string]> {
+  let start = 0
+  let index = 0
+  while (start <= text.length) {
+    let end = text.indexOf("\n", start)
+    if (end === -1) end = text.length
+    yield [index, text.charCodeAt(end - 1) === 13 ? text.slice(start, end - 1) : text.slice(start, end)]
+    index++
+    start = end + 1
+  }
 }
 
 /**
@@ -164,16 +185,9 @@ export const decodeLine = (
  * @category decoding
  */
 export function* decodeJsonl(file: string, text: string): Generator<Either.Either<Row, RowError>> {
-  let start = 0
-  let index = 0
-  while (start <= text.length) {
-    let end = text.indexOf("\n", start)
-    if (end === -1) end = text.length
-    const line = text.charCodeAt(end - 1) === 13 ? text.slice(start, end - 1) : text.slice(start, end)
+  for (const [index, line] of lines(text)) {
     const decoded = decodeLine(file, index, line)
     if (decoded !== undefined) yield decoded
-    index++
-    start = end + 1
   }
 }
 
@@ -185,18 +199,6 @@ export function* decodeJsonl(file: string, text: string): Generator<Either.Eithe
  */
 export const countRows = (text: string): number => {
   let count = 0
-  let start = 0
-  while (start <= text.length) {
-    let end = text.indexOf("\n", start)
-    if (end === -1) end = text.length
-    for (let i = start; i < end; i++) {
-      const c = text.charCodeAt(i)
-      if (c !== 32 && c !== 9 && c !== 13) {
-        count++
-        break
-      }
-    }
-    start = end + 1
-  }
+  for (const [, line] of lines(text)) if (line.trim() !== "") count++
   return count
 }

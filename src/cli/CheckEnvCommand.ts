@@ -7,13 +7,11 @@ import { Args, Command, Options } from "@effect/cli"
 import { Console, Duration, Effect, Either, Option } from "effect"
 import * as EnvCheck from "../check/EnvCheck.js"
 import type * as Env from "../Env.js"
-import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
 import { FileError, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
-import { errorMessage } from "../internal/lift.js"
 
 export const checkEnvOptions = {
   name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
@@ -70,14 +68,10 @@ const configLine = (
   index: number,
   text: string
 ): Either.Either<Env.EnvConfig, Row.RowError> | undefined => {
-  if (text.trim() === "") return undefined
-  let value: unknown
-  try {
-    value = Json.parse(text)
-  } catch (error) {
-    const detail = `malformed JSON: ${errorMessage(error)}`
-    return Either.left(new Row.RowError({ file, line: index + 1, path: "", detail }))
-  }
+  const parsed = Row.parseLine(file, index, text)
+  if (parsed === undefined) return undefined
+  if (Either.isLeft(parsed)) return Either.left(parsed.left)
+  const value = parsed.right
   const isObject = isRecord(value)
   const isRow = isObject && Object.prototype.hasOwnProperty.call(value, "env_config")
   // A bare env_config is checked as the env_config of a row, so that its errors name the field.
@@ -101,12 +95,12 @@ const readConfigs = (definition: Env.Definition, file: string) =>
     const text = yield* readText("--configs", file)
     const configs: Array<Env.EnvConfig> = []
     const errors: Array<Row.RowError> = []
-    text.split("\n").forEach((line, index) => {
-      const decoded = configLine(definition, file, index, line.endsWith("\r") ? line.slice(0, -1) : line)
-      if (decoded === undefined) return
+    for (const [index, line] of Row.lines(text)) {
+      const decoded = configLine(definition, file, index, line)
+      if (decoded === undefined) continue
       if (Either.isLeft(decoded)) errors.push(decoded.left)
       else configs.push(decoded.right)
-    })
+    }
     for (const error of errors) yield* Console.error(`bad env_config: ${error.message}`)
     if (errors.length > 0) {
       return yield* new FileError({ option: "--configs", file, detail: `${errors.length} bad line(s)` })
