@@ -9,6 +9,7 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import * as Env from "../Env.js"
+import { Lru } from "../internal/lru.js"
 import { PY_SPACE, PY_WORD } from "../internal/pyre.js"
 import type { Message } from "../Message.js"
 import { PyRandom } from "./PyRandom.js"
@@ -139,20 +140,14 @@ interface Board {
   readonly startCol: number
 }
 
-const BOARD_CACHE_SIZE = 4096
-const boards = new Map<string, Board>()
+const boards = new Lru<Board>(4096)
 
 /** The board of (size, p, seed), generated once and kept in a small LRU cache. */
-const boardFor = (size: number, p: number, seed: number | bigint): Board => {
-  const key = `${size}|${p}|${seed}`
-  const cached = boards.get(key)
-  if (cached !== undefined) {
-    // refresh its place in the LRU order
-    boards.delete(key)
-    boards.set(key, cached)
-    return cached
-  }
-  const grid = generateMap(size, p, seed)
+const boardFor = (size: number, p: number, seed: number | bigint): Board =>
+  boards.get(`${size}|${p}|${seed}`, () => makeBoard(generateMap(size, p, seed)))
+
+/** A generated map with its start cell and its rows spaced for rendering. */
+const makeBoard = (grid: ReadonlyArray<string>): Board => {
   let startRow = 0
   let startCol = 0
   for (let r = 0; r < grid.length; r++) {
@@ -163,10 +158,7 @@ const boardFor = (size: number, p: number, seed: number | bigint): Board => {
       break
     }
   }
-  const board: Board = { grid, spaced: grid.map((line) => line.split("").join(" ")), startRow, startCol }
-  if (boards.size >= BOARD_CACHE_SIZE) boards.delete(boards.keys().next().value!)
-  boards.set(key, board)
-  return board
+  return { grid, spaced: grid.map((line) => line.split("").join(" ")), startRow, startCol }
 }
 
 /**

@@ -26,6 +26,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as Env from "../Env.js"
+import { Lru } from "../internal/lru.js"
 import type { Message } from "../Message.js"
 import { PyRandom } from "./PyRandom.js"
 
@@ -625,34 +626,20 @@ export interface SudokuEnv extends Env.Env {
   readonly game: () => Game | undefined
 }
 
-const PUZZLE_CACHE_SIZE = 256
-const puzzles = new Map<string, Puzzle>()
+const puzzles = new Lru<Puzzle>(256)
 
 /**
  * The puzzle of a reset: the fixed one, or one generated from the config's seed or the reset's.
  * Every generation of a GRPO group plays the same puzzle, so a small LRU cache generates it once;
  * games copy the grids they change.
  */
-const puzzleFor = (config: Config, seed: number): Puzzle => {
-  const key = config.puzzle ?? `${config.seed ?? seed}|${config.clues}`
-  const cached = puzzles.get(key)
-  if (cached !== undefined) {
-    puzzles.delete(key)
-    puzzles.set(key, cached)
-    return cached
-  }
-  let puzzle: Puzzle
-  if (config.puzzle !== undefined) {
+const puzzleFor = (config: Config, seed: number): Puzzle =>
+  puzzles.get(config.puzzle ?? `${config.seed ?? seed}|${config.clues}`, () => {
+    if (config.puzzle === undefined) return generate(config.seed ?? seed, config.clues)
     // the config schema already checked that the grid parses and has exactly one solution
     const grid = parseGrid(config.puzzle)!
-    puzzle = { puzzle: grid, solution: solveUnique(grid)! }
-  } else {
-    puzzle = generate(config.seed ?? seed, config.clues)
-  }
-  if (puzzles.size >= PUZZLE_CACHE_SIZE) puzzles.delete(puzzles.keys().next().value!)
-  puzzles.set(key, puzzle)
-  return puzzle
-}
+    return { puzzle: grid, solution: solveUnique(grid)! }
+  })
 
 /**
  * The filled cells of a grid.
