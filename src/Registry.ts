@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Either, Schema } from "effect"
+import { Either, Schema } from "effect"
 import type * as Env from "./Env.js"
 import { FrozenLake } from "./envs/FrozenLake.js"
 import { Sudoku } from "./envs/Sudoku.js"
@@ -48,12 +48,6 @@ export class NotRegistered extends Schema.TaggedError<NotRegistered>("effect-gym
     }`
   }
 }
-
-/**
- * @since 0.1.0
- * @category tags
- */
-export class RegistryService extends Context.Tag("effect-gym/Registry")<RegistryService, Registry>() {}
 
 const byName = <A extends { readonly name: string }>(
   base: ReadonlyMap<string, A>,
