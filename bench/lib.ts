@@ -3,8 +3,10 @@
  * orchestration, statistics.
  */
 import { Effect, Either, Layer, Stream } from "effect"
-import { execFile } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as os from "node:os"
+import * as path from "node:path"
 import { promisify } from "node:util"
 import * as Inference from "../dist/Inference.js"
 import * as Registry from "../dist/Registry.js"
@@ -88,6 +90,41 @@ export const frozenLakeRun = (options: {
 export const report = (figures: object): void => {
   process.stdout.write(`${JSON.stringify(figures)}\n`)
 }
+
+/** One figure of every run of a case (optionally scaled, e.g. ms to us). */
+export const pick = (rs: ReadonlyArray<Record<string, number>>, key: string, scale = 1) =>
+  rs.map((r) => r[key] * scale)
+
+/** The `p` quantile (0..1, nearest rank) of sorted values; NaN when there are none. */
+export const percentile = (sorted: ArrayLike<number>, p: number): number =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]
+
+const root = path.resolve(import.meta.dirname, "..")
+
+/**
+ * Starts the built CLI (`bin/effect-gym.js ARGS`) in its own process; resolves with the process and
+ * the URL it prints (the first group of `url`, or the whole match), rejects if it exits first.
+ */
+export const spawnCli = (
+  args: ReadonlyArray<string>,
+  url: RegExp,
+  nodeFlags: ReadonlyArray<string> = []
+): Promise<{ readonly child: ChildProcess; readonly url: string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeFlags, path.join(root, "bin/effect-gym.js"), ...args], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, NODE_ENV: "production" }
+    })
+    let out = ""
+    child.stdout!.setEncoding("utf8")
+    child.stdout!.on("data", (chunk: string) => {
+      out += chunk
+      const match = url.exec(out)
+      if (match !== null) resolve({ child, url: match[1] ?? match[0] })
+    })
+    child.once("error", reject)
+    child.once("exit", (code) => reject(new Error(`the server exited (${code}) before it started: ${out}`)))
+  })
 
 export const median = (xs: ReadonlyArray<number>): number => {
   const s = [...xs].sort((a, b) => a - b)

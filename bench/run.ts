@@ -12,7 +12,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { flags, machine, median, runWorkload } from "./lib.js"
+import { flags, machine, median, pick, runWorkload } from "./lib.js"
 
 const args = flags()
 const runs = Math.max(5, Number(args.runs ?? 5))
@@ -36,8 +36,6 @@ export interface Case {
   readonly nodeFlags?: ReadonlyArray<string>
   readonly figures: (runs: ReadonlyArray<Record<string, number>>) => ReadonlyArray<Figure>
 }
-
-const pick = (rs: ReadonlyArray<Record<string, number>>, key: string) => rs.map((r) => r[key])
 
 const orchestration = (path: "loop" | "stream" | "plain", concurrency: number): Case => ({
   name: `orchestration ${path} c=${concurrency}`,

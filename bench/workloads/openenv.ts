@@ -28,16 +28,14 @@
  * machine with two processes and nothing else.
  */
 import { Effect } from "effect"
-import { type ChildProcess, fork, spawn } from "node:child_process"
+import { type ChildProcess, fork } from "node:child_process"
 import * as fs from "node:fs"
 import type * as net from "node:net"
-import * as path from "node:path"
 import { WebSocket, WebSocketServer } from "ws"
 import * as Client from "../../dist/openenv/Client.js"
-import { flags, report } from "../lib.js"
+import { flags, percentile, report, spawnCli } from "../lib.js"
 
 const args = flags()
-const root = path.resolve(import.meta.dirname, "../..")
 
 /** The action: text with no `<action>` tag and no direction word, so FrozenLake's invalid branch. */
 const ACTION = { message: "I am not sure what to do here." }
@@ -106,30 +104,14 @@ const stopper = (child: ChildProcess) => () =>
     child.kill("SIGINT")
   })
 
-const startProjectServer = (sessions: number, nodeFlags: ReadonlyArray<string>) =>
-  new Promise<ServerProcess>((resolve, reject) => {
-    const child = spawn(process.execPath, [
-      ...nodeFlags,
-      path.join(root, "bin/effect-gym.js"),
-      "openenv",
-      "serve",
-      "--env",
-      "frozen_lake",
-      "--port",
-      "0",
-      "--max-concurrent-envs",
-      String(sessions)
-    ], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, NODE_ENV: "production" } })
-    let out = ""
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (chunk: string) => {
-      out += chunk
-      const match = /at (http:\/\/\S+)/.exec(out)
-      if (match !== null) resolve({ url: match[1], stop: stopper(child), cpuMs: processCpuMs(child.pid) })
-    })
-    child.once("error", reject)
-    child.once("exit", (code) => reject(new Error(`the server exited (${code}): ${out}`)))
-  })
+const startProjectServer = async (sessions: number, nodeFlags: ReadonlyArray<string>): Promise<ServerProcess> => {
+  const { child, url } = await spawnCli(
+    ["openenv", "serve", "--env", "frozen_lake", "--port", "0", "--max-concurrent-envs", String(sessions)],
+    /at (http:\/\/\S+)/,
+    nodeFlags
+  )
+  return { url, stop: stopper(child), cpuMs: processCpuMs(child.pid) }
+}
 
 const startRawServer = (nodeFlags: ReadonlyArray<string>) =>
   new Promise<ServerProcess>((resolve, reject) => {
@@ -264,9 +246,6 @@ const rawDriver = async (plan: Plan): Promise<Window> => {
   await all
   return window
 }
-
-const percentile = (sorted: Float64Array, p: number): number =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]
 
 const main = async () => {
   const sessions = Number(args.sessions ?? 1)

@@ -10,7 +10,7 @@
  */
 import { Effect, Schema } from "effect"
 import { Config as FrozenLakeConfig, Game } from "../../dist/envs/FrozenLake.js"
-import { mixSeed, Rng } from "../../dist/internal/seed.js"
+import { mixSeed } from "../../dist/internal/seed.js"
 import * as Message from "../../dist/Message.js"
 import { flags, frozenLakeRun, randomPolicy, report } from "../lib.js"
 
@@ -31,7 +31,8 @@ const MOVES = ["<action>up</action>", "<action>down</action>", "<action>left</ac
 const plainRun = async () => {
   const decode = Schema.decodeUnknownSync(FrozenLakeConfig)
   const configs = Array.from({ length: rows }, (_, i) => decode({ seed: i }))
-  const policy = async (_messages: ReadonlyArray<Message.Message>, seed: number) => MOVES[new Rng(seed).int(4)]
+  // The random policy's choice (policies/Scripted.ts): the same moves, so the same trajectories.
+  const policy = async (_messages: ReadonlyArray<Message.Message>, seed: number) => MOVES[mixSeed(seed, 1) & 3]
   const trajectory = async (row: number, generation: number) => {
     const game = new Game(configs[row])
     const env = { reset: async () => game.reset(row), step: async (m: ReadonlyArray<Message.Message>) => game.step(m) }

@@ -8,10 +8,8 @@
  *
  *   --clients 16  --generations 8  --seconds 3  --warmup 1  --stream (NDJSON instead of a JSON array)
  */
-import { spawn } from "node:child_process"
 import * as http from "node:http"
-import * as path from "node:path"
-import { flags, report } from "../lib.js"
+import { flags, percentile, report, spawnCli } from "../lib.js"
 
 const args = flags()
 const clients = Number(args.clients ?? 16)
@@ -19,34 +17,22 @@ const generations = Number(args.generations ?? 8)
 const seconds = Number(args.seconds ?? 3)
 const warmup = Number(args.warmup ?? 1)
 const stream = args.stream === "true"
-const root = path.resolve(import.meta.dirname, "../..")
 
 /** Starts the server; resolves with its URL and a way to stop it (SIGTERM, as in production). */
-const startServer = () =>
-  new Promise<{ url: string; stop: () => Promise<number | null> }>((resolve, reject) => {
-    const child = spawn(process.execPath, [
-      path.join(root, "bin/effect-gym.js"), "serve", "--port", "0", "--gym-env", "frozen_lake",
-      "--policy", "frozen-lake-solver", "--concurrency", String(Math.max(256, clients * generations)),
-      "--shutdown-grace", "1"
-    ], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, NODE_ENV: "production" } })
-    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
-    let out = ""
-    child.stdout.on("data", (chunk) => {
-      out += String(chunk)
-      const url = /http:\/\/127\.0\.0\.1:\d+/.exec(out)?.[0]
-      if (url !== undefined) {
-        resolve({
-          url,
-          stop: () => {
-            child.kill("SIGTERM")
-            return exited
-          }
-        })
-      }
-    })
-    child.on("error", reject)
-    void exited.then((code) => reject(new Error(`the server exited with ${code} before it started`)))
-  })
+const startServer = async () => {
+  const { child, url } = await spawnCli([
+    "serve", "--port", "0", "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+    "--concurrency", String(Math.max(256, clients * generations)), "--shutdown-grace", "1"
+  ], /http:\/\/127\.0\.0\.1:\d+/)
+  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))
+  return {
+    url,
+    stop: () => {
+      child.kill("SIGTERM")
+      return exited
+    }
+  }
+}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: clients })
 
@@ -79,9 +65,6 @@ const post = (url: string, seed: number) =>
     req.on("error", reject)
     req.end(body)
   })
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]
 
 const main = async () => {
   const server = await startServer()
@@ -119,8 +102,8 @@ const main = async () => {
     errors: run.errors,
     seconds: run.seconds,
     trajectoriesPerSecond: run.trajectories / run.seconds,
-    p50Ms: percentile(sorted, 50),
-    p99Ms: percentile(sorted, 99),
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
     serverExitCode: exitCode ?? -1
   })
 }

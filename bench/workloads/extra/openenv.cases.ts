@@ -4,11 +4,10 @@
  * with a bare `ws` client and server for the floor (see bench/workloads/openenv.ts).
  */
 import * as path from "node:path"
+import { pick } from "../../lib.js"
 import type { Case } from "../../run.js"
 
 const file = path.join(import.meta.dirname, "..", "openenv.ts")
-const pick = (rs: ReadonlyArray<Record<string, number>>, key: string, scale = 1) => rs.map((r) => r[key] * scale)
-
 const plural = (sessions: number): string => `${sessions} session${sessions === 1 ? "" : "s"}`
 
 const openenv = (sessions: number): Case => ({

@@ -4,9 +4,8 @@
  * latency: the figures are the server's own cost); the server runs in its own process.
  */
 import * as path from "node:path"
+import { pick } from "../../lib.js"
 import type { Case } from "../../run.js"
-
-const pick = (rs: ReadonlyArray<Record<string, number>>, key: string) => rs.map((r) => r[key])
 
 const server = (clients: number): Case => {
   const who = `${clients} client${clients === 1 ? "" : "s"}`
