@@ -1,11 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { promisify } from "node:util"
 import { CompletionLine } from "../src/CompletionsLog.js"
-import { cli, readLines, tmp as makeTmp } from "./cli.js"
+import { bin, cli, readLines, tmp as makeTmp } from "./cli.js"
+import { withoutTimings } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const fixture = (name: string) => path.join(root, "test/fixtures/plugins", name)
@@ -56,7 +55,7 @@ describe("CLI (in-process, full argv)", () => {
         "--reward-funcs", "format", "--reward-weights", "0.2", "1.0", "--seed", "7", "--concurrency", "3"
       )
       const strip = (ls: ReadonlyArray<typeof CompletionLine.Type>) =>
-        ls.map(({ timings: _t, ...rest }) => JSON.stringify(rest)).sort()
+        ls.map((line) => JSON.stringify(withoutTimings(line))).sort()
       expect(strip(readLines(again))).toEqual(strip(lines))
     }))
 
@@ -142,14 +141,14 @@ describe("CLI (in-process, full argv)", () => {
 })
 
 describe("CLI (the built binary, as a user runs it)", () => {
-  const exec = promisify(execFile)
   it("npx effect-gym run ... exits 0, prints a summary, and keeps piped output clean", async () => {
     const dir = tmp()
     const output = path.join(dir, "c.jsonl")
-    const { stdout, stderr } = await exec(process.execPath, [
-      path.join(root, "bin/effect-gym.js"), "run", "--dataset", path.join(root, "examples/frozen_lake.jsonl"),
+    const { code, stderr, stdout } = await bin([
+      "run", "--dataset", path.join(root, "examples/frozen_lake.jsonl"),
       "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2", "--output", output
-    ], { cwd: dir })
+    ], dir)
+    expect(code).toBe(0)
     expect(stdout).toMatch(/trajectories +256 \(128 groups\)/)
     expect(stdout).toMatch(/success rate +100\.0%/)
     expect(stderr).toBe("")
@@ -160,14 +159,8 @@ describe("CLI (the built binary, as a user runs it)", () => {
     const dir = tmp()
     const dataset = path.join(dir, "d.jsonl")
     fs.writeFileSync(dataset, "{\"env_config\":{\"seed\":1}}\nnot json\n")
-    const failed = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake"], { cwd: dir })
-      .then(() => 0, (e: { code: number }) => e.code)
-    expect(failed).toBe(1)
-    const bad = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "nope"], { cwd: dir })
-      .then(() => 0, (e: { code: number; stderr: string }) => e.code)
-    expect(bad).toBe(2)
-    const usage = await exec(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--no-such-flag"], { cwd: dir })
-      .then(() => 0, (e: { code: number }) => e.code)
-    expect(usage).toBe(2)
+    expect((await bin(["run", "--dataset", dataset, "--gym-env", "frozen_lake"], dir)).code).toBe(1)
+    expect((await bin(["run", "--dataset", dataset, "--gym-env", "nope"], dir)).code).toBe(2)
+    expect((await bin(["run", "--no-such-flag"], dir)).code).toBe(2)
   })
 })

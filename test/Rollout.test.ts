@@ -5,16 +5,13 @@ import * as Env from "../src/Env.js"
 import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
-import { Counters, countingEnv, echoPolicy, randomPolicy, records, rows, runConfig, solverPolicy } from "./helpers.js"
+import { Counters, countingEnv, echoPolicy, randomPolicy, records, rows, runConfig, solverPolicy, withoutTimings } from "./helpers.js"
 
 const frozenRows = (n: number, extra: Record<string, unknown> = {}) =>
   Array.from({ length: n }, (_, i) => ({ messages: [{ role: "user", content: "<placeholder>" }], env_config: { seed: i, ...extra } }))
 
 /** A completions line without its timings (wall-clock measurements). */
-const stableLine = (record: Rollout.TrajectoryRecord) => {
-  const { timings: _timings, ...rest } = CompletionsLog.toLine(record)
-  return JSON.stringify(rest)
-}
+const stableLine = (record: Rollout.TrajectoryRecord) => JSON.stringify(withoutTimings(CompletionsLog.toLine(record)))
 
 describe("Rollout", () => {
   it.scoped("expands each row into a group with group-normalised advantages", () =>

@@ -4,7 +4,7 @@ import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
 import * as Trajectory from "../src/Trajectory.js"
-import { Counters, countingEnv, echoPolicy, randomPolicy, runConfig } from "./helpers.js"
+import { Counters, countingEnv, echoPolicy, randomPolicy, runConfig, withoutTimings } from "./helpers.js"
 
 const setup = (counters: Counters, envConfig: Record<string, unknown>, maxTurns = 10) =>
   Effect.gen(function*() {
@@ -17,8 +17,6 @@ const setup = (counters: Counters, envConfig: Record<string, unknown>, maxTurns 
     }
   })
 
-/** Results compared without timings (which are wall-clock measurements). */
-const comparable = (result: Trajectory.TrajectoryResult) => ({ ...result, timings: undefined })
 
 describe("Trajectory", () => {
   it.scoped("streams Reset, then Completion and Step per turn, then End(done); the fold sums rewards", () =>
@@ -174,7 +172,7 @@ describe("Trajectory: the stream and the fast run path agree (property)", () => 
         const options = { scheduler: config.scheduler.instance }
         const viaRun = yield* Trajectory.run(request, options)
         const viaStream = yield* Trajectory.fold(request, Trajectory.stream(request, options))
-        expect(comparable(viaStream)).toEqual(comparable(viaRun))
+        expect(withoutTimings(viaStream)).toEqual(withoutTimings(viaRun))
         expect(viaRun.numTurns).toBeLessThanOrEqual(maxTurns)
       })).pipe(Effect.provide(randomPolicy()))
   )
@@ -199,7 +197,7 @@ describe("Trajectory: the stream and the fast run path agree (property)", () => 
         const policy = echoPolicy({ failIds: policyFails ? new Set([a.request.id]) : new Set(), failTurn: 2 })
         const viaRun = yield* Effect.provide(Trajectory.run(a.request, a.options), policy)
         const viaStream = yield* Effect.provide(Trajectory.fold(b.request, Trajectory.stream(b.request, b.options)), policy)
-        expect(comparable(viaStream)).toEqual(comparable(viaRun))
+        expect(withoutTimings(viaStream)).toEqual(withoutTimings(viaRun))
         expect(runCounters.open).toBe(0)
         expect(streamCounters.open).toBe(0)
       }))

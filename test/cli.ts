@@ -1,9 +1,11 @@
 /** Running the CLI in-process with a full argv, as a user would type it, and reading what it wrote. */
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Schema } from "effect"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { promisify } from "node:util"
 import { main } from "../src/cli/Cli.js"
 import { CompletionLine } from "../src/CompletionsLog.js"
 
@@ -22,6 +24,26 @@ export const cli = (...args: Array<string>) =>
     const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
     return { code, stdout: out.join("\n"), stderr: err.join("\n") }
   }).pipe(Effect.provide(NodeContext.layer))
+
+/** Polls until the server at `base` answers /health (it starts in a forked fiber or another process). */
+export const healthy = (base: string, headers: Record<string, string> = {}, tries = 400) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      const ok = yield* Effect.promise(() => fetch(`${base}/health`, { headers }).then((r) => r.ok, () => false))
+      if (ok) return
+      yield* Effect.sleep("25 millis")
+    }
+    return yield* Effect.die(new Error("the server did not start"))
+  })
+
+const execBin = promisify(execFile)
+
+/** Runs the built binary (`node bin/effect-gym.js ...args`) in `cwd`: its exit code and output. */
+export const bin = (args: ReadonlyArray<string>, cwd: string) =>
+  execBin(process.execPath, [path.resolve(import.meta.dirname, "../bin/effect-gym.js"), ...args], { cwd }).then(
+    ({ stderr, stdout }) => ({ code: 0, stdout, stderr }),
+    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr })
+  )
 
 /** A fresh temporary directory. */
 export const tmp = (prefix = "effect-gym-test-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))

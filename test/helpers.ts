@@ -1,4 +1,4 @@
-import { Effect, Either, Layer } from "effect"
+import { type Duration, Effect, Either, Exit, Layer } from "effect"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as Registry from "../src/Registry.js"
@@ -109,11 +109,12 @@ export const runConfig = (options: {
   readonly rewards?: ReadonlyArray<Reward.Definition>
   readonly weights?: ReadonlyArray<number>
   readonly scheduler?: Scheduler.Definition
+  readonly schedulerOptions?: Record<string, unknown>
 }) =>
   Effect.gen(function*() {
     const registry = Registry.add(Registry.builtins, { envs: options.envs ?? [] })
     const definition = options.scheduler ?? Scheduler.gym
-    const instance = yield* definition.make({ options: {} })
+    const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
     const columns = Either.getOrThrow(Reward.columns(options.rewards ?? [], options.weights))
     const config: Rollout.Config = {
       registry,
@@ -127,6 +128,28 @@ export const runConfig = (options: {
     }
     return config
   })
+
+/** A result or completions line without its timings (wall-clock measurements, the only field that differs between two runs of the same rows). */
+export const withoutTimings = <A extends object>(line: A): Omit<A, "timings"> => {
+  const { timings: _timings, ...rest } = line as A & { readonly timings?: unknown }
+  return rest
+}
+
+/** Waits (up to `ms`, looking every `every`) until `done()`; says whether it happened. */
+export const eventually = (done: () => boolean, ms = 5000, every: Duration.DurationInput = "5 millis") =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + ms
+    while (!done() && Date.now() < deadline) yield* Effect.sleep(every)
+    return done()
+  })
+
+/** The `InferenceError` an exit failed with (throws when it succeeded or failed otherwise). */
+export const inferenceFailure = <A>(exit: Exit.Exit<A, Inference.InferenceError>): Inference.InferenceError => {
+  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value)}`)
+  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  if (!(error instanceof Inference.InferenceError)) throw new Error(`expected an InferenceError, got ${exit.cause}`)
+  return error
+}
 
 /** Every trajectory record of a run's items, sorted by (row, generation). */
 export const records = (items: ReadonlyArray<Rollout.Item>): Array<Rollout.TrajectoryRecord> =>

@@ -1,10 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { promisify } from "node:util"
-import { cli, tmp as makeTmp } from "../cli.js"
+import { bin, cli, tmp as makeTmp } from "../cli.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const plugin = path.join(root, "test/fixtures/plugins/broken_envs.mjs")
@@ -115,13 +113,7 @@ describe("effect-gym check-env (in-process, full argv)", () => {
 })
 
 describe("effect-gym check-env (the built binary)", () => {
-  const exec = promisify(execFile)
-  const bin = path.join(root, "bin/effect-gym.js")
-  const run = (...args: Array<string>) =>
-    exec(process.execPath, [bin, "check-env", ...args], { cwd: root }).then(
-      ({ stdout }) => ({ code: 0, stdout }),
-      (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout })
-    )
+  const run = (...args: Array<string>) => bin(["check-env", ...args], root)
 
   it("exit codes: 1 for a broken env, 2 for an unknown one (0 is checked in-process)", async () => {
     const broken = await run("nan_counter", "--plugin", plugin, "--seeds", "1", "--runs", "2")

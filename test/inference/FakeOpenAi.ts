@@ -58,7 +58,18 @@ export const frozenLakeReply = (body: Record<string, unknown>): string => {
   return `<action>${move ?? "up"}</action>`
 }
 
-const bytes = (text: string): Array<number> => Array.from(new TextEncoder().encode(text))
+/** The fake tokenizer: one token per UTF-8 byte. */
+export const bytes = (text: string): Array<number> => Array.from(new TextEncoder().encode(text))
+
+/** The fake logprobs of a completion's tokens: -0.01, -0.02, ... */
+const logprobsOf = (ids: ReadonlyArray<number>): Array<number> => ids.map((_, i) => -(i + 1) / 100)
+
+/** What this server sends for each reply, as the completions log keeps it (per turn). */
+export const expectedTokens = (replies: ReadonlyArray<string>) => ({
+  ids: replies.map(bytes),
+  mask: replies.map((r) => bytes(r).map(() => 1)),
+  logprobs: replies.map((r) => logprobsOf(bytes(r)))
+})
 
 const completion = (state: FakeServerState, body: Record<string, unknown>): Record<string, unknown> => {
   let ids = bytes(state.reply(body))
@@ -69,7 +80,7 @@ const completion = (state: FakeServerState, body: Record<string, unknown>): Reco
     finish = "length"
   }
   const text = new TextDecoder().decode(new Uint8Array(ids))
-  const logprobs = ids.map((_, i) => -(i + 1) / 100)
+  const logprobs = logprobsOf(ids)
   const choice: Record<string, unknown> = {
     index: 0,
     message: { role: "assistant", content: text },

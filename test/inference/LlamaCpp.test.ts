@@ -1,12 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
-import { InferenceError } from "../../src/Inference.js"
 import * as Binding from "../../src/inference/internal/nodeLlamaCpp.js"
 import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
 import * as Message from "../../src/Message.js"
+import { inferenceFailure as failure } from "../helpers.js"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
 import { IM_END, IM_START, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
 
@@ -27,13 +27,6 @@ const request = (over: Partial<ChatRequest> = {}): ChatRequest => ({
   seed: 7,
   ...over
 })
-
-const failure = <A>(exit: Exit.Exit<A, InferenceError>): InferenceError => {
-  if (Exit.isSuccess(exit)) throw new Error("expected a failure")
-  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-  if (!(error instanceof InferenceError)) throw new Error(`expected an InferenceError, got ${exit.cause}`)
-  return error
-}
 
 describe("colocate mode: detecting node-llama-cpp", () => {
   it.effect("the probe reports a missing package as unavailable, with the reason", () =>

@@ -1,12 +1,12 @@
 import type { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Layer, Redacted } from "effect"
+import { Effect, Either, Layer, Redacted } from "effect"
 import type * as Scope from "effect/Scope"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
-import { InferenceError } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as Message from "../../src/Message.js"
+import { inferenceFailure as failure } from "../helpers.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
 
 const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true })))
@@ -22,7 +22,7 @@ const request = (over: Partial<ChatRequest> = {}): ChatRequest => ({
   ...over
 })
 
-const bytes = (text: string) => Array.from(new TextEncoder().encode(text))
+const { bytes } = FakeOpenAi
 
 /** A fake server and a client on it (fast backoff so retries take milliseconds). */
 const setup = (options: Partial<OpenAiCompat.Options> = {}) =>
@@ -37,13 +37,6 @@ const setup = (options: Partial<OpenAiCompat.Options> = {}) =>
     })
     return { ...server, client }
   })
-
-const failure = <A>(exit: Exit.Exit<A, InferenceError>): InferenceError => {
-  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value)}`)
-  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-  if (!(error instanceof InferenceError)) throw new Error(`expected an InferenceError, got ${exit.cause}`)
-  return error
-}
 
 const live = (name: string, f: () => Effect.Effect<void, unknown, HttpClient.HttpClient | Scope.Scope>) =>
   it.live(name, () => Effect.scoped(f()).pipe(Effect.provide(httpClient)))

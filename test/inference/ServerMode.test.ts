@@ -4,7 +4,6 @@ import * as path from "node:path"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
 
-const bytes = (text: string) => Array.from(new TextEncoder().encode(text))
 
 describe("effect-gym run --mode server (in-process CLI against the loopback server)", () => {
   it.live("a multi-turn FrozenLake run keeps token ids, loss masks and logprobs of every turn in the log", () =>
@@ -30,9 +29,10 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
         turns += n
         const replies = line.messages.filter((m) => m.role === "assistant").map((m) => m.content)
         expect(replies.length).toBe(n)
-        expect(line.response_token_ids).toEqual(replies.map(bytes))
-        expect(line.response_loss_mask).toEqual(replies.map((r) => bytes(r).map(() => 1)))
-        expect(line.rollout_logprobs).toEqual(replies.map((r) => bytes(r).map((_, i) => -(i + 1) / 100)))
+        const expected = FakeOpenAi.expectedTokens(replies)
+        expect(line.response_token_ids).toEqual(expected.ids)
+        expect(line.response_loss_mask).toEqual(expected.mask)
+        expect(line.rollout_logprobs).toEqual(expected.logprobs)
         expect(line.finish_reasons).toEqual(replies.map(() => "stop"))
       }
       // multi-turn: the solver needs several moves on most maps

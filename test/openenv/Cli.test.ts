@@ -4,18 +4,15 @@
  * (both in-process, with full argv), then the completions log.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Fiber } from "effect"
+import { Effect, Fiber } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import plugin, { SYSTEM_PROMPT } from "../../examples/sudoku_scheduler.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
-import * as Registry from "../../src/Registry.js"
-import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
-import { cli, readLines } from "../cli.js"
-import { records, rows } from "../helpers.js"
+import { cli, healthy, readLines, tmp } from "../cli.js"
+import { records, rows, runConfig } from "../helpers.js"
 import { freePort, serve, settled } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
@@ -24,16 +21,6 @@ const root = path.resolve(import.meta.dirname, "../..")
 
 const getJson = (url: string) => Effect.promise(() => fetch(url).then((r) => r.json() as Promise<Record<string, unknown>>))
 
-/** Polls until the server answers /health (it starts in a forked fiber). */
-const healthy = (base: string) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 200; i++) {
-      const ok = yield* Effect.promise(() => fetch(`${base}/health`).then((r) => r.ok, () => false))
-      if (ok) return
-      yield* Effect.sleep("25 millis")
-    }
-    return yield* Effect.die(new Error("the server did not start"))
-  })
 
 describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
   it.live("serves Sudoku; the plugin's scheduler plays it; the log has the reward components", () =>
@@ -41,8 +28,8 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const server = yield* Effect.fork(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
-      yield* healthy(base)
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-openenv-"))
+      yield* healthy(base, {}, 200)
+      const dir = tmp("effect-gym-openenv-")
       const dataset = path.join(dir, "sudoku.jsonl")
       const row = JSON.stringify({ messages: [{ role: "user", content: "Play" }], env_config: { name: "openenv", base_url: base } })
       fs.writeFileSync(dataset, `${row}\n${row}\n`)
@@ -127,16 +114,7 @@ describe("sudoku_scheduler (library)", () => {
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const definition = plugin.schedulers![0]
-      const instance = yield* definition.make({ options: {} })
-      const config: Rollout.Config = {
-        registry: Registry.builtins,
-        scheduler: { definition, instance },
-        numGenerations: 2,
-        maxTurns: 10,
-        concurrency: 2,
-        seed: 0,
-        columns: Either.getOrThrow(Reward.columns([]))
-      }
+      const config = yield* runConfig({ scheduler: definition, numGenerations: 2, concurrency: 2 })
       const policy = Inference.layerFunction("scripted", (request) =>
         Effect.succeed({ text: request.turn === 1 ? "[1 1 1] maybe" : "I give up", finishReason: "stop" as const }))
       const all = records(yield* Effect.provide(Rollout.runAll(config, rows([{ env_config: { base_url: server.url, system_message: null } }])), policy))

@@ -11,13 +11,15 @@ import {
   Client,
   delayedServer,
   drained,
+  echoAfter,
   echoObservation,
   freePort,
   provideSockets,
   RawPeer,
   scriptedServer,
   serve,
-  settled
+  settled,
+  wsUrl
 } from "./helpers.js"
 
 const content = (observation: Readonly<Record<string, unknown>>) =>
@@ -228,10 +230,7 @@ describe("OpenEnv client", () => {
 
   it.scopedLive("concurrent calls on one session go out one at a time, in call order, each with its own reply", () =>
     Effect.gen(function*() {
-      const server = yield* delayedServer((frame, index) => {
-        const text = echoObservation(frame, index)
-        return text === undefined ? undefined : { text, delayMs: 5 }
-      })
+      const server = yield* delayedServer(echoAfter(() => 5))
       yield* Effect.scoped(Effect.gen(function*() {
         const session = yield* Client.connect(server.url)
         const replies = yield* Effect.forEach(
@@ -255,10 +254,7 @@ describe("OpenEnv client", () => {
 
   it.scopedLive("interrupting a call that waits its turn keeps the session; interrupting one in flight drops it", () =>
     Effect.gen(function*() {
-      const server = yield* delayedServer((frame, index) => {
-        const text = echoObservation(frame, index)
-        return text === undefined ? undefined : { text, delayMs: 100 }
-      })
+      const server = yield* delayedServer(echoAfter(() => 100))
       yield* Effect.scoped(Effect.gen(function*() {
         const session = yield* Client.connect(server.url)
         const first = yield* Effect.fork(session.step({ message: "first" }))
@@ -305,7 +301,7 @@ describe("OpenEnv client", () => {
   it.scopedLive("a session that keeps talking is not reaped: idleness counts from its last frame", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(300) })
-      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
       expect(yield* Effect.promise(() => peer.request("{\"type\":\"reset\",\"data\":{\"seed\":1}}"))).toMatchObject({
         type: "observation"
       })

@@ -3,18 +3,16 @@
  * shared limit per server, typed failures, a server killed mid-trajectory.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
 import * as OpenEnvScheduler from "../../src/openenv/OpenEnvScheduler.js"
-import * as Registry from "../../src/Registry.js"
-import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
 import type * as Scheduler from "../../src/Scheduler.js"
-import { randomPolicy, records, rows } from "../helpers.js"
+import { randomPolicy, records, rows, runConfig } from "../helpers.js"
 import { freePort, serve, settled } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
@@ -24,15 +22,14 @@ const config = (
   options: Record<string, unknown>,
   run: { readonly numGenerations?: number; readonly concurrency?: number; readonly maxTurns?: number } = {}
 ) =>
-  Effect.map(definition.make({ options }), (instance): Rollout.Config => ({
-    registry: Registry.builtins,
-    scheduler: { definition, instance },
+  runConfig({
+    scheduler: definition,
+    schedulerOptions: options,
     numGenerations: run.numGenerations ?? 4,
     maxTurns: run.maxTurns ?? 5,
     concurrency: run.concurrency ?? 100,
-    seed: 1,
-    columns: Either.getOrThrow(Reward.columns([]))
-  }))
+    seed: 1
+  })
 
 describe("openenv scheduler: default hooks", () => {
   it("parseAction: code fences stripped, JSON objects as they are, other JSON and text as {message}", () => {

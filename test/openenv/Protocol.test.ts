@@ -10,7 +10,7 @@ import * as path from "node:path"
 import * as Env from "../../src/Env.js"
 import { Sudoku } from "../../src/envs/Sudoku.js"
 import * as Protocol from "../../src/openenv/Protocol.js"
-import { RawPeer, serve, settled } from "./helpers.js"
+import { RawPeer, serve, settled, wsUrl } from "./helpers.js"
 
 const fixture = (name: string) => fs.readFileSync(path.resolve(import.meta.dirname, "../fixtures/openenv", name), "utf8")
 
@@ -68,7 +68,7 @@ describe("this project's server speaks the recorded protocol", () => {
   it.scopedLive("the echo transcript's protocol frames: reset, state, INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR, close", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
-      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
       let checked = 0
       for (const { request, reply } of echoExchanges()) {
         const parsed = Either.try(() => JSON.parse(request))
@@ -115,7 +115,7 @@ describe("this project's server speaks the recorded protocol", () => {
   it.scopedLive("the Sudoku transcript, frame for frame, from this project's server", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, envConfig: { puzzle: transcriptPuzzle() }, maxConcurrentEnvs: 1 })
-      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
       const lines = sudokuLines()
       for (let i = 0; i < lines.length; i += 2) {
         const got = (yield* Effect.promise(() => peer.request(lines[i]))) as any
@@ -136,7 +136,7 @@ describe("this project's server speaks the recorded protocol", () => {
   it.scopedLive("capacity: the handshake succeeds, then an unsolicited CAPACITY_REACHED and close 1000; slots come back", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
-      const url = `${server.url.replace("http", "ws")}/ws`
+      const url = wsUrl(server.url)
       const open = () => Effect.promise(() => RawPeer.open(url))
       const reset = "{\"type\": \"reset\", \"data\": {}}"
       const a = yield* open()
@@ -179,7 +179,7 @@ describe("this project's server speaks the recorded protocol", () => {
           })
       })
       const server = yield* serve({ env: fragile, maxConcurrentEnvs: 1 })
-      const peer = yield* Effect.promise(() => RawPeer.open(`${server.url.replace("http", "ws")}/ws`))
+      const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
       const send = (frame: object) => Effect.promise(() => peer.request(JSON.stringify(frame))) as Effect.Effect<any>
       expect(yield* send({ type: "reset", data: {} })).toMatchObject({ type: "observation" })
       for (const message of ["throw", "die", "fail"]) {

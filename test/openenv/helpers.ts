@@ -3,6 +3,7 @@ import * as net from "node:net"
 import { WebSocket, WebSocketServer } from "ws"
 import * as Client from "../../src/openenv/Client.js"
 import * as Server from "../../src/openenv/Server.js"
+import { eventually } from "../helpers.js"
 
 export { Client, Server }
 
@@ -15,11 +16,10 @@ export const serve = (options: Omit<Server.ServeOptions, "port"> & { readonly po
  * on the server's side); returns the count it ended with.
  */
 export const settled = (sessions: Server.Sessions, ms = 3000, target = 0) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + ms
-    while (sessions.active > target && Date.now() < deadline) yield* Effect.sleep("10 millis")
-    return sessions.active
-  })
+  Effect.map(eventually(() => sessions.active <= target, ms, "10 millis"), () => sessions.active)
+
+/** The WebSocket endpoint of a server's `http://host:port` URL. */
+export const wsUrl = (base: string) => `${base.replace(/^http/, "ws")}/ws`
 
 /** A free TCP port on loopback (closed again before it is returned). */
 export const freePort = (): Promise<number> =>
@@ -132,11 +132,7 @@ export const scriptedServer = (reply: (frame: string, index: number) => string |
 
 /** Waits (up to `ms`) until a scripted server has no open connection. */
 export const drained = (open: () => number, ms = 3000) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + ms
-    while (open() > 0 && Date.now() < deadline) yield* Effect.sleep("10 millis")
-    return open()
-  })
+  Effect.map(eventually(() => open() <= 0, ms, "10 millis"), () => open())
 
 export const provideSockets = Effect.provide(Client.layerWebSocketConstructor)
 
@@ -189,3 +185,9 @@ export const echoObservation = (frame: string, index: number, extra: Record<stri
       type: "observation",
       data: { observation: { index, frame: JSON.parse(frame) }, done: false, ...extra }
     })
+
+/** A `delayedServer` script: every frame echoed (see {@link echoObservation}) after `delayMs(index)`. */
+export const echoAfter = (delayMs: (index: number) => number) => (frame: string, index: number) => {
+  const text = echoObservation(frame, index)
+  return text === undefined ? undefined : { text, delayMs: delayMs(index) }
+}

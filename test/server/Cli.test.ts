@@ -8,24 +8,14 @@ import { Effect, Fiber, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { cli, tmp } from "../cli.js"
+import { cli, healthy, tmp } from "../cli.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import { freePort } from "../openenv/helpers.js"
 import { Api, eventually, linesOf, request } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
-const bytes = (text: string) => Array.from(new TextEncoder().encode(text))
+const { bytes } = FakeOpenAi
 
-/** Polls until the server answers /health. */
-const healthy = (base: string, headers: Record<string, string> = {}) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 400; i++) {
-      const ok = yield* Effect.promise(() => fetch(`${base}/health`, { headers }).then((r) => r.ok, () => false))
-      if (ok) return
-      yield* Effect.sleep("25 millis")
-    }
-    return yield* Effect.die(new Error("the server did not start"))
-  })
 
 describe("effect-gym serve (in-process)", () => {
   it.live("bad invocations exit with code 2 and say why", () =>
@@ -80,9 +70,10 @@ describe("effect-gym serve (in-process)", () => {
       const replies = output.messages.filter((m) => m.role === "assistant").map((m) => m.content)
       expect(replies.length).toBe(output.rollout_infos.num_turns)
       expect(output.rollout_infos.total_reward).toBe(1)
-      expect(output.response_token_ids).toEqual(replies.map(bytes))
-      expect(output.response_loss_mask).toEqual(replies.map((r) => bytes(r).map(() => 1)))
-      expect(output.rollout_logprobs).toEqual(replies.map((r) => bytes(r).map((_, i) => -(i + 1) / 100)))
+      const expected = FakeOpenAi.expectedTokens(replies)
+      expect(output.response_token_ids).toEqual(expected.ids)
+      expect(output.response_loss_mask).toEqual(expected.mask)
+      expect(output.rollout_logprobs).toEqual(expected.logprobs)
       expect(output.response).toMatchObject({ model: "tiny", choices: [{ message: { content: replies.at(-1) }, token_ids: bytes(replies.at(-1)!) }] })
 
       const streamed = yield* request(`${base}/v1/rollouts`, {

@@ -3,16 +3,14 @@
  * scripted policies and a counting env.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
+import { Effect, Either, Exit, Fiber, Redacted, Schema, Scope } from "effect"
 import * as http from "node:http"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Inference from "../../src/Inference.js"
-import { frozenLakeSolver, random } from "../../src/policies/Scripted.js"
 import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
-import * as Row from "../../src/Row.js"
-import { runConfig } from "../helpers.js"
+import { randomPolicy, records, rows, runConfig, solverPolicy } from "../helpers.js"
 import { Api, errorOf, eventually, linesOf, openStream, request, resultsOf, RolloutServer, start, withoutTimings } from "./helpers.js"
 
 /** What a local run (no server) gives for the same rows, as result lines without timings. */
@@ -22,14 +20,10 @@ const localRun = (
 ) =>
   Effect.gen(function*() {
     const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: options.numGenerations, seed: options.seed ?? 0 })
-    const rows = values.map((value, i) => Row.decodeValue("local", i, value))
-    const policy = options.policy === "random" ? random : frozenLakeSolver
-    const items = yield* Rollout.runAll(config, rows).pipe(
-      Effect.provide(Layer.scoped(Inference.Inference, Effect.orDie(policy.make({}))))
+    const items = yield* Rollout.runAll(config, rows(values)).pipe(
+      Effect.provide(options.policy === "random" ? randomPolicy() : solverPolicy())
     )
-    return items.flatMap((item) => (item._tag === "Group" ? item.records : []))
-      .map((record) => withoutTimings(CompletionsLog.toLine(record)))
-      .sort((a, b) => (a.row as number) - (b.row as number) || (a.generation as number) - (b.generation as number))
+    return records(items).map((record) => withoutTimings(CompletionsLog.toLine(record)))
   }).pipe(Effect.scoped)
 
 const stripUuid = ({ uuid: _uuid, ...rest }: Record<string, unknown>) => rest

@@ -75,19 +75,8 @@ export const resultsOf = (reply: Reply) => Schema.decodeUnknownSync(Schema.Array
 export const linesOf = (text: string): Array<Record<string, unknown>> =>
   text.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as Record<string, unknown>)
 
-/** A result without its timings (the only field that differs between two runs of the same rows). */
-export const withoutTimings = (line: Api.RolloutResult | Record<string, unknown>) => {
-  const { timings: _timings, ...rest } = line as Record<string, unknown>
-  return rest
-}
+export { eventually, withoutTimings } from "../helpers.js"
 
-/** Waits (up to `ms`) until `done()`; says whether it happened. */
-export const eventually = (done: () => boolean, ms = 5000) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + ms
-    while (!done() && Date.now() < deadline) yield* Effect.sleep("5 millis")
-    return done()
-  })
 
 /**
  * A streaming request with node:http that can be cut: `lines` fills as lines arrive; `cut()`
