@@ -1,0 +1,53 @@
+/** The package's public surface: what `exports` lists, and what tests and docs import through it. */
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const root = path.resolve(import.meta.dirname, "..")
+const read = (file: string) => fs.readFileSync(path.join(root, file), "utf8")
+
+const pkg = JSON.parse(read("package.json")) as {
+  readonly exports: Record<string, string | { readonly types: string; readonly default: string }>
+}
+const modules = Object.entries(pkg.exports).flatMap(([subpath, target]) =>
+  typeof target === "string" ? [] : [{ name: subpath === "." ? "effect-gym" : `effect-gym/${subpath.slice(2)}`, target }]
+)
+const sourceOf = (dist: string) => dist.replace(/^\.\/dist\//, "./src/").replace(/\.js$/, ".ts")
+
+describe("package exports", () => {
+  it("list public modules only: no pattern, nothing internal, each built from a source file", () => {
+    expect(modules.length).toBeGreaterThan(1)
+    for (const { name, target } of modules) {
+      expect(name).not.toContain("*")
+      expect(target.default).not.toMatch(/\/internal\//)
+      expect(target.types).toBe(target.default.replace(/\.js$/, ".d.ts"))
+      expect(fs.existsSync(path.join(root, sourceOf(target.default))), `${name}: ${sourceOf(target.default)}`).toBe(true)
+    }
+  })
+
+  it("tsconfig.test.json maps each exported name to its source (what vitest and tsx resolve in tests)", () => {
+    const paths = (JSON.parse(read("tsconfig.test.json")) as {
+      readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
+    }).compilerOptions.paths
+    expect(paths).toEqual(Object.fromEntries(modules.map(({ name, target }) => [name, [sourceOf(target.default)]])))
+  })
+
+  it("every effect-gym import in the README, examples, tests and benchmarks is an exported name", () => {
+    const files = ["README.md", "ARCHITECTURE.md"]
+    const walk = (dir: string) => {
+      for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+        const file = path.join(dir, entry.name)
+        if (entry.isDirectory()) walk(file)
+        else if (/\.(ts|mts|mjs|js|md)$/.test(entry.name)) files.push(file)
+      }
+    }
+    for (const dir of ["examples", "test", "bench"]) walk(dir)
+    const exported = new Set(modules.map((m) => m.name))
+    const used = new Set<string>()
+    for (const file of files) {
+      for (const match of read(file).matchAll(/(?:from|import)\s*\(?\s*"(effect-gym(?:\/[^"]*)?)"/g)) used.add(match[1])
+    }
+    expect(used.size).toBeGreaterThan(2)
+    for (const name of used) expect(exported, name).toContain(name)
+  })
+})
