@@ -8,13 +8,13 @@ import { execFile, spawn } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
+import * as Builtins from "../dist/Builtins.js"
 import * as Inference from "../dist/Inference.js"
-import * as Registry from "../dist/Registry.js"
 import * as Reward from "../dist/Reward.js"
 import * as Rollout from "../dist/Rollout.js"
 import * as Row from "../dist/Row.js"
 import * as Scheduler from "../dist/Scheduler.js"
-import { random } from "../dist/policies/Scripted.js"
+import { random } from "../dist/inference/Scripted.js"
 
 /** Command-line flags of a workload: `--name value`. */
 export const flags = (argv: ReadonlyArray<string> = process.argv.slice(2)): Record<string, string> => {
@@ -53,7 +53,7 @@ export const frozenLakeRun = (options: {
   Effect.gen(function*() {
     const instance = yield* Scheduler.gym.make({ options: {} })
     const config: Rollout.Config = {
-      registry: Registry.builtins,
+      registry: Builtins.registry,
       scheduler: { definition: Scheduler.gym, instance },
       defaultEnv: "frozen_lake",
       numGenerations: options.generations,

@@ -83,7 +83,7 @@ const latencyFloor = (path: "effect-floor" | "plain-floor", concurrency: number)
   figures: (rs) => [
     {
       workload: `2. reference: ${
-        path === "effect-floor" ? "Effect fibers that only wait 20 ms in a loop (a timer in Effect.async, as the policy waits)" : "plain async functions that only await a 20 ms timer"
+        path === "effect-floor" ? "Effect fibers that only wait 20 ms in a loop (Effect.sleep, as the policy waits)" : "plain async functions that only await a 20 ms timer"
       }, concurrency ${concurrency}`,
       figure: "waits/s / bound",
       unit: "ratio",

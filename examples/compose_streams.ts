@@ -4,12 +4,12 @@
  *   npx tsx examples/compose_streams.ts
  */
 import { Effect, Either, Layer, Stream } from "effect"
-import { Inference, Registry, Reward, Rollout, Row, Scheduler, ScriptedPolicies, Trajectory } from "effect-gym"
+import { Builtins, Inference, Reward, Rollout, Row, Scheduler, ScriptedPolicies, Trajectory } from "effect-gym"
 
 const program = Effect.gen(function*() {
   const instance = yield* Scheduler.gym.make({ options: {} })
   const config: Rollout.Config = {
-    registry: Registry.builtins,
+    registry: Builtins.registry,
     scheduler: { definition: Scheduler.gym, instance },
     defaultEnv: "frozen_lake",
     numGenerations: 1,

@@ -1,18 +1,16 @@
 /**
- * The registry: envs, schedulers, reward functions and policies by name. Built-ins first, then each
- * plugin in order (a plugin may replace a built-in of the same name).
+ * The registry: envs, schedulers, reward functions and policies by name. A registry is a value:
+ * start from {@link empty} (or the package's built-ins, `Builtins.registry`, composed at the edge),
+ * then add each plugin in order (a plugin may replace an entry of the same name).
  *
  * @since 0.1.0
  */
 import { Either, Schema } from "effect"
 import type * as Env from "./Env.js"
-import { FrozenLake } from "./envs/FrozenLake.js"
-import { Sudoku } from "./envs/Sudoku.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Policy from "./Policy.js"
-import { frozenLakeSolver, random } from "./policies/Scripted.js"
-import * as Reward from "./Reward.js"
-import * as Scheduler from "./Scheduler.js"
+import type * as Reward from "./Reward.js"
+import type * as Scheduler from "./Scheduler.js"
 
 /**
  * @since 0.1.0
@@ -76,19 +74,6 @@ export const add = (registry: Registry, plugin: Plugin.Plugin): Registry => ({
   schedulers: byName(registry.schedulers, plugin.schedulers),
   rewards: byName(registry.rewards, plugin.rewards),
   policies: byName(registry.policies, plugin.policies)
-})
-
-/**
- * The built-ins: `frozen_lake`, `sudoku`; `gym_scheduler`; `format`; `random` and `frozen-lake-solver`.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const builtins: Registry = add(empty, {
-  envs: [FrozenLake, Sudoku],
-  schedulers: [Scheduler.gym],
-  rewards: [Reward.format],
-  policies: [random, frozenLakeSolver]
 })
 
 const lookup = <A>(kind: Kind, map: ReadonlyMap<string, A>, name: string): Either.Either<A, NotRegistered> => {

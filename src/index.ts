@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+export * as Builtins from "./Builtins.js"
 export * as CompletionsLog from "./CompletionsLog.js"
 export * as Env from "./Env.js"
 export * as EnvCheck from "./check/EnvCheck.js"
@@ -17,7 +18,7 @@ export * as Reward from "./Reward.js"
 export * as Rollout from "./Rollout.js"
 export * as Row from "./Row.js"
 export * as Scheduler from "./Scheduler.js"
-export * as ScriptedPolicies from "./policies/Scripted.js"
+export * as ScriptedPolicies from "./inference/Scripted.js"
 export * as Sudoku from "./envs/Sudoku.js"
 export * as Summary from "./Summary.js"
 export * as Trajectory from "./Trajectory.js"

@@ -10,6 +10,7 @@ import {
   solverMove,
   Tracker
 } from "../examples/sudoku_scheduler.js"
+import * as Builtins from "../src/Builtins.js"
 import type * as Env from "../src/Env.js"
 import * as Sudoku from "../src/envs/Sudoku.js"
 import * as Message from "../src/Message.js"
@@ -195,7 +196,7 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
 
   it.effect("as a gym env: the prompt on reset, the game's answer per step, structured info", () =>
     Effect.gen(function*() {
-      const definition = Either.getOrThrow(Registry.env(Registry.builtins, "sudoku"))
+      const definition = Either.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
       const request = (seed: number): Env.ResetRequest => ({
         trajectoryId: "t",
         seed,
@@ -225,7 +226,7 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
     }).pipe(Effect.scoped))
 
   it("env_config is checked per row: a puzzle must parse and have exactly one solution", () => {
-    const definition = Either.getOrThrow(Registry.env(Registry.builtins, "sudoku"))
+    const definition = Either.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
     const problem = (config: Record<string, unknown>) => Either.flip(definition.prepare(config)).pipe(Either.getOrThrow)
     expect(problem({ puzzle: "123" })).toMatchObject({ path: "env_config.puzzle" })
     expect(problem({ puzzle: "123" }).reason).toContain("must be 81 cells")

@@ -1,4 +1,5 @@
 import { type Duration, Effect, Either, Exit, Layer } from "effect"
+import * as Builtins from "../src/Builtins.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as Registry from "../src/Registry.js"
@@ -6,7 +7,7 @@ import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
-import { frozenLakeSolver, random } from "../src/policies/Scripted.js"
+import { frozenLakeSolver, random } from "../src/inference/Scripted.js"
 
 /** Counts env lifecycles: every `created` must be matched by exactly one `closed`. */
 export class Counters {
@@ -112,7 +113,7 @@ export const runConfig = (options: {
   readonly schedulerOptions?: Record<string, unknown>
 }) =>
   Effect.gen(function*() {
-    const registry = Registry.add(Registry.builtins, { envs: options.envs ?? [] })
+    const registry = Registry.add(Builtins.registry, { envs: options.envs ?? [] })
     const definition = options.scheduler ?? Scheduler.gym
     const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
     const columns = Either.getOrThrow(Reward.columns(options.rewards ?? [], options.weights))

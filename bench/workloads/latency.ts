@@ -6,12 +6,11 @@
  *   --concurrency C  --latency-ms 20  --seconds 5 (minimum run length)
  *   --path engine        the whole run (Rollout, FrozenLake, the policy's delay)      (default)
  *          effect-floor  C Effect fibers that only wait the delay in a loop, the way the policy
- *                        waits (a timer in `Effect.async`, cleared on interruption): the best an
+ *                        waits (`Effect.sleep` on the Clock, interruptible): the best an
  *                        Effect-based loop with one interruptible wait per turn can do here
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
  */
-import { Effect } from "effect"
-import { timerWait } from "../../dist/internal/timer.js"
+import { Duration, Effect } from "effect"
 import { flags, frozenLakeRun, randomPolicy, report } from "../lib.js"
 
 const args = flags()
@@ -26,7 +25,7 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
   const perFiber = Math.ceil((seconds * 1000) / latencyMs)
   const started = performance.now()
   if (path === "effect-floor") {
-    const wait = timerWait(latencyMs)
+    const wait = Effect.sleep(Duration.millis(latencyMs))
     const fiber = Effect.gen(function*() {
       for (let i = 0; i < perFiber; i++) yield* wait
     })

@@ -31,7 +31,7 @@ const MOVES = ["<action>up</action>", "<action>down</action>", "<action>left</ac
 const plainRun = async () => {
   const decode = Schema.decodeUnknownSync(FrozenLakeConfig)
   const configs = Array.from({ length: rows }, (_, i) => decode({ seed: i }))
-  // The random policy's choice (policies/Scripted.ts): the same moves, so the same trajectories.
+  // The random policy's choice (inference/Scripted.ts): the same moves, so the same trajectories.
   const policy = async (_messages: ReadonlyArray<Message.Message>, seed: number) => MOVES[mixSeed(seed, 1) & 3]
   const trajectory = async (row: number, generation: number) => {
     const game = new Game(configs[row])

@@ -54,6 +54,7 @@ import * as Json from "../internal/Json.js"
 import { describe } from "../internal/lift.js"
 import { mixSeed } from "../internal/seed.js"
 import * as Message from "../Message.js"
+import * as Builtins from "../Builtins.js"
 import * as Registry from "../Registry.js"
 import * as Arbitraries from "./Arbitraries.js"
 
@@ -231,7 +232,7 @@ export class CheckOptionError extends Schema.TaggedError<CheckOptionError>("effe
  * @category models
  */
 export interface Options {
-  /** Where names are looked up (default: the core built-ins). */
+  /** Where names are looked up (default: the package's built-ins, `Builtins.registry`). */
   readonly registry?: Registry.Registry | undefined
   /**
    * The env_configs to try: a list, or an arbitrary (e.g. {@link config} of a schema) sampled
@@ -1258,7 +1259,7 @@ export const check = (
   options: Options = {}
 ): Effect.Effect<Report, CheckOptionError | Registry.NotRegistered> =>
   Effect.gen(function*() {
-    const definition = typeof env === "string" ? yield* Registry.env(options.registry ?? Registry.builtins, env) : env
+    const definition = typeof env === "string" ? yield* Registry.env(options.registry ?? Builtins.registry, env) : env
     const settings = yield* settingsOf(options)
     const collector = new Collector()
     const context: Context = { settings, definition, collector }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, FastCheck, Schema } from "effect"
+import * as Builtins from "../../src/Builtins.js"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
 import * as Env from "../../src/Env.js"
 import { FrozenLake, Game } from "../../src/envs/FrozenLake.js"
-import * as Registry from "../../src/Registry.js"
 import * as broken from "../fixtures/broken_envs.js"
 
 const FROZEN_LAKE_ACTIONS = [
@@ -22,7 +22,7 @@ const ACTIONS: Readonly<Record<string, ReadonlyArray<string | RegExp>>> = {
 }
 
 describe("EnvCheck: the built-in envs pass", () => {
-  for (const definition of Registry.builtins.envs.values()) {
+  for (const definition of Builtins.registry.envs.values()) {
     it.live(`${definition.name} passes every check`, () =>
       Effect.gen(function*() {
         const report = yield* EnvCheck.check(definition, { actions: ACTIONS[definition.name] ?? [], seeds: 4 })
@@ -328,7 +328,7 @@ describe("EnvCheck: options, determinism of the check, the report", () => {
       }
       const unknown = yield* Effect.flip(EnvCheck.check("ghost"))
       expect(unknown._tag).toBe("NotRegistered")
-      expect(unknown.message).toBe(`unknown env "ghost"; registered: ${[...Registry.builtins.envs.keys()].sort().join(", ")}`)
+      expect(unknown.message).toBe(`unknown env "ghost"; registered: ${[...Builtins.registry.envs.keys()].sort().join(", ")}`)
     }))
 
   it.effect("timeouts use the real clock, so a check also completes under it.effect's test clock", () =>

@@ -15,7 +15,7 @@ import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect } from "effect"
 import type * as Scope from "effect/Scope"
 import { createServer } from "node:http"
-import { parseGrid, planMove } from "../../src/policies/Scripted.js"
+import { parseGrid, planMove } from "../../src/inference/Scripted.js"
 
 export type Fault =
   | { readonly kind: "status"; readonly status: number; readonly body?: string; readonly headers?: Record<string, string> }

@@ -5,9 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, Fiber, Redacted, Schema, Scope } from "effect"
 import * as http from "node:http"
+import * as Builtins from "../../src/Builtins.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Inference from "../../src/Inference.js"
-import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
 import { randomPolicy, records, rows, runConfig, solverPolicy } from "../helpers.js"
@@ -478,7 +478,7 @@ describe("GET /info and /health", () => {
       ]
       for (const [options, message] of cases) {
         const exit = yield* Effect.exit(Effect.scoped(RolloutServer.serve({
-          registry: Registry.builtins,
+          registry: Builtins.registry,
           columns: Either.getOrThrow(Reward.columns([])),
           port: 0,
           ...options

@@ -2,8 +2,9 @@
 import { Effect, Either, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
+import * as Builtins from "../../src/Builtins.js"
 import * as Inference from "../../src/Inference.js"
-import { frozenLakeSolver, random } from "../../src/policies/Scripted.js"
+import { frozenLakeSolver, random } from "../../src/inference/Scripted.js"
 import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
 import * as Api from "../../src/server/Api.js"
@@ -30,7 +31,7 @@ export const start = (
       ? options.policy
       : yield* Effect.orDie((options.policy === "random" ? random : frozenLakeSolver).make({ latency_ms: options.latencyMs ?? 0 }))
     const running = yield* RolloutServer.serve({
-      registry: Registry.add(Registry.builtins, { envs: [countingEnv(counters)] }),
+      registry: Registry.add(Builtins.registry, { envs: [countingEnv(counters)] }),
       columns: Either.getOrThrow(Reward.columns([])),
       defaultEnv: "frozen_lake",
       port: 0,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck, Fiber, Scope } from "effect"
-import { Game } from "../src/envs/FrozenLake.js"
-import * as Message from "../src/Message.js"
-import { frozenLakeSolver, parseGrid, planMove, random } from "../src/policies/Scripted.js"
+import { Effect, FastCheck, Fiber, Option, Scope, TestClock } from "effect"
+import { Game } from "../../src/envs/FrozenLake.js"
+import { frozenLakeSolver, parseGrid, planMove, random } from "../../src/inference/Scripted.js"
+import * as Message from "../../src/Message.js"
 
 const make = (definition: typeof random, options: Record<string, unknown> = {}) =>
   Effect.flatMap(Scope.make(), (scope) => Scope.extend(definition.make(options), scope))
@@ -76,15 +76,22 @@ describe("Scripted policies", () => {
       expect(moves.size).toBe(4)
     }))
 
-  it.live("latency_ms delays each answer, and an interrupted wait leaves no timer behind", () =>
+  it.effect("latency_ms delays each answer by that long on the Clock (a TestClock drives it)", () =>
+    Effect.gen(function*() {
+      const ask = { messages: [Message.user("F P G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }
+      const slow = yield* make(random, { latency_ms: "30" })
+      const fiber = yield* Effect.fork(slow.chat(ask))
+      yield* TestClock.adjust("29 millis")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      yield* TestClock.adjust("1 millis")
+      const answer = yield* Fiber.join(fiber)
+      expect(answer).toEqual(yield* (yield* make(random)).chat(ask))
+    }))
+
+  it.live("an interrupted latency wait leaves no timer behind", () =>
     Effect.gen(function*() {
       const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       const ask = { messages: [Message.user("F P G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }
-      const slow = yield* make(random, { latency_ms: "30" })
-      const started = Date.now()
-      const answer = yield* slow.chat(ask)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(25)
-      expect(answer).toEqual(yield* (yield* make(random)).chat(ask))
       const before = timers()
       const stuck = yield* make(random, { latency_ms: "600000" })
       const fiber = yield* Effect.fork(stuck.chat(ask))

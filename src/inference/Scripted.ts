@@ -9,10 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import type { Completion, Service } from "../Inference.js"
 import { mixSeed, Rng } from "../internal/seed.js"
-import { timerWait } from "../internal/timer.js"
 import * as Message from "../Message.js"
 import * as Policy from "../Policy.js"
 
@@ -34,10 +33,13 @@ const Latency = Schema.Union(Schema.Number, Schema.NumberFromString).pipe(
   Schema.filter((ms) => (Number.isFinite(ms) && ms >= 0) || "must be a number of milliseconds >= 0")
 )
 
-/** An optional fixed delay per call, to stand in for a remote model in benchmarks and tests. */
+/**
+ * An optional fixed delay per call, to stand in for a remote model in benchmarks and tests. It is an
+ * `Effect.sleep`, so it follows the `Clock` in use (a `TestClock` drives it without waiting).
+ */
 const withLatency = (latencyMs: number, service: Service): Service => {
   if (latencyMs <= 0) return service
-  const wait = timerWait(latencyMs)
+  const wait = Effect.sleep(Duration.millis(latencyMs))
   return {
     name: `${service.name}, latency ${latencyMs}ms`,
     chat: (request) => Effect.zipRight(wait, service.chat(request))
