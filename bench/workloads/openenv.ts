@@ -1,7 +1,7 @@
 /**
  * Workload 5: OpenEnv step round trips. The project's OpenEnv server runs in its own process
  * (`effect-gym openenv serve --env frozen_lake --port 0`, as a user starts it), so client and server
- * do not share an event loop; `sessions` sessions of the project's client (`Client.connectAndReset`
+ * do not share an event loop; `sessions` sessions of the project's client (`OpenEnvClient.connectAndReset`
  * with the openenv scheduler's default timeouts, then `session.step`, as the scheduler drives it)
  * do step round trips back to back. It prints p50 / p99 / mean latency per step, steps/s and the
  * CPU time per step of the client and of the server process (from /proc; steadier than wall time
@@ -32,7 +32,7 @@ import { type ChildProcess, fork } from "node:child_process"
 import * as fs from "node:fs"
 import type * as net from "node:net"
 import { WebSocket, WebSocketServer } from "ws"
-import * as Client from "../../dist/openenv/Client.js"
+import * as OpenEnvClient from "../../dist/openenv/OpenEnvClient.js"
 import { flags, percentile, report, spawnCli } from "../lib.js"
 
 const args = flags()
@@ -170,7 +170,7 @@ const effectDriver = (plan: Plan): Promise<Window> => {
   let stop = false
   const worker = (index: number) =>
     Effect.gen(function*() {
-      const { session } = yield* Client.connectAndReset(plan.url, { seed: index, episode_id: `bench-${index}` }, {})
+      const { session } = yield* OpenEnvClient.connectAndReset(plan.url, { seed: index, episode_id: `bench-${index}` }, {})
       let steps = 0
       while (!stop) {
         if (++steps % plan.resetEvery === 0) yield* session.reset({ seed: index })
@@ -195,7 +195,7 @@ const effectDriver = (plan: Plan): Promise<Window> => {
     for (const fiber of fibers) yield* Effect.orDie(fiber.await)
     return window
   })
-  return Effect.runPromise(program.pipe(Effect.provide(Client.layerWebSocketConstructor)))
+  return Effect.runPromise(program.pipe(Effect.provide(OpenEnvClient.layerWebSocketConstructor)))
 }
 
 /** A bare `ws` client: JSON text frames, one outstanding request per connection, no Effect. */

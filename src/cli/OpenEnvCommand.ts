@@ -6,7 +6,7 @@ import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, Option } from "effect"
 import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
-import * as Server from "../openenv/Server.js"
+import * as OpenEnvServer from "../openenv/OpenEnvServer.js"
 import * as Registry from "../Registry.js"
 import { isRecord } from "../internal/inspect.js"
 import { cannotListen, checkPort, host, OptionError, parseNumber, plugins, port } from "./common.js"
@@ -52,7 +52,7 @@ const serve = Command.make("serve", {
       })
       const registry = yield* PluginLoader.registry(args.plugins)
       const env = yield* Registry.env(registry, args.env)
-      const running = yield* Server.serve({
+      const running = yield* OpenEnvServer.serve({
         env,
         envConfig,
         host: args.host,

@@ -1,5 +1,5 @@
 /**
- * `effect-gym serve`: the rollout server (`server/RolloutServer`) with the inference options of
+ * `effect-gym serve`: the rollout server (`rollout-server/RolloutServer`) with the inference options of
  * `run`, until interrupted. SIGTERM or SIGINT shut it down gracefully (stop accepting, let
  * trajectories in flight finish for `--shutdown-grace` seconds, cut the rest, close every env) and
  * the process exits with 0.
@@ -10,7 +10,7 @@
 import { Command, Options } from "@effect/cli"
 import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
 import { Inference } from "../Inference.js"
-import * as RolloutServer from "../server/RolloutServer.js"
+import * as RolloutServer from "../rollout-server/RolloutServer.js"
 import { cannotListen, checkPort, host, OptionError, parseNumber, port, setExitCode, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"

@@ -34,8 +34,8 @@ import * as Env from "../Env.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
-import * as Client from "./Client.js"
-import * as Protocol from "./Protocol.js"
+import * as OpenEnvClient from "./OpenEnvClient.js"
+import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 
 /**
  * Default `parseAction`: the model's reply as an action object. A ``` code fence is stripped; a
@@ -45,7 +45,7 @@ import * as Protocol from "./Protocol.js"
  * @since 0.1.0
  * @category hooks
  */
-export const parseAction = (text: string): Protocol.JsonObject => {
+export const parseAction = (text: string): OpenEnvProtocol.JsonObject => {
   let body = text.trim()
   const fenced = /^```[\w-]*[ \t]*\r?\n?([\s\S]*?)\r?\n?[ \t]*```$/.exec(body)
   if (fenced !== null) body = fenced[1].trim()
@@ -62,7 +62,7 @@ export const parseAction = (text: string): Protocol.JsonObject => {
  * @since 0.1.0
  * @category hooks
  */
-export const formatObservation = (reply: Protocol.ObservationData): string => JSON.stringify(reply.observation)
+export const formatObservation = (reply: OpenEnvProtocol.ObservationData): string => JSON.stringify(reply.observation)
 
 /**
  * A row's `env_config` for an OpenEnv server.
@@ -72,7 +72,7 @@ export const formatObservation = (reply: Protocol.ObservationData): string => JS
  */
 export const EnvConfig = Schema.Struct({
   base_url: Schema.String,
-  reset_kwargs: Schema.optionalWith(Protocol.JsonObject, { default: () => ({}) }),
+  reset_kwargs: Schema.optionalWith(OpenEnvProtocol.JsonObject, { default: () => ({}) }),
   system_message: Schema.optional(Schema.NullOr(Schema.String))
 })
 
@@ -119,8 +119,8 @@ export type RunOptions = typeof RunOptions.Type
 export interface Live {
   readonly request: Scheduler.TrajectoryRequest
   readonly config: EnvConfig
-  readonly session: Client.Session
-  readonly reset: Protocol.ObservationData
+  readonly session: OpenEnvClient.Session
+  readonly reset: OpenEnvProtocol.ObservationData
   /** The scheduler's name (for errors). */
   readonly scheduler: string
 }
@@ -134,9 +134,9 @@ export interface Options {
   readonly name?: string | undefined
   readonly description?: string | undefined
   /** The model's reply to the action object (default {@link parseAction}). */
-  readonly parseAction?: ((text: string) => Protocol.JsonObject) | undefined
+  readonly parseAction?: ((text: string) => OpenEnvProtocol.JsonObject) | undefined
   /** An observation reply to the next user message (default {@link formatObservation}). */
-  readonly formatObservation?: ((reply: Protocol.ObservationData) => string) | undefined
+  readonly formatObservation?: ((reply: OpenEnvProtocol.ObservationData) => string) | undefined
   /**
    * Per-trajectory hook overrides on top of the gym session over OpenEnv (like
    * `Scheduler.extend`, with the live session at hand).
@@ -160,7 +160,7 @@ const firstIssue = (error: ParseResult.ParseIssue): { readonly path: string; rea
   return { path: (issue?.path ?? []).map(String).join("."), message: issue?.message ?? "invalid" }
 }
 
-const infoOf = (reply: Protocol.ObservationData): Env.Info => {
+const infoOf = (reply: OpenEnvProtocol.ObservationData): Env.Info => {
   const info: Record<string, unknown> = { openenv_reward: reply.reward }
   const extra = reply.observation.info
   if (typeof extra === "object" && extra !== null && Object.keys(extra).length > 0) info.observation_info = extra
@@ -196,8 +196,8 @@ export const make = (options: Options = {}): Scheduler.Definition => {
         }
         const settings = decoded.right
         const constructor = options.webSocketConstructor ??
-          (yield* Effect.provide(Socket.WebSocketConstructor, Client.layerWebSocketConstructor))
-        const clientOptions: Client.Options & { readonly retry?: Client.CapacityRetry | undefined } = {
+          (yield* Effect.provide(Socket.WebSocketConstructor, OpenEnvClient.layerWebSocketConstructor))
+        const clientOptions: OpenEnvClient.Options & { readonly retry?: OpenEnvClient.CapacityRetry | undefined } = {
           connectTimeout: Duration.seconds(settings.connect_timeout_s),
           replyTimeout: Duration.seconds(settings.reply_timeout_s),
           closeTimeout: Duration.seconds(settings.close_timeout_s),
@@ -232,7 +232,7 @@ export const make = (options: Options = {}): Scheduler.Definition => {
               return yield* createError(`env_config.${issue.path}: ${issue.message}`)
             }
             const envConfig = config.right
-            const url = Protocol.toWebSocketUrl(envConfig.base_url)
+            const url = OpenEnvProtocol.toWebSocketUrl(envConfig.base_url)
             if (url === undefined) {
               return yield* createError(
                 `env_config.base_url: ${JSON.stringify(envConfig.base_url)} is not an http(s):// or ws(s):// URL`
@@ -245,13 +245,13 @@ export const make = (options: Options = {}): Scheduler.Definition => {
               Effect.zipRight(restore(limit.take(1)), Effect.addFinalizer(() => limit.release(1)))
             )
             const scope = yield* Effect.scope
-            const toEnvError = (phase: Env.EnvError["phase"]) => (error: Protocol.OpenEnvError) =>
+            const toEnvError = (phase: Env.EnvError["phase"]) => (error: OpenEnvProtocol.OpenEnvError) =>
               new Env.EnvError({ env: name, phase, detail: error.message, cause: error })
 
-            let live: { readonly session: Client.Session; readonly reset: Protocol.ObservationData } | undefined
+            let live: { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData } | undefined
             const env: Env.Env = {
               reset: (reset) =>
-                Client.connectAndReset(
+                OpenEnvClient.connectAndReset(
                   envConfig.base_url,
                   { seed: reset.seed, episode_id: reset.trajectoryId, ...envConfig.reset_kwargs },
                   clientOptions

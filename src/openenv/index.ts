@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-export * as Client from "./Client.js"
+export * as OpenEnvClient from "./OpenEnvClient.js"
+export * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 export * as OpenEnvScheduler from "./OpenEnvScheduler.js"
-export * as Protocol from "./Protocol.js"
-export * as Server from "./Server.js"
+export * as OpenEnvServer from "./OpenEnvServer.js"

@@ -1,21 +1,21 @@
 import { Effect } from "effect"
 import * as net from "node:net"
 import { WebSocket, WebSocketServer } from "ws"
-import * as Client from "../../src/openenv/Client.js"
-import * as Server from "../../src/openenv/Server.js"
+import * as OpenEnvClient from "../../src/openenv/OpenEnvClient.js"
+import * as OpenEnvServer from "../../src/openenv/OpenEnvServer.js"
 import { eventually } from "../helpers.js"
 
-export { Client, Server }
+export { OpenEnvClient, OpenEnvServer }
 
 /** Serves an env on a free loopback port for the current scope. */
-export const serve = (options: Omit<Server.ServeOptions, "port"> & { readonly port?: number }) =>
-  Server.serve({ port: 0, ...options })
+export const serve = (options: Omit<OpenEnvServer.ServeOptions, "port"> & { readonly port?: number }) =>
+  OpenEnvServer.serve({ port: 0, ...options })
 
 /**
  * Waits (up to `ms`) until the server has at most `target` open sessions (closing is asynchronous
  * on the server's side); returns the count it ended with.
  */
-export const settled = (sessions: Server.Sessions, ms = 3000, target = 0) =>
+export const settled = (sessions: OpenEnvServer.Sessions, ms = 3000, target = 0) =>
   Effect.map(eventually(() => sessions.active <= target, ms, "10 millis"), () => sessions.active)
 
 /** The WebSocket endpoint of a server's `http://host:port` URL. */
@@ -134,7 +134,7 @@ export const scriptedServer = (reply: (frame: string, index: number) => string |
 export const drained = (open: () => number, ms = 3000) =>
   Effect.map(eventually(() => open() <= 0, ms, "10 millis"), () => open())
 
-export const provideSockets = Effect.provide(Client.layerWebSocketConstructor)
+export const provideSockets = Effect.provide(OpenEnvClient.layerWebSocketConstructor)
 
 /**
  * A scripted WebSocket server whose replies go out after a delay: `reply(frame, index)` gives the

@@ -8,12 +8,12 @@ import * as net from "node:net"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import {
-  Client,
   delayedServer,
   drained,
   echoAfter,
   echoObservation,
   freePort,
+  OpenEnvClient,
   provideSockets,
   RawPeer,
   scriptedServer,
@@ -31,7 +31,7 @@ describe("OpenEnv client", () => {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const { puzzle, solution } = Sudoku.generate(2024)
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url)
+        const session = yield* OpenEnvClient.connect(server.url)
         const reset = yield* session.reset({ seed: 2024, episode_id: "ep-7" })
         expect(reset).toMatchObject({ reward: 0, done: false })
         expect(content(reset.observation)).toContain(Sudoku.renderBoard(puzzle))
@@ -55,7 +55,7 @@ describe("OpenEnv client", () => {
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url)
+        const session = yield* OpenEnvClient.connect(server.url)
         const early = yield* Effect.flip(session.step({ message: "[1 1 1]" }))
         expect(early).toMatchObject({ reason: "ExecutionError", code: "EXECUTION_ERROR" })
         const bad = yield* Effect.flip(session.step({ text: "[1 1 1]" }))
@@ -76,12 +76,12 @@ describe("OpenEnv client", () => {
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const first = yield* Scope.make()
-      const a = yield* Scope.extend(Client.connect(server.url), first)
+      const a = yield* Scope.extend(OpenEnvClient.connect(server.url), first)
       yield* a.reset({})
-      const b = yield* Client.connect(server.url)
+      const b = yield* OpenEnvClient.connect(server.url)
       yield* b.reset({})
       // the third connection's handshake works; the reset meets the server's CAPACITY_REACHED
-      const full = yield* Effect.flip(Effect.scoped(Effect.flatMap(Client.connect(server.url), (c) => c.reset({}))))
+      const full = yield* Effect.flip(Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (c) => c.reset({}))))
       expect(full).toMatchObject({ reason: "CapacityReached", code: "CAPACITY_REACHED", activeSessions: 2, maxSessions: 2 })
       expect(server.sessions).toMatchObject({ active: 2, rejected: 1 })
 
@@ -89,7 +89,7 @@ describe("OpenEnv client", () => {
       const started = Date.now()
       const waiting = yield* Effect.fork(Effect.scoped(
         Effect.map(
-          Client.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.spaced("40 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
+          OpenEnvClient.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.spaced("40 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
           ({ observation }) => observation.done
         )
       ))
@@ -118,7 +118,7 @@ describe("OpenEnv client", () => {
       for (const [name, reply] of Object.entries(replies)) {
         const server = yield* scriptedServer(() => reply)
         yield* Effect.scoped(Effect.gen(function*() {
-          const session = yield* Client.connect(server.url)
+          const session = yield* OpenEnvClient.connect(server.url)
           const error = yield* Effect.flip(session.reset({}))
           expect(error.reason, name).toBe("MalformedFrame")
           expect(session.isOpen()).toBe(false)
@@ -133,7 +133,7 @@ describe("OpenEnv client", () => {
       const server = yield* scriptedServer(() => undefined)
       const started = Date.now()
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url, { replyTimeout: "250 millis" })
+        const session = yield* OpenEnvClient.connect(server.url, { replyTimeout: "250 millis" })
         expect(server.open()).toBe(1)
         const error = yield* Effect.flip(session.reset({}))
         expect(error.reason).toBe("ReplyTimeout")
@@ -148,7 +148,7 @@ describe("OpenEnv client", () => {
   it.scopedLive("connecting: ConnectFailed when nothing listens, ConnectTimeout when the handshake never completes", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
-      const refused = yield* Effect.flip(Effect.scoped(Client.connect(`http://127.0.0.1:${port}`)))
+      const refused = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect(`http://127.0.0.1:${port}`)))
       expect(refused.reason).toBe("ConnectFailed")
       // a TCP server that accepts and never answers the HTTP upgrade
       const sockets: Array<net.Socket> = []
@@ -164,16 +164,16 @@ describe("OpenEnv client", () => {
       )
       const silentPort = (silent.address() as net.AddressInfo).port
       const started = Date.now()
-      const timedOut = yield* Effect.flip(Effect.scoped(Client.connect(`http://127.0.0.1:${silentPort}`, { connectTimeout: "200 millis" })))
+      const timedOut = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect(`http://127.0.0.1:${silentPort}`, { connectTimeout: "200 millis" })))
       expect(timedOut.reason).toBe("ConnectTimeout")
       expect(Date.now() - started).toBeLessThan(2000)
-      expect((yield* Effect.flip(Effect.scoped(Client.connect("not a url")))).reason).toBe("InvalidUrl")
+      expect((yield* Effect.flip(Effect.scoped(OpenEnvClient.connect("not a url")))).reason).toBe("InvalidUrl")
     }).pipe(provideSockets))
 
   it.scopedLive("interruption mid-request closes the session at the server", () =>
     Effect.gen(function*() {
       const server = yield* scriptedServer((frame) => (frame.includes("reset") ? undefined : "{}"))
-      const fiber = yield* Effect.fork(Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => s.reset({}))))
+      const fiber = yield* Effect.fork(Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => s.reset({}))))
       yield* Effect.sleep("100 millis")
       expect(server.open()).toBe(1)
       yield* Fiber.interrupt(fiber)
@@ -184,14 +184,14 @@ describe("OpenEnv client", () => {
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(200) })
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url)
+        const session = yield* OpenEnvClient.connect(server.url)
         yield* session.reset({})
         yield* Effect.sleep("500 millis")
         expect(server.sessions).toMatchObject({ active: 0, reaped: 1 })
         const error = yield* Effect.flip(session.state)
         expect(["SessionError", "ConnectionLost"]).toContain(error.reason)
       }))
-      const again = yield* Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => Effect.either(s.reset({}))))
+      const again = yield* Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => Effect.either(s.reset({}))))
       expect(Either.isRight(again)).toBe(true)
       expect(yield* settled(server.sessions)).toBe(0)
     }).pipe(provideSockets))
@@ -202,7 +202,7 @@ describe("OpenEnv client", () => {
         text: echoObservation(frame, index, { extra: 1 })!,
         delayMs: 0
       }))
-      const reply = yield* Effect.scoped(Effect.flatMap(Client.connect(server.url), (s) => s.step({ message: "hi" })))
+      const reply = yield* Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => s.step({ message: "hi" })))
       expect(reply).toEqual({
         observation: { index: 0, frame: { type: "step", data: { message: "hi" } } },
         reward: null,
@@ -219,7 +219,7 @@ describe("OpenEnv client", () => {
       )
       const started = Date.now()
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url, { closeTimeout: "200 millis" })
+        const session = yield* OpenEnvClient.connect(server.url, { closeTimeout: "200 millis" })
         yield* session.step({ message: "hi" })
       }))
       const elapsed = Date.now() - started
@@ -232,7 +232,7 @@ describe("OpenEnv client", () => {
     Effect.gen(function*() {
       const server = yield* delayedServer(echoAfter(() => 5))
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url)
+        const session = yield* OpenEnvClient.connect(server.url)
         const replies = yield* Effect.forEach(
           [0, 1, 2, 3, 4, 5],
           (i) => session.step({ message: `m${i}` }),
@@ -256,7 +256,7 @@ describe("OpenEnv client", () => {
     Effect.gen(function*() {
       const server = yield* delayedServer(echoAfter(() => 100))
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url)
+        const session = yield* OpenEnvClient.connect(server.url)
         const first = yield* Effect.fork(session.step({ message: "first" }))
         const second = yield* Effect.fork(session.step({ message: "second" }))
         yield* Effect.sleep("20 millis")
@@ -280,7 +280,7 @@ describe("OpenEnv client", () => {
         return text === undefined ? undefined : { text, delayMs: index >= 2 ? 150 : 0 }
       })
       yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* Client.connect(server.url, { replyTimeout: "300 millis" })
+        const session = yield* OpenEnvClient.connect(server.url, { replyTimeout: "300 millis" })
         yield* session.step({ message: "a" })
         yield* session.step({ message: "b" })
         yield* Effect.sleep("700 millis") // longer than the reply timeout, with nothing in flight

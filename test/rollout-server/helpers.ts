@@ -7,8 +7,8 @@ import * as Inference from "../../src/Inference.js"
 import { frozenLakeSolver, random } from "../../src/inference/Scripted.js"
 import * as Registry from "../../src/Registry.js"
 import * as Reward from "../../src/Reward.js"
-import * as Api from "../../src/server/Api.js"
-import * as RolloutServer from "../../src/server/RolloutServer.js"
+import * as Api from "../../src/rollout-server/Api.js"
+import * as RolloutServer from "../../src/rollout-server/RolloutServer.js"
 import { countingEnv, Counters } from "../helpers.js"
 
 export { Api, Counters, RolloutServer }

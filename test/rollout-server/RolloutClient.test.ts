@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, Fiber, Redacted, Scope, Stream } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as RolloutClient from "../../src/server/RolloutClient.js"
+import * as RolloutClient from "../../src/rollout-server/RolloutClient.js"
 import { Api, eventually, start, withoutTimings } from "./helpers.js"
 
 const client = (options: RolloutClient.Options) =>

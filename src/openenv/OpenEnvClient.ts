@@ -32,8 +32,8 @@ import {
 } from "effect"
 import type * as Layer from "effect/Layer"
 import * as Json from "../internal/Json.js"
-import * as Protocol from "./Protocol.js"
-import { OpenEnvError } from "./Protocol.js"
+import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
+import { OpenEnvError } from "./OpenEnvProtocol.js"
 
 /**
  * Timeouts of a session. The defaults are the Python client's (connect 10 s, each reply 60 s).
@@ -66,10 +66,10 @@ export interface Session {
   /** The WebSocket URL. */
   readonly url: string
   /** Resets the env (`kwargs` such as `seed`, `episode_id`). */
-  readonly reset: (kwargs?: Protocol.JsonObject) => Effect.Effect<Protocol.ObservationData, OpenEnvError>
+  readonly reset: (kwargs?: OpenEnvProtocol.JsonObject) => Effect.Effect<OpenEnvProtocol.ObservationData, OpenEnvError>
   /** Sends one action (the action object itself, e.g. `{ message: "[1 2 3]" }`). */
-  readonly step: (action: Protocol.JsonObject) => Effect.Effect<Protocol.ObservationData, OpenEnvError>
-  readonly state: Effect.Effect<Protocol.StateData, OpenEnvError>
+  readonly step: (action: OpenEnvProtocol.JsonObject) => Effect.Effect<OpenEnvProtocol.ObservationData, OpenEnvError>
+  readonly state: Effect.Effect<OpenEnvProtocol.StateData, OpenEnvError>
   /** Closes the session now (it is closed with its scope anyway). Idempotent, never fails. */
   readonly close: Effect.Effect<void>
   /** Whether the session can still be used. */
@@ -96,7 +96,7 @@ const describeEnd = (end: Ended): string => {
 }
 
 /** The full decoder: used for every frame that is not a well-formed observation (for its exact error). */
-const decodeFrame = Schema.decodeUnknownEither(Schema.parseJson(Protocol.ServerMessage), {
+const decodeFrame = Schema.decodeUnknownEither(Schema.parseJson(OpenEnvProtocol.ServerMessage), {
   onExcessProperty: "preserve"
 })
 
@@ -109,7 +109,7 @@ const isObject = (u: unknown): u is Record<string, unknown> =>
  * `reward`, which defaults to `null`, excess properties kept); anything else goes through the
  * schema, so errors read the same.
  */
-const decodeReply = (text: string): Either.Either<Protocol.ServerMessage, string> => {
+const decodeReply = (text: string): Either.Either<OpenEnvProtocol.ServerMessage, string> => {
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -122,12 +122,12 @@ const decodeReply = (text: string): Either.Either<Protocol.ServerMessage, string
       const reward = data.reward
       if (reward === undefined || reward === null || typeof reward === "number") {
         if (reward === undefined) data.reward = null
-        return Either.right(json as unknown as Protocol.ServerMessage)
+        return Either.right(json as unknown as OpenEnvProtocol.ServerMessage)
       }
     }
   }
   // Parsed already: only a text that is not JSON goes through the JSON schema, for its message.
-  const decoded = json === undefined ? decodeFrame(text) : Protocol.decodeServerMessage(json)
+  const decoded = json === undefined ? decodeFrame(text) : OpenEnvProtocol.decodeServerMessage(json)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
   const where = issue === undefined || issue.path.length === 0 ? "" : ` at ${issue.path.join(".")}`
@@ -135,7 +135,7 @@ const decodeReply = (text: string): Either.Either<Protocol.ServerMessage, string
 }
 
 /** The data of an `observation` reply (what `reset` and `step` wait for). */
-const observationOf = (m: Protocol.ServerMessage): Protocol.ObservationData | undefined =>
+const observationOf = (m: OpenEnvProtocol.ServerMessage): OpenEnvProtocol.ObservationData | undefined =>
   m.type === "observation" ? m.data : undefined
 
 /** One request of a session: waiting for its turn, then sent and waiting for its reply. */
@@ -176,7 +176,7 @@ export const connect = (
   options: Options = {}
 ): Effect.Effect<Session, OpenEnvError, Scope.Scope | Socket.WebSocketConstructor> =>
   Effect.gen(function*() {
-    const url = Protocol.toWebSocketUrl(baseUrl)
+    const url = OpenEnvProtocol.toWebSocketUrl(baseUrl)
     if (url === undefined) {
       return yield* new OpenEnvError({
         reason: "InvalidUrl",
@@ -188,7 +188,7 @@ export const connect = (
     const replyTimeout = Duration.decode(options.replyTimeout ?? Duration.seconds(60))
     const replyMillis = Math.max(0, Duration.toMillis(replyTimeout))
     const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
-    const fail = (reason: Protocol.ErrorReason, detail: string, cause?: unknown) =>
+    const fail = (reason: OpenEnvProtocol.ErrorReason, detail: string, cause?: unknown) =>
       new OpenEnvError({ reason, url, detail, ...(cause === undefined ? {} : { cause }) })
     const clock = yield* Effect.clock
     const construct = yield* Socket.WebSocketConstructor
@@ -376,8 +376,8 @@ export const connect = (
     yield* Effect.forkScoped(watchdog)
 
     const request = <A>(
-      frame: Protocol.JsonObject,
-      expect: (message: Protocol.ServerMessage) => A | undefined,
+      frame: OpenEnvProtocol.JsonObject,
+      expect: (message: OpenEnvProtocol.ServerMessage) => A | undefined,
       expected: string
     ): Effect.Effect<A, OpenEnvError> =>
       Effect.async<A, OpenEnvError>((resume) => {
@@ -394,7 +394,7 @@ export const connect = (
           const decoded = decodeReply(reply)
           if (Either.isLeft(decoded)) return fail("MalformedFrame", decoded.left)
           const message = decoded.right
-          if (message.type === "error") return Protocol.fromErrorFrame(url, message.data)
+          if (message.type === "error") return OpenEnvProtocol.fromErrorFrame(url, message.data)
           const out = expect(message)
           if (out === undefined) {
             return fail("MalformedFrame", `expected ${expected} reply to ${type}, got ${message.type}`)
@@ -451,10 +451,10 @@ export type CapacityRetry = Schedule.Schedule<unknown, OpenEnvError>
  */
 export const connectAndReset = (
   baseUrl: string,
-  kwargs: Protocol.JsonObject,
+  kwargs: OpenEnvProtocol.JsonObject,
   options: Options & { readonly retry?: CapacityRetry | undefined } = {}
 ): Effect.Effect<
-  { readonly session: Session; readonly observation: Protocol.ObservationData },
+  { readonly session: Session; readonly observation: OpenEnvProtocol.ObservationData },
   OpenEnvError,
   Scope.Scope | Socket.WebSocketConstructor
 > =>

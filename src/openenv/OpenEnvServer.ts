@@ -48,7 +48,7 @@ import * as Env from "../Env.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Message from "../Message.js"
-import * as Protocol from "./Protocol.js"
+import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { errorMessage } from "../internal/lift.js"
 
 /**
@@ -60,9 +60,9 @@ import { errorMessage } from "../internal/lift.js"
  */
 export interface View {
   /** The observation after the latest reset or step. */
-  readonly observation: () => Protocol.JsonObject
+  readonly observation: () => OpenEnvProtocol.JsonObject
   /** Env-specific state fields, sent after `episode_id` and `step_count`. */
-  readonly state: () => Protocol.JsonObject
+  readonly state: () => OpenEnvProtocol.JsonObject
 }
 
 const viewOf = (env: Env.Env): View | undefined => {
@@ -82,7 +82,7 @@ const viewOf = (env: Env.Env): View | undefined => {
  */
 export const Action = Schema.Struct({
   message: Schema.String,
-  metadata: Schema.optional(Protocol.JsonObject)
+  metadata: Schema.optional(OpenEnvProtocol.JsonObject)
 })
 
 /**
@@ -96,13 +96,13 @@ export const Observation = Schema.Struct({
   messages: Schema.Array(Schema.Struct({ sender_id: Schema.Number, content: Schema.String, category: Schema.String })),
   current_player_id: Schema.Number,
   legal_players: Schema.Array(Schema.Number),
-  info: Protocol.JsonObject,
+  info: OpenEnvProtocol.JsonObject,
   system_prompt: Schema.optional(Schema.String)
 })
 
 const StateSchema = Schema.Struct(
   { episode_id: Schema.NullOr(Schema.String), step_count: Schema.Number },
-  Protocol.JsonObject
+  OpenEnvProtocol.JsonObject
 )
 
 /**
@@ -207,7 +207,7 @@ export interface OpenEnvServer {
   readonly sessions: Sessions
 }
 
-const errorFrame = (code: Protocol.ErrorCode, message: string, extra: Protocol.JsonObject = {}) => ({
+const errorFrame = (code: OpenEnvProtocol.ErrorCode, message: string, extra: OpenEnvProtocol.JsonObject = {}) => ({
   type: "error",
   data: { message, code, ...extra }
 })
@@ -216,8 +216,8 @@ const errorFrame = (code: Protocol.ErrorCode, message: string, extra: Protocol.J
  * Pydantic-style problems from a schema's parse error (the shape Python clients know), in
  * pydantic's order: problems with declared fields first, then extra fields.
  */
-const validationIssues = (error: ParseResult.ParseError, input: unknown): Array<Protocol.ValidationIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue): Protocol.ValidationIssue => {
+const validationIssues = (error: ParseResult.ParseError, input: unknown): Array<OpenEnvProtocol.ValidationIssue> =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue): OpenEnvProtocol.ValidationIssue => {
     const at = (path: ReadonlyArray<PropertyKey>) =>
       path.reduce<unknown>(
         (value, key) =>
@@ -236,8 +236,8 @@ const validationIssues = (error: ParseResult.ParseError, input: unknown): Array<
   }).sort((a, b) => Number(a.type === "extra_forbidden") - Number(b.type === "extra_forbidden"))
 
 const decodeAction = Schema.decodeUnknownEither(Action, { errors: "all", onExcessProperty: "error" })
-const decodeReset = Schema.decodeUnknownEither(Protocol.ResetMessage, { errors: "all", onExcessProperty: "ignore" })
-const decodeStep = Schema.decodeUnknownEither(Protocol.StepMessage, { errors: "all", onExcessProperty: "ignore" })
+const decodeReset = Schema.decodeUnknownEither(OpenEnvProtocol.ResetMessage, { errors: "all", onExcessProperty: "ignore" })
+const decodeStep = Schema.decodeUnknownEither(OpenEnvProtocol.StepMessage, { errors: "all", onExcessProperty: "ignore" })
 const ResetKwargs = Schema.Struct({
   seed: Schema.optional(Schema.NullOr(Schema.Int)),
   episode_id: Schema.optional(Schema.NullOr(Schema.String))
@@ -245,7 +245,7 @@ const ResetKwargs = Schema.Struct({
 const decodeKwargs = Schema.decodeUnknownEither(ResetKwargs, { errors: "all", onExcessProperty: "ignore" })
 
 /** The observation of an env that has no view of its own: its text, as a single-player game. */
-const genericObservation = (text: string, info: Env.Info, systemPrompt?: string): Protocol.JsonObject => ({
+const genericObservation = (text: string, info: Env.Info, systemPrompt?: string): OpenEnvProtocol.JsonObject => ({
   prompt: text,
   messages: [{ sender_id: -1, content: text, category: "MESSAGE" }],
   current_player_id: 0,
@@ -255,7 +255,7 @@ const genericObservation = (text: string, info: Env.Info, systemPrompt?: string)
 })
 
 /** The action of a step: `{"message": "..."}`, the usual one, without the schema; anything else with it. */
-const actionOf = (data: Protocol.JsonObject): Either.Either<typeof Action.Type, ParseResult.ParseError> => {
+const actionOf = (data: OpenEnvProtocol.JsonObject): Either.Either<typeof Action.Type, ParseResult.ParseError> => {
   const message = data.message
   if (typeof message === "string") {
     let keys = 0
@@ -353,11 +353,11 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
 
         type Next = "continue" | "close" | "fatal"
         const reply = (frame: object): Effect.Effect<Next> => Effect.as(sendReply(frame), "continue" as const)
-        const invalid = (issues: Array<Protocol.ValidationIssue>) =>
+        const invalid = (issues: Array<OpenEnvProtocol.ValidationIssue>) =>
           reply(errorFrame("VALIDATION_ERROR", "Invalid message", { errors: issues }))
         const executionError = (detail: string) => reply(errorFrame("EXECUTION_ERROR", `Execution error: ${detail}`))
 
-        const reset = (data: Protocol.JsonObject): Effect.Effect<Next> =>
+        const reset = (data: OpenEnvProtocol.JsonObject): Effect.Effect<Next> =>
           Effect.gen(function*() {
             const kwargs = decodeKwargs(data)
             if (Either.isLeft(kwargs)) return yield* invalid(validationIssues(kwargs.left, data))
@@ -407,7 +407,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             return yield* reply({ type: "observation", data: { observation, reward: 0, done: false } })
           })
 
-        const step = (data: Protocol.JsonObject): Effect.Effect<Next> => {
+        const step = (data: OpenEnvProtocol.JsonObject): Effect.Effect<Next> => {
           const action = actionOf(data)
           if (Either.isLeft(action)) return invalid(validationIssues(action.left, data))
           const live = env

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Env from "../../src/Env.js"
 import { Sudoku } from "../../src/envs/Sudoku.js"
-import * as Protocol from "../../src/openenv/Protocol.js"
+import * as OpenEnvProtocol from "../../src/openenv/OpenEnvProtocol.js"
 import { RawPeer, serve, settled, wsUrl } from "./helpers.js"
 
 const fixture = (name: string) => fs.readFileSync(path.resolve(import.meta.dirname, "../fixtures/openenv", name), "utf8")
@@ -40,27 +40,27 @@ describe("OpenEnv frames", () => {
     ]
     expect(serverFrames.length).toBe(12 + 9 + 4) // the echo close has no reply
     for (const frame of serverFrames) {
-      const decoded = Protocol.decodeServerMessage(JSON.parse(frame))
+      const decoded = OpenEnvProtocol.decodeServerMessage(JSON.parse(frame))
       expect(Either.isRight(decoded), frame.slice(0, 120)).toBe(true)
     }
-    const capacity = Either.getOrThrow(Protocol.decodeServerMessage(JSON.parse(serverFrames[serverFrames.length - 3])))
+    const capacity = Either.getOrThrow(OpenEnvProtocol.decodeServerMessage(JSON.parse(serverFrames[serverFrames.length - 3])))
     expect(capacity).toMatchObject({ type: "error", data: { code: "CAPACITY_REACHED", active_sessions: 2, max_sessions: 2 } })
 
     const clientFrames = [...echoExchanges().map((e) => e.request), ...sudokuLines().filter((_, i) => i % 2 === 0)]
     const rejected = clientFrames.filter((frame) => {
       const json = Either.try(() => JSON.parse(frame))
-      return Either.isLeft(json) || Either.isLeft(Protocol.decodeClientMessage(json.right))
+      return Either.isLeft(json) || Either.isLeft(OpenEnvProtocol.decodeClientMessage(json.right))
     })
     expect(rejected).toEqual(["not json", "{\"type\": \"bogus\"}", "{\"type\": \"step\"}"])
   })
 
   it("base_url to WebSocket URL, as the Python client derives it", () => {
-    expect(Protocol.toWebSocketUrl("http://127.0.0.1:8000")).toBe("ws://127.0.0.1:8000/ws")
-    expect(Protocol.toWebSocketUrl("http://127.0.0.1:8000/")).toBe("ws://127.0.0.1:8000/ws")
-    expect(Protocol.toWebSocketUrl("https://envs.example.org/sudoku/")).toBe("wss://envs.example.org/sudoku/ws")
-    expect(Protocol.toWebSocketUrl("ws://localhost:9/ws")).toBe("ws://localhost:9/ws")
-    expect(Protocol.toWebSocketUrl("ftp://x")).toBeUndefined()
-    expect(Protocol.toWebSocketUrl("127.0.0.1:8000")).toBeUndefined()
+    expect(OpenEnvProtocol.toWebSocketUrl("http://127.0.0.1:8000")).toBe("ws://127.0.0.1:8000/ws")
+    expect(OpenEnvProtocol.toWebSocketUrl("http://127.0.0.1:8000/")).toBe("ws://127.0.0.1:8000/ws")
+    expect(OpenEnvProtocol.toWebSocketUrl("https://envs.example.org/sudoku/")).toBe("wss://envs.example.org/sudoku/ws")
+    expect(OpenEnvProtocol.toWebSocketUrl("ws://localhost:9/ws")).toBe("ws://localhost:9/ws")
+    expect(OpenEnvProtocol.toWebSocketUrl("ftp://x")).toBeUndefined()
+    expect(OpenEnvProtocol.toWebSocketUrl("127.0.0.1:8000")).toBeUndefined()
   })
 })
 
