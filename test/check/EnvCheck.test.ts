@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, FastCheck, Schema } from "effect"
+import { Effect, Either, Exit, FastCheck, Fiber, Schema, Scope } from "effect"
 import * as Builtins from "../../src/Builtins.js"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
+import { observeFinalizers } from "../../src/check/internal/lifecycle.js"
 import * as Env from "../../src/Env.js"
 import { FrozenLake, Game } from "../../src/envs/FrozenLake.js"
 import * as broken from "../fixtures/broken_envs.js"
@@ -392,4 +393,37 @@ describe("EnvCheck.transcript", () => {
     const b = FastCheck.sample(EnvCheck.replies, { seed: 42, numRuns: 20 })
     expect(b).toEqual(a)
   })
+})
+
+describe("EnvCheck: the one Effect internal it relies on (canary for an Effect upgrade)", () => {
+  it.effect("finalizers registered every public way are observed, and the scope stays a real scope", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const seen: Array<string> = []
+      const ran: Array<string> = []
+      let registered = 0
+      observeFinalizers(scope, (finalizer) => {
+        registered++
+        return (exit) => Effect.zipRight(Effect.sync(() => void seen.push(`ran ${registered}`)), finalizer(exit))
+      })
+      const program = Effect.gen(function*() {
+        yield* Effect.addFinalizer(() => Effect.sync(() => void ran.push("addFinalizer")))
+        yield* Effect.acquireRelease(Effect.void, () => Effect.sync(() => void ran.push("acquireRelease")))
+        const own = yield* Effect.scope
+        yield* Scope.addFinalizer(own, Effect.sync(() => void ran.push("Scope.addFinalizer")))
+        yield* Scope.addFinalizerExit(own, () => Effect.sync(() => void ran.push("Scope.addFinalizerExit")))
+        // forkScoped registers its fiber in the scope's own state, not through addFinalizer
+        return yield* Effect.forkScoped(Effect.never)
+      })
+      const fiber = yield* Scope.extend(program, scope)
+      expect(registered).toBe(4)
+      yield* Scope.close(scope, Exit.void)
+      expect(ran).toEqual(["Scope.addFinalizerExit", "Scope.addFinalizer", "acquireRelease", "addFinalizer"])
+      expect(seen).toHaveLength(4)
+      expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+      // a finalizer added after close runs at once, and is still observed
+      yield* Scope.addFinalizer(scope, Effect.sync(() => void ran.push("late")))
+      expect(registered).toBe(5)
+      expect(ran.at(-1)).toBe("late")
+    }))
 })
