@@ -1,0 +1,173 @@
+/**
+ * The rollout server's HTTP pieces: its error (with status and body), JSON responses, reading a
+ * body under a size limit, decoding it with errors that name the field, and the bearer-token check.
+ */
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Either, ParseResult, Redacted, Schema, Stream } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import * as Json from "../../internal/Json.js"
+import { errorMessage } from "../../internal/lift.js"
+import * as Row from "../../Row.js"
+import type * as Api from "../Api.js"
+
+const STATUS = {
+  Unauthorized: 401,
+  NotFound: 404,
+  BodyTooLarge: 413,
+  MalformedJson: 400,
+  InvalidBody: 400,
+  TooManyTrajectories: 413,
+  AtCapacity: 429,
+  ShuttingDown: 503,
+  Internal: 500
+} as const
+
+const TYPE: Record<keyof typeof STATUS, string> = {
+  Unauthorized: "unauthorized",
+  NotFound: "not_found",
+  BodyTooLarge: "body_too_large",
+  MalformedJson: "invalid_json",
+  InvalidBody: "invalid_request",
+  TooManyTrajectories: "too_many_trajectories",
+  AtCapacity: "at_capacity",
+  ShuttingDown: "shutting_down",
+  Internal: "internal_error"
+}
+
+/**
+ * A request the server turns away (or, for `ShuttingDown`, cuts), with its HTTP status. The body
+ * sent is `{"error": {"type", "message", "path"?, "retry_after_ms"?, "registered_envs"?}}`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/ApiError")("ApiError", {
+  reason: Schema.Literal(
+    "Unauthorized",
+    "NotFound",
+    "BodyTooLarge",
+    "MalformedJson",
+    "InvalidBody",
+    "TooManyTrajectories",
+    "AtCapacity",
+    "ShuttingDown",
+    "Internal"
+  ),
+  detail: Schema.String,
+  /** The offending field of the body, e.g. `requests[2].env_config.size`. */
+  path: Schema.optional(Schema.String),
+  retryAfterMs: Schema.optional(Schema.Number),
+  registeredEnvs: Schema.optional(Schema.Array(Schema.String)),
+  /** The connection is gone (the body could not be read to its end): nothing can be sent back. */
+  dropped: Schema.optional(Schema.Boolean),
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return this.path === undefined ? this.detail : `${this.path}: ${this.detail}`
+  }
+
+  get status(): number {
+    return STATUS[this.reason]
+  }
+
+  /** The error as the body's `error` object. */
+  toJson(): typeof Api.ErrorDetail.Type {
+    const out: Record<string, unknown> = { type: TYPE[this.reason], message: this.message }
+    if (this.path !== undefined) out.path = this.path
+    if (this.retryAfterMs !== undefined) out.retry_after_ms = this.retryAfterMs
+    if (this.registeredEnvs !== undefined) out.registered_envs = this.registeredEnvs
+    return out as typeof Api.ErrorDetail.Type
+  }
+}
+
+export const shuttingDown = (detail = "the server is shutting down") => new ApiError({ reason: "ShuttingDown", detail })
+
+export const json = (value: unknown, status = 200, headers: Record<string, string> = {}) =>
+  HttpServerResponse.text(Json.stringify(value), { status, contentType: "application/json", headers })
+
+export const errorResponse = (error: ApiError): HttpServerResponse.HttpServerResponse => {
+  // @effect/platform-node waits for a body's `end` callback, which never comes on a destroyed
+  // socket: an empty response is ended without waiting.
+  if (error.dropped === true) return HttpServerResponse.empty({ status: error.status })
+  const headers: Record<string, string> = {}
+  if (error.reason === "Unauthorized") headers["www-authenticate"] = "Bearer"
+  if (error.retryAfterMs !== undefined) {
+    headers["retry-after"] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)))
+  }
+  // The rest of an oversized body is not read: the connection cannot be reused.
+  if (error.reason === "BodyTooLarge" || error.reason === "ShuttingDown") headers.connection = "close"
+  return json({ error: error.toJson() }, error.status, headers)
+}
+
+const tooLarge = (max: number) =>
+  ({ reason: "BodyTooLarge", detail: `the body is larger than this server's limit of ${max} bytes` }) as const
+
+/**
+ * Reads the body, at most `max` bytes: a declared length over the limit is refused unread; a body
+ * that grows past it (chunked) is cut off, and with it the connection.
+ *
+ * The limit is counted here, over the body's stream, rather than with @effect/platform's
+ * `withMaxBodySize`: that one fails with a `RequestError` whose only sign of the limit is the text
+ * of a plain `Error` ("maxBytes exceeded"). Stopping the stream destroys the request, as
+ * @effect/platform-node does at its limit.
+ */
+export const readBody = (request: HttpServerRequest.HttpServerRequest, max: number): Effect.Effect<string, ApiError> => {
+  const declared = Number(request.headers["content-length"])
+  if (Number.isFinite(declared) && declared > max) return Effect.fail(new ApiError(tooLarge(max)))
+  return request.stream.pipe(
+    Stream.mapError((cause) =>
+      new ApiError({ reason: "InvalidBody", detail: "the body could not be read", dropped: true, cause })
+    ),
+    Stream.runFoldEffect({ chunks: [] as Array<Uint8Array>, bytes: 0 }, (body, chunk) => {
+      body.bytes += chunk.length
+      if (body.bytes > max) return Effect.fail(new ApiError({ ...tooLarge(max), dropped: true }))
+      body.chunks.push(chunk)
+      return Effect.succeed(body)
+    }),
+    Effect.flatMap(({ bytes, chunks }) =>
+      Effect.try({
+        try: () => new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks, bytes)),
+        catch: () => new ApiError({ reason: "MalformedJson", detail: "the body is not UTF-8 text" })
+      })
+    )
+  )
+}
+
+/** Parses and decodes a JSON body; errors name the field. */
+export const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonly excess: "error" | "ignore" }) => {
+  const decode = ParseResult.decodeUnknownEither(schema, { errors: "first", onExcessProperty: options.excess })
+  return (text: string): Either.Either<A, ApiError> => {
+    if (text.trim() === "") return Either.left(new ApiError({ reason: "MalformedJson", detail: "the body is empty" }))
+    const parsed = Either.try({
+      try: () => Json.parse(text),
+      catch: (error) =>
+        new ApiError({
+          reason: "MalformedJson",
+          detail: `malformed JSON: ${errorMessage(error)}`
+        })
+    })
+    return Either.flatMap(parsed, (value) =>
+      Either.mapLeft(decode(value), (error) => {
+        const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
+        const path = Row.formatPath(issue?.path ?? [])
+        return new ApiError({
+          reason: "InvalidBody",
+          detail: issue?.message ?? "does not match the schema",
+          path: path === "" ? "(body)" : path
+        })
+      }))
+  }
+}
+
+/** Constant-time check of `Authorization: Bearer <key>` (digests, so lengths never leak). */
+export const authorizer = (apiKey: Redacted.Redacted<string> | undefined) => {
+  if (apiKey === undefined) return (_header: string | undefined) => true
+  const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
+  const expected = digest(Redacted.value(apiKey))
+  return (header: string | undefined): boolean => {
+    const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header)
+    // A missing header is compared too, so every request costs the same.
+    return timingSafeEqual(digest(match?.[1] ?? ""), expected) && match !== null
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * Planning a request: every row decoded and prepared (env known, `env_config` accepted, sampling in
+ * range) before anything runs, with errors that name the field; then rows that run alike grouped,
+ * so each group of them is one `Rollout` run.
+ */
+import { Either } from "effect"
+import { randomUUID } from "node:crypto"
+import type { SamplingParams } from "../../Inference.js"
+import * as Sampling from "../../inference/Sampling.js"
+import * as Json from "../../internal/Json.js"
+import type * as Registry from "../../Registry.js"
+import * as Rollout from "../../Rollout.js"
+import * as Row from "../../Row.js"
+import * as Api from "../Api.js"
+import { ApiError } from "./http.js"
+
+/** One row of a request, checked, with how it runs. */
+export interface PlannedRow {
+  readonly row: Row.Row
+  /** The row checked against the batch's config, run as it is. */
+  readonly prepared: Rollout.PreparedRow
+  readonly uuid: string
+  readonly numGenerations: number
+  readonly maxTurns: number
+  readonly sampling: SamplingParams | undefined
+}
+
+export interface Plan {
+  readonly rows: ReadonlyArray<PlannedRow>
+  /** The config the rows were prepared with (the batch's seed). */
+  readonly config: Rollout.Config
+  readonly trajectories: number
+}
+
+/** What a request gives about one row, in the server's terms. */
+export interface RowInput {
+  readonly prefix: string
+  readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }> | null | undefined
+  readonly envConfig: Readonly<Record<string, unknown>> | null | undefined
+  readonly dataDict: Readonly<Record<string, unknown>> | null | undefined
+  readonly uuid: string | null | undefined
+  readonly numGenerations: number | null | undefined
+  readonly maxTurns: number | null | undefined
+}
+
+/** What the server plans with: its registry, its defaults, and the run config of a batch seed. */
+export interface Planner {
+  readonly registry: Registry.Registry
+  readonly numGenerations: number
+  readonly maxTurns: number
+  readonly seed: number
+  readonly baseConfig: (batchSeed: number) => Rollout.Config
+}
+
+export const samplingProblem = (path: string, overrides: SamplingParams): ApiError | undefined => {
+  const problem = Sampling.problems(overrides)[0]
+  if (problem === undefined) return undefined
+  return new ApiError({
+    reason: "InvalidBody",
+    path: `${path}.${Api.SAMPLING_FIELDS[problem.option] ?? problem.option}`,
+    detail: problem.detail
+  })
+}
+
+export const planRow = (
+  planner: Planner,
+  config: Rollout.Config,
+  index: number,
+  input: RowInput
+): Either.Either<PlannedRow, ApiError> => {
+  const invalid = (path: string, detail: string, registeredEnvs?: ReadonlyArray<string>) =>
+    Either.left(new ApiError({ reason: "InvalidBody", path: `${input.prefix}${path}`, detail, registeredEnvs }))
+  const dataDict = input.dataDict ?? {}
+  const fromData = input.envConfig === null || input.envConfig === undefined
+  if (!fromData && Object.prototype.hasOwnProperty.call(dataDict, "env_config")) {
+    return invalid(".env_config", "give env_config or data_dict.env_config, not both")
+  }
+  const value: Record<string, unknown> = { ...dataDict }
+  if (!fromData) value.env_config = input.envConfig
+  if (input.messages !== null && input.messages !== undefined) value.messages = input.messages
+  // Where env_config came from, for the paths of its errors.
+  const at = (path: string) =>
+    path === "" ? "" : `.${fromData && path.startsWith("env_config") ? `data_dict.${path}` : path}`
+  const decoded = Row.decodeValue("request", index, value)
+  if (Either.isLeft(decoded)) return invalid(at(decoded.left.path), decoded.left.detail)
+  const prepared = Rollout.prepareRow(config, decoded.right)
+  if (Either.isLeft(prepared)) {
+    const error = prepared.left
+    const unknownEnv = error.path === "--gym-env" || error.path === "env_config.name"
+    return invalid(
+      at(unknownEnv ? "env_config.name" : error.path),
+      error.detail,
+      unknownEnv ? [...planner.registry.envs.keys()].sort() : undefined
+    )
+  }
+  return Either.right({
+    row: decoded.right,
+    prepared: prepared.right,
+    uuid: input.uuid ?? randomUUID(),
+    numGenerations: input.numGenerations ?? planner.numGenerations,
+    maxTurns: input.maxTurns ?? planner.maxTurns,
+    sampling: undefined
+  })
+}
+
+/** A `POST /v1/rollouts` batch, every row checked. */
+export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Either.Either<Plan, ApiError> => {
+  const config = planner.baseConfig(batch.seed ?? planner.seed)
+  const batchSampling = Api.toSamplingParams(batch.sampling)
+  const bad = samplingProblem("sampling", batchSampling)
+  if (bad !== undefined) return Either.left(bad)
+  const rows: Array<PlannedRow> = []
+  let trajectories = 0
+  for (let i = 0; i < batch.requests.length; i++) {
+    const r = batch.requests[i]
+    const planned = planRow(planner, config, i, {
+      prefix: `requests[${i}]`,
+      messages: r.messages,
+      envConfig: r.env_config,
+      dataDict: r.data_dict,
+      uuid: r.uuid,
+      numGenerations: r.num_generations,
+      maxTurns: r.max_turns
+    })
+    if (Either.isLeft(planned)) return Either.left(planned.left)
+    const rowSampling = Api.toSamplingParams(r.sampling)
+    const badRow = samplingProblem(`requests[${i}].sampling`, rowSampling)
+    if (badRow !== undefined) return Either.left(badRow)
+    rows.push({ ...planned.right, sampling: Sampling.merge(batchSampling, rowSampling) })
+    trajectories += planned.right.numGenerations
+  }
+  return Either.right({ rows, config, trajectories })
+}
+
+/** Rows of a plan that run alike (generations, turns, sampling): one `Rollout` run each. */
+export interface RunGroup {
+  readonly config: Rollout.Config
+  readonly rows: Array<Either.Either<Rollout.PreparedRow, Row.RowError>>
+  trajectories: number
+}
+
+/** The plan's rows grouped by how they run, with the server's sampling under each row's. */
+export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<RunGroup> => {
+  const groups = new Map<string, RunGroup>()
+  for (const planned of plan.rows) {
+    const sampling = Sampling.merge(serverSampling, planned.sampling ?? {})
+    const key = `${planned.numGenerations}|${planned.maxTurns}|${Json.stringify(sampling)}`
+    let group = groups.get(key)
+    if (group === undefined) {
+      group = {
+        config: {
+          ...plan.config,
+          numGenerations: planned.numGenerations,
+          maxTurns: planned.maxTurns,
+          sampling: Sampling.isEmpty(sampling) ? undefined : sampling
+        },
+        rows: [],
+        trajectories: 0
+      }
+      groups.set(key, group)
+    }
+    group.rows.push(Either.right(planned.prepared))
+    group.trajectories += planned.numGenerations
+  }
+  return [...groups.values()]
+}
