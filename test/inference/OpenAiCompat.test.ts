@@ -212,11 +212,10 @@ describe("OpenAiCompat: faults", () => {
     Effect.gen(function*() {
       const { client, state } = yield* setup({ requestTimeout: "150 millis", retries: 0 })
       state.faults.push({ kind: "delay", ms: 600 })
-      const started = performance.now()
+      // Timeout, not the answer the server sends after 600 ms: the attempt was cut at the request timeout
       const error = failure(yield* Effect.exit(client.chat(request())))
       expect(error.reason).toBe("Timeout")
       expect(error.detail).toContain("no response within")
-      expect(performance.now() - started).toBeLessThan(550)
 
       const second = yield* setup({ requestTimeout: "150 millis", retries: 1 })
       second.state.faults.push({ kind: "delay", ms: 600 })
@@ -255,19 +254,17 @@ describe("OpenAiCompat: limits and validation", () => {
       expect(state.maxInFlight).toBe(3)
     }))
 
-  live("throughput against the loopback server (logged for the report)", () =>
+  live("many calls at once: all answered, never more than --inference-concurrency in flight", () =>
     Effect.gen(function*() {
+      // Its speed is measured by bench/ (workload 4, bench/workloads/server_client.ts), not here.
       const { client, state } = yield* setup({ concurrency: 32 })
       const n = 400
-      const started = performance.now()
       yield* Effect.forEach(Array.from({ length: n }, (_, i) => request({ trajectoryId: `t${i}` })), client.chat, {
         concurrency: 64,
         discard: true
       })
-      const seconds = (performance.now() - started) / 1000
       expect(state.requests.length).toBe(n)
       expect(state.maxInFlight).toBeLessThanOrEqual(32)
-      console.log(`openai-compat: ${n} completions in ${seconds.toFixed(2)} s, ${(n / seconds).toFixed(0)} completions/s`)
     }))
 
   it.effect("bad options and sampling values are InvalidRequest errors at startup, naming the option", () =>

@@ -86,17 +86,18 @@ describe("OpenEnv client", () => {
       expect(server.sessions).toMatchObject({ active: 2, rejected: 1 })
 
       // with a retry schedule, the attempt waits for a slot: the first session closes meanwhile
-      const started = Date.now()
+      let firstClosed = false
       const waiting = yield* Effect.fork(Effect.scoped(
         Effect.map(
           OpenEnvClient.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.spaced("40 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
-          ({ observation }) => observation.done
+          ({ observation }) => ({ done: observation.done, afterFirstClosed: firstClosed })
         )
       ))
       yield* Effect.sleep("200 millis")
+      firstClosed = true
       yield* Scope.close(first, Exit.void)
-      expect(yield* Fiber.join(waiting)).toBe(false)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(200)
+      // it got its slot only once the first session had closed (not a wall-clock bound: a loaded machine only delays)
+      expect(yield* Fiber.join(waiting)).toEqual({ done: false, afterFirstClosed: true })
       expect(server.sessions.rejected).toBeGreaterThanOrEqual(3)
       expect(server.sessions.maxSeen).toBe(2)
       yield* b.close
@@ -139,9 +140,8 @@ describe("OpenEnv client", () => {
         expect(error.reason).toBe("ReplyTimeout")
         expect((yield* Effect.flip(session.step({ message: "late?" }))).reason).toBe("Closed")
       }))
-      const elapsed = Date.now() - started
-      expect(elapsed).toBeGreaterThanOrEqual(250)
-      expect(elapsed).toBeLessThan(3000)
+      // not before the timeout (the reason above shows it fired; no upper bound: a loaded machine only delays)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250)
       expect(yield* drained(server.open)).toBe(0)
     }).pipe(provideSockets))
 
@@ -163,10 +163,9 @@ describe("OpenEnv client", () => {
         })
       )
       const silentPort = (silent.address() as net.AddressInfo).port
-      const started = Date.now()
+      // the reason shows the connect timeout cut the handshake short (no wall-clock bound)
       const timedOut = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect(`http://127.0.0.1:${silentPort}`, { connectTimeout: "200 millis" })))
       expect(timedOut.reason).toBe("ConnectTimeout")
-      expect(Date.now() - started).toBeLessThan(2000)
       expect((yield* Effect.flip(Effect.scoped(OpenEnvClient.connect("not a url")))).reason).toBe("InvalidUrl")
     }).pipe(provideSockets))
 
@@ -222,9 +221,8 @@ describe("OpenEnv client", () => {
         const session = yield* OpenEnvClient.connect(server.url, { closeTimeout: "200 millis" })
         yield* session.step({ message: "hi" })
       }))
-      const elapsed = Date.now() - started
-      expect(elapsed).toBeGreaterThanOrEqual(200)
-      expect(elapsed).toBeLessThan(2000)
+      // it waited for the close reply up to closeTimeout, then closed anyway (reaching here: it did not hang)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(200)
       expect(yield* drained(server.open)).toBe(0)
     }).pipe(provideSockets))
 
@@ -288,12 +286,11 @@ describe("OpenEnv client", () => {
         expect((yield* session.step({ message: "d" })).observation.index).toBe(3)
         const started = Date.now()
         const error = yield* Effect.flip(session.step({ message: "e" })).pipe(
-          Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Error("the reply timeout never fired") })
+          Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the reply timeout never fired") })
         )
-        const waited = Date.now() - started
         expect(error.reason).toBe("ReplyTimeout")
-        expect(waited).toBeGreaterThanOrEqual(290)
-        expect(waited).toBeLessThan(1500)
+        // not before the timeout, counted from this call (no upper bound: a loaded machine only delays)
+        expect(Date.now() - started).toBeGreaterThanOrEqual(290)
         expect((yield* Effect.flip(session.step({ message: "f" }))).reason).toBe("Closed")
       }))
     }).pipe(provideSockets))
