@@ -19,7 +19,7 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import type { HttpClientError, HttpClientResponse } from "@effect/platform"
-import { Context, Effect, Either, Layer, ParseResult, Redacted, Schema, Stream } from "effect"
+import { Context, Duration, Effect, Either, Layer, ParseResult, Redacted, Schedule, Schema, Stream } from "effect"
 import * as Json from "../internal/Json.js"
 import * as Api from "./Api.js"
 import { errorMessage } from "../internal/lift.js"
@@ -163,19 +163,20 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
       })
     )
 
+    /** A 429 is retried `retries` times, each after the server's hint (1 s without one). */
+    const atCapacity = Schedule.identity<RolloutClientError>().pipe(
+      Schedule.whileInput((error: RolloutClientError) => error.reason === "Status" && error.status === 429),
+      Schedule.addDelay((error) => Duration.millis(error.retryAfterMs ?? 1000)),
+      Schedule.intersect(Schedule.recurs(retries))
+    )
+
     /** Sends a request; a 2xx response is returned, anything else is an error (429 retried). */
     const send = (request: HttpClientRequest.HttpClientRequest) => {
       const attempt = Effect.flatMap(
         Effect.mapError(client.execute(request), transport),
         (response) => response.status >= 200 && response.status < 300 ? Effect.succeed(response) : statusError(response)
       )
-      const withRetries = (left: number): Effect.Effect<HttpClientResponse.HttpClientResponse, RolloutClientError> =>
-        Effect.catchIf(
-          attempt,
-          (error) => left > 0 && error.reason === "Status" && error.status === 429,
-          (error) => Effect.zipRight(Effect.sleep(error.retryAfterMs ?? 1000), withRetries(left - 1))
-        )
-      return withRetries(retries)
+      return Effect.retry(attempt, atCapacity)
     }
 
     const body = (response: HttpClientResponse.HttpClientResponse) =>
