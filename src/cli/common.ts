@@ -79,7 +79,12 @@ export const keyValues = (name: string, description: string) =>
     }))
   )
 
-/** Numbers given as text (`1`, `0.2`, `-1e-3`); @effect/cli's float option rejects integers. */
+/**
+ * Numbers given as text (`1`, `0.2`, `-1e-3`). Not `Options.float`: it accepts integers too (it
+ * decodes with `Schema.NumberFromString`), but also `NaN`, `Infinity` and `1e400`, and its error for
+ * a bad value does not name the option (`'soon' is not a float`); this one says
+ * `--timeout: "soon" is not a number`, like every other bad value of the command line.
+ */
 export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
   Effect.forEach(values, (text) => {
     const value = Number(text)
