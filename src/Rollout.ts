@@ -13,6 +13,7 @@ import { Effect, Either, Queue, Schema, Scope, Stream } from "effect"
 import { Inference } from "./Inference.js"
 import type { SamplingParams, Service as InferenceService } from "./Inference.js"
 import { mixSeed } from "./internal/seed.js"
+import { wholeProblem } from "./internal/whole.js"
 import * as Registry from "./Registry.js"
 import * as Reward from "./Reward.js"
 import { RowError } from "./Row.js"
@@ -123,10 +124,10 @@ export class RunConfigError extends Schema.TaggedError<RunConfigError>("effect-g
  * @since 0.1.0
  * @category validation
  */
-export const positiveInteger = (option: string, value: number): Either.Either<void, RunConfigError> =>
-  Number.isSafeInteger(value) && value >= 1
-    ? Either.void
-    : Either.left(new RunConfigError({ option, detail: `must be a whole number >= 1, got ${value}` }))
+export const positiveInteger = (option: string, value: number): Either.Either<void, RunConfigError> => {
+  const detail = wholeProblem(value, 1)
+  return detail === undefined ? Either.void : Either.left(new RunConfigError({ option, detail }))
+}
 
 /**
  * Checks the numeric settings of a run.

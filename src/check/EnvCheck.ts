@@ -54,6 +54,7 @@ export {
   toJson,
   Warning
 } from "./internal/report.js"
+import { wholeProblem } from "../internal/whole.js"
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -97,12 +98,11 @@ export interface Options {
   readonly resources?: (() => ReadonlyArray<string>) | false | undefined
 }
 
-const positiveInt = (option: string, value: number | undefined, fallback: number) =>
-  value === undefined
-    ? Effect.succeed(fallback)
-    : Number.isSafeInteger(value) && value >= 1
-    ? Effect.succeed(value)
-    : Effect.fail(new CheckOptionError({ option, detail: `must be a whole number >= 1, got ${value}` }))
+const positiveInt = (option: string, value: number | undefined, fallback: number) => {
+  if (value === undefined) return Effect.succeed(fallback)
+  const detail = wholeProblem(value, 1)
+  return detail === undefined ? Effect.succeed(value) : Effect.fail(new CheckOptionError({ option, detail }))
+}
 
 const nodeResources = (): (() => ReadonlyArray<string>) | undefined => {
   // A global, not an import: the core stays free of Node, and other runtimes simply skip this probe.

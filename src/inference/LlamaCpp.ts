@@ -34,6 +34,7 @@ import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
 import * as Sampling from "./Sampling.js"
+import { optionProblem } from "../internal/whole.js"
 
 /**
  * @since 0.1.0
@@ -90,14 +91,10 @@ const invalid = (detail: string, cause?: unknown) =>
  * @category validation
  */
 export const validate = (options: Options): Either.Either<Options, InferenceError> => {
-  const whole = (option: string, value: number | undefined, min: number) =>
-    value === undefined || (Number.isSafeInteger(value) && value >= min)
-      ? undefined
-      : `${option}: must be a whole number >= ${min}, got ${value}`
-  const problem = whole("--context-size", options.contextSize, 16) ??
-    whole("--gpu-layers", options.gpuLayers, 0) ??
-    whole("--threads", options.threads, 0) ??
-    whole("--inference-concurrency", options.sequences, 1)
+  const problem = optionProblem("--context-size", options.contextSize, 16) ??
+    optionProblem("--gpu-layers", options.gpuLayers, 0) ??
+    optionProblem("--threads", options.threads, 0) ??
+    optionProblem("--inference-concurrency", options.sequences, 1)
   if (problem !== undefined) return Either.left(invalid(problem))
   if (options.modelPath.trim() === "") return Either.left(invalid("--model: a GGUF file path is required"))
   return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)

@@ -41,6 +41,7 @@ import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } f
 import { Inference, InferenceError } from "../Inference.js"
 import * as Undici from "undici"
 import * as Sampling from "./Sampling.js"
+import { optionProblem } from "../internal/whole.js"
 
 /**
  * @since 0.1.0
@@ -444,11 +445,8 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
     return Either.left(invalid(`--base-url ${options.baseUrl}: only http:// and https:// URLs are supported`))
   }
   if (options.model.trim() === "") return Either.left(invalid("--model: the model name must not be empty"))
-  const whole = (option: string, value: number | undefined, min: number) =>
-    value === undefined || (Number.isSafeInteger(value) && value >= min)
-      ? undefined
-      : `${option}: must be a whole number >= ${min}, got ${value}`
-  const problem = whole("--retries", options.retries, 0) ?? whole("--inference-concurrency", options.concurrency, 1)
+  const problem = optionProblem("--retries", options.retries, 0) ??
+    optionProblem("--inference-concurrency", options.concurrency, 1)
   if (problem !== undefined) return Either.left(invalid(problem))
   const durations = [["--request-timeout", options.requestTimeout], ["backoff", options.backoff]] as const
   for (const [option, input] of durations) {

@@ -8,6 +8,7 @@
 import { Either } from "effect"
 import type { SamplingParams } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
+import { isWhole } from "../internal/whole.js"
 
 /**
  * A sampling value that no backend accepts, with the option that carries it.
@@ -38,8 +39,8 @@ export const problems = (params: SamplingParams): Array<Problem> => {
   }
   check("--temperature", params.temperature, (n) => n >= 0, "a number >= 0")
   check("--top-p", params.topP, (n) => n > 0 && n <= 1, "a number in (0, 1]")
-  check("--top-k", params.topK, (n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1 (omit it for no limit)")
-  check("--max-tokens", params.maxTokens, (n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1")
+  check("--top-k", params.topK, (n) => isWhole(n, 1), "a whole number >= 1 (omit it for no limit)")
+  check("--max-tokens", params.maxTokens, (n) => isWhole(n, 1), "a whole number >= 1")
   check("--presence-penalty", params.presencePenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
   check("--frequency-penalty", params.frequencyPenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
   for (const stop of params.stop ?? []) {

@@ -36,6 +36,7 @@ import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
+import { isWhole } from "../internal/whole.js"
 
 /**
  * Default `parseAction`: the model's reply as an action object. A ``` code fence is stripped; a
@@ -86,7 +87,7 @@ const NumberInput = Schema.Union(Schema.Number, Schema.NumberFromString)
 const positive = (what: string) =>
   NumberInput.pipe(Schema.filter((n) => (Number.isFinite(n) && n > 0) || `${what} must be a number > 0`))
 const count = (min: number) =>
-  NumberInput.pipe(Schema.filter((n) => (Number.isSafeInteger(n) && n >= min) || `must be a whole number >= ${min}`))
+  NumberInput.pipe(Schema.filter((n) => isWhole(n, min) || `must be a whole number >= ${min}`))
 
 /**
  * The scheduler's run options.

@@ -12,6 +12,7 @@ import { Schema } from "effect"
 import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
 import { Messages } from "../Message.js"
+import { isWhole } from "../internal/whole.js"
 
 /**
  * The media type of a streamed response: one JSON value per line.
@@ -48,7 +49,7 @@ const checkedNumber = (ok: (n: number) => boolean, expected: string) =>
     Schema.filter((n) => ok(n) || `expected ${expected}, got ${n}`)
   )
 
-const WholeNumber = checkedNumber((n) => Number.isSafeInteger(n) && n >= 1, "a whole number >= 1")
+const WholeNumber = checkedNumber((n) => isWhole(n, 1), "a whole number >= 1")
 
 const Seed = checkedNumber(Number.isSafeInteger, "a safe integer")
 
