@@ -51,3 +51,28 @@ describe("package exports", () => {
     for (const name of used) expect(exported, name).toContain(name)
   })
 })
+
+describe("layers", () => {
+  // The core: the env contract, scheduler, trajectory, rewards, runs and their shared helpers.
+  const core = fs.readdirSync(path.join(root, "src")).filter((f) => f.endsWith(".ts") && f !== "index.ts" && f !== "Builtins.ts")
+  const relativeImports = (file: string) =>
+    [...read(file).matchAll(/^(?:import|export)[^"]*from "(\.[^"]+)"/gm)].map((m) => path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1])))
+
+  it("the core imports neither the edges nor the built-ins (games, scripted policies)", () => {
+    expect(core).toContain("Registry.ts")
+    for (const file of core) {
+      for (const target of relativeImports(`src/${file}`)) {
+        expect(target, `${file} imports ${target}`).toMatch(/^src\/(internal\/[^/]+|[A-Za-z]+\.js)$/)
+        expect(target, `${file} imports ${target}`).not.toBe("src/Builtins.js")
+      }
+    }
+  })
+
+  it("the core's internal helpers import nothing outside the core", () => {
+    for (const file of fs.readdirSync(path.join(root, "src/internal"))) {
+      for (const target of relativeImports(`src/internal/${file}`)) {
+        expect(target, `internal/${file} imports ${target}`).toMatch(/^src\/(internal\/[^/]+|[A-Za-z]+\.js)$/)
+      }
+    }
+  })
+})
