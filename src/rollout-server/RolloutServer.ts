@@ -33,7 +33,7 @@ import type * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Cause, Chunk, Deferred, Duration, Effect, type Redacted, Stream } from "effect"
+import { Cause, Chunk, Deferred, Duration, Effect, type Either, type Redacted, Stream } from "effect"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import * as CompletionsLog from "../CompletionsLog.js"
@@ -241,17 +241,33 @@ const tracked = <A, E, R>(server: Server, handler: Effect.Effect<A, E, R>): Effe
     handler
   )
 
+/**
+ * The path every run request takes: read and decode the body, plan it (every row checked), admit its
+ * trajectories for the request's scope. `undefined` for a request with nothing to run.
+ */
+const accept = <B>(
+  server: Server,
+  decode: (text: string) => Either.Either<B, ApiError>,
+  planOf: (planner: Planner, body: B) => Either.Either<Plan, ApiError>
+) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (server.state.draining) return yield* shuttingDown()
+    const body = yield* Effect.flatMap(readBody(request, server.settings.maxBody), decode)
+    const plan = yield* planOf(server.planner, body)
+    if (plan.trajectories === 0) return undefined
+    const reservation = yield* admit(server.state, plan.trajectories)
+    return { request, plan, reservation }
+  })
+
 /** `POST /v1/rollouts`: one JSON array in row order, or NDJSON lines as groups complete. */
 const rollouts = (server: Server) =>
   tracked(
     server,
     Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (server.state.draining) return yield* shuttingDown()
-      const batch = yield* Effect.flatMap(readBody(request, server.settings.maxBody), decodeBatch)
-      const plan = yield* planBatch(server.planner, batch)
-      if (plan.trajectories === 0) return json([])
-      const reservation = yield* admit(server.state, plan.trajectories)
+      const accepted = yield* accept(server, decodeBatch, planBatch)
+      if (accepted === undefined) return json([])
+      const { plan, request, reservation } = accepted
       const results = runPlan(server, plan, reservation)
       const headers = { [Api.TRAJECTORIES_HEADER]: String(plan.trajectories) }
       if ((request.headers.accept ?? "").includes(Api.NDJSON)) {
@@ -278,14 +294,10 @@ const infer = (server: Server) => {
   return tracked(
     server,
     Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (server.state.draining) return yield* shuttingDown()
-      const body = yield* Effect.flatMap(readBody(request, server.settings.maxBody), decodeInfer)
-      const plan = yield* planInfer(server.planner, body)
-      if (plan.trajectories === 0) return json([])
-      const reservation = yield* admit(server.state, plan.trajectories)
-      const groups = yield* Stream.runCollect(runPlan(server, plan, reservation))
-      return json(inferOutputs(plan, groups, model, Math.floor(Date.now() / 1000)))
+      const accepted = yield* accept(server, decodeInfer, planInfer)
+      if (accepted === undefined) return json([])
+      const groups = yield* Stream.runCollect(runPlan(server, accepted.plan, accepted.reservation))
+      return json(inferOutputs(accepted.plan, groups, model, Math.floor(Date.now() / 1000)))
     })
   )
 }
