@@ -2,6 +2,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 
 const root = path.resolve(import.meta.dirname, "..")
 const read = (file: string) => fs.readFileSync(path.join(root, file), "utf8")
@@ -30,6 +31,14 @@ describe("package exports", () => {
       readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
     }).compilerOptions.paths
     expect(paths).toEqual(Object.fromEntries(modules.map(({ name, target }) => [name, [sourceOf(target.default)]])))
+  })
+
+  it("a TypeScript plugin loaded at run time (tsx, as PluginLoader loads it) gets the sources too", async () => {
+    const { tsImport } = await import("tsx/esm/api")
+    const fixture = pathToFileURL(path.join(root, "test/fixtures/plugins/resolves.ts")).href
+    const loaded = (await tsImport(fixture, import.meta.url)) as { readonly resolved: string; readonly modules: number }
+    expect(new URL(loaded.resolved).pathname).toBe(path.join(root, "src/index.ts"))
+    expect(loaded.modules).toBeGreaterThan(10)
   })
 
   it("every effect-gym import in the README, examples, tests and benchmarks is an exported name", () => {
