@@ -33,6 +33,7 @@ import * as Builtins from "../Builtins.js"
 import type * as Env from "../Env.js"
 import { isRecord, toJsonSafe, typeName } from "../internal/inspect.js"
 import { mixSeed } from "../internal/seed.js"
+import { wholeProblem } from "../internal/whole.js"
 import * as Message from "../Message.js"
 import * as Registry from "../Registry.js"
 import * as Arbitraries from "./Arbitraries.js"
@@ -54,11 +55,6 @@ export {
   toJson,
   Warning
 } from "./internal/report.js"
-import { wholeProblem } from "../internal/whole.js"
-
-// ---------------------------------------------------------------------------------------------
-// Options
-// ---------------------------------------------------------------------------------------------
 
 /**
  * @since 0.1.0

@@ -4,10 +4,12 @@
  * collector that keeps the first failure of each check per env_config.
  */
 import { Duration } from "effect"
-import { canonical, isRecord, jsonProblem, show, toJsonSafe, typeName } from "../../internal/inspect.js"
+import { canonical, isRecord, jsonProblem, show, toJsonSafe, truncate, typeName } from "../../internal/inspect.js"
 import type { CloseResult, Context, Lifecycle, Scenario } from "./lifecycle.js"
-import { cut } from "./lifecycle.js"
 import { type CheckName, Failure, Warning } from "./report.js"
+
+/** A reply as shown in a report. */
+export const cut = (text: string): string => truncate(text, 300)
 
 export const RESULT_FIELDS = ["observation", "systemPrompt", "reward", "done", "info"] as const
 

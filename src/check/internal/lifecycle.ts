@@ -20,11 +20,11 @@ import {
   Supervisor
 } from "effect"
 import type * as Env from "../../Env.js"
-import { canonical, isRecord, truncate } from "../../internal/inspect.js"
+import { canonical, isRecord } from "../../internal/inspect.js"
 import { describe } from "../../internal/lift.js"
 import * as Message from "../../Message.js"
 import type { Collector } from "./inspection.js"
-import { fieldsSnapshot, resetProblems, stepProblems } from "./inspection.js"
+import { cut, fieldsSnapshot, resetProblems, stepProblems } from "./inspection.js"
 
 export interface Settings {
   readonly configs: ReadonlyArray<Env.EnvConfig>
@@ -413,6 +413,3 @@ const sampleResources = (settings: Settings): ReadonlyArray<string> | undefined 
     return undefined
   }
 }
-
-/** A reply as shown in a report. */
-export const cut = (text: string): string => truncate(text, 300)
