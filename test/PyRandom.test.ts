@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { PyRandom, seedToKey } from "../src/envs/PyRandom.js"
+import { PyRandom, seedToKey, temper } from "../src/envs/PyRandom.js"
 
 // Values printed by CPython 3.11: random.Random(s); [r.random(), r.randrange(4), r.randrange(7), r.getrandbits(32), r.random()]
 const PYTHON: ReadonlyArray<readonly [bigint, number, number, number, number, number]> = [
@@ -59,4 +59,19 @@ describe("PyRandom", () => {
     const b = new PyRandom(-seed)
     for (let i = 0; i < 10; i++) expect(a.random()).toBe(b.random())
   })
+
+  it.prop(
+    "rawWords skips outputs exactly: tempered, they are the next outputs, and the stream goes on alike",
+    [FastCheck.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }), FastCheck.nat(1500), FastCheck.nat(3000)],
+    ([seed, before, length]) => {
+      const a = new PyRandom(seed)
+      const b = new PyRandom(seed)
+      for (let i = 0; i < before; i++) a.nextUint32()
+      for (let i = 0; i < before; i++) b.nextUint32()
+      const words = new Int32Array(length)
+      a.rawWords(words)
+      expect(Array.from(words, temper)).toEqual(Array.from({ length }, () => b.nextUint32()))
+      expect([a.random(), a.random(), a.randrange(7)]).toEqual([b.random(), b.random(), b.randrange(7)])
+    }
+  )
 })
