@@ -11,7 +11,7 @@
  *   goal to every observation.
  * - `short_path`: a reward function that prefers trajectories with fewer turns.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import { Env, FrozenLake, Plugin, PyRandom, Reward, Scheduler } from "effect-gym"
 import type { Message } from "effect-gym/Message"
 
@@ -39,7 +39,8 @@ class SlipperyFrozenLake {
 
   async reset(request: Env.ResetRequest): Promise<Env.ResetResult> {
     const seed = this.config.seed ?? request.seed
-    this.grid = FrozenLake.generateMap(this.config.size, this.config.p, seed)
+    // Fails (the env's reset fails with it) only when no solvable map comes within the budget.
+    this.grid = Either.getOrThrowWith(FrozenLake.generateMap(this.config.size, this.config.p, seed), (error) => error)
     this.rng = new PyRandom.PyRandom(seed + 1)
     this.row = this.grid.findIndex((line) => line.includes("S"))
     this.col = this.grid[this.row].indexOf("S")

@@ -55,7 +55,7 @@ describe("FrozenLake: the reference vectors (shared/vectors/frozen_lake.json)", 
       Effect.gen(function*() {
         const { reset, steps } = yield* play(c.env_config, c.steps.map((s) => s.assistant))
         const game = new Game(decode(c.env_config))
-        game.reset(0)
+        Either.getOrThrow(game.reset(0))
         expect(game.grid).toEqual(c.map)
         expect(reset.observation).toBe(c.reset!.observation)
         expect(reset.info).toEqual(c.reset!.info)
@@ -79,7 +79,7 @@ describe("FrozenLake: differential cases from the reference algorithm", () => {
     expect(cases.length).toBe(300)
     for (const c of cases) {
       const game = new Game(decode(c.env_config))
-      game.reset(0)
+      Either.getOrThrow(game.reset(0))
       expect(game.grid, JSON.stringify(c.env_config)).toEqual(c.map)
       const messages: Array<Message.Message> = []
       for (const s of c.steps) {
@@ -133,8 +133,8 @@ describe("FrozenLake: config", () => {
   it("without a seed, uses the row seed: same map for the same row seed, info says so", () => {
     const a = new Game(decode({}))
     const b = new Game(decode({}))
-    const ra = a.reset(77)
-    b.reset(77)
+    const ra = Either.getOrThrow(a.reset(77))
+    Either.getOrThrow(b.reset(77))
     expect(a.grid).toEqual(b.grid)
     expect(ra.info).toEqual({ seed: null, size: 4, map_seed: 77 })
     expect(ra.systemPrompt).toBe(SYSTEM_PROMPT)
@@ -179,7 +179,7 @@ describe("FrozenLake: seeded determinism (properties)", () => {
   )
 
   it.prop("every generated map is solvable, has one S and one G, and has the configured size", [configs], ([config]) => {
-    const grid = generateMap(config.size, config.p, config.seed)
+    const grid = Either.getOrThrow(generateMap(config.size, config.p, config.seed))
     expect(grid.length).toBe(config.size)
     expect(grid.every((row) => row.length === config.size && /^[SFHG]+$/.test(row))).toBe(true)
     expect(grid.join("").split("S").length - 1).toBe(1)
@@ -197,7 +197,7 @@ describe("FrozenLake: seeded determinism (properties)", () => {
 
   it.prop("the player is always rendered exactly once, on the grid", [configs, replies], ([config, rs]) => {
     const game = new Game(decode({ ...config, seed: String(config.seed) }))
-    game.reset(0)
+    Either.getOrThrow(game.reset(0))
     const messages: Array<Message.Message> = []
     for (const reply of rs) {
       messages.push(Message.assistant(reply))

@@ -7,12 +7,12 @@
  *
  * @since 0.1.0
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Env from "../Env.js"
 import { Lru } from "../internal/lru.js"
 import { PY_SPACE, PY_WORD } from "../internal/pyre.js"
 import type { Message } from "../Message.js"
-import { PyRandom } from "./PyRandom.js"
+import { PyRandom, temper } from "./PyRandom.js"
 
 /**
  * @since 0.1.0
@@ -72,61 +72,242 @@ export const parseAction = (completion: string): Action | undefined => {
   return last === undefined ? undefined : (last.toLowerCase() as Action)
 }
 
-const isSolvable = (board: ReadonlyArray<ReadonlyArray<string>>, size: number): boolean => {
-  let start: [number, number] | undefined
-  for (let r = 0; r < size && start === undefined; r++) {
-    const c = board[r].indexOf("S")
-    if (c >= 0) start = [r, c]
-  }
-  if (start === undefined) return false
-  const seen = new Uint8Array(size * size)
-  const frontier: Array<number> = [start[0] * size + start[1]]
-  while (frontier.length > 0) {
-    const cell = frontier.pop()!
-    if (seen[cell] === 1) continue
-    seen[cell] = 1
-    const r = (cell / size) | 0
-    const c = cell % size
-    for (const [dr, dc] of [[1, 0], [0, 1], [-1, 0], [0, -1]] as const) {
-      const nr = r + dr
-      const nc = c + dc
-      if (nr >= 0 && nr < size && nc >= 0 && nc < size) {
-        const next = board[nr][nc]
-        if (next === "G") return true
-        if (next !== "H") frontier.push(nr * size + nc)
-      }
-    }
-  }
-  return false
-}
+/**
+ * The work budget of map generation: the cells drawn over all attempts of one map. An attempt
+ * draws `size * size` cells, so a map of side `size` gets `floor(MAX_MAP_CELLS / size²)` attempts:
+ * 256 at side 256, 1,024 at 128, 4,096 at 64, 65,536 at 16. The budget counts work, not time, so a
+ * (size, p, seed) either always gets its map or always fails, on any machine.
+ *
+ * The reference retries for ever. Inside the budget the map is the reference's, draw for draw (the
+ * tests compare with CPython running the reference's loop, and with that loop written again).
+ * Past it, the reference would still be drawing: 2^24 cells take CPython 3 to 5 s (13-20 ms per
+ * 256x256 attempt on the development machine), and the configs that get there are the degenerate
+ * ones: large boards with p below about 0.59, where safe cells form small islands. At the default
+ * p 0.8 the first attempt nearly always succeeds. Here a failure costs at most the budget, about
+ * 130 ms of CPU on the development machine, searched by the env in slices of one 256x256 attempt
+ * with a turn of the event loop between them (README, FrozenLake).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_MAP_CELLS = 2 ** 24
 
 /**
- * The reference's map generator: rows of `F`/`H` drawn with `random() < p`, then start and goal by
- * `randrange(size)` (row, col, row, col), redrawn until start differs from goal and the goal is
- * reachable.
+ * The attempts a map of side `size` gets within {@link MAX_MAP_CELLS}.
  *
  * @since 0.1.0
  * @category generation
  */
-export const generateMap = (size: number, p: number, seed: number | bigint): ReadonlyArray<string> => {
-  const rng = new PyRandom(seed)
-  for (;;) {
-    const board: Array<Array<string>> = []
-    for (let r = 0; r < size; r++) {
-      const row: Array<string> = []
-      for (let c = 0; c < size; c++) row.push(rng.random() < p ? "F" : "H")
-      board.push(row)
-    }
-    const startR = rng.randrange(size)
-    const startC = rng.randrange(size)
-    const goalR = rng.randrange(size)
-    const goalC = rng.randrange(size)
-    if (startR === goalR && startC === goalC) continue
-    board[startR][startC] = "S"
-    board[goalR][goalC] = "G"
-    if (isSolvable(board, size)) return board.map((row) => row.join(""))
+export const maxAttempts = (size: number): number => Math.floor(MAX_MAP_CELLS / (size * size))
+
+/**
+ * No solvable map within the generation budget ({@link MAX_MAP_CELLS}) for this (size, p, seed).
+ * The same config fails the same way every time.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MapBudgetExceeded extends Schema.TaggedError<MapBudgetExceeded>("effect-gym/FrozenLake/MapBudgetExceeded")(
+  "MapBudgetExceeded",
+  {
+    size: Schema.Number,
+    p: Schema.Number,
+    /** The map's seed, as decimal text (seeds can exceed 2^53). */
+    seed: Schema.String,
+    attempts: Schema.Number
+  }
+) {
+  override get message(): string {
+    const { attempts, p, seed, size } = this
+    const budget = attempts === maxAttempts(size)
+      ? `the generation budget at this size: ${MAX_MAP_CELLS} cells, ${size}x${size} per attempt`
+      : "the given budget"
+    return `FrozenLake size ${size}, p ${p}, seed ${seed}: no solvable map in ${attempts} attempts (${budget}). ` +
+      `${why(size, p)}Use a larger p or a smaller size.`
   }
 }
+
+const why = (size: number, p: number): string => {
+  if (p === 0) {
+    const chance = (4 * (size - 1)) / (size * size * size)
+    return "With p 0 every cell but S and G is a hole, so a map is solvable only when S and G are adjacent " +
+      `(${(chance * 100).toPrecision(2)}% of attempts at this size). `
+  }
+  if (p < 0.6) {
+    return `With p ${p} (below about 0.59, the square grid's percolation threshold) safe cells form small ` +
+      `islands, so S and G are rarely connected on a ${size}x${size} map. `
+  }
+  return ""
+}
+
+const F = 70 // "F"
+const H = 72 // "H"
+const S = 83 // "S"
+const G = 71 // "G"
+
+/**
+ * One map's search, resumable: the reference's loop (draw a board, draw start and goal, keep the
+ * first solvable one), run in slices of work so that the env can let the event loop run between
+ * slices, and shared by every generation of a row that asks for the map while it is being searched.
+ *
+ * A cell is safe when `random() < p`. Rather than draw all of them, an attempt skips over the
+ * board's generator outputs ({@link PyRandom.rawWords}) and decides a cell only when the
+ * reachability search looks at it: most cells of a failed attempt are never looked at. A cell
+ * takes two outputs a, b; `random()` is `x / 2^53` with `x = (a >>> 5) * 2^26 + (b >>> 6)`, and
+ * `random() < p` exactly when `x < ceil(p * 2^53)` (`p * 2^53` is exact: a power-of-two scaling).
+ * With that bound written as `high * 2^26 + low`, the cell is safe when `a >>> 5 < high`, or when
+ * `a >>> 5 === high` and `b >>> 6 < low`; b is needed once in 2^27 cells.
+ */
+class MapSearch {
+  private readonly rng: PyRandom
+  private readonly cells: number
+  private readonly high: number
+  private readonly low: number
+  private readonly limit: number
+  private words: Int32Array | undefined
+  /** Per cell of the current attempt: 0 not decided yet, 1 safe, 2 hole. */
+  private drawn: Uint8Array | undefined
+  private seen: Uint32Array | undefined
+  private stack: Int32Array | undefined
+  private attempts = 0
+  /** The search's outcome, once it has one; the buffers are dropped then. */
+  private result: Either.Either<ReadonlyArray<string>, MapBudgetExceeded> | undefined = undefined
+
+  constructor(readonly size: number, readonly p: number, readonly seed: number | bigint, limit = maxAttempts(size)) {
+    this.rng = new PyRandom(seed)
+    this.cells = size * size
+    const bound = Math.ceil(p * 9007199254740992)
+    this.high = Math.floor(bound / 67108864)
+    this.low = bound - this.high * 67108864
+    this.limit = limit
+    this.words = new Int32Array(2 * this.cells)
+    this.drawn = new Uint8Array(this.cells)
+    this.seen = new Uint32Array(this.cells)
+    this.stack = new Int32Array(this.cells)
+  }
+
+  /**
+   * Runs attempts until the search has its outcome or about `work` cells of attempts are spent
+   * (at least one attempt); returns the outcome, or `undefined` when there is more to do.
+   */
+  advance(work: number): Either.Either<ReadonlyArray<string>, MapBudgetExceeded> | undefined {
+    let spent = 0
+    while (this.result === undefined && spent < work) {
+      this.attempt()
+      spent += this.cells
+    }
+    return this.result
+  }
+
+  private attempt(): void {
+    if (this.attempts >= this.limit) {
+      return this.finish(
+        Either.left(new MapBudgetExceeded({ size: this.size, p: this.p, seed: String(this.seed), attempts: this.attempts }))
+      )
+    }
+    this.attempts++
+    const { rng, size } = this
+    rng.rawWords(this.words!)
+    this.drawn!.fill(0)
+    const startRow = rng.randrange(size)
+    const startCol = rng.randrange(size)
+    const goalRow = rng.randrange(size)
+    const goalCol = rng.randrange(size)
+    const start = startRow * size + startCol
+    const goal = goalRow * size + goalCol
+    if (start !== goal && this.reachable(start, goal)) this.finish(Either.right(this.rows(start, goal)))
+  }
+
+  private finish(result: Either.Either<ReadonlyArray<string>, MapBudgetExceeded>): void {
+    this.result = result
+    this.words = this.drawn = this.seen = this.stack = undefined
+  }
+
+  /** Whether the cell was drawn safe (`random() < p`), decided once per attempt. */
+  private safe(cell: number): boolean {
+    const drawn = this.drawn!
+    if (drawn[cell] === 0) {
+      const a = temper(this.words![2 * cell]) >>> 5
+      drawn[cell] = a < this.high || (a === this.high && temper(this.words![2 * cell + 1]) >>> 6 < this.low) ? 1 : 2
+    }
+    return drawn[cell] === 1
+  }
+
+  /**
+   * The reference's validity check: whether the goal is reachable from the start through safe
+   * cells, moving up, down, left or right (the start is walkable whatever was drawn under it).
+   * `seen` marks visited cells with the attempt number, so it needs no clearing; each cell is
+   * pushed at most once, so `stack` has room.
+   */
+  private reachable(start: number, goal: number): boolean {
+    const { size } = this
+    const seen = this.seen!
+    const stack = this.stack!
+    const stamp = this.attempts
+    let top = 0
+    stack[top++] = start
+    seen[start] = stamp
+    while (top > 0) {
+      const cell = stack[--top]
+      const col = cell % size
+      for (let k = 0; k < 4; k++) {
+        let next: number
+        if (k === 0) {
+          if (cell < size) continue
+          next = cell - size
+        } else if (k === 1) {
+          next = cell + size
+          if (next >= this.cells) continue
+        } else if (k === 2) {
+          if (col === 0) continue
+          next = cell - 1
+        } else {
+          if (col === size - 1) continue
+          next = cell + 1
+        }
+        if (next === goal) return true
+        if (seen[next] !== stamp && this.safe(next)) {
+          seen[next] = stamp
+          stack[top++] = next
+        }
+      }
+    }
+    return false
+  }
+
+  /** The accepted attempt's rows as text. */
+  private rows(start: number, goal: number): Array<string> {
+    const { size } = this
+    const rows: Array<string> = []
+    const codes = new Array<number>(size)
+    for (let r = 0; r < size; r++) {
+      for (let c = 0; c < size; c++) {
+        const cell = r * size + c
+        codes[c] = cell === start ? S : cell === goal ? G : this.safe(cell) ? F : H
+      }
+      rows.push(String.fromCharCode(...codes))
+    }
+    return rows
+  }
+}
+
+/**
+ * The reference's map generator, bounded: rows of `F`/`H` drawn with `random() < p`, then start and
+ * goal by `randrange(size)` (row, col, row, col), redrawn until start differs from goal and the goal
+ * is reachable. Within `maxAttempts` attempts (default {@link maxAttempts}`(size)`, the env's
+ * budget) the map is the reference's; past it the result is {@link MapBudgetExceeded}. This runs the
+ * whole search at once; the env runs it in slices instead.
+ *
+ * @since 0.1.0
+ * @category generation
+ */
+export const generateMap = (
+  size: number,
+  p: number,
+  seed: number | bigint,
+  options?: { readonly maxAttempts?: number | undefined }
+): Either.Either<ReadonlyArray<string>, MapBudgetExceeded> =>
+  new MapSearch(size, p, seed, options?.maxAttempts ?? maxAttempts(size)).advance(Infinity)!
 
 /**
  * A generated map, with what rendering needs precomputed. Maps are immutable, so one board is shared
@@ -140,11 +321,67 @@ interface Board {
   readonly startCol: number
 }
 
-const boards = new Lru<Board>(4096)
+/**
+ * The map of one (size, p, seed): its search while it runs, then its board or its failure. Entries
+ * are kept in a small LRU cache, so every generation of a row shares one search and one board, and
+ * a failure is not searched again.
+ */
+class MapEntry {
+  private search: MapSearch | undefined
+  private outcome: Either.Either<Board, MapBudgetExceeded> | undefined = undefined
 
-/** The board of (size, p, seed), generated once and kept in a small LRU cache. */
-const boardFor = (size: number, p: number, seed: number | bigint): Board =>
-  boards.get(`${size}|${p}|${seed}`, () => makeBoard(generateMap(size, p, seed)))
+  constructor(size: number, p: number, seed: number | bigint) {
+    this.search = new MapSearch(size, p, seed)
+  }
+
+  /** Searches for about `work` more cells (at least one attempt); the outcome once there is one. */
+  advance(work: number): Either.Either<Board, MapBudgetExceeded> | undefined {
+    if (this.outcome === undefined) {
+      const result = this.search!.advance(work)
+      if (result !== undefined) {
+        this.outcome = Either.map(result, makeBoard)
+        this.search = undefined
+      }
+    }
+    return this.outcome
+  }
+}
+
+// Two caches, so that the boards kept stay small in memory: a 256x256 board and its rendering
+// rows take about 200 KB, a 16x16 one under 1 KB.
+const smallMaps = new Lru<MapEntry>(4096)
+const largeMaps = new Lru<MapEntry>(64)
+
+const mapEntry = (size: number, p: number, seed: number | bigint): MapEntry =>
+  (size <= 64 ? smallMaps : largeMaps).get(`${size}|${p}|${seed}`, () => new MapEntry(size, p, seed))
+
+/**
+ * Cells of map search between two turns of the event loop: one attempt on a 256x256 map (about a
+ * millisecond), many on small maps. A map found in the first slice (nearly every valid config)
+ * costs no turn of the event loop.
+ */
+const SLICE_CELLS = 65536
+
+/** Waits for the next turn of the event loop (timers and I/O run); interruptible. */
+const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
+  if (typeof setImmediate === "function") {
+    const handle = setImmediate(() => resume(Effect.void))
+    return Effect.sync(() => clearImmediate(handle))
+  }
+  const handle = setTimeout(() => resume(Effect.void), 0)
+  return Effect.sync(() => clearTimeout(handle))
+})
+
+/** The board of (size, p, seed), searched in slices with a turn of the event loop between them. */
+const boardEffect = (size: number, p: number, seed: number | bigint): Effect.Effect<Board, MapBudgetExceeded> => {
+  const entry = mapEntry(size, p, seed)
+  const loop: Effect.Effect<Board, MapBudgetExceeded> = Effect.suspend(() => {
+    const outcome = entry.advance(SLICE_CELLS)
+    if (outcome === undefined) return Effect.zipRight(nextTurn, loop)
+    return Either.isRight(outcome) ? Effect.succeed(outcome.right) : Effect.fail(outcome.left)
+  })
+  return loop
+}
 
 /** A generated map with its start cell and its rows spaced for rendering. */
 const makeBoard = (grid: ReadonlyArray<string>): Board => {
@@ -311,7 +548,7 @@ export const Config = Schema.Struct({
 export type Config = typeof Config.Type
 
 /**
- * The game state machine, independent of any effect system: used by the env and by tests.
+ * The game state machine: used by the env (through {@link Game.resetEffect}) and by tests.
  *
  * @since 0.1.0
  * @category models
@@ -334,9 +571,25 @@ export class Game {
     this.seedJson = jsonInt(this.seed)
   }
 
-  /** Generates the map (from `fallbackSeed` when the config has no seed) and places the player. */
-  reset(fallbackSeed: number | bigint): Env.ResetResult {
-    const board = boardFor(this.size, this.p, this.seed ?? fallbackSeed)
+  /**
+   * Generates the map (from `fallbackSeed` when the config has no seed) and places the player; fails
+   * when no solvable map comes within the generation budget ({@link MAX_MAP_CELLS}).
+   */
+  reset(fallbackSeed: number | bigint): Either.Either<Env.ResetResult, MapBudgetExceeded> {
+    const outcome = mapEntry(this.size, this.p, this.seed ?? fallbackSeed).advance(Infinity)!
+    return Either.map(outcome, (board) => this.start(board, fallbackSeed))
+  }
+
+  /**
+   * {@link Game.reset} as an Effect that searches for the map in slices, letting the event loop run
+   * between them (so a config that spends the whole budget delays no other work for long) and
+   * stopping between two slices when interrupted.
+   */
+  resetEffect(fallbackSeed: number | bigint): Effect.Effect<Env.ResetResult, MapBudgetExceeded> {
+    return Effect.map(boardEffect(this.size, this.p, this.seed ?? fallbackSeed), (board) => this.start(board, fallbackSeed))
+  }
+
+  private start(board: Board, fallbackSeed: number | bigint): Env.ResetResult {
     this.board = board
     this.grid = board.grid
     this.row = board.startRow
@@ -420,7 +673,11 @@ export const definition = (name = "frozen_lake", description = "Text FrozenLake,
       Effect.sync(() => {
         const game = new Game(config)
         return {
-          reset: (request) => Effect.sync(() => game.reset(request.seed)),
+          reset: (request) =>
+            Effect.mapError(
+              game.resetEffect(request.seed),
+              (error) => new Env.EnvError({ env: name, phase: "reset", detail: error.message, cause: error })
+            ),
           step: (messages) => Effect.sync(() => game.step(messages))
         }
       })

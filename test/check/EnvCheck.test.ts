@@ -358,7 +358,7 @@ describe("EnvCheck.transcript", () => {
       const replies = ["<action>down</action>", "nonsense", "<action>right</action>", "<action>right</action>", "<action>down</action>", "<action>down</action>", "<action>right</action>"]
       const out = yield* EnvCheck.transcript(FrozenLake, { seed: 3 }, replies)
       const game = new Game({ size: 4, p: 0.8, seed: 3 })
-      expect(out.reset).toEqual(game.reset(0))
+      expect(out.reset).toEqual(Either.getOrThrow(game.reset(0)))
       for (const step of out.steps) {
         expect(step.result).toEqual(game.step([{ role: "assistant", content: step.reply }]))
       }

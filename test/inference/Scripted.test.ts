@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck, Fiber, Option, Scope, TestClock } from "effect"
+import { Effect, Either, FastCheck, Fiber, Option, Scope, TestClock } from "effect"
 import { Game } from "../../src/envs/FrozenLake.js"
 import { frozenLakeSolver, parseGrid, planMove, random } from "../../src/inference/Scripted.js"
 import * as Message from "../../src/Message.js"
@@ -34,7 +34,7 @@ describe("Scripted policies", () => {
       Effect.gen(function*() {
         const solver = yield* make(frozenLakeSolver)
         const game = new Game({ size, p, seed })
-        const reset = game.reset(0)
+        const reset = Either.getOrThrow(game.reset(0))
         const shortest = distance(game.grid)
         const messages: Array<Message.Message> = [Message.user(reset.observation)]
         for (let turn = 1; turn <= size * size; turn++) {
