@@ -16,11 +16,15 @@
  *   (means over the moves), `progress_reward`, `correct_reward`, and their sum `sudoku_reward`. Each
  *   step's reward is the change of that sum, so the trajectory's total reward (the `gym_reward`
  *   column) is the final sum (minus 1 after an unparseable reply).
+ * - `sudoku_progress`: a reward function with only the components that nothing but moves the env
+ *   accepted can raise: `progress_reward`, plus 1 when the puzzle is solved (see the README on which
+ *   components to train on). Use it with the gym column weighted 0:
+ *   `--reward-funcs sudoku_progress --reward-weights 1 0`.
  * - `sudoku-solver`: a scripted policy for demos and tests that reads the board of the last user
  *   message and answers a correct move; `epsilon` mixes in random moves.
  */
 import { Effect, Schema } from "effect"
-import { Env, Message, Plugin, Policy, Scheduler, Sudoku } from "effect-gym"
+import { Env, Message, Plugin, Policy, Reward, Scheduler, Sudoku } from "effect-gym"
 import { OpenEnvScheduler } from "effect-gym/openenv"
 
 type Grid = Sudoku.Grid
@@ -197,15 +201,22 @@ export class Tracker {
     this.seen = content.length
     const lower = newContent.toLowerCase()
     const saysInvalid = INVALID_WORDS.some((word) => lower.includes(word))
-    const [row, col] = move.slice(1, -1).split(" ").map(Number)
-    const targetsEmpty = this.board === undefined ||
-      (row >= 1 && row <= 9 && col >= 1 && col <= 9 && this.board[row - 1][col - 1] === 0)
+    const [row, col, digit] = move.slice(1, -1).split(" ").map(Number)
+    const onGrid = row >= 1 && row <= 9 && col >= 1 && col <= 9
+    const targetsEmpty = this.board === undefined || (onGrid && this.board[row - 1][col - 1] === 0)
+    const lines = boardLines(newContent)
+    const shown = lines === undefined ? undefined : gridOf(lines)
+    // Accepted means the env shows the digit in its cell. The absence of an error text proves
+    // nothing: TextArena ends the game on the second invalid move in a row without a word, and
+    // that move was once scored as accepted (+1, listed in successful_moves). Without a board to
+    // go by (a server that never showed one), the error words decide alone, as in the reference.
+    const shownOnBoard = this.board === undefined || (shown !== undefined && onGrid && shown[row - 1][col - 1] === digit)
     this.emptyCell.push(targetsEmpty ? 1 : -1)
     const repeats = this.counts.get(move) ?? 0
     this.counts.set(move, repeats + 1)
     if (repeats === 0) this.tried.push(move)
     this.repetition.push(repeats > 0 ? -Math.min(2 ** repeats, 10) : 0)
-    const valid = !saysInvalid && targetsEmpty
+    const valid = !saysInvalid && targetsEmpty && shownOnBoard
     if (valid && repeats === 0) {
       this.validMove.push(1)
       this.successful.push(move)
@@ -216,12 +227,10 @@ export class Tracker {
       this.validMove.push(0)
       if (!valid) this.failed.push(move)
     }
-    const lines = valid ? boardLines(newContent) : undefined
-    const board = lines === undefined ? undefined : gridOf(lines)
-    if (board !== undefined) {
-      this.board = board
+    if (valid && shown !== undefined) {
+      this.board = shown
       this.boardText = lines!.join("\n")
-      this.maxFilled = Math.max(this.maxFilled, Sudoku.countClues(board))
+      this.maxFilled = Math.max(this.maxFilled, Sudoku.countClues(shown))
     }
     this.correct = envReward
     return { ...this.components(), newContent }
@@ -320,6 +329,20 @@ const sudokuScheduler = OpenEnvScheduler.make({
   }
 })
 
+/**
+ * `progress_reward` + 1 when solved, from the trajectory's `rollout_infos`. Both rise only with moves
+ * the env accepted; unlike the sum, this does not pay for ending a game with invalid moves.
+ */
+const sudokuProgress = Reward.define({
+  name: "sudoku_progress",
+  description: "Sudoku scheduler: progress_reward, plus 1 when the puzzle is solved (correct_reward 1)",
+  score: ({ trajectory }) => {
+    const infos = trajectory.rolloutInfos
+    const progress = typeof infos.progress_reward === "number" ? infos.progress_reward : 0
+    return progress + (infos.correct_reward === 1 ? 1 : 0)
+  }
+})
+
 // ---------------------------------------------------------------------------------------------
 // A scripted solver policy (no model), for demos and tests
 // ---------------------------------------------------------------------------------------------
@@ -375,5 +398,6 @@ const sudokuSolver = Policy.define({
 export default Plugin.make({
   name: "sudoku-examples",
   schedulers: [sudokuScheduler],
+  rewards: [sudokuProgress],
   policies: [sudokuSolver]
 })

@@ -322,6 +322,88 @@ describe("the Sudoku scheduler's pieces (examples/sudoku_scheduler.ts)", () => {
     expect(repeats.components().repetition_reward).toBeCloseTo(-34 / 6)
   })
 
+  it("the invalid move that ends the game (the second in a row) is scored invalid, not as an accepted move", () => {
+    // issue 13: the game ends on it without a word, so it was read as accepted (+1, in successful_moves)
+    const tracker = new Tracker(initial)
+    const game = gameOf(transcriptBoard)
+    const solution = game.solution
+    const [[r1, c1], [r2, c2]] = emptyCells(transcriptBoard)
+    const right = `[${r1} ${c1} ${solution[r1 - 1][c1 - 1]}]`
+    const wrongDigit = (r: number, c: number) => `[${r} ${c} ${(solution[r - 1][c - 1] % 9) + 1}]`
+    const play = (move: string) => {
+      const out = game.step(move)
+      return { out, c: tracker.observe(move, game.transcript, out.reward) }
+    }
+    play(right)
+    // a wrong digit in an empty cell: the env asks to resubmit (-0.5)
+    expect(play(wrongDigit(r2, c2)).out.done).toBe(false)
+    // the same mistake again: the game ends, and the env adds no text for it
+    const { c, out } = play(wrongDigit(r2, c2))
+    expect(out.done).toBe(true)
+    expect(game.gameInfo.reason).toContain("Invalid Move")
+    expect(tracker.validMove).toEqual([1, -0.5, 0])
+    expect(tracker.successful).toEqual([right])
+    expect(tracker.failed).toEqual([wrongDigit(r2, c2), wrongDigit(r2, c2)])
+    expect(tracker.emptyCell).toEqual([1, 1, 1]) // it did target an empty cell
+    expect(tracker.repetition).toEqual([0, 0, -2])
+    expect(c.valid_move_reward).toBeCloseTo(0.5 / 3)
+    expect(c.progress_reward).toBeCloseTo(1 / 21)
+    expect(c.correct_reward).toBeCloseTo(1 / 21) // TextArena's reward at the end: the fraction filled
+
+    // the same with two different wrong digits in two empty cells
+    const other = new Tracker(initial)
+    const second = gameOf(transcriptBoard)
+    for (const move of [wrongDigit(r1, c1), wrongDigit(r2, c2)]) other.observe(move, (second.step(move), second.transcript), 0)
+    expect(second.done).toBe(true)
+    expect(other.validMove).toEqual([-0.5, 0])
+    expect(other.successful).toEqual([])
+    expect(other.failed).toEqual([wrongDigit(r1, c1), wrongDigit(r2, c2)])
+
+    // a game-ending move that is accepted (the last cell) still counts: the env shows it on the board
+    const last = new Tracker(initial)
+    const solved = gameOf(transcriptBoard)
+    for (const [r, col] of emptyCells(transcriptBoard)) {
+      const move = `[${r} ${col} ${solution[r - 1][col - 1]}]`
+      last.observe(move, (solved.step(move), solved.transcript), solved.lastReward)
+    }
+    expect(solved.completed).toBe(true)
+    expect(last.validMove.every((v) => v === 1)).toBe(true)
+  })
+
+  it("what the sum pays for (the README's figures): ending a game on purpose beats being cut off by max_turns", () => {
+    const solution = gameOf(transcriptBoard).solution
+    const cells = emptyCells(transcriptBoard)
+    expect(cells.length).toBe(21)
+    const right = ([r, c]: readonly [number, number]) => `[${r} ${c} ${solution[r - 1][c - 1]}]`
+    const wrong = ([r, c]: readonly [number, number]) => `[${r} ${c} ${(solution[r - 1][c - 1] % 9) + 1}]`
+    const score = (moves: ReadonlyArray<string>) => {
+      const tracker = new Tracker(initial)
+      const game = gameOf(transcriptBoard)
+      let last = tracker.components()
+      for (const move of moves) {
+        const out = game.step(move)
+        last = tracker.observe(move, game.transcript, out.reward)
+      }
+      return { ...last, done: game.done }
+    }
+    const tenRight = cells.slice(0, 10).map(right)
+    // 10 accepted moves, then the rollout's max_turns cuts the game: the env's reward is still 0
+    const cut = score(tenRight)
+    expect(cut.done).toBe(false)
+    expect(cut).toMatchObject({ empty_cell_reward: 1, valid_move_reward: 1, correct_reward: 0 })
+    expect(cut.sudoku_reward).toBeCloseTo(2 + 10 / 21)
+    // the same 10, then two wrong digits end the game: the env pays the fraction filled
+    const quit = score([...tenRight, wrong(cells[10]), wrong(cells[11])])
+    expect(quit.done).toBe(true)
+    expect(quit.correct_reward).toBeCloseTo(10 / 21)
+    expect(quit.sudoku_reward).toBeCloseTo(1 + 9.5 / 12 + 20 / 21)
+    expect(quit.sudoku_reward).toBeGreaterThan(cut.sudoku_reward + 0.25)
+    // empty_cell_reward cannot tell a wrong digit from a right one
+    expect(score([wrong(cells[0]), right(cells[1])]).empty_cell_reward).toBe(1)
+    // the means pay one accepted move as much as ten
+    expect(score([right(cells[0])]).valid_move_reward).toBe(score(tenRight).valid_move_reward)
+  })
+
   it("a solved board: every component at its best, total 4", () => {
     const tracker = new Tracker(initial)
     const game = gameOf(transcriptBoard)
