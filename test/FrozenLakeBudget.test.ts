@@ -121,10 +121,17 @@ const expectFailure = (
 }
 
 describe("FrozenLake: the generation budget", () => {
-  it("is 2^24 cells: 256 attempts at size 256, more on smaller maps", () => {
+  it("is 2^24 cells: 256 attempts at size 256, more on smaller maps (an attempt counts at least 64)", () => {
     expect(MAX_MAP_CELLS).toBe(16_777_216)
-    expect([256, 128, 64, 32, 4, 2].map(maxAttempts)).toEqual([256, 1024, 4096, 16384, 1_048_576, 4_194_304])
+    expect([256, 128, 64, 32, 8, 4, 2, 1].map(maxAttempts)).toEqual([256, 1024, 4096, 16384, 262_144, 262_144, 262_144, 262_144])
   })
+
+  it.effect("size 1 (start and goal always coincide) fails after its attempts; sizes that are no size throw", () =>
+    guarded(Effect.sync(() => {
+      expectFailure(generateMap(1, 0.8, 5), { size: 1, p: 0.8, seed: "5", attempts: 262_144 })
+      expect(() => generateMap(0, 0.8, 5)).toThrow(RangeError)
+      expect(() => generateMap(2.5, 0.8, 5)).toThrow(RangeError)
+    })))
 
   it("a config past the budget fails with MapBudgetExceeded in a child process (killed if it hangs)", async () => {
     const out = await childCheck
@@ -285,6 +292,7 @@ describe("FrozenLake env: a config past the budget", () => {
         expect(error.cause).toBeInstanceOf(MapBudgetExceeded)
         const seed = envConfig.seed ?? 7 // without a seed, the row's seed
         expect(error.message).toContain(`FrozenLake size 256, p ${Number(envConfig.p)}, seed ${seed}: no solvable map`)
+        expect(error.message.endsWith("(The seed is the row's: env_config has none.)")).toBe(envConfig.seed === undefined)
       }
     })))
 

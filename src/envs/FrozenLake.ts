@@ -74,8 +74,9 @@ export const parseAction = (completion: string): Action | undefined => {
 
 /**
  * The work budget of map generation: the cells drawn over all attempts of one map. An attempt
- * draws `size * size` cells, so a map of side `size` gets `floor(MAX_MAP_CELLS / size²)` attempts:
- * 256 at side 256, 1,024 at 128, 4,096 at 64, 65,536 at 16. The budget counts work, not time, so a
+ * draws `size * size` cells and counts at least 64 (its fixed costs dominate on tiny maps), so a
+ * map of side `size` gets `floor(MAX_MAP_CELLS / max(size², 64))` attempts: 256 at side 256, 1,024
+ * at 128, 4,096 at 64, 65,536 at 16, 262,144 at 8 and below. The budget counts work, not time, so a
  * (size, p, seed) either always gets its map or always fails, on any machine.
  *
  * The reference retries for ever. Inside the budget the map is the reference's, draw for draw (the
@@ -98,7 +99,7 @@ export const MAX_MAP_CELLS = 2 ** 24
  * @since 0.1.0
  * @category generation
  */
-export const maxAttempts = (size: number): number => Math.floor(MAX_MAP_CELLS / (size * size))
+export const maxAttempts = (size: number): number => Math.floor(MAX_MAP_CELLS / Math.max(size * size, 64))
 
 /**
  * No solvable map within the generation budget ({@link MAX_MAP_CELLS}) for this (size, p, seed).
@@ -174,6 +175,9 @@ class MapSearch {
   private result: Either.Either<ReadonlyArray<string>, MapBudgetExceeded> | undefined = undefined
 
   constructor(readonly size: number, readonly p: number, readonly seed: number | bigint, limit = maxAttempts(size)) {
+    if (!Number.isInteger(size) || size < 1 || size > 4096) {
+      throw new RangeError(`FrozenLake map sizes are integers from 1 to 4096, got ${size}`)
+    }
     this.rng = new PyRandom(seed)
     this.cells = size * size
     const bound = Math.ceil(p * 9007199254740992)
@@ -296,7 +300,8 @@ class MapSearch {
  * goal by `randrange(size)` (row, col, row, col), redrawn until start differs from goal and the goal
  * is reachable. Within `maxAttempts` attempts (default {@link maxAttempts}`(size)`, the env's
  * budget) the map is the reference's; past it the result is {@link MapBudgetExceeded}. This runs the
- * whole search at once; the env runs it in slices instead.
+ * whole search at once; the env runs it in slices instead. A size that is not an integer from 1 to
+ * 4096 throws a `RangeError` (the env's config allows 2 to {@link MAX_SIZE}).
  *
  * @since 0.1.0
  * @category generation
@@ -674,10 +679,13 @@ export const definition = (name = "frozen_lake", description = "Text FrozenLake,
         const game = new Game(config)
         return {
           reset: (request) =>
-            Effect.mapError(
-              game.resetEffect(request.seed),
-              (error) => new Env.EnvError({ env: name, phase: "reset", detail: error.message, cause: error })
-            ),
+            Effect.mapError(game.resetEffect(request.seed), (error) =>
+              new Env.EnvError({
+                env: name,
+                phase: "reset",
+                detail: config.seed === null ? `${error.message} (The seed is the row's: env_config has none.)` : error.message,
+                cause: error
+              })),
           step: (messages) => Effect.sync(() => game.step(messages))
         }
       })
