@@ -93,12 +93,14 @@ describe("OpenEnv client", () => {
           ({ observation }) => ({ done: observation.done, afterFirstClosed: firstClosed })
         )
       ))
-      yield* Effect.sleep("200 millis")
+      // close the first session only after the waiting attempt has met CAPACITY_REACHED at least once
+      // (polling the server's count, not a fixed sleep: a loaded machine delays the attempt)
+      while (server.sessions.rejected < 2) yield* Effect.sleep("10 millis")
       firstClosed = true
       yield* Scope.close(first, Exit.void)
       // it got its slot only once the first session had closed (not a wall-clock bound: a loaded machine only delays)
       expect(yield* Fiber.join(waiting)).toEqual({ done: false, afterFirstClosed: true })
-      expect(server.sessions.rejected).toBeGreaterThanOrEqual(3)
+      expect(server.sessions.rejected).toBeGreaterThanOrEqual(2)
       expect(server.sessions.maxSeen).toBe(2)
       yield* b.close
       expect(yield* settled(server.sessions)).toBe(0)
