@@ -59,6 +59,16 @@ export const CompletionLine = Schema.Struct({
   response_loss_mask: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
   /** One entry per turn: the logprob of each token, `null` for a turn whose backend gave none. */
   rollout_logprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
+  /** The templated first prompt (token in, token out; see `TokenSequence`). */
+  prompt_token_ids: Schema.optional(Schema.Array(Schema.Number)),
+  /** Everything after the prompt: sampled tokens and the template/observation tokens between turns; `null` when unavailable. */
+  token_ids: Schema.optional(Schema.NullOr(Schema.Array(Schema.Number))),
+  /** 1 exactly on sampled tokens. */
+  loss_mask: Schema.optional(Schema.Array(Schema.Literal(0, 1))),
+  /** Per token of `token_ids`: the sampled token's logprob, `null` elsewhere. */
+  logprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number))),
+  /** Why `token_ids` is `null`. */
+  token_ids_unavailable: Schema.optional(Schema.String),
   timings: Schema.Struct({
     total_ms: Schema.Number,
     reset_ms: Schema.Number,
@@ -126,6 +136,18 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
   }
   if (result.turns.some((t) => t.logprobs !== undefined)) {
     line.rollout_logprobs = result.turns.map((t) => t.logprobs ?? null)
+  }
+  const tokens = result.tokens
+  if (tokens !== undefined) {
+    if (tokens._tag === "Sequence") {
+      line.prompt_token_ids = tokens.sequence.promptTokenIds
+      line.token_ids = tokens.sequence.tokenIds
+      line.loss_mask = tokens.sequence.lossMask
+      line.logprobs = tokens.sequence.logprobs
+    } else {
+      line.token_ids = null
+      line.token_ids_unavailable = tokens.reason
+    }
   }
   line.timings = {
     total_ms: round(result.timings.totalMs),

@@ -47,6 +47,48 @@ export interface ChatRequest {
    * seeded run gives the same samples whatever order trajectories run in.
    */
   readonly seed: number
+  /**
+   * The trajectory's tokens so far (the previous call's prompt and sampled tokens), when the
+   * previous call was generated from tokens: a token-level backend sends that sequence, plus the
+   * tokens of the messages added since, as the next prompt (token in, token out), so that model
+   * output is never decoded and re-encoded. `undefined` on the first turn and for text backends.
+   */
+  readonly previous?: TokenState | undefined
+  /** Variables of the model's chat template (`{"enable_thinking": false}`), for backends that render it. */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * A trajectory's token sequence after a call generated from tokens.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface TokenState {
+  /** The call's prompt followed by its sampled tokens. */
+  readonly tokenIds: ReadonlyArray<number>
+  /** The conversation those tokens hold: the call's messages and the reply. */
+  readonly messages: ReadonlyArray<Message>
+  /** How many of the last `tokenIds` were sampled (the reply). */
+  readonly sampled: number
+  readonly finishReason: FinishReason
+}
+
+/**
+ * The prompt a completion was sampled from, as tokens (token in, token out).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface PromptTokens {
+  readonly tokenIds: ReadonlyArray<number>
+  /**
+   * How many leading tokens are the request's `previous.tokenIds`, reused as they are; the rest are
+   * the template and message tokens added for this turn. 0 when the prompt was rendered afresh.
+   */
+  readonly reused: number
+  /** Why a later turn's prompt was rendered afresh instead of continuing the previous tokens. */
+  readonly restarted?: string | undefined
 }
 
 /**
@@ -68,6 +110,29 @@ export interface Completion {
   readonly tokenIds?: ReadonlyArray<number> | undefined
   readonly logprobs?: ReadonlyArray<number> | undefined
   readonly promptTokens?: number | undefined
+  /** The prompt as tokens, when the backend generated from tokens. */
+  readonly prompt?: PromptTokens | undefined
+  /** Why this completion has no token prompt (e.g. a chat-only server), for the log. */
+  readonly tokensUnavailable?: string | undefined
+}
+
+/**
+ * The token state after a completion: `undefined` unless the completion was generated from tokens
+ * and its sampled tokens are known.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const tokenState = (completion: Completion, messages: ReadonlyArray<Message>): TokenState | undefined => {
+  const prompt = completion.prompt
+  const sampled = completion.tokenIds
+  if (prompt === undefined || sampled === undefined) return undefined
+  return {
+    tokenIds: prompt.tokenIds.concat(sampled),
+    messages,
+    sampled: sampled.length,
+    finishReason: completion.finishReason
+  }
 }
 
 /**
@@ -107,6 +172,20 @@ export interface Service {
   /** A short description of the backend for logs and `/info` (e.g. `policy random`, `server http://...`). */
   readonly name: string
   readonly chat: (request: ChatRequest) => Effect.Effect<Completion, InferenceError>
+  /**
+   * The conversation rendered with the model's chat template (no generation prompt) and tokenized,
+   * as a trainer that re-tokenizes would get it: what the drift check compares a trajectory's token
+   * sequence with. Only backends that generate from tokens have it.
+   */
+  readonly retokenize?: (
+    messages: ReadonlyArray<Message>,
+    chatTemplateKwargs?: Readonly<Record<string, unknown>>
+  ) => Effect.Effect<ReadonlyArray<number>, InferenceError>
+  /**
+   * Fails when the backend is declared dead (too many transport failures in a row): a run stops
+   * with that one error instead of failing every trajectory slowly. Never succeeds.
+   */
+  readonly halted?: Effect.Effect<never, InferenceError> | undefined
 }
 
 /**

@@ -16,13 +16,15 @@
 import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberRef, Option, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import { Inference } from "./Inference.js"
-import type { Completion, SamplingParams, Service as InferenceService } from "./Inference.js"
+import { tokenState } from "./Inference.js"
+import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "./Inference.js"
 import * as Message from "./Message.js"
 import { describe } from "./internal/lift.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
 import { appendObservation, isTrajectoryError, nextMessages, UnexpectedError } from "./Scheduler.js"
+import * as TokenSequence from "./TokenSequence.js"
 
 /**
  * @since 0.1.0
@@ -135,6 +137,12 @@ export interface TrajectoryResult {
   readonly endReason: EndReason
   readonly error: TrajectoryError | undefined
   readonly turns: ReadonlyArray<TurnOutput>
+  /**
+   * The whole trajectory as one token sequence (prompt, then sampled and inserted tokens with a
+   * loss mask), when every turn was generated from tokens; otherwise why not. Absent when the
+   * backend says nothing about tokens (scripted policies).
+   */
+  readonly tokens?: TokenSequence.Outcome | undefined
   readonly timings: {
     readonly resetMs: number
     readonly turns: ReadonlyArray<TurnTiming>
@@ -162,6 +170,7 @@ export class Accumulator {
   private readonly stepInfos: Array<Env.Info> = []
   private rolloutInfos: Record<string, unknown> = {}
   private readonly completions: Array<Completion> = []
+  private readonly sequence = new TokenSequence.Builder()
   /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
   private readonly times: Array<number> = []
   private end: End | undefined = undefined
@@ -193,6 +202,7 @@ export class Accumulator {
 
   completion(completion: Completion, modelMs: number): void {
     this.completions.push(completion)
+    this.sequence.add(completion)
     this.times.push(modelMs, 0)
   }
 
@@ -233,6 +243,7 @@ export class Accumulator {
       endReason: end.reason,
       error: end.error,
       turns: this.completions.map((c) => ({ finishReason: c.finishReason, tokenIds: c.tokenIds, logprobs: c.logprobs })),
+      tokens: this.sequence.result(),
       timings: { resetMs: this.resetMs, turns: timings, totalMs }
     }
   }
@@ -302,6 +313,8 @@ class Machine {
   messages: ReadonlyArray<Message.Message>
   session: Session | undefined = undefined
   context: TurnContext | undefined = undefined
+  /** The token sequence so far, for backends that generate from tokens (see `ChatRequest.previous`). */
+  tokens: TokenState | undefined = undefined
   private readonly sampling: SamplingParams
   /**
    * When the run driver chains steps back to back, one step's end time is the next one's start,
@@ -363,7 +376,8 @@ class Machine {
       sampling: this.sampling,
       trajectoryId: this.request.id,
       turn: this.turn,
-      seed: mixSeed(this.request.seed, this.turn)
+      seed: mixSeed(this.request.seed, this.turn),
+      previous: this.tokens
     })
   }
 
@@ -371,6 +385,7 @@ class Machine {
   replied(completion: Completion): TurnContext {
     const messages = [...this.messages, Message.assistant(completion.text)]
     this.messages = messages
+    this.tokens = tokenState(completion, messages)
     const context: TurnContext = { request: this.request, turn: this.turn, messages, completion }
     this.context = context
     this.phase = Phase.Env
@@ -408,8 +423,10 @@ class Machine {
   }
 
   end(reason: EndReason, error: TrajectoryError | undefined): End {
+    // Turns the model completed: a failed model call is not a turn.
+    const numTurns = this.phase === Phase.Model ? this.turn - 1 : this.turn
     this.phase = Phase.Finished
-    return { _tag: "End", reason, numTurns: this.turn, messages: this.messages, error }
+    return { _tag: "End", reason, numTurns, messages: this.messages, error }
   }
 
   /** The End of a trajectory that finished normally. */

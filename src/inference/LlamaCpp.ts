@@ -9,9 +9,15 @@
  *   (a semaphore bounds them) and node-llama-cpp batches the evaluations of all busy sequences.
  *   Evaluation runs on llama.cpp's threads, never on the event loop. A trajectory's next turn
  *   prefers the sequence it used last, so the shared prefix of its prompt is not evaluated again.
- * - The prompt is the model's own chat template (`tokenizer.chat_template` in the GGUF) through
- *   node-llama-cpp's `resolveChatWrapper`; a file without one gets the wrapper node-llama-cpp
- *   infers from the model's name and architecture, else its general-purpose format.
+ * - The prompt is the model's own chat template (`tokenizer.chat_template` in the GGUF), rendered as
+ *   Hugging Face's `apply_chat_template(..., add_generation_prompt=True)` renders it (see
+ *   `ChatTemplate`; node-llama-cpp's own Jinja wrapper renders an empty assistant message instead,
+ *   which turns Qwen3's thinking off) with the chat-template kwargs, and tokenized by the model.
+ *   A file without a template gets the wrapper node-llama-cpp infers from the model's name and
+ *   architecture, else its general-purpose format.
+ * - Token in, token out (see `PromptTokens`): a trajectory's next prompt is its previous prompt, the
+ *   tokens the model sampled, and the template's tokens for the new messages only; the sequence's
+ *   KV cache is reused up to there, so only the new tokens are evaluated.
  * - Every completion carries its token ids and the logprob of each token under the distribution it
  *   was drawn from (after penalties, top-k, top-p and temperature; with temperature 0 the model's
  *   own distribution). The end-of-generation token, when one was sampled, is part of the token ids
@@ -32,7 +38,9 @@ import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } f
 import { Inference, InferenceError } from "../Inference.js"
 import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
+import * as ChatTemplate from "./ChatTemplate.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
+import * as PromptTokens from "./PromptTokens.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
 
@@ -55,6 +63,10 @@ export interface Options {
   readonly sampling?: SamplingParams | undefined
   /** The module to import instead of `node-llama-cpp` (a fork, a wrapper). */
   readonly module?: string | undefined
+  /** Variables of the chat template (`{"enable_thinking": false}`), under each call's own. */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+  /** A chat template (Jinja) to use instead of the file's. */
+  readonly chatTemplate?: string | undefined
 }
 
 /**
@@ -71,10 +83,15 @@ export interface Engine {
   readonly sequences: number
   readonly loadMs: number
   /** The prompt of a conversation, as text (special tokens shown) and as token ids. */
-  readonly formatPrompt: (messages: ReadonlyArray<Message>) => {
+  readonly formatPrompt: (
+    messages: ReadonlyArray<Message>,
+    kwargs?: Readonly<Record<string, unknown>>
+  ) => {
     readonly text: string
     readonly tokens: ReadonlyArray<number>
   }
+  /** Renders and tokenizes prompts (the first, and the tokens between turns). */
+  readonly renderer: PromptTokens.Renderer
 }
 
 const BACKEND = Binding.BACKEND
@@ -151,7 +168,10 @@ interface Generated {
   readonly logprobs: ReadonlyArray<number>
 }
 
-const toHistory = (messages: ReadonlyArray<Message>): Array<NodeLlamaCpp.ChatHistoryItem> => {
+const toHistory = (
+  messages: ReadonlyArray<Message>,
+  addGenerationPrompt: boolean
+): Array<NodeLlamaCpp.ChatHistoryItem> => {
   const history: Array<NodeLlamaCpp.ChatHistoryItem> = messages.map((m): NodeLlamaCpp.ChatHistoryItem =>
     m.role === "system"
       ? { type: "system", text: m.content }
@@ -160,8 +180,14 @@ const toHistory = (messages: ReadonlyArray<Message>): Array<NodeLlamaCpp.ChatHis
       : { type: "user", text: m.content }
   )
   // An empty model turn at the end asks the wrapper for the generation prompt.
-  history.push({ type: "model", response: [] })
+  if (addGenerationPrompt) history.push({ type: "model", response: [] })
   return history
+}
+
+const startsWith = (tokens: ReadonlyArray<Token>, prefix: ReadonlyArray<Token>): boolean => {
+  if (prefix.length > tokens.length) return false
+  for (let i = 0; i < prefix.length; i++) if (tokens[i] !== prefix[i]) return false
+  return true
 }
 
 const endsWith = (tokens: ReadonlyArray<Token>, suffix: ReadonlyArray<Token>): boolean => {
@@ -238,11 +264,60 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     const samplingOf = Sampling.checker(BACKEND, options.sampling ?? {})
     let clock = 0
 
-    const render = (messages: ReadonlyArray<Message>) => {
-      const state = wrapper.generateContextState({ chatHistory: toHistory(messages) })
-      const tokens = state.contextText.tokenize(model.tokenizer)
+    // The model's own template, rendered as Hugging Face renders it; the wrapper only without one.
+    const source = options.chatTemplate ?? model.fileInfo.metadata?.tokenizer?.chat_template
+    let template: ChatTemplate.ChatTemplate | undefined
+    if (source !== undefined) {
+      const specialTokens: Record<string, string> = {}
+      if (model.tokens.bosString !== null) specialTokens.bos_token = model.tokens.bosString
+      if (model.tokens.eosString !== null) specialTokens.eos_token = model.tokens.eosString
+      const made = ChatTemplate.make(source, specialTokens)
+      if (Either.isLeft(made)) return yield* invalid(`--model ${options.modelPath}: ${made.left.detail}`, made.left)
+      template = made.right
+    }
+    const wrapperTokens = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean) =>
+      wrapper.generateContextState({ chatHistory: toHistory(messages, addGenerationPrompt) }).contextText.tokenize(
+        model.tokenizer
+      )
+    const renderer: PromptTokens.Renderer = template !== undefined
+      ? PromptTokens.local({
+        name: "the model's chat template",
+        backend: BACKEND,
+        template,
+        encode: (text) => model.tokenize(text, true),
+        isSpecial: (id) => model.isSpecialToken(id as Token),
+        kwargs: options.chatTemplateKwargs
+      })
+      : {
+        name: `node-llama-cpp's ${wrapper.wrapperName} chat format`,
+        isSpecial: (id) => model.isSpecialToken(id as Token),
+        tokenize: (messages, { addGenerationPrompt }) =>
+          Effect.try({
+            try: () => wrapperTokens(messages, addGenerationPrompt),
+            catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format failed: ${errorMessage(cause)}`, cause)
+          }),
+        // The wrapper renders a last model message open (no closing): the tokens after the reply are
+        // what the whole conversation adds to that.
+        after: (messages, reply) =>
+          Effect.try({
+            try: () => {
+              const marked = PromptTokens.withMarker(messages, reply)
+              const open = wrapperTokens(marked.slice(0, reply + 1), false)
+              const full = wrapperTokens(marked, true)
+              if (!startsWith(full, open)) throw new Error("the conversation does not extend the reply's rendering")
+              return full.slice(open.length)
+            },
+            catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format: ${errorMessage(cause)}`, cause)
+          })
+      }
+    const promptFormat = template !== undefined ? "JinjaTemplate" : wrapper.wrapperName
+
+    // Stop triggers of the wrapper (the template's own end of turn is an end-of-generation token).
+    const wrapperStops = (() => {
       const tokenStops: Array<ReadonlyArray<Token>> = []
       const textStops: Array<string> = []
+      if (template !== undefined) return { tokenStops, textStops }
+      const state = wrapper.generateContextState({ chatHistory: toHistory([], true) })
       for (const trigger of state.stopGenerationTriggers) {
         const plain = trigger.values.every((v) => typeof v === "string")
         if (plain) {
@@ -254,11 +329,11 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
         // A lone end-of-generation token already ends the completion.
         if (ids.length > 0 && !(ids.length === 1 && model.isEogToken(ids[0]))) tokenStops.push(ids)
       }
-      return { state, tokens, tokenStops, textStops }
-    }
+      return { tokenStops, textStops }
+    })()
 
-    const formatPrompt = (messages: ReadonlyArray<Message>) => {
-      const { tokens } = render(messages)
+    const formatPrompt = (messages: ReadonlyArray<Message>, kwargs?: Readonly<Record<string, unknown>>) => {
+      const tokens = Effect.runSync(renderer.tokenize(messages, { addGenerationPrompt: true, kwargs })) as Array<Token>
       return { text: model.detokenize(tokens, true), tokens }
     }
 
@@ -378,20 +453,15 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
         const checked = samplingOf(request.sampling)
         if (Either.isLeft(checked)) return Effect.fail(checked.left)
         const sampling = checked.right
-        let rendered: ReturnType<typeof render>
-        try {
-          rendered = render(request.messages)
-        } catch (cause) {
-          const detail = `cannot format the prompt with the ${wrapper.wrapperName} chat wrapper: ${errorMessage(cause)}`
-          return Effect.fail(invalid(detail, cause))
-        }
-        const stops = { tokens: rendered.tokenStops, text: [...rendered.textStops, ...(sampling.stop ?? [])] }
-        return semaphore.withPermits(1)(
+        const stops = { tokens: wrapperStops.tokenStops, text: [...wrapperStops.textStops, ...(sampling.stop ?? [])] }
+        return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {
+          const tokens = prompt.tokenIds as ReadonlyArray<Token>
+          return semaphore.withPermits(1)(
           Effect.acquireUseRelease(
             acquire(request.trajectoryId),
             (slot) =>
               Effect.async<Generated, InferenceError>((resume, signal) => {
-                const running = generate(slot, rendered.tokens, stops, sampling, request.seed, signal)
+                const running = generate(slot, tokens, stops, sampling, request.seed, signal)
                 slot.running = running.then(() => undefined, () => undefined)
                 running.then(
                   (generated) => resume(Effect.succeed(generated)),
@@ -410,18 +480,24 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
               }),
             release
           )
-        ).pipe(Effect.map((generated): Completion => ({ ...generated, promptTokens: rendered.tokens.length })))
+          ).pipe(Effect.map((generated): Completion => ({ ...generated, promptTokens: tokens.length, prompt })))
+        })
       })
 
+    const retokenize = (messages: ReadonlyArray<Message>, kwargs?: Readonly<Record<string, unknown>>) =>
+      renderer.tokenize(messages, { addGenerationPrompt: false, kwargs })
+
     const name = `colocate ${options.modelPath} ` +
-      `(${wrapper.wrapperName} chat format, ${sequences} sequences x ${context.contextSize} tokens)`
+      `(${template !== undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
+      `${sequences} sequences x ${context.contextSize} tokens)`
     return {
-      service: { name, chat },
-      chatWrapper: wrapper.wrapperName,
+      service: { name, chat, retokenize },
+      chatWrapper: promptFormat,
       contextSize: context.contextSize,
       sequences,
       loadMs,
-      formatPrompt
+      formatPrompt,
+      renderer
     } satisfies Engine
   })
 
