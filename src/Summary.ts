@@ -4,6 +4,8 @@
  * @since 0.1.0
  */
 import type { Item } from "./Rollout.js"
+import type { DriftReport } from "./TokenSequence.js"
+import { formatDrift } from "./TokenSequence.js"
 
 /**
  * @since 0.1.0
@@ -28,6 +30,8 @@ export interface Summary {
   readonly elapsedMs: number
   readonly turnsPerSecond: number
   readonly trajectoriesPerSecond: number
+  /** The drift check (`--tito-check`), when it ran. */
+  readonly titoCheck?: DriftReport | undefined
 }
 
 /**
@@ -113,6 +117,7 @@ export const format = (s: Summary): string => {
     `failures       ${s.failures}${failures === "" ? "" : ` (${failures})`}`,
     `bad rows       ${s.badRows}`,
     `elapsed        ${(s.elapsedMs / 1000).toFixed(2)} s`,
-    `throughput     ${Math.round(s.turnsPerSecond)} turns/s, ${Math.round(s.trajectoriesPerSecond)} trajectories/s`
+    `throughput     ${Math.round(s.turnsPerSecond)} turns/s, ${Math.round(s.trajectoriesPerSecond)} trajectories/s`,
+    ...(s.titoCheck === undefined ? [] : [`tito check     ${formatDrift(s.titoCheck)}`])
   ].join("\n")
 }

@@ -122,3 +122,102 @@ export const firstMismatch = (
   for (let i = 0; i < n; i++) if (expected[i] !== actual[i]) return i
   return actual.length < expected.length ? actual.length : undefined
 }
+
+/**
+ * The drift check's report: how many trajectories' token sequences a trainer would get differently
+ * by re-tokenizing the final conversation, and where the first one differs.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface DriftReport {
+  /** Trajectories with a token sequence, compared. */
+  readonly checked: number
+  /** Of those, the ones whose re-tokenized conversation differs. */
+  readonly drifted: number
+  /** Trajectories without a token sequence (not compared). */
+  readonly unavailable: number
+  /** Token positions compared. */
+  readonly tokens: number
+  /**
+   * The first drifted trajectory: its id, the position (in prompt + token_ids), the turn whose prompt
+   * or reply holds it, and the tokens around it in both sequences.
+   */
+  readonly first?: {
+    readonly id: string
+    readonly index: number
+    readonly turn: number
+    readonly expected: ReadonlyArray<number>
+    readonly retokenized: ReadonlyArray<number>
+  } | undefined
+}
+
+/**
+ * Folds drift comparisons into a {@link DriftReport}.
+ *
+ * @since 0.2.0
+ * @category diagnostics
+ */
+export class DriftCheck {
+  private checked = 0
+  private drifted = 0
+  private unavailable = 0
+  private tokens = 0
+  private first: DriftReport["first"] = undefined
+
+  /** One trajectory: its sequence (or none) and the re-tokenized final conversation. */
+  add(id: string, sequence: TokenSequence | undefined, retokenized: ReadonlyArray<number> | undefined): void {
+    if (sequence === undefined || retokenized === undefined) {
+      this.unavailable++
+      return
+    }
+    this.checked++
+    const expected = sequence.promptTokenIds.concat(sequence.tokenIds)
+    this.tokens += expected.length
+    const at = firstMismatch(expected, retokenized)
+    if (at === undefined) return
+    this.drifted++
+    if (this.first === undefined) {
+      // The turn whose prompt or reply holds the mismatch: a reply (a run of mask 1) is its turn's;
+      // the tokens after reply k belong to turn k + 1's prompt.
+      const mask = sequence.lossMask
+      const position = Math.min(at - sequence.promptTokenIds.length, mask.length - 1)
+      let replies = 0
+      for (let i = 0; i <= position; i++) if (mask[i] === 1 && (i === 0 || mask[i - 1] === 0)) replies++
+      const turn = position < 0 ? 1 : mask[position] === 1 ? replies : replies + 1
+      this.first = {
+        id,
+        index: at,
+        turn,
+        expected: expected.slice(Math.max(0, at - 3), at + 5),
+        retokenized: retokenized.slice(Math.max(0, at - 3), at + 5)
+      }
+    }
+  }
+
+  report(): DriftReport {
+    return {
+      checked: this.checked,
+      drifted: this.drifted,
+      unavailable: this.unavailable,
+      tokens: this.tokens,
+      ...(this.first === undefined ? {} : { first: this.first })
+    }
+  }
+}
+
+/**
+ * The report as one line of the summary.
+ *
+ * @since 0.2.0
+ * @category formatting
+ */
+export const formatDrift = (report: DriftReport): string => {
+  const base = `${report.drifted} of ${report.checked} trajectories would drift if re-tokenized` +
+    (report.unavailable > 0 ? ` (${report.unavailable} without a token sequence)` : "")
+  const first = report.first
+  return first === undefined
+    ? base
+    : `${base}; first: ${first.id} at token ${first.index} (turn ${first.turn}): ` +
+      `[${first.expected.join(", ")}] vs re-tokenized [${first.retokenized.join(", ")}]`
+}

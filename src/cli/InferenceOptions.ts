@@ -6,14 +6,19 @@
  * (`run`, and the rollout server) spread `options` into their own and call `make`.
  */
 import { Options } from "@effect/cli"
-import { Config, Context, Duration, Effect, Layer, Option } from "effect"
+import { Config, Context, Duration, Effect, Layer, Option, Stream } from "effect"
 import type * as Scope from "effect/Scope"
-import type { SamplingParams, Service } from "../Inference.js"
+import type { InferenceError, SamplingParams, Service } from "../Inference.js"
 import { Inference } from "../Inference.js"
+import { RESERVED_KWARGS } from "../inference/ChatTemplate.js"
 import * as LlamaCpp from "../inference/LlamaCpp.js"
 import * as OpenAiCompat from "../inference/OpenAiCompat.js"
 import * as Sampling from "../inference/Sampling.js"
+import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
+import type { Item } from "../Rollout.js"
+import type { Summary } from "../Summary.js"
+import { DriftCheck } from "../TokenSequence.js"
 import { OptionError, parseNumber } from "./common.js"
 
 const number = (name: string, description: string) =>
@@ -86,6 +91,40 @@ export const options = {
     Options.optional
   ),
   stop: Options.text("stop").pipe(Options.withDescription("A stop string (repeatable)"), Options.repeated),
+  tokenPath: Options.choice("token-path", ["auto", "require", "off"]).pipe(
+    Options.withDescription(
+      "Server mode: token in/token out through /completions with token prompts: auto (when the server can, " +
+        "else the chat path, said once), require (fail at start if it cannot), off (the chat path)"
+    ),
+    Options.optional
+  ),
+  tokenizer: Options.text("tokenizer").pipe(
+    Options.withDescription(
+      "Server mode: a Hugging Face model folder (tokenizer.json, tokenizer_config.json): the token path's " +
+        "local tokenizer and chat template (else the server's /tokenize)"
+    ),
+    Options.optional
+  ),
+  chatTemplateKwargs: Options.text("chat-template-kwargs").pipe(
+    Options.withDescription(
+      "A JSON object of chat-template variables, e.g. '{\"enable_thinking\": false}' (server mode sends it as " +
+        "chat_template_kwargs or renders with it; colocate renders with it)"
+    ),
+    Options.optional
+  ),
+  titoCheck: Options.boolean("tito-check").pipe(
+    Options.withDescription(
+      "Re-tokenize each final conversation and compare it with the trajectory's token sequence; the summary " +
+        "says how many would drift and where the first differs"
+    )
+  ),
+  maxTransportFailures: Options.integer("max-transport-failures").pipe(
+    Options.withDescription(
+      "Server mode: requests in a row without any response after which the server is taken as down and the " +
+        "run stops (default 20; 0 never)"
+    ),
+    Options.optional
+  ),
   presencePenalty: number("presence-penalty", "Presence penalty in [-2, 2]"),
   frequencyPenalty: number("frequency-penalty", "Frequency penalty in [-2, 2]")
 }
@@ -136,14 +175,22 @@ const SERVER_ONLY = [
   ["--seeded-sampling", "seededSampling"],
   ["--no-logprobs", "noLogprobs"],
   ["--request-timeout", "requestTimeout"],
-  ["--retries", "retries"]
+  ["--retries", "retries"],
+  ["--token-path", "tokenPath"],
+  ["--tokenizer", "tokenizer"],
+  ["--max-transport-failures", "maxTransportFailures"]
 ] as const
 const COLOCATE_ONLY = [
   ["--context-size", "contextSize"],
   ["--gpu-layers", "gpuLayers"],
   ["--threads", "threads"]
 ] as const
-const MODEL_ONLY = [["--model", "model"], ["--inference-concurrency", "inferenceConcurrency"]] as const
+const MODEL_ONLY = [
+  ["--model", "model"],
+  ["--inference-concurrency", "inferenceConcurrency"],
+  ["--chat-template-kwargs", "chatTemplateKwargs"],
+  ["--tito-check", "titoCheck"]
+] as const
 
 const otherMode = (option: string, only: string, mode: string) =>
   new OptionError({ option, detail: `only with ${only} (this run has --mode ${mode})` })
@@ -163,6 +210,33 @@ const rejectOthers = (
     }
   }
   return Effect.void
+}
+
+/**
+ * `--chat-template-kwargs`: a JSON object, without the names the renderer sets itself.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const chatTemplateKwargs = (
+  value: Option.Option<string>
+): Effect.Effect<Readonly<Record<string, unknown>> | undefined, OptionError> => {
+  if (Option.isNone(value)) return Effect.succeed(undefined)
+  const option = "--chat-template-kwargs"
+  let parsed: unknown
+  try {
+    parsed = Json.parse(value.value)
+  } catch (cause) {
+    return Effect.fail(new OptionError({ option, detail: `not JSON: ${(cause as Error).message}` }))
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return Effect.fail(new OptionError({ option, detail: `must be a JSON object, got ${value.value}` }))
+  }
+  const reserved = RESERVED_KWARGS.find((key) => key in parsed)
+  if (reserved !== undefined) {
+    return Effect.fail(new OptionError({ option, detail: `${reserved} is set by effect-gym itself, not a template kwarg` }))
+  }
+  return Effect.succeed(parsed as Record<string, unknown>)
 }
 
 const required = (option: string, value: Option.Option<string>, mode: string) =>
@@ -225,6 +299,10 @@ export const make = (
             detail: `must be a number of seconds > 0, got ${timeout}`
           })
         }
+        const maxTransportFailures = Option.getOrUndefined(args.maxTransportFailures)
+        if (maxTransportFailures !== undefined && !(maxTransportFailures >= 0)) {
+          return yield* new OptionError({ option: "--max-transport-failures", detail: "must be a whole number >= 0" })
+        }
         const layer = OpenAiCompat.layerUndici({
           baseUrl,
           model,
@@ -233,7 +311,13 @@ export const make = (
           strict: args.strictOpenai,
           requestTimeout: timeout === undefined ? undefined : Duration.millis(timeout * 1000),
           retries: Option.getOrUndefined(args.retries),
-          concurrency: Option.getOrUndefined(args.inferenceConcurrency)
+          concurrency: Option.getOrUndefined(args.inferenceConcurrency),
+          // The token path needs the sampled ids, which only come with logprobs asked for.
+          sampling: args.noLogprobs ? { logprobs: false } : undefined,
+          tokenPath: Option.getOrUndefined(args.tokenPath),
+          tokenizer: Option.getOrUndefined(args.tokenizer),
+          chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
+          maxTransportFailures
         })
         return Context.get(yield* Layer.build(layer), Inference)
       }
@@ -245,8 +329,71 @@ export const make = (
           contextSize: Option.getOrUndefined(args.contextSize),
           gpuLayers: Option.getOrUndefined(args.gpuLayers),
           threads: Option.getOrUndefined(args.threads),
-          sequences: Option.getOrUndefined(args.inferenceConcurrency)
+          sequences: Option.getOrUndefined(args.inferenceConcurrency),
+          chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
         })
       }
     }
   }) satisfies Effect.Effect<Service, unknown, Scope.Scope>
+
+/**
+ * The drift check of `--tito-check`: each trajectory's final conversation re-tokenized by the
+ * backend's own template and tokenizer and compared with its token sequence. Without the flag it
+ * does nothing; with a backend that cannot re-tokenize (the chat path, a scripted policy) the flag
+ * is an error before anything runs.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const driftCheck = (
+  args: Pick<InferenceArgs, "titoCheck" | "chatTemplateKwargs">,
+  service: Service
+): Effect.Effect<
+  { readonly add: (item: Item) => Effect.Effect<void>; readonly into: (summary: Summary) => Summary },
+  OptionError
+> =>
+  Effect.gen(function*() {
+    const retokenize = service.retokenize
+    if (!args.titoCheck) return { add: () => Effect.void, into: (summary) => summary }
+    if (retokenize === undefined) {
+      return yield* new OptionError({
+        option: "--tito-check",
+        detail: `needs a backend that generates from tokens (colocate, or server mode's token path); ${service.name} does not`
+      })
+    }
+    const kwargs = yield* chatTemplateKwargs(args.chatTemplateKwargs)
+    const check = new DriftCheck()
+    return {
+      add: (item) =>
+        item._tag !== "Group" ? Effect.void : Effect.forEach(item.records, (record) => {
+          const tokens = record.result.tokens
+          if (tokens?._tag !== "Sequence") return Effect.sync(() => check.add(record.result.id, undefined, undefined))
+          return retokenize(record.result.messages, kwargs).pipe(
+            Effect.match({
+              onFailure: () => check.add(record.result.id, undefined, undefined),
+              onSuccess: (ids) => check.add(record.result.id, tokens.sequence, ids)
+            })
+          )
+        }, { discard: true }),
+      into: (summary) => ({ ...summary, titoCheck: check.report() })
+    }
+  })
+
+/**
+ * Stopping a run when its backend is declared down (`Service.halted`): `stream` ends the run's
+ * stream (what finished is still written), `check` then fails with the backend's one message.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const haltOn = (service: Service) => {
+  let stoppedBy: InferenceError | undefined
+  const halted = service.halted
+  return {
+    stream: <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+      halted === undefined
+        ? stream
+        : Stream.interruptWhen(stream, Effect.catchAll(halted, (error) => Effect.sync(() => void (stoppedBy = error)))),
+    check: Effect.suspend(() => (stoppedBy === undefined ? Effect.void : Effect.fail(stoppedBy)))
+  }
+}

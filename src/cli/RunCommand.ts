@@ -76,15 +76,18 @@ export const runJob = (args: RunArgs) =>
       sampling
     }
     const accumulator = new Summary.Accumulator()
+    const drift = yield* InferenceOptions.driftCheck(args, inference)
+    const halt = InferenceOptions.haltOn(inference)
     const started = performance.now()
     // The progress line's total, counted only if a progress line is drawn (on a terminal).
     let total: number | undefined
     yield* Progress.whileRunning(
       () => ({ accumulator, total: total ??= Row.countRows(text) * args.numGenerations, elapsedMs: performance.now() - started }),
       Rollout.stream(config, Row.decodeJsonl(args.dataset, text)).pipe(
+        halt.stream,
         Stream.tap((item) => {
           accumulator.add(item)
-          return item._tag === "RowFailure" ? Console.error(`bad row: ${item.error.message}`) : Effect.void
+          return item._tag === "RowFailure" ? Console.error(`bad row: ${item.error.message}`) : drift.add(item)
         }),
         // Groups are written in batches (at most 200 ms late), not one write per group.
         Stream.groupedWithin(256, "200 millis"),
@@ -93,12 +96,13 @@ export const runJob = (args: RunArgs) =>
         Effect.provideService(Inference, inference)
       )
     )
-    const summary = accumulator.summary(performance.now() - started)
+    const summary = drift.into(accumulator.summary(performance.now() - started))
     yield* Console.log(
       args.json
         ? Json.stringify({ ...summary, output: args.output })
         : `${Summary.format(summary)}\ncompletions    ${args.output}`
     )
+    yield* halt.check
     return summary
   }).pipe(Effect.scoped)
 

@@ -26,7 +26,9 @@ import type { HttpClientError } from "@effect/platform"
 import type { ConfigError } from "effect"
 import {
   Config,
+  Console,
   Data,
+  Deferred,
   Duration,
   Effect,
   Either,
@@ -37,9 +39,12 @@ import {
   Schedule,
   Schema
 } from "effect"
-import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } from "../Inference.js"
+import type { ChatRequest, Completion, FinishReason, PromptTokens as Prompt, SamplingParams, Service } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
 import * as Undici from "undici"
+import type { Message } from "../Message.js"
+import * as HfTokenizer from "./HfTokenizer.js"
+import * as PromptTokens from "./PromptTokens.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
 
@@ -59,10 +64,34 @@ export interface Options {
   /** Send each call's seed (derived from the run's seed, row, generation and turn) as `seed`. */
   readonly seeded?: boolean | undefined
   /**
-   * Only fields of the OpenAI API: no `top_k`, no `return_token_ids`. For hosted APIs that reject
-   * unknown fields; token ids are then unavailable (logprobs still come when asked for).
+   * Only fields of the OpenAI API, whatever asks for others (a call's sampling included): no
+   * `top_k`, no `return_token_ids`, no `chat_template_kwargs`. For hosted APIs that reject unknown
+   * fields; token ids and the token path are then unavailable (logprobs still come when asked for).
    */
   readonly strict?: boolean | undefined
+  /**
+   * Token in, token out (see `PromptTokens`): each turn's prompt goes to `/completions` as token
+   * ids, built from the previous turn's tokens and the template tokens of the new messages; the
+   * server returns the sampled token ids and logprobs. `auto` (the default) uses it when the server
+   * takes token prompts and returns token ids (checked once at start) and a tokenizer is at hand
+   * (`tokenizer`, or the server's `/tokenize`), else the chat path, saying why once; `require` fails
+   * at start instead; `off` always uses the chat path.
+   */
+  readonly tokenPath?: "auto" | "require" | "off" | undefined
+  /** A Hugging Face model folder (tokenizer.json, tokenizer_config.json): the token path's local tokenizer and template. */
+  readonly tokenizer?: string | undefined
+  /** Variables of the model's chat template (`{"enable_thinking": false}`): sent as `chat_template_kwargs`, or applied by the token path's renderer. */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * Transport failures (no answer: connection refused or reset, timeouts) in a row, across all
+   * calls, after which the server is declared down: calls fail at once and `halted` fails, so a
+   * run stops with one message. Default 20; 0 never.
+   */
+  readonly maxTransportFailures?: number | undefined
+  /** Ask `GET {baseUrl}/models` at start, so an unreachable server is one clear error. Default true. */
+  readonly checkServer?: boolean | undefined
+  /** Where warnings go (a field the server rejected, the chat path chosen). Default: stderr through `Console`. */
+  readonly onWarning?: ((message: string) => Effect.Effect<void>) | undefined
   /** Extra request fields for a server's own parameters (e.g. vLLM's `repetition_penalty`). */
   readonly extraBody?: Readonly<Record<string, unknown>> | undefined
   /** Per attempt. Default 10 minutes. */
@@ -138,22 +167,36 @@ export type ChatCompletion = typeof ChatCompletion.Type
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The JSON body of one call.
+ * Request fields outside the OpenAI API, never sent with `strict`.
  *
- * @since 0.1.0
+ * @since 0.2.0
  * @category encoding
  */
-export const requestBody = (
-  options: Pick<Options, "model" | "seeded" | "strict" | "extraBody">,
+export const NON_STANDARD: ReadonlySet<string> = new Set(["top_k", "return_token_ids", "chat_template_kwargs"])
+
+/**
+ * Fields a server may reject (400/422 naming the field): dropped for the rest of the run, with one
+ * warning, and the request sent again without it.
+ *
+ * @since 0.2.0
+ * @category encoding
+ */
+export const DROPPABLE: ReadonlyArray<string> = [
+  "return_token_ids",
+  "chat_template_kwargs",
+  "top_k",
+  "seed",
+  "top_logprobs",
+  "logprobs"
+]
+
+/** The sampling fields common to both APIs. */
+const samplingFields = (
+  body: Record<string, unknown>,
+  options: Pick<Options, "seeded">,
   request: ChatRequest,
   sampling: SamplingParams
-): Record<string, unknown> => {
-  const body: Record<string, unknown> = {
-    ...options.extraBody,
-    model: options.model,
-    messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
-    stream: false
-  }
+) => {
   if (sampling.temperature !== undefined) body.temperature = sampling.temperature
   if (sampling.topP !== undefined) body.top_p = sampling.topP
   if (sampling.topK !== undefined) body.top_k = sampling.topK
@@ -162,13 +205,152 @@ export const requestBody = (
   if (sampling.presencePenalty !== undefined) body.presence_penalty = sampling.presencePenalty
   if (sampling.frequencyPenalty !== undefined) body.frequency_penalty = sampling.frequencyPenalty
   if (options.seeded === true) body.seed = request.seed
+}
+
+/** Removes what must not be sent: non-standard fields under `strict`, and fields the server rejected. */
+const restrict = (body: Record<string, unknown>, strict: boolean | undefined, dropped?: ReadonlySet<string>) => {
+  if (strict === true) for (const key of NON_STANDARD) delete body[key]
+  if (dropped !== undefined) for (const key of dropped) delete body[key]
+  return body
+}
+
+const mergeKwargs = (
+  defaults: Readonly<Record<string, unknown>> | undefined,
+  call: Readonly<Record<string, unknown>> | undefined
+) => (defaults === undefined ? call : call === undefined ? defaults : { ...defaults, ...call })
+
+/**
+ * The JSON body of one chat call.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const requestBody = (
+  options: Pick<Options, "model" | "seeded" | "strict" | "extraBody" | "chatTemplateKwargs">,
+  request: ChatRequest,
+  sampling: SamplingParams,
+  dropped?: ReadonlySet<string>
+): Record<string, unknown> => {
+  const body: Record<string, unknown> = {
+    ...options.extraBody,
+    model: options.model,
+    messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
+    stream: false
+  }
+  samplingFields(body, options, request, sampling)
   if (sampling.logprobs !== false) {
     body.logprobs = true
     // llama.cpp returns logprobs only with at least one alternative; one keeps responses small.
     body.top_logprobs = 1
-    if (options.strict !== true) body.return_token_ids = true
+    body.return_token_ids = true
   }
-  return body
+  const kwargs = mergeKwargs(options.chatTemplateKwargs, request.chatTemplateKwargs)
+  if (kwargs !== undefined && Object.keys(kwargs).length > 0) body.chat_template_kwargs = kwargs
+  return restrict(body, options.strict, dropped)
+}
+
+/**
+ * The JSON body of one token-path call: `/completions` with the prompt as token ids (vLLM's
+ * `CompletionRequest`), asking for the sampled token ids and one logprob per token.
+ *
+ * @since 0.2.0
+ * @category encoding
+ */
+export const completionsBody = (
+  options: Pick<Options, "model" | "seeded" | "extraBody">,
+  request: ChatRequest,
+  sampling: SamplingParams,
+  prompt: ReadonlyArray<number>,
+  maxTokens: number | undefined,
+  dropped?: ReadonlySet<string>
+): Record<string, unknown> => {
+  const body: Record<string, unknown> = { ...options.extraBody, model: options.model, prompt, stream: false }
+  samplingFields(body, options, request, sampling)
+  if (body.max_tokens === undefined && maxTokens !== undefined) body.max_tokens = maxTokens
+  body.logprobs = 1
+  body.return_token_ids = true
+  return restrict(body, false, dropped)
+}
+
+const CompletionChoice = Schema.Struct({
+  text: Schema.optional(Schema.NullOr(Schema.String)),
+  finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
+  token_ids: Schema.optional(Schema.NullOr(Schema.Array(Schema.Int))),
+  prompt_token_ids: Schema.optional(Schema.NullOr(Schema.Array(Schema.Int))),
+  logprobs: Schema.optional(Schema.NullOr(Schema.Struct({
+    tokens: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+    token_logprobs: Schema.optional(Schema.NullOr(Schema.Array(Schema.NullOr(Schema.Number))))
+  })))
+})
+
+/**
+ * The parts of a `/completions` response the token path reads.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const TextCompletion = Schema.Struct({
+  choices: Schema.optional(Schema.NullOr(Schema.Array(CompletionChoice))),
+  error: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * The completion of a token-path response: the sampled token ids are required (the server must
+ * give them: `return_token_ids`, or `token_id:N` token strings).
+ *
+ * @since 0.2.0
+ * @category decoding
+ */
+export const toTokenCompletion = (
+  response: typeof TextCompletion.Type,
+  prompt: Prompt
+): Either.Either<Completion, InferenceError> => {
+  const choice = response.choices?.[0]
+  if (choice === undefined) {
+    const said = response.error === undefined ? "" : `: ${messageOf(response.error) ?? JSON.stringify(response.error)}`
+    return Either.left(
+      new InferenceError({ reason: "NoChoice", backend: BACKEND, detail: `the response has no choice${said}` })
+    )
+  }
+  let tokenIds: ReadonlyArray<number> | undefined = choice.token_ids ?? undefined
+  const strings = choice.logprobs?.tokens
+  if (tokenIds === undefined && strings != null) {
+    const ids: Array<number> = []
+    for (const token of strings) {
+      const match = TOKEN_ID.exec(token)
+      if (match === null) break
+      ids.push(Number(match[1]))
+    }
+    if (ids.length === strings.length) tokenIds = ids
+  }
+  if (tokenIds === undefined) {
+    return Either.left(new InferenceError({
+      reason: "BadResponse",
+      backend: BACKEND,
+      detail: "the /completions response has no token ids (the token path needs return_token_ids)"
+    }))
+  }
+  const sent = choice.prompt_token_ids
+  if (sent != null && sent.length !== prompt.tokenIds.length) {
+    return Either.left(new InferenceError({
+      reason: "BadResponse",
+      backend: BACKEND,
+      detail: `the server changed the token prompt (${prompt.tokenIds.length} tokens sent, ${sent.length} used: ` +
+        "did it add a BOS token?)"
+    }))
+  }
+  const raw = choice.logprobs?.token_logprobs
+  const logprobs = raw != null && raw.length === tokenIds.length && raw.every((x) => typeof x === "number")
+    ? raw as ReadonlyArray<number>
+    : undefined
+  return Either.right({
+    text: choice.text ?? "",
+    finishReason: finishReasonOf(choice.finish_reason),
+    tokenIds,
+    ...(logprobs === undefined ? {} : { logprobs }),
+    promptTokens: prompt.tokenIds.length,
+    prompt
+  })
 }
 
 const TOKEN_ID = /^token_id:(\d+)$/
@@ -463,7 +645,9 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
 }
 
 /**
- * The service on the `HttpClient` of the context.
+ * The service on the `HttpClient` of the context. Unless `checkServer` is false, the server is
+ * asked for its models first (an unreachable server, or a rejected key, fails here); the token
+ * path is chosen then too.
  *
  * @since 0.1.0
  * @category constructors
@@ -476,10 +660,12 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     const retries = options.retries ?? 3
     const semaphore = yield* Effect.makeSemaphore(options.concurrency ?? 64)
     const apiKey = options.apiKey
+    const warn = options.onWarning ?? ((message: string) => Console.error(`warning: ${message}`))
+    const root = rootOf(options.baseUrl)
 
-    const client = (yield* HttpClient.HttpClient).pipe(
+    const base = (yield* HttpClient.HttpClient).pipe(
       HttpClient.mapRequest((request) => {
-        const shaped = request.pipe(HttpClientRequest.prependUrl(options.baseUrl), HttpClientRequest.acceptJson)
+        const shaped = HttpClientRequest.acceptJson(request)
         return apiKey === undefined ? shaped : HttpClientRequest.bearerToken(shaped, apiKey)
       }),
       HttpClient.filterStatusOk,
@@ -500,20 +686,64 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       )
     )
 
-    const decode = HttpClientResponse.schemaBodyJson(ChatCompletion)
-    const samplingOf = Sampling.checker(BACKEND, defaults)
-
-    const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
-      const checked = samplingOf(request.sampling)
-      if (Either.isLeft(checked)) return Effect.fail(checked.left)
-      const sampling = checked.right
-      const http = HttpClientRequest.post("/chat/completions").pipe(
-        HttpClientRequest.bodyUnsafeJson(requestBody(options, request, sampling))
+    // ---- fields the server rejected, dropped for the rest of the run --------------------------
+    const dropped = new Set<string>()
+    /** A droppable field of `body` that a 400/422 answer names, dropped (with one warning), or undefined. */
+    const dropRejected = (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
+      if (error.status !== 400 && error.status !== 422) return Effect.succeed(false)
+      const field = DROPPABLE.find((key) => key in body && !dropped.has(key) && error.detail.includes(key))
+      if (field === undefined) return Effect.succeed(false)
+      dropped.add(field)
+      return Effect.as(
+        warn(
+          `the server rejected the request field ${field} (HTTP ${error.status}); it is not sent for the rest of ` +
+            `the run${field === "return_token_ids" ? ", so token ids are only what the logprobs give" : ""}`
+        ),
+        true
       )
+    }
+
+    // ---- fail fast: transport failures in a row -------------------------------------------------
+    const maxFailures = options.maxTransportFailures ?? 20
+    const halt = yield* Deferred.make<never, InferenceError>()
+    let failuresInARow = 0
+    let down: InferenceError | undefined
+    const noteAttempt = (error: InferenceError | undefined): Effect.Effect<void> => {
+      const transport = error !== undefined && (error.reason === "Transport" || error.reason === "Timeout") &&
+        error.status === undefined
+      if (!transport) {
+        failuresInARow = 0
+        return Effect.void
+      }
+      failuresInARow++
+      if (maxFailures === 0 || failuresInARow < maxFailures || down !== undefined) return Effect.void
+      down = new InferenceError({
+        reason: "Unavailable",
+        backend: BACKEND,
+        detail: `the inference server at ${options.baseUrl} is not answering: ${failuresInARow} requests in a row ` +
+          `failed without a response (last: ${error.detail}); stopping instead of failing every trajectory ` +
+          "(--max-transport-failures)",
+        cause: error
+      })
+      return Deferred.fail(halt, down)
+    }
+
+    /**
+     * One call: attempts (each under a permit and the timeout) with retries. `body` is built per
+     * attempt, so a field dropped meanwhile is not sent again.
+     */
+    const send = <A, I>(
+      url: string,
+      body: () => Record<string, unknown>,
+      schema: Schema.Schema<A, I>
+    ): Effect.Effect<A, InferenceError> => {
+      const decode = HttpClientResponse.schemaBodyJson(schema)
       let attempts = 0
-      const attempt = Effect.suspend(() => {
-        attempts++
-        const response = Effect.flatMap(client.execute(http), decode)
+      const once = (sent: Record<string, unknown>): Effect.Effect<A, AttemptError> => {
+        const response = Effect.flatMap(
+          base.execute(HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(sent))),
+          decode
+        )
         return (options.timeoutByTransport === true ? response : Effect.timeoutFail(response, {
           duration: timeout,
           onTimeout: () =>
@@ -521,7 +751,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
               error: new InferenceError({
                 reason: "Timeout",
                 backend: BACKEND,
-                detail: `POST ${options.baseUrl}/chat/completions: no response within ${Duration.format(timeout)}`
+                detail: `POST ${url}: no response within ${Duration.format(timeout)}`
               }),
               retryable: true,
               retryAfter: undefined
@@ -536,29 +766,287 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
                   error: new InferenceError({
                     reason: "BadResponse",
                     backend: BACKEND,
-                    detail: `the response is not a chat completion: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+                    detail: `POST ${url}: unexpected response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
                   }),
                   retryable: false,
                   retryAfter: undefined
                 })
               )
           }),
-          semaphore.withPermits(1)
+          Effect.tapBoth({
+            onFailure: (failure) => noteAttempt(failure.error),
+            onSuccess: () => noteAttempt(undefined)
+          }),
+          // A field the server rejected: drop it and send again at once (not a retry).
+          Effect.catchIf(
+            (failure) => failure.error.status === 400 || failure.error.status === 422,
+            (failure) =>
+              Effect.flatMap(
+                dropRejected(sent, failure.error),
+                (again) => (again ? once(body()) : Effect.fail(failure))
+              )
+          )
         )
+      }
+      const attempt = Effect.suspend(() => {
+        attempts++
+        if (down !== undefined) {
+          return Effect.fail(new AttemptError({ error: down, retryable: false, retryAfter: undefined }))
+        }
+        return semaphore.withPermits(1)(once(body()))
       })
       return attempt.pipe(
         Effect.retry(schedule),
         Effect.mapError((failure) =>
-          attempts <= 1
+          attempts <= 1 || failure.error === down
             ? failure.error
             : withDetail(failure.error, `${failure.error.detail} (after ${attempts} attempts)`)
-        ),
-        Effect.flatMap(toCompletion)
+        )
       )
     }
 
-    return { name: `server ${options.baseUrl} model ${options.model}`, chat } satisfies Service
+    const samplingOf = Sampling.checker(BACKEND, defaults)
+
+    // ---- start: the server answers, its models, the token path ----------------------------------
+    let maxModelLen: number | undefined
+    if (options.checkServer !== false) maxModelLen = yield* checkModels(base, options, timeout)
+
+    const chatText = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
+      const checked = samplingOf(request.sampling)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      const sampling = checked.right
+      return Effect.flatMap(
+        send(`${options.baseUrl}/chat/completions`, () => requestBody(options, request, sampling, dropped), ChatCompletion),
+        (response) => Either.map(toCompletion(response), (completion) => ({ ...completion, tokensUnavailable: chatOnly }))
+      )
+    }
+    let chatOnly: string | undefined
+    let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: Deferred.await(halt) }
+
+    const tokenPath = yield* chooseTokenPath(options, {
+      root,
+      timeout,
+      maxModelLen,
+      tokenize: (body) => send(`${root}/tokenize`, () => body, TokenizeResponse),
+      probe: (prompt) =>
+        send(
+          `${options.baseUrl}/completions`,
+          () => completionsBody(options, probeRequest, {}, prompt, 1, dropped),
+          TextCompletion
+        )
+    })
+    if (tokenPath._tag === "Chat") {
+      chatOnly = `server mode on the chat path: ${tokenPath.reason}; a trainer must re-tokenize the messages`
+      if (options.tokenPath !== "off") yield* warn(`${chatOnly} (token_ids: null in the log)`)
+      return service
+    }
+    const renderer = tokenPath.renderer
+    const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
+      const checked = samplingOf(request.sampling)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      const sampling = checked.right
+      return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {
+        const room = maxModelLen === undefined ? undefined : maxModelLen - prompt.tokenIds.length
+        if (room !== undefined && room < 1) {
+          return Effect.fail(invalid(`the prompt has ${prompt.tokenIds.length} tokens; the model takes ${maxModelLen}`))
+        }
+        return Effect.flatMap(
+          send(
+            `${options.baseUrl}/completions`,
+            () => completionsBody(options, request, sampling, prompt.tokenIds, room, dropped),
+            TextCompletion
+          ),
+          (response) => toTokenCompletion(response, prompt)
+        )
+      })
+    }
+    service = {
+      name: `server ${options.baseUrl} model ${options.model} (token in/out, ${renderer.name})`,
+      chat: chatTokens,
+      retokenize: (messages, kwargs) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs }),
+      halted: Deferred.await(halt)
+    }
+    return service
   })
+
+const probeRequest: ChatRequest = {
+  messages: [{ role: "user", content: "Hi" }],
+  sampling: {},
+  trajectoryId: "probe",
+  turn: 1,
+  seed: 0
+}
+
+/** The server's root (`http://host:8000` for `http://host:8000/v1`): vLLM serves `/tokenize` there. */
+const rootOf = (baseUrl: string): string => baseUrl.replace(/\/+$/, "").replace(/\/v\d+$/, "")
+
+const ModelList = Schema.Struct({
+  data: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    id: Schema.optional(Schema.NullOr(Schema.String)),
+    max_model_len: Schema.optional(Schema.NullOr(Schema.Number))
+  }))))
+})
+
+/**
+ * `GET {baseUrl}/models`: no answer at all, or a rejected key, is an error now rather than a
+ * failure of every trajectory later. Other statuses pass (some servers have no such route). Gives
+ * the model's `max_model_len` when the server says it (vLLM does).
+ */
+const checkModels = (
+  client: HttpClient.HttpClient,
+  options: Options,
+  timeout: Duration.Duration
+): Effect.Effect<number | undefined, InferenceError> => {
+  const url = `${options.baseUrl}/models`
+  const within = Duration.min(timeout, Duration.seconds(30))
+  return client.execute(HttpClientRequest.get(url)).pipe(
+    Effect.flatMap(HttpClientResponse.schemaBodyJson(ModelList)),
+    Effect.timeoutFail({
+      duration: within,
+      onTimeout: () => new AttemptError({
+        error: new InferenceError({ reason: "Timeout", backend: BACKEND, detail: `no answer within ${Duration.format(within)}` }),
+        retryable: false,
+        retryAfter: undefined
+      })
+    }),
+    Effect.map((list) => {
+      const entry = list.data?.find((m) => m.id === options.model)
+      return entry?.max_model_len ?? undefined
+    }),
+    Effect.catchTags({
+      RequestError: fromHttpError,
+      ResponseError: fromHttpError,
+      ParseError: () => Effect.succeed(undefined)
+    }),
+    Effect.catchAll((failure: AttemptError) => {
+      const error = failure.error
+      if (error.status === 401 || error.status === 403) return Effect.fail(error)
+      if (error.status !== undefined || error.reason === "BadResponse") return Effect.succeed(undefined)
+      return Effect.fail(
+        new InferenceError({
+          reason: "Unavailable",
+          backend: BACKEND,
+          detail: `cannot reach the inference server (${error.detail}): is it running, is --base-url right?`,
+          cause: error
+        })
+      )
+    })
+  )
+}
+
+const TokenizeResponse = Schema.Struct({ tokens: Schema.Array(Schema.Int) })
+
+type TokenPathChoice =
+  | { readonly _tag: "Chat"; readonly reason: string }
+  | { readonly _tag: "Tokens"; readonly renderer: PromptTokens.Renderer }
+
+/**
+ * The token path, when the options allow it and the server can do it: a tokenizer (local, or the
+ * server's `/tokenize`), and `/completions` taking a token prompt and returning token ids (one
+ * request of one token to find out).
+ */
+const chooseTokenPath = (
+  options: Options,
+  server: {
+    readonly root: string
+    readonly timeout: Duration.Duration
+    readonly maxModelLen: number | undefined
+    readonly tokenize: (body: Record<string, unknown>) => Effect.Effect<typeof TokenizeResponse.Type, InferenceError>
+    readonly probe: (prompt: ReadonlyArray<number>) => Effect.Effect<typeof TextCompletion.Type, InferenceError>
+  }
+): Effect.Effect<TokenPathChoice, InferenceError> =>
+  Effect.gen(function*() {
+    const mode = options.tokenPath ?? "auto"
+    const chat = (reason: string) =>
+      mode === "require"
+        ? Effect.fail(invalid(`--token-path require: ${reason}`))
+        : Effect.succeed<TokenPathChoice>({ _tag: "Chat", reason })
+    if (mode === "off") return yield* chat("--token-path off")
+    if (options.strict === true) return yield* chat("--strict-openai sends no token-id fields")
+    if (options.sampling?.logprobs === false) return yield* chat("--no-logprobs asks for no token ids")
+    let renderer: PromptTokens.Renderer
+    if (options.tokenizer !== undefined) {
+      const tokenizer = yield* HfTokenizer.load(options.tokenizer)
+      if (tokenizer.template === undefined) {
+        return yield* Effect.fail(invalid(`--tokenizer ${options.tokenizer}: no chat template there (tokenizer_config.json's chat_template, or chat_template.jinja)`))
+      }
+      renderer = PromptTokens.local({
+        name: `tokenizer ${options.tokenizer}`,
+        backend: BACKEND,
+        template: tokenizer.template,
+        encode: tokenizer.encode,
+        isSpecial: tokenizer.isSpecial,
+        kwargs: options.chatTemplateKwargs
+      })
+    } else {
+      const remote = remoteRenderer(options, server.root, server.tokenize)
+      const works = yield* Effect.either(remote.tokenize(probeRequest.messages, { addGenerationPrompt: true }))
+      if (Either.isLeft(works)) {
+        return yield* chat(
+          `no tokenizer (give --tokenizer DIR, a Hugging Face model folder; the server's POST ${server.root}/tokenize ` +
+            `answered: ${works.left.detail})`
+        )
+      }
+      renderer = remote
+    }
+    const prompt = yield* renderer.tokenize(probeRequest.messages, { addGenerationPrompt: true })
+    const probe = yield* Effect.either(Effect.flatMap(server.probe(prompt), (response) =>
+      toTokenCompletion(response, { tokenIds: prompt, reused: 0 })))
+    if (Either.isLeft(probe)) {
+      return yield* chat(`POST ${options.baseUrl}/completions with a token prompt failed: ${probe.left.detail}`)
+    }
+    return { _tag: "Tokens", renderer } as const
+  })
+
+/**
+ * A renderer on the server's own `/tokenize` (vLLM's `TokenizeChatRequest`): the template and the
+ * tokenizer the server itself uses. The tokens after a reply are the difference between the
+ * conversation with the generation prompt and the one that stops at the reply
+ * (`continue_final_message`).
+ */
+const remoteRenderer = (
+  options: Options,
+  root: string,
+  tokenize: (body: Record<string, unknown>) => Effect.Effect<typeof TokenizeResponse.Type, InferenceError>
+): PromptTokens.Renderer => {
+  const body = (
+    messages: ReadonlyArray<Message>,
+    extra: Record<string, unknown>,
+    kwargs: Readonly<Record<string, unknown>> | undefined
+  ) => {
+    const merged = mergeKwargs(options.chatTemplateKwargs, kwargs)
+    return {
+      model: options.model,
+      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      add_special_tokens: false,
+      ...extra,
+      ...(merged === undefined ? {} : { chat_template_kwargs: merged })
+    }
+  }
+  return {
+    name: `the server's ${root}/tokenize`,
+    tokenize: (messages, { addGenerationPrompt, kwargs }) =>
+      Effect.map(tokenize(body(messages, { add_generation_prompt: addGenerationPrompt }, kwargs)), (r) => r.tokens),
+    after: (messages, reply, kwargs) => {
+      const marked = PromptTokens.withMarker(messages, reply)
+      return Effect.flatMap(
+        Effect.all([
+          tokenize(body(marked.slice(0, reply + 1), { add_generation_prompt: false, continue_final_message: true }, kwargs)),
+          tokenize(body(marked, { add_generation_prompt: true }, kwargs))
+        ], { concurrency: 2 }),
+        ([open, full]) => {
+          const prefix = open.tokens
+          for (let i = 0; i < prefix.length; i++) {
+            if (full.tokens[i] !== prefix[i]) {
+              return Effect.fail(invalid("the server's tokenization of the conversation does not extend its tokenization of the reply"))
+            }
+          }
+          return Effect.succeed(full.tokens.slice(prefix.length))
+        }
+      )
+    }
+  }
+}
 
 /**
  * @since 0.1.0

@@ -199,9 +199,18 @@ describe("OpenAiCompat: faults", () => {
       expect(error.detail).toContain("after 3 attempts")
     }))
 
-  live("a server that is not there: Transport error (connection refused) after the retries", () =>
+  live("a server that is not there: Unavailable at start (GET /models); without the check, Transport per call", () =>
     Effect.gen(function*() {
-      const client = yield* OpenAiCompat.make({ baseUrl: "http://127.0.0.1:9/v1", model: "m", retries: 1, backoff: "5 millis" })
+      const start = failure(yield* Effect.exit(OpenAiCompat.make({ baseUrl: "http://127.0.0.1:9/v1", model: "m" })))
+      expect(start.reason).toBe("Unavailable")
+      expect(start.detail).toContain("cannot reach the inference server (GET http://127.0.0.1:9/v1/models: connect ECONNREFUSED")
+      const client = yield* OpenAiCompat.make({
+        baseUrl: "http://127.0.0.1:9/v1",
+        model: "m",
+        retries: 1,
+        backoff: "5 millis",
+        checkServer: false
+      })
       const error = failure(yield* Effect.exit(client.chat(request())))
       expect(error.reason).toBe("Transport")
       expect(error.detail).toContain("ECONNREFUSED")

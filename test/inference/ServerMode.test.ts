@@ -18,7 +18,8 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
         "--inference-concurrency", "4", "--num-generations", "2", "--max-turns", "10", "--seed", "3",
         "--output", output, "--json"
       )
-      expect(stderr).toBe("")
+      // this server has no token path: said once, and in every line
+      expect(stderr.split("\n")).toEqual([expect.stringContaining("warning: server mode on the chat path: no tokenizer")])
       expect(code).toBe(0)
       expect(JSON.parse(stdout)).toMatchObject({ trajectories: 16, failures: 0, successes: 16 })
       const lines = readLines(output)
@@ -34,6 +35,8 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
         expect(line.response_loss_mask).toEqual(expected.mask)
         expect(line.rollout_logprobs).toEqual(expected.logprobs)
         expect(line.finish_reasons).toEqual(replies.map(() => "stop"))
+        expect(line.token_ids).toBeNull()
+        expect(line.token_ids_unavailable).toContain("server mode on the chat path")
       }
       // multi-turn: the solver needs several moves on most maps
       expect(turns).toBeGreaterThan(lines.length)
@@ -71,19 +74,48 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       expect(failed[0].error!.message).toContain("prompt is too long")
     }).pipe(Effect.scoped))
 
-  it.live("server down: every trajectory fails with a Transport error, the run still completes", () =>
+  it.live("server down at start: one clear message (GET /v1/models), exit code 2, nothing run", () =>
     Effect.gen(function*() {
       const dir = tmp()
       const output = path.join(dir, "out.jsonl")
-      const { code, stdout } = yield* cli(
+      const { code, stdout, stderr } = yield* cli(
         "run", "--dataset", frozenLakeDataset(dir, 2), "--gym-env", "frozen_lake", "--mode", "server",
         "--base-url", "http://127.0.0.1:9/v1", "--model", "tiny", "--retries", "1", "--num-generations", "2",
         "--output", output, "--json"
       )
-      expect(code).toBe(1)
-      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 4, failures: 4 })
-      for (const line of readLines(output)) expect(line.error).toMatchObject({ reason: "Transport" })
+      expect(code).toBe(2)
+      expect(stdout).toBe("")
+      expect(stderr.split("\n")).toEqual([
+        expect.stringContaining("error: openai-compat: Unavailable: cannot reach the inference server (GET http://127.0.0.1:9/v1/models")
+      ])
     }))
+
+  it.live("server gone mid-run: the run stops after --max-transport-failures failures in a row, keeps what finished", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      // Eight good answers, then every connection is dropped.
+      server.state.faults.push(...Array.from({ length: 8 }, () => ({ kind: "ok" as const })))
+      server.state.faults.push(...Array.from({ length: 400 }, () => ({ kind: "drop" as const })))
+      const dir = tmp()
+      const output = path.join(dir, "out.jsonl")
+      const started = performance.now()
+      const { code, stdout, stderr } = yield* cli(
+        "run", "--dataset", frozenLakeDataset(dir, 64), "--gym-env", "frozen_lake", "--mode", "server",
+        "--base-url", server.baseUrl, "--model", "tiny", "--token-path", "off", "--retries", "3",
+        "--max-transport-failures", "6", "--num-generations", "2", "--concurrency", "4", "--output", output, "--json"
+      )
+      const ms = performance.now() - started
+      expect(code).toBe(2)
+      expect(stderr).toContain("is not answering: 6 requests in a row failed without a response")
+      expect(stderr.split("\n").filter((l) => l.startsWith("error:")).length).toBe(1)
+      // far fewer requests than 128 trajectories x 4 attempts: the run stopped
+      expect(server.state.requests.length).toBeLessThan(40)
+      const summary = JSON.parse(stdout)
+      expect(summary.trajectories).toBeLessThan(128)
+      // what finished is in the log, as the summary counts it
+      expect(readLines(output).length).toBe(summary.trajectories)
+      console.log(`server gone mid-run: stopped after ${server.state.requests.length} requests, ${ms.toFixed(0)} ms`)
+    }).pipe(Effect.scoped))
 
   it.live("inference options are checked before anything runs: clear errors, exit code 2", () =>
     Effect.gen(function*() {

