@@ -25,6 +25,8 @@ export interface HfTokenizer {
   readonly path: string
   readonly encode: (text: string) => Array<number>
   readonly decode: (ids: ReadonlyArray<number>) => string
+  /** A token's string in the vocabulary (byte-level form for BPE vocabularies: `Ġthe`). */
+  readonly tokenString: (id: number) => string | undefined
   /** Ids of the special tokens (`<|im_end|>`, ...). */
   readonly isSpecial: (id: number) => boolean
   /** The model's chat template, when the folder has one. */
@@ -111,6 +113,7 @@ export const load = (
       path: dir,
       encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
       decode: (ids) => tokenizer.decode([...ids], { skip_special_tokens: false }),
+      tokenString: (id) => tokenizer.id_to_token(id),
       isSpecial: (id) => special.has(id),
       template,
       specialTokens

@@ -691,8 +691,10 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     /** A droppable field of `body` that a 400/422 answer names, dropped (with one warning), or undefined. */
     const dropRejected = (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
       if (error.status !== 400 && error.status !== 422) return Effect.succeed(false)
-      const field = DROPPABLE.find((key) => key in body && !dropped.has(key) && error.detail.includes(key))
+      const field = DROPPABLE.find((key) => key in body && error.detail.includes(key))
       if (field === undefined) return Effect.succeed(false)
+      // Another call dropped it meanwhile: send again, without it.
+      if (dropped.has(field)) return Effect.succeed(true)
       dropped.add(field)
       return Effect.as(
         warn(
@@ -934,7 +936,10 @@ const checkModels = (
   )
 }
 
-const TokenizeResponse = Schema.Struct({ tokens: Schema.Array(Schema.Int) })
+const TokenizeResponse = Schema.Struct({
+  tokens: Schema.Array(Schema.Int),
+  token_strs: Schema.optional(Schema.NullOr(Schema.Array(Schema.String)))
+})
 
 type TokenPathChoice =
   | { readonly _tag: "Chat"; readonly reason: string }
@@ -1000,9 +1005,11 @@ const chooseTokenPath = (
 
 /**
  * A renderer on the server's own `/tokenize` (vLLM's `TokenizeChatRequest`): the template and the
- * tokenizer the server itself uses. The tokens after a reply are the difference between the
- * conversation with the generation prompt and the one that stops at the reply
- * (`continue_final_message`).
+ * tokenizer the server itself uses. The tokens after a reply are found in the tokenized
+ * conversation with the reply replaced by a marker: the server's token strings
+ * (`return_token_strs`) show where the marker ends, and everything after it is what the template
+ * adds. (Comparing with a rendering that stops at the reply would not do: Qwen3's template renders
+ * a last assistant message differently from an earlier one.)
  */
 const remoteRenderer = (
   options: Options,
@@ -1027,24 +1034,29 @@ const remoteRenderer = (
     name: `the server's ${root}/tokenize`,
     tokenize: (messages, { addGenerationPrompt, kwargs }) =>
       Effect.map(tokenize(body(messages, { add_generation_prompt: addGenerationPrompt }, kwargs)), (r) => r.tokens),
-    after: (messages, reply, kwargs) => {
-      const marked = PromptTokens.withMarker(messages, reply)
-      return Effect.flatMap(
-        Effect.all([
-          tokenize(body(marked.slice(0, reply + 1), { add_generation_prompt: false, continue_final_message: true }, kwargs)),
-          tokenize(body(marked, { add_generation_prompt: true }, kwargs))
-        ], { concurrency: 2 }),
-        ([open, full]) => {
-          const prefix = open.tokens
-          for (let i = 0; i < prefix.length; i++) {
-            if (full.tokens[i] !== prefix[i]) {
-              return Effect.fail(invalid("the server's tokenization of the conversation does not extend its tokenization of the reply"))
-            }
+    after: (messages, reply, kwargs) =>
+      Effect.flatMap(
+        tokenize(body(PromptTokens.withMarker(messages, reply), { add_generation_prompt: true, return_token_strs: true }, kwargs)),
+        (response) => {
+          const strings = response.token_strs
+          if (strings == null || strings.length !== response.tokens.length) {
+            return Effect.fail(invalid("the server's /tokenize gives no token strings (return_token_strs)"))
           }
-          return Effect.succeed(full.tokens.slice(prefix.length))
+          const joined = strings.join("")
+          const at = joined.indexOf(PromptTokens.MARKER)
+          if (at < 0 || joined.lastIndexOf(PromptTokens.MARKER) !== at) {
+            return Effect.fail(invalid("the reply's marker is not found once in the server's tokenization"))
+          }
+          const end = at + PromptTokens.MARKER.length
+          let offset = 0
+          for (let i = 0; i < strings.length; i++) {
+            offset += strings[i].length
+            if (offset === end) return Effect.succeed(response.tokens.slice(i + 1))
+            if (offset > end) break
+          }
+          return Effect.fail(invalid("the reply does not end on a token boundary in the server's tokenization"))
         }
       )
-    }
   }
 }
 

@@ -42,6 +42,7 @@ export interface Recorded {
 export interface FakeTokenizer {
   readonly encode: (text: string) => Array<number>
   readonly decode: (ids: ReadonlyArray<number>) => string
+  readonly tokenString: (id: number) => string | undefined
   readonly render: (messages: ReadonlyArray<{ role: string; content: string }>, options: {
     readonly addGenerationPrompt: boolean
     readonly continueFinal?: boolean
@@ -233,7 +234,8 @@ const app = (state: FakeServerState) =>
         })
         : String(body.prompt)
       const tokens = tokenizer.encode(text)
-      return json({ count: tokens.length, max_model_len: state.maxModelLen ?? 4096, tokens, token_strs: null })
+      const strings = body.return_token_strs === true ? tokens.map((id) => tokenizer.tokenString(id) ?? "") : null
+      return json({ count: tokens.length, max_model_len: state.maxModelLen ?? 4096, tokens, token_strs: strings })
     }
     const rejected = Object.keys(body).filter((key) => state.rejectFields.has(key))
     if (rejected.length > 0) {

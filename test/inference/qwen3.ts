@@ -13,6 +13,7 @@ export const tokenizer = await Effect.runPromise(HfTokenizer.load(QWEN3_TOKENIZE
 export const fake: FakeTokenizer = {
   encode: tokenizer.encode,
   decode: (ids) => tokenizer.decode(ids),
+  tokenString: tokenizer.tokenString,
   endOfTurn: QWEN3.imEnd,
   render: (messages, options) => {
     const typed = messages as Parameters<NonNullable<typeof tokenizer.template>["render"]>[0]
