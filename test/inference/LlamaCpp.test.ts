@@ -8,7 +8,8 @@ import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
 import * as Message from "../../src/Message.js"
 import { inferenceFailure as failure } from "../helpers.js"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
-import { IM_END, IM_START, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
+import { IM_END, IM_START, qwen3TinyPath, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
+import * as Qwen3 from "./qwen3.js"
 
 // Decided once, before the suites are collected: whether node-llama-cpp and its prebuilt binary
 // load on this machine. The detection itself is tested below.
@@ -215,5 +216,67 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(ids("b.jsonl")).toEqual(ids("a.jsonl"))
       yield* run("6", path.join(work, "c.jsonl"))
       expect(ids("c.jsonl")).not.toEqual(ids("a.jsonl"))
+    }))
+})
+
+describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out on Qwen3's vocabulary", () => {
+  const qwenPath = qwen3TinyPath()
+  const vectors = JSON.parse(
+    fs.readFileSync(path.join(import.meta.dirname, "../fixtures/chat_template/qwen3_vectors.json"), "utf8")
+  ) as { cases: Array<{ name: string; messages: Array<Message.Message>; add_generation_prompt: boolean; kwargs: Record<string, unknown>; ids: Array<number> }> }
+
+  it.live("the model's template as transformers renders it, tokenized by llama.cpp as transformers tokenizes it", () =>
+    Effect.gen(function*() {
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 1024, sequences: 1 })
+      expect(engine.chatWrapper).toBe("JinjaTemplate")
+      for (const c of vectors.cases) {
+        const ids = yield* engine.renderer.tokenize(c.messages, { addGenerationPrompt: c.add_generation_prompt, kwargs: c.kwargs })
+        expect(ids, c.name).toEqual(c.ids)
+      }
+      // the generation prompt leaves thinking on (node-llama-cpp's own Jinja wrapper ends in an empty think block)
+      const prompt = engine.formatPrompt([Message.user("hi")])
+      expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
+      expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
+    }).pipe(Effect.scoped))
+
+  it.live("effect-gym run --mode colocate: one token sequence per trajectory; --tito-check finds the drift re-tokenizing would cause", () =>
+    Effect.gen(function*() {
+      const work = tmp()
+      const output = path.join(work, "q.jsonl")
+      const { code, stdout, stderr } = yield* cli(
+        "run", "--dataset", frozenLakeDataset(work, 2), "--gym-env", "frozen_lake", "--mode", "colocate", "--model", qwenPath,
+        "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "8",
+        "--num-generations", "2", "--max-turns", "3", "--seed", "1", "--output", output, "--json", "--tito-check",
+        "--chat-template-kwargs", "{\"enable_thinking\": false}"
+      )
+      expect(stderr).toBe("")
+      expect(code).toBe(0)
+      const summary = JSON.parse(stdout)
+      expect(summary.titoCheck).toMatchObject({ checked: 4, unavailable: 0 })
+      expect(summary.titoCheck.drifted).toBeGreaterThan(0)
+      const hf = Qwen3.tokenizer
+      for (const line of readLines(output)) {
+        const n = line.rollout_infos.num_turns
+        expect(n).toBe(3)
+        const replies = line.response_token_ids!
+        const ids = line.token_ids!
+        const mask = line.loss_mask!
+        expect(ids.filter((_, i) => mask[i] === 1)).toEqual(replies.flat())
+        expect(line.logprobs!.filter((x) => x !== null)).toEqual(line.rollout_logprobs!.flat())
+        // the first prompt: Qwen3's template with the kwargs, tokenized as transformers would
+        const first = line.messages.slice(0, 2)
+        expect(line.prompt_token_ids).toEqual(hf.encode(Qwen3.fake.render(first, { addGenerationPrompt: true, kwargs: { enable_thinking: false } })))
+        // between replies: the turn's end (unless the model sampled it), the observation, the generation prompt
+        let at = 0
+        const observations = line.messages.filter((m, i) => m.role === "user" && i > 1)
+        for (let turn = 0; turn < n - 1; turn++) {
+          at += replies[turn]!.length
+          const start = at
+          while (mask[at] === 0) at++
+          const inserted = hf.decode(ids.slice(start, at))
+          const closing = replies[turn]!.at(-1) === Qwen3.QWEN3.imEnd ? "" : "<|im_end|>"
+          expect(inserted).toBe(`${closing}\n<|im_start|>user\n${observations[turn].content}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`)
+        }
+      }
     }))
 })
