@@ -843,6 +843,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       return service
     }
     const renderer = tokenPath.renderer
+    let toldMaxTokens = false
     const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
       const checked = samplingOf(request.sampling)
       if (Either.isLeft(checked)) return Effect.fail(checked.left)
@@ -852,14 +853,20 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
         if (room !== undefined && room < 1) {
           return Effect.fail(invalid(`the prompt has ${prompt.tokenIds.length} tokens; the model takes ${maxModelLen}`))
         }
-        return Effect.flatMap(
+        // The completions API's own default is short (vLLM: 16 tokens), unlike chat's.
+        const tell = room === undefined && sampling.maxTokens === undefined && !toldMaxTokens
+        if (tell) toldMaxTokens = true
+        return Effect.zipRight(tell ? warn(
+          "the token path sends no max_tokens (the server reports no max_model_len in /v1/models): the server's " +
+            "/v1/completions default applies (vLLM's is 16 tokens); set --max-tokens"
+        ) : Effect.void, Effect.flatMap(
           send(
             `${options.baseUrl}/completions`,
             () => completionsBody(options, request, sampling, prompt.tokenIds, room, dropped),
             TextCompletion
           ),
           (response) => toTokenCompletion(response, prompt)
-        )
+        ))
       })
     }
     service = {

@@ -191,6 +191,28 @@ describe("server mode token path on Qwen3's vocabulary", () => {
     }))
 })
 
+describe("server mode token path: max_tokens", () => {
+  live("max_tokens is what fits under /v1/models' max_model_len; without either, one warning (the API's default is short)", () =>
+    Effect.gen(function*() {
+      const server = yield* qwenServer
+      server.state.maxModelLen = 300
+      const warnings: Array<string> = []
+      const onWarning = (message: string) => Effect.sync(() => void warnings.push(message))
+      const request: ChatRequest = { messages: [Message.user("S F\nF G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }
+      const sized = yield* OpenAiCompat.make({ baseUrl: server.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER, onWarning })
+      const a = yield* sized.chat(request)
+      expect(server.state.requests.at(-1)!.body.max_tokens).toBe(300 - a.prompt!.tokenIds.length)
+      server.state.maxModelLen = undefined
+      const unsized = yield* OpenAiCompat.make({ baseUrl: server.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER, onWarning })
+      yield* unsized.chat(request)
+      yield* unsized.chat(request)
+      expect(server.state.requests.at(-1)!.body).not.toHaveProperty("max_tokens")
+      expect(warnings).toEqual([expect.stringContaining("set --max-tokens")])
+      yield* unsized.chat({ ...request, sampling: { maxTokens: 9 } })
+      expect(server.state.requests.at(-1)!.body.max_tokens).toBe(9)
+    }))
+})
+
 describe("server mode degrades politely on generic servers", () => {
   live("a server that rejects return_token_ids / top_k / seed with a 422: dropped for the run, one warning each, nothing fails", () =>
     Effect.gen(function*() {
