@@ -169,7 +169,8 @@ export class Accumulator {
   private readonly stepRewards: Array<number> = []
   private readonly stepInfos: Array<Env.Info> = []
   private rolloutInfos: Record<string, unknown> = {}
-  private readonly completions: Array<Completion> = []
+  /** Each turn's output only: a completion's prompt tokens are folded into `sequence`, not kept per turn. */
+  private readonly outputs: Array<TurnOutput> = []
   private readonly sequence = new TokenSequence.Builder()
   /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
   private readonly times: Array<number> = []
@@ -201,7 +202,7 @@ export class Accumulator {
   }
 
   completion(completion: Completion, modelMs: number): void {
-    this.completions.push(completion)
+    this.outputs.push({ finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs })
     this.sequence.add(completion)
     this.times.push(modelMs, 0)
   }
@@ -242,7 +243,7 @@ export class Accumulator {
       rolloutInfos: this.rolloutInfos,
       endReason: end.reason,
       error: end.error,
-      turns: this.completions.map((c) => ({ finishReason: c.finishReason, tokenIds: c.tokenIds, logprobs: c.logprobs })),
+      turns: this.outputs,
       tokens: this.sequence.result(),
       timings: { resetMs: this.resetMs, turns: timings, totalMs }
     }

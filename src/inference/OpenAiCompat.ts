@@ -88,6 +88,8 @@ export interface Options {
    * run stops with one message. Default 20; 0 never.
    */
   readonly maxTransportFailures?: number | undefined
+  /** After the server was declared down, how long calls fail at once before one tries again. Default 10 seconds. */
+  readonly downPause?: Duration.DurationInput | undefined
   /** Ask `GET {baseUrl}/models` at start, so an unreachable server is one clear error. Default true. */
   readonly checkServer?: boolean | undefined
   /** Where warnings go (a field the server rejected, the chat path chosen). Default: stderr through `Console`. */
@@ -707,18 +709,26 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
 
     // ---- fail fast: transport failures in a row -------------------------------------------------
     const maxFailures = options.maxTransportFailures ?? 20
+    const downPause = Duration.toMillis(Duration.decode(options.downPause ?? Duration.seconds(10)))
     const halt = yield* Deferred.make<never, InferenceError>()
     let failuresInARow = 0
     let down: InferenceError | undefined
+    let downSince = 0
     const noteAttempt = (error: InferenceError | undefined): Effect.Effect<void> => {
       const transport = error !== undefined && (error.reason === "Transport" || error.reason === "Timeout") &&
         error.status === undefined
       if (!transport) {
+        // An answer: the server is back (a long-running rollout server recovers; a run has stopped).
         failuresInARow = 0
+        down = undefined
         return Effect.void
       }
       failuresInARow++
-      if (maxFailures === 0 || failuresInARow < maxFailures || down !== undefined) return Effect.void
+      if (down !== undefined) {
+        downSince = Date.now()
+        return Effect.void
+      }
+      if (maxFailures === 0 || failuresInARow < maxFailures) return Effect.void
       down = new InferenceError({
         reason: "Unavailable",
         backend: BACKEND,
@@ -727,6 +737,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
           "(--max-transport-failures)",
         cause: error
       })
+      downSince = Date.now()
       return Deferred.fail(halt, down)
     }
 
@@ -792,7 +803,8 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       }
       const attempt = Effect.suspend(() => {
         attempts++
-        if (down !== undefined) {
+        // While down, calls fail at once; after a pause one gets through to see if it is back.
+        if (down !== undefined && Date.now() - downSince < downPause) {
           return Effect.fail(new AttemptError({ error: down, retryable: false, retryAfter: undefined }))
         }
         return semaphore.withPermits(1)(once(body()))

@@ -213,6 +213,35 @@ describe("server mode token path: max_tokens", () => {
     }))
 })
 
+describe("server mode fails fast on a dead server", () => {
+  live("N transport failures in a row: halted fails, calls fail at once; after the pause one call tries, and an answer revives it", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      const client = yield* OpenAiCompat.make({
+        baseUrl: server.baseUrl,
+        model: "tiny",
+        retries: 0,
+        maxTransportFailures: 3,
+        downPause: "300 millis",
+        tokenPath: "off"
+      })
+      server.state.faults.push({ kind: "drop" }, { kind: "drop" }, { kind: "status", status: 500 }, { kind: "drop" }, { kind: "drop" }, { kind: "drop" })
+      const call = Effect.exit(client.chat({ messages: [Message.user("S F\nF G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }))
+      // an HTTP answer (the 500) breaks the run of failures: 2, then 3 in a row
+      for (let i = 0; i < 6; i++) yield* call
+      const halted = yield* Effect.either(client.halted!)
+      expect(halted._tag === "Left" && halted.left.detail).toContain("3 requests in a row failed without a response")
+      const sent = server.state.requests.length
+      const fast = yield* call
+      expect(fast._tag === "Failure" && String(fast.cause)).toContain("is not answering")
+      expect(server.state.requests.length).toBe(sent) // nothing sent while down
+      yield* Effect.sleep("350 millis")
+      const back = yield* call
+      expect(back._tag).toBe("Success")
+      expect((yield* call)._tag).toBe("Success")
+    }))
+})
+
 describe("server mode degrades politely on generic servers", () => {
   live("a server that rejects return_token_ids / top_k / seed with a 422: dropped for the run, one warning each, nothing fails", () =>
     Effect.gen(function*() {
