@@ -6,7 +6,10 @@
  *
  * @since 0.1.0
  */
+export * as ChatTemplate from "./ChatTemplate.js"
+export * as HfTokenizer from "./HfTokenizer.js"
 export * as LlamaCpp from "./LlamaCpp.js"
 export * as OpenAiCompat from "./OpenAiCompat.js"
+export * as PromptTokens from "./PromptTokens.js"
 export * as Sampling from "./Sampling.js"
 export * as Scripted from "./Scripted.js"
