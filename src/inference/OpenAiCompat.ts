@@ -822,6 +822,13 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     const samplingOf = Sampling.checker(BACKEND, defaults)
 
     // ---- start: the server answers, its models, the token path ----------------------------------
+    // A bad tokenizer folder is an option error, found before the server is asked anything.
+    const local = options.tokenizer === undefined ? undefined : yield* HfTokenizer.load(options.tokenizer)
+    if (local !== undefined && local.template === undefined) {
+      return yield* invalid(
+        `--tokenizer ${options.tokenizer}: no chat template there (tokenizer_config.json's chat_template, or chat_template.jinja)`
+      )
+    }
     let maxModelLen: number | undefined
     if (options.checkServer !== false) maxModelLen = yield* checkModels(base, options, timeout)
 
@@ -838,6 +845,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: Deferred.await(halt) }
 
     const tokenPath = yield* chooseTokenPath(options, {
+      local,
       root,
       timeout,
       maxModelLen,
@@ -972,6 +980,7 @@ type TokenPathChoice =
 const chooseTokenPath = (
   options: Options,
   server: {
+    readonly local: HfTokenizer.HfTokenizer | undefined
     readonly root: string
     readonly timeout: Duration.Duration
     readonly maxModelLen: number | undefined
@@ -989,11 +998,8 @@ const chooseTokenPath = (
     if (options.strict === true) return yield* chat("--strict-openai sends no token-id fields")
     if (options.sampling?.logprobs === false) return yield* chat("--no-logprobs asks for no token ids")
     let renderer: PromptTokens.Renderer
-    if (options.tokenizer !== undefined) {
-      const tokenizer = yield* HfTokenizer.load(options.tokenizer)
-      if (tokenizer.template === undefined) {
-        return yield* Effect.fail(invalid(`--tokenizer ${options.tokenizer}: no chat template there (tokenizer_config.json's chat_template, or chat_template.jinja)`))
-      }
+    const tokenizer = server.local
+    if (tokenizer !== undefined && tokenizer.template !== undefined) {
       renderer = PromptTokens.local({
         name: `tokenizer ${options.tokenizer}`,
         backend: BACKEND,

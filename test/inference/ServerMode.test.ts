@@ -137,7 +137,14 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
         [[...server, "--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
         [["--mode", "server", "--base-url", "localhost:8000", "--model", "m"], "only http:// and https:// URLs"],
         [["--mode", "colocate", "--model", path.join(dir, "missing.gguf")], "missing.gguf: no such file"],
-        [["--mode", "colocate", "--model", dataset], "not a GGUF file"]
+        [["--mode", "colocate", "--model", dataset], "not a GGUF file"],
+        [[...server, "--tokenizer", dir], "--tokenizer " + dir + ": no tokenizer.json there"],
+        [["--mode", "colocate", "--model", dataset, "--tokenizer", dir], "--tokenizer: only with --mode server"],
+        [["--mode", "colocate", "--model", dataset, "--token-path", "off"], "--token-path: only with --mode server"],
+        [[...server, "--chat-template-kwargs", "{\"messages\": []}"], "messages is set by effect-gym itself"],
+        [[...server, "--chat-template-kwargs", "{oops"], "--chat-template-kwargs: not JSON"],
+        [["--chat-template-kwargs", "{}"], "--chat-template-kwargs: only with --mode server or --mode colocate"],
+        [[...server, "--max-transport-failures", "-1"], "--max-transport-failures: must be a whole number >= 0"]
       ]
       for (const [extra, message] of cases) {
         const { code, stderr } = yield* cli(...base, ...extra)

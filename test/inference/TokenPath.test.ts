@@ -16,6 +16,7 @@ import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as Message from "../../src/Message.js"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
+import * as RolloutServerHelpers from "../rollout-server/helpers.js"
 import * as Qwen3 from "./qwen3.js"
 
 const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true })))
@@ -188,6 +189,26 @@ describe("server mode token path on Qwen3's vocabulary", () => {
       // a rewritten conversation (the first message changed): a fresh prompt, with the reason
       const c = yield* client.chat({ ...first, turn: 2, messages: [Message.user("board only"), Message.user("F P")], previous })
       expect(c.prompt).toMatchObject({ reused: 0, restarted: expect.stringContaining("rewritten") })
+    }))
+})
+
+describe("the rollout server on the token path", () => {
+  live("/v1/rollouts results carry the token sequence, as completions lines do", () =>
+    Effect.gen(function*() {
+      const backend = yield* qwenServer
+      const policy = yield* OpenAiCompat.make({ baseUrl: backend.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER })
+      const server = yield* RolloutServerHelpers.start({ policy, numGenerations: 2, maxTurns: 4 })
+      const reply = yield* RolloutServerHelpers.request(`${server.url}/v1/rollouts`, {
+        body: { requests: [{ env_config: { seed: 3 } }], sampling: { max_tokens: 64 } }
+      })
+      expect(reply.status).toBe(200)
+      const results = RolloutServerHelpers.resultsOf(reply)
+      expect(results.length).toBe(2)
+      for (const r of results) {
+        expect(r.token_ids!.length).toBe(r.loss_mask!.length)
+        expect(r.token_ids!.filter((_, i) => r.loss_mask![i] === 1)).toEqual(r.response_token_ids!.flat())
+        expect(Qwen3.text(r.prompt_token_ids!)).toMatch(/<\|im_start\|>assistant\n$/)
+      }
     }))
 })
 
