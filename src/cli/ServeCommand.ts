@@ -15,7 +15,8 @@ import { cannotListen, checkPort, host, OptionError, parseNumber, port, setExitC
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
-const { apiKeyEnv: _upstreamKey, ...inferenceOptions } = InferenceOptions.options
+// --tito-check reports in a run's summary; a server has none.
+const { apiKeyEnv: _upstreamKey, titoCheck: _titoCheck, ...inferenceOptions } = InferenceOptions.options
 
 export const serveOptions = {
   port,
@@ -95,7 +96,7 @@ export const serveJob = (args: ServeArgs) =>
       onSome: (name) => secret("--api-key-env", name)
     })
     // The upstream model server's key has its own flag here.
-    const upstream = { ...args, apiKeyEnv: args.inferenceApiKeyEnv }
+    const upstream = { ...args, apiKeyEnv: args.inferenceApiKeyEnv, titoCheck: false }
     const sampling = yield* InferenceOptions.sampling(upstream)
     const inference = yield* InferenceOptions.make(upstream, {
       registry,
