@@ -29,7 +29,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Effect, Either, Layer } from "effect"
+import { Config, Console, Effect, Either, Layer } from "effect"
 import type { ConfigError } from "effect"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs/promises"
@@ -272,8 +272,14 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       if (model.tokens.bosString !== null) specialTokens.bos_token = model.tokens.bosString
       if (model.tokens.eosString !== null) specialTokens.eos_token = model.tokens.eosString
       const made = ChatTemplate.make(source, specialTokens)
-      if (Either.isLeft(made)) return yield* invalid(`--model ${options.modelPath}: ${made.left.detail}`, made.left)
-      template = made.right
+      if (Either.isRight(made)) template = made.right
+      else if (options.chatTemplate !== undefined) return yield* invalid(`chat template: ${made.left.detail}`, made.left)
+      else {
+        // The file's template is beyond the renderer: node-llama-cpp's own format, as before.
+        yield* Console.error(
+          `warning: ${options.modelPath}: ${made.left.detail}; using node-llama-cpp's ${wrapper.wrapperName} chat format`
+        )
+      }
     }
     const wrapperTokens = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean) =>
       wrapper.generateContextState({ chatHistory: toHistory(messages, addGenerationPrompt) }).contextText.tokenize(

@@ -183,6 +183,19 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(completion.tokenIds!.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("a GGUF whose template does not parse: node-llama-cpp's own format, with a warning", () =>
+    Effect.gen(function*() {
+      const broken = writeTinyLlama(path.join(dir, "broken-template.gguf"), { chatTemplate: "{% for m in messages %}{{ m.content }}" })
+      const warnings: Array<string> = []
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: broken, contextSize: 256, sequences: 1 }).pipe(
+        Effect.withConsole({ ...console, error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void warnings.push(xs.join(" "))) } as never)
+      )
+      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+      expect(warnings).toEqual([expect.stringContaining("the chat template does not parse")])
+      const completion = yield* engine.service.chat(request())
+      expect(completion.tokenIds!.length).toBeGreaterThan(0)
+    }).pipe(Effect.scoped))
+
   it.live("effect-gym run --mode colocate: every turn's token ids and logprobs in the log, the same for the same --seed", () =>
     Effect.gen(function*() {
       const work = tmp()
