@@ -69,6 +69,8 @@ export const CompletionLine = Schema.Struct({
   logprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number))),
   /** Why `token_ids` is `null`. */
   token_ids_unavailable: Schema.optional(Schema.String),
+  /** One entry per turn: the policy version its model call was sent under (`null`: not versioned). */
+  policy_versions: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number))),
   timings: Schema.Struct({
     total_ms: Schema.Number,
     reset_ms: Schema.Number,
@@ -136,6 +138,9 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
   }
   if (result.turns.some((t) => t.logprobs !== undefined)) {
     line.rollout_logprobs = result.turns.map((t) => t.logprobs ?? null)
+  }
+  if (result.turns.some((t) => t.policyVersion !== undefined)) {
+    line.policy_versions = result.turns.map((t) => t.policyVersion ?? null)
   }
   const tokens = result.tokens
   if (tokens !== undefined) {

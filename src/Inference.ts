@@ -19,6 +19,7 @@ import type { Message } from "./Message.js"
 export interface SamplingParams {
   readonly temperature?: number | undefined
   readonly topP?: number | undefined
+  /** A whole number >= 1, or -1: no limit (as in vLLM; absent: the backend's default, which may be the model's). */
   readonly topK?: number | undefined
   /** Tokens per turn (per completion). */
   readonly maxTokens?: number | undefined
@@ -27,7 +28,27 @@ export interface SamplingParams {
   readonly frequencyPenalty?: number | undefined
   /** Ask the backend for token ids and logprobs when it can give them. */
   readonly logprobs?: boolean | undefined
+  /**
+   * Keep only tokens with at least this probability relative to the most likely one (vLLM's
+   * `min_p`); 0: no limit (absent: the backend's default). Only backends that list `minP` in
+   * `Service.honours` take a value above 0.
+   */
+  readonly minP?: number | undefined
+  /** vLLM's `repetition_penalty` (> 0; 1: none). Only backends that list it in `Service.honours` take another value. */
+  readonly repetitionPenalty?: number | undefined
+  /** Constrain the reply to a regular expression (vLLM's structured outputs). Only backends that list it. */
+  readonly structuredOutputsRegex?: string | undefined
 }
+
+/**
+ * The optional request features a backend may honour; a backend never ignores one it was given:
+ * callers check {@link Service.honours} first (the rollout server answers 400), and a backend fails
+ * a call that asks for one it does not list.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Feature = "minP" | "repetitionPenalty" | "structuredOutputsRegex" | "chatTemplateKwargs"
 
 /**
  * One model call of a trajectory.
@@ -114,6 +135,11 @@ export interface Completion {
   readonly prompt?: PromptTokens | undefined
   /** Why this completion has no token prompt (e.g. a chat-only server), for the log. */
   readonly tokensUnavailable?: string | undefined
+  /**
+   * The version of the policy's weights when the call was sent (set by whoever tracks weight
+   * updates, e.g. the rollout server), so that asynchronous trainers can drop stale samples.
+   */
+  readonly policyVersion?: number | undefined
 }
 
 /**
@@ -186,6 +212,8 @@ export interface Service {
    * with that one error instead of failing every trajectory slowly. Never succeeds.
    */
   readonly halted?: Effect.Effect<never, InferenceError> | undefined
+  /** The optional features this backend honours (absent: none). See {@link Feature}. */
+  readonly honours?: ReadonlySet<Feature> | undefined
 }
 
 /**

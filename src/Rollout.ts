@@ -39,6 +39,8 @@ export interface Config {
   readonly seed: number
   readonly columns: Reward.Columns
   readonly sampling?: SamplingParams | undefined
+  /** Variables of the model's chat template for every call of the run (e.g. an `/infer/` request's). */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
   /**
    * How each trajectory is driven: `loop` (default) runs the trajectory engine's transitions in a
    * plain loop; `stream` folds `Trajectory.stream`. Both give identical results; `stream` exists
@@ -356,7 +358,11 @@ const workerLoop = (
   source: Iterator<Task>,
   queue: Queue.Queue<Item | typeof END>
 ): Effect.Effect<void> => {
-  const options: Trajectory.Options = { scheduler: config.scheduler.instance, sampling: config.sampling }
+  const options: Trajectory.Options = {
+    scheduler: config.scheduler.instance,
+    sampling: config.sampling,
+    chatTemplateKwargs: config.chatTemplateKwargs
+  }
   const worker = Trajectory.worker(inference, parent)
   const loop: Effect.Effect<void> = Effect.suspend(() => {
     const next = source.next()

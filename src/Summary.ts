@@ -32,6 +32,26 @@ export interface Summary {
   readonly trajectoriesPerSecond: number
   /** The drift check (`--tito-check`), when it ran. */
   readonly titoCheck?: DriftReport | undefined
+  /**
+   * Turns per policy version they were sampled with, when the backend's weights are versioned
+   * (absent otherwise): an asynchronous trainer drops samples older than it accepts.
+   */
+  readonly policyVersions?: Readonly<Record<string, number>> | undefined
+}
+
+/**
+ * Counts a trajectory's turns by the policy version each was sampled with into `counts`.
+ *
+ * @since 0.2.0
+ * @category folding
+ */
+export const countPolicyVersions = (
+  counts: Record<string, number>,
+  turns: ReadonlyArray<{ readonly policyVersion?: number | undefined }>
+): void => {
+  for (const turn of turns) {
+    if (turn.policyVersion !== undefined) counts[turn.policyVersion] = (counts[turn.policyVersion] ?? 0) + 1
+  }
 }
 
 /**
@@ -52,6 +72,7 @@ export class Accumulator {
   badRows = 0
   readonly failuresByError: Record<string, number> = {}
   readonly endReasons: Record<string, number> = { done: 0, max_turns: 0, error: 0 }
+  readonly policyVersions: Record<string, number> = {}
 
   add(item: Item): void {
     if (item._tag === "RowFailure") {
@@ -64,6 +85,7 @@ export class Accumulator {
       this.trajectories++
       this.turns += result.numTurns
       this.endReasons[result.endReason] = (this.endReasons[result.endReason] ?? 0) + 1
+      countPolicyVersions(this.policyVersions, result.turns)
       if (record.error !== undefined) {
         this.failures++
         this.failuresByError[record.error._tag] = (this.failuresByError[record.error._tag] ?? 0) + 1
@@ -93,9 +115,17 @@ export class Accumulator {
       badRows: this.badRows,
       elapsedMs,
       turnsPerSecond: seconds > 0 ? this.turns / seconds : 0,
-      trajectoriesPerSecond: seconds > 0 ? this.trajectories / seconds : 0
+      trajectoriesPerSecond: seconds > 0 ? this.trajectories / seconds : 0,
+      ...(Object.keys(this.policyVersions).length === 0 ? {} : { policyVersions: { ...this.policyVersions } })
     }
   }
+}
+
+/** `versions 3-5 (turns: v3 12, v4 40, v5 8)`. */
+const formatVersions = (counts: Readonly<Record<string, number>>): string => {
+  const versions = Object.keys(counts).map(Number).sort((a, b) => a - b)
+  const range = versions.length === 1 ? `version ${versions[0]}` : `versions ${versions[0]}-${versions.at(-1)}`
+  return `${range} (turns: ${versions.map((v) => `v${v} ${counts[v]}`).join(", ")})`
 }
 
 /**
@@ -118,6 +148,7 @@ export const format = (s: Summary): string => {
     `bad rows       ${s.badRows}`,
     `elapsed        ${(s.elapsedMs / 1000).toFixed(2)} s`,
     `throughput     ${Math.round(s.turnsPerSecond)} turns/s, ${Math.round(s.trajectoriesPerSecond)} trajectories/s`,
-    ...(s.titoCheck === undefined ? [] : [`tito check     ${formatDrift(s.titoCheck)}`])
+    ...(s.titoCheck === undefined ? [] : [`tito check     ${formatDrift(s.titoCheck)}`]),
+    ...(s.policyVersions === undefined ? [] : [`policy         ${formatVersions(s.policyVersions)}`])
   ].join("\n")
 }

@@ -106,6 +106,8 @@ export interface TurnOutput {
   readonly finishReason: Completion["finishReason"]
   readonly tokenIds: ReadonlyArray<number> | undefined
   readonly logprobs: ReadonlyArray<number> | undefined
+  /** The policy version the turn was sampled with, when the backend's weights are versioned. */
+  readonly policyVersion?: number | undefined
 }
 
 /**
@@ -202,7 +204,16 @@ export class Accumulator {
   }
 
   completion(completion: Completion, modelMs: number): void {
-    this.outputs.push({ finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs })
+    this.outputs.push(
+      completion.policyVersion === undefined
+        ? { finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs }
+        : {
+          finishReason: completion.finishReason,
+          tokenIds: completion.tokenIds,
+          logprobs: completion.logprobs,
+          policyVersion: completion.policyVersion
+        }
+    )
     this.sequence.add(completion)
     this.times.push(modelMs, 0)
   }
@@ -281,6 +292,8 @@ export const fold = <E, R>(
 export interface Options {
   readonly scheduler: Instance
   readonly sampling?: SamplingParams | undefined
+  /** Variables of the model's chat template for every call (`ChatRequest.chatTemplateKwargs`). */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
 }
 
 const now = (): number => performance.now()
@@ -317,6 +330,7 @@ class Machine {
   /** The token sequence so far, for backends that generate from tokens (see `ChatRequest.previous`). */
   tokens: TokenState | undefined = undefined
   private readonly sampling: SamplingParams
+  private readonly chatTemplateKwargs: Readonly<Record<string, unknown>> | undefined
   /**
    * When the run driver chains steps back to back, one step's end time is the next one's start,
    * which halves the clock reads. The stream driver reads the clock at each start, because time
@@ -331,12 +345,13 @@ class Machine {
     readonly request: TrajectoryRequest,
     readonly scheduler: Instance,
     readonly inference: InferenceService,
-    sampling: SamplingParams | undefined,
+    options: Options,
     readonly scope: Scope.Scope,
     readonly slot?: ScopeSlot | undefined
   ) {
     this.messages = request.messages
-    this.sampling = sampling ?? {}
+    this.sampling = options.sampling ?? {}
+    this.chatTemplateKwargs = options.chatTemplateKwargs
   }
 
   get finished(): boolean {
@@ -378,7 +393,8 @@ class Machine {
       trajectoryId: this.request.id,
       turn: this.turn,
       seed: mixSeed(this.request.seed, this.turn),
-      previous: this.tokens
+      previous: this.tokens,
+      chatTemplateKwargs: this.chatTemplateKwargs
     })
   }
 
@@ -549,7 +565,7 @@ export const stream = (
     Effect.gen(function*() {
       const inference = yield* Inference
       const scope = yield* Effect.scope
-      const machine = new Machine(request, options.scheduler, inference, options.sampling, scope)
+      const machine = new Machine(request, options.scheduler, inference, options, scope)
       return Stream.repeatEffectOption(
         Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.nextEvent())
       )
@@ -586,7 +602,7 @@ export const runWith = (
   // trajectory.
   Effect.flatMap(Scope.make(), (scope) =>
     Effect.onExit(
-      Effect.map(runMachine(new Machine(request, options.scheduler, inference, options.sampling, scope, slot)), ([, result]) => result),
+      Effect.map(runMachine(new Machine(request, options.scheduler, inference, options, scope, slot)), ([, result]) => result),
       (exit) => Scope.close(scope, exit)
     ))
 
@@ -628,7 +644,7 @@ export const worker = (inference: InferenceService, parent: Scope.Scope) => {
     run: (request: TrajectoryRequest, options: Options): Effect.Effect<TrajectoryResult> =>
       Effect.flatMap(Scope.fork(parent, ExecutionStrategy.sequential), (scope) =>
         Effect.flatMap(
-          runMachine(new Machine(request, options.scheduler, inference, options.sampling, scope, slot)),
+          runMachine(new Machine(request, options.scheduler, inference, options, scope, slot)),
           ([end, result]) => Effect.as(Scope.close(scope, end.error === undefined ? Exit.void : Exit.fail(end.error)), result)
         ))
   }

@@ -7,13 +7,13 @@
  */
 import { Options } from "@effect/cli"
 import { Config, Context, Duration, Effect, Layer, Option, Stream } from "effect"
-import type * as Scope from "effect/Scope"
 import type { InferenceError, SamplingParams, Service } from "../Inference.js"
 import { Inference } from "../Inference.js"
 import { RESERVED_KWARGS } from "../inference/ChatTemplate.js"
 import * as LlamaCpp from "../inference/LlamaCpp.js"
 import * as OpenAiCompat from "../inference/OpenAiCompat.js"
 import * as Sampling from "../inference/Sampling.js"
+import * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
 import type { Item } from "../Rollout.js"
@@ -29,10 +29,10 @@ const number = (name: string, description: string) =>
  * @category options
  */
 export const options = {
-  mode: Options.choice("mode", ["scripted", "server", "colocate"]).pipe(
+  mode: Options.choice("mode", ["scripted", "server", "colocate", "swift-rollout"]).pipe(
     Options.withDescription(
       "Who answers: scripted (an in-process --policy), server (an OpenAI-compatible API), " +
-        "colocate (a GGUF model in-process)"
+        "colocate (a GGUF model in-process), swift-rollout (a `swift rollout` server's single-turn /infer/)"
     ),
     Options.withDefault("scripted" as const)
   ),
@@ -159,7 +159,7 @@ export const sampling = (args: InferenceArgs): Effect.Effect<SamplingParams, Opt
       stop: args.stop.length > 0 ? args.stop : undefined,
       presencePenalty: yield* optionalNumber("--presence-penalty", args.presencePenalty),
       frequencyPenalty: yield* optionalNumber("--frequency-penalty", args.frequencyPenalty),
-      logprobs: args.mode === "server" ? !args.noLogprobs : undefined
+      logprobs: args.mode === "server" || args.mode === "swift-rollout" ? !args.noLogprobs : undefined
     }
     const problem = Sampling.problems(params)[0]
     if (problem !== undefined) return yield* new OptionError(problem)
@@ -184,6 +184,21 @@ const COLOCATE_ONLY = [
   ["--context-size", "contextSize"],
   ["--gpu-layers", "gpuLayers"],
   ["--threads", "threads"]
+] as const
+/** What swift-rollout mode takes of the server options (the rest are the OpenAI API's). */
+const SWIFT_TAKES: ReadonlySet<string> = new Set([
+  "--base-url",
+  "--api-key-env",
+  "--seeded-sampling",
+  "--no-logprobs",
+  "--request-timeout",
+  "--retries",
+  "--max-transport-failures"
+])
+const NOT_SWIFT = [
+  ...SERVER_ONLY.filter(([flag]) => !SWIFT_TAKES.has(flag)),
+  ["--model", "model"],
+  ["--tito-check", "titoCheck"]
 ] as const
 const MODEL_ONLY = [
   ["--model", "model"],
@@ -239,6 +254,45 @@ export const chatTemplateKwargs = (
   return Effect.succeed(parsed as Record<string, unknown>)
 }
 
+/**
+ * An `Inference` service with the control side of its backend, when it has one.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Built {
+  readonly service: Service
+  readonly control: SwiftRollout.Control | undefined
+}
+
+const built = (service: Service, control?: SwiftRollout.Control): Built => ({ service, control })
+
+const apiKeyOf = (args: InferenceArgs) =>
+  Option.match(args.apiKeyEnv, {
+    onNone: () => Effect.succeed(undefined),
+    onSome: (name) =>
+      Config.redacted(name).pipe(
+        Effect.mapError(() =>
+          new OptionError({ option: "--api-key-env", detail: `the environment variable ${name} is not set` })
+        )
+      )
+  })
+
+const requestTimeoutOf = (args: InferenceArgs) =>
+  Effect.flatMap(optionalNumber("--request-timeout", args.requestTimeout), (timeout) =>
+    timeout !== undefined && !(timeout > 0)
+      ? Effect.fail(
+        new OptionError({ option: "--request-timeout", detail: `must be a number of seconds > 0, got ${timeout}` })
+      )
+      : Effect.succeed(timeout))
+
+const maxTransportFailuresOf = (args: InferenceArgs) => {
+  const value = Option.getOrUndefined(args.maxTransportFailures)
+  return value !== undefined && !(value >= 0)
+    ? Effect.fail(new OptionError({ option: "--max-transport-failures", detail: "must be a whole number >= 0" }))
+    : Effect.succeed(value)
+}
+
 const required = (option: string, value: Option.Option<string>, mode: string) =>
   Option.match(value, {
     onNone: () => Effect.fail(new OptionError({ option, detail: `required with --mode ${mode}` })),
@@ -254,6 +308,22 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
  * @category constructors
  */
 export const make = (
+  args: InferenceArgs,
+  scripted: {
+    readonly registry: Registry.Registry
+    readonly policy: Option.Option<string>
+    readonly policyOptions: Readonly<Record<string, unknown>>
+  }
+) => Effect.map(build(args, scripted), (built) => built.service)
+
+/**
+ * {@link make}, with the backend's control side when it has one (`--mode swift-rollout`: the
+ * trainer's weight-sync endpoints are forwarded to it).
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const build = (
   args: InferenceArgs,
   scripted: {
     readonly registry: Registry.Registry
@@ -277,32 +347,15 @@ export const make = (
           "--mode server or --mode colocate"
         ]])
         const policy = yield* Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
-        return yield* policy.make(scripted.policyOptions)
+        return built(yield* policy.make(scripted.policyOptions))
       }
       case "server": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"]])
         const baseUrl = yield* required("--base-url", args.baseUrl, "server")
         const model = yield* required("--model", args.model, "server")
-        const apiKey = yield* Option.match(args.apiKeyEnv, {
-          onNone: () => Effect.succeed(undefined),
-          onSome: (name) =>
-            Config.redacted(name).pipe(
-              Effect.mapError(() =>
-                new OptionError({ option: "--api-key-env", detail: `the environment variable ${name} is not set` })
-              )
-            )
-        })
-        const timeout = yield* optionalNumber("--request-timeout", args.requestTimeout)
-        if (timeout !== undefined && !(timeout > 0)) {
-          return yield* new OptionError({
-            option: "--request-timeout",
-            detail: `must be a number of seconds > 0, got ${timeout}`
-          })
-        }
-        const maxTransportFailures = Option.getOrUndefined(args.maxTransportFailures)
-        if (maxTransportFailures !== undefined && !(maxTransportFailures >= 0)) {
-          return yield* new OptionError({ option: "--max-transport-failures", detail: "must be a whole number >= 0" })
-        }
+        const apiKey = yield* apiKeyOf(args)
+        const timeout = yield* requestTimeoutOf(args)
+        const maxTransportFailures = yield* maxTransportFailuresOf(args)
         const layer = OpenAiCompat.layerUndici({
           baseUrl,
           model,
@@ -319,22 +372,43 @@ export const make = (
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
           maxTransportFailures
         })
-        return Context.get(yield* Layer.build(layer), Inference)
+        return built(Context.get(yield* Layer.build(layer), Inference))
       }
       case "colocate": {
         yield* rejectOthers(args, [[SERVER_ONLY, "--mode server"]])
         const modelPath = yield* required("--model", args.model, "colocate")
-        return yield* LlamaCpp.make({
-          modelPath,
-          contextSize: Option.getOrUndefined(args.contextSize),
-          gpuLayers: Option.getOrUndefined(args.gpuLayers),
-          threads: Option.getOrUndefined(args.threads),
-          sequences: Option.getOrUndefined(args.inferenceConcurrency),
-          chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
+        return built(
+          yield* LlamaCpp.make({
+            modelPath,
+            contextSize: Option.getOrUndefined(args.contextSize),
+            gpuLayers: Option.getOrUndefined(args.gpuLayers),
+            threads: Option.getOrUndefined(args.threads),
+            sequences: Option.getOrUndefined(args.inferenceConcurrency),
+            chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
+          })
+        )
+      }
+      case "swift-rollout": {
+        yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"], [NOT_SWIFT, "--mode server"]])
+        const baseUrl = yield* required("--base-url", args.baseUrl, "swift-rollout")
+        const apiKey = yield* apiKeyOf(args)
+        const timeout = yield* requestTimeoutOf(args)
+        const maxTransportFailures = yield* maxTransportFailuresOf(args)
+        const swift = yield* SwiftRollout.makeScoped({
+          baseUrl,
+          apiKey,
+          seeded: args.seededSampling,
+          sampling: args.noLogprobs ? { logprobs: false } : undefined,
+          requestTimeout: timeout === undefined ? undefined : Duration.millis(timeout * 1000),
+          retries: Option.getOrUndefined(args.retries),
+          concurrency: Option.getOrUndefined(args.inferenceConcurrency),
+          chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
+          maxTransportFailures
         })
+        return built(swift.service, swift.control)
       }
     }
-  }) satisfies Effect.Effect<Service, unknown, Scope.Scope>
+  })
 
 /**
  * The drift check of `--tito-check`: each trajectory's final conversation re-tokenized by the

@@ -61,6 +61,19 @@ export const serveOptions = {
     Options.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
     Options.withDefault("30")
   ),
+  onFailure: Options.choice("on-failure", ["retry", "zero-reward"]).pipe(
+    Options.withDescription(
+      "POST /infer/: retry (run transient failures again with a fresh env; if some still fail, answer 500 listing " +
+        "them) or zero-reward (answer failed trajectories as reward-0 outputs, the error in rollout_infos.error)"
+    ),
+    Options.withDefault("retry" as const)
+  ),
+  inferRetries: Options.integer("infer-retries").pipe(
+    Options.withDescription(
+      "POST /infer/ with --on-failure retry: runs of a transiently failed trajectory after the first (default 2)"
+    ),
+    Options.optional
+  )
 }
 
 export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
@@ -98,7 +111,14 @@ export const serveJob = (args: ServeArgs) =>
     // The upstream model server's key has its own flag here.
     const upstream = { ...args, apiKeyEnv: args.inferenceApiKeyEnv, titoCheck: false }
     const sampling = yield* InferenceOptions.sampling(upstream)
-    const inference = yield* InferenceOptions.make(upstream, {
+    const inferRetries = Option.getOrElse(args.inferRetries, () => 2)
+    if (inferRetries < 0 || inferRetries > 100) {
+      return yield* new OptionError({ option: "--infer-retries", detail: `must be between 0 and 100, got ${inferRetries}` })
+    }
+    if (args.onFailure === "zero-reward" && Option.isSome(args.inferRetries)) {
+      return yield* new OptionError({ option: "--infer-retries", detail: "only with --on-failure retry" })
+    }
+    const { control, service: inference } = yield* InferenceOptions.build(upstream, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
@@ -127,6 +147,9 @@ export const serveJob = (args: ServeArgs) =>
       maxBodyBytes: args.maxBody,
       apiKey,
       shutdownGrace: Duration.millis(grace * 1000),
+      control,
+      onFailure: args.onFailure,
+      inferRetries,
       info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
     }).pipe(
       Effect.provideService(Inference, inference),

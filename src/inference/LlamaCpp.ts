@@ -34,7 +34,7 @@ import type { ConfigError } from "effect"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs/promises"
 import type * as NodeLlamaCpp from "node-llama-cpp"
-import type { ChatRequest, Completion, FinishReason, SamplingParams, Service } from "../Inference.js"
+import type { ChatRequest, Completion, Feature, FinishReason, SamplingParams, Service } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
 import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
@@ -95,6 +95,9 @@ export interface Engine {
 }
 
 const BACKEND = Binding.BACKEND
+
+/** llama.cpp's min-p sampler is vLLM's; its repeat penalty is not vLLM's repetition_penalty, and there is no regex. */
+const HONOURS: ReadonlySet<Feature> = new Set(["minP", "chatTemplateKwargs"])
 /** vLLM's floor for a logprob: keeps `-Infinity` (a probability that underflowed) out of the JSON log. */
 const MIN_LOGPROB = -9999
 
@@ -261,7 +264,12 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     }))
     const semaphore = yield* Effect.makeSemaphore(sequences)
     const loadMs = performance.now() - started
-    const samplingOf = Sampling.checker(BACKEND, options.sampling ?? {})
+    const checkSampling = Sampling.checker(BACKEND, options.sampling ?? {})
+    const samplingOf = (call: SamplingParams): Either.Either<SamplingParams, InferenceError> =>
+      Either.flatMap(checkSampling(call), (sampling) => {
+        const unsupported = Sampling.requireHonoured(BACKEND, sampling, HONOURS)
+        return unsupported === undefined ? Either.right(sampling) : Either.left(unsupported)
+      })
     let clock = 0
 
     // The model's own template, rendered as Hugging Face renders it; the wrapper only without one.
@@ -374,9 +382,10 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       const penalize = sampling.presencePenalty !== undefined || sampling.frequencyPenalty !== undefined
       const generator = sequence.evaluateWithMetadata(prompt.slice(shared), { confidence: true }, {
         temperature: sampling.temperature ?? 1,
-        topK: sampling.topK ?? 0,
+        // -1 (no limit, as vLLM says it) is llama.cpp's 0.
+        topK: sampling.topK === undefined || sampling.topK < 0 ? 0 : sampling.topK,
         topP: sampling.topP ?? 1,
-        minP: 0,
+        minP: sampling.minP ?? 0,
         seed,
         yieldEogToken: true,
         ...(penalize
@@ -497,7 +506,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       `(${template !== undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
       `${sequences} sequences x ${context.contextSize} tokens)`
     return {
-      service: { name, chat, retokenize },
+      service: { name, chat, retokenize, honours: HONOURS },
       chatWrapper: promptFormat,
       contextSize: context.contextSize,
       sequences,

@@ -21,32 +21,24 @@
  * @since 0.1.0
  */
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
-import type { HttpClientError } from "@effect/platform"
 import type { ConfigError } from "effect"
-import {
-  Config,
-  Console,
-  Data,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  ParseResult,
-  Redacted,
-  Schedule,
-  Schema
-} from "effect"
-import type { ChatRequest, Completion, FinishReason, PromptTokens as Prompt, SamplingParams, Service } from "../Inference.js"
+import { Config, Console, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import type {
+  ChatRequest,
+  Completion,
+  Feature,
+  FinishReason,
+  PromptTokens as Prompt,
+  SamplingParams,
+  Service
+} from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
-import * as Undici from "undici"
 import type { Message } from "../Message.js"
 import * as HfTokenizer from "./HfTokenizer.js"
 import * as PromptTokens from "./PromptTokens.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
+import * as Transport from "./internal/transport.js"
 
 /**
  * @since 0.1.0
@@ -119,8 +111,6 @@ export interface Options {
 }
 
 const BACKEND = "openai-compat"
-/** A server asking for a longer wait than this is not waited for: the usual backoff applies. */
-const MAX_RETRY_AFTER = Duration.minutes(1)
 
 // ---------------------------------------------------------------------------------------------
 // Wire schemas
@@ -174,7 +164,13 @@ export type ChatCompletion = typeof ChatCompletion.Type
  * @since 0.2.0
  * @category encoding
  */
-export const NON_STANDARD: ReadonlySet<string> = new Set(["top_k", "return_token_ids", "chat_template_kwargs"])
+export const NON_STANDARD: ReadonlySet<string> = new Set([
+  "top_k",
+  "return_token_ids",
+  "chat_template_kwargs",
+  "min_p",
+  "repetition_penalty"
+])
 
 /**
  * Fields a server may reject (400/422 naming the field): dropped for the rest of the run, with one
@@ -206,6 +202,11 @@ const samplingFields = (
   if (sampling.stop !== undefined && sampling.stop.length > 0) body.stop = sampling.stop
   if (sampling.presencePenalty !== undefined) body.presence_penalty = sampling.presencePenalty
   if (sampling.frequencyPenalty !== undefined) body.frequency_penalty = sampling.frequencyPenalty
+  // vLLM's and SGLang's extra sampling parameters (never dropped: a server that rejects them fails the call).
+  if (sampling.minP !== undefined && sampling.minP !== 0) body.min_p = sampling.minP
+  if (sampling.repetitionPenalty !== undefined && sampling.repetitionPenalty !== 1) {
+    body.repetition_penalty = sampling.repetitionPenalty
+  }
   if (options.seeded === true) body.seed = request.seed
 }
 
@@ -428,27 +429,6 @@ export const toCompletion = (response: ChatCompletion): Either.Either<Completion
   return Either.right(completion)
 }
 
-const messageOf = (value: unknown): string | undefined => {
-  if (typeof value === "string") return value
-  if (typeof value !== "object" || value === null) return undefined
-  const record = value as Record<string, unknown>
-  for (const key of ["message", "detail", "error"]) {
-    const inner = record[key]
-    if (typeof inner === "string") return inner
-    if (typeof inner === "object" && inner !== null) {
-      const nested = messageOf(inner)
-      if (nested !== undefined) return nested
-      return JSON.stringify(inner)
-    }
-  }
-  return undefined
-}
-
-const snippet = (text: string, max = 300): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  return flat.length > max ? `${flat.slice(0, max)}...` : flat
-}
-
 /**
  * The server's message in an error body: OpenAI's `{"error": {"message"}}`, `{"error": "..."}`,
  * FastAPI's `{"detail"}`, or the text itself.
@@ -456,47 +436,9 @@ const snippet = (text: string, max = 300): string => {
  * @since 0.1.0
  * @category decoding
  */
-export const errorMessage = (body: string): string => {
-  try {
-    const found = messageOf(JSON.parse(body))
-    if (found !== undefined) return snippet(found, 1000)
-  } catch {
-    // not JSON: the text is the message
-  }
-  return body.trim() === "" ? "(empty body)" : snippet(body, 1000)
-}
+export const errorMessage = Transport.errorMessage
 
-// ---------------------------------------------------------------------------------------------
-// Attempts and retries
-// ---------------------------------------------------------------------------------------------
-
-/** One failed attempt: the error it becomes, whether another attempt may help, how long to wait. */
-class AttemptError extends Data.TaggedError("AttemptError")<{
-  readonly error: InferenceError
-  readonly retryable: boolean
-  readonly retryAfter: Duration.Duration | undefined
-}> {}
-
-/** `retry-after-ms` (OpenAI), then `Retry-After` in seconds or as an HTTP date. */
-const retryAfterOf = (headers: Readonly<Record<string, string | undefined>>): Duration.Duration | undefined => {
-  const ms = Number(headers["retry-after-ms"])
-  let delay: number | undefined = Number.isFinite(ms) && ms >= 0 ? ms : undefined
-  const raw = headers["retry-after"]
-  if (delay === undefined && raw !== undefined) {
-    const seconds = Number(raw)
-    if (Number.isFinite(seconds) && seconds >= 0) delay = seconds * 1000
-    else {
-      const date = Date.parse(raw)
-      if (Number.isFinite(date)) delay = Math.max(0, date - Date.now())
-    }
-  }
-  if (delay === undefined) return undefined
-  const duration = Duration.millis(delay)
-  return Duration.lessThanOrEqualTo(duration, MAX_RETRY_AFTER) ? duration : undefined
-}
-
-const reasonOfStatus = (status: number): InferenceError["reason"] =>
-  status === 429 ? "RateLimited" : status === 408 ? "Timeout" : status >= 500 ? "ServerError" : "InvalidRequest"
+const messageOf = Transport.messageOf
 
 const hintOfStatus = (status: number): string =>
   status === 404
@@ -505,108 +447,9 @@ const hintOfStatus = (status: number): string =>
     ? " (check the API key: --api-key-env VAR)"
     : ""
 
-const isTransientStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500
-
-const describeCause = (cause: unknown): string => {
-  if (cause instanceof Error) {
-    const code = (cause as { code?: unknown }).code
-    const inner = (cause as { cause?: unknown }).cause
-    const base = typeof code === "string" && !cause.message.includes(code)
-      ? `${cause.message} (${code})`
-      : cause.message
-    return inner instanceof Error && inner.message !== cause.message ? `${base}: ${describeCause(inner)}` : base
-  }
-  return String(cause)
-}
-
-const fromHttpError = (error: HttpClientError.HttpClientError): Effect.Effect<never, AttemptError> =>
-  Effect.flatMap(classify(error), Effect.fail)
-
-/** undici's own timeouts (see {@link layerUndici}), anywhere in an error's cause chain. */
-const isTransportTimeout = (cause: unknown): boolean => {
-  for (let c = cause, depth = 0; c !== undefined && c !== null && depth < 5; depth++) {
-    const code = (c as { code?: unknown }).code
-    if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") return true
-    c = (c as { cause?: unknown }).cause
-  }
-  return false
-}
-
-const classify = (error: HttpClientError.HttpClientError): Effect.Effect<AttemptError> => {
-  const where = `${error.request.method} ${error.request.url}`
-  if (isTransportTimeout(error.cause)) {
-    return Effect.succeed(
-      new AttemptError({
-        error: new InferenceError({
-          reason: "Timeout",
-          backend: BACKEND,
-          detail: `${where}: no response within the request timeout (${describeCause(error.cause)})`,
-          cause: error.cause
-        }),
-        retryable: true,
-        retryAfter: undefined
-      })
-    )
-  }
-  if (error._tag === "RequestError") {
-    const transport = error.reason === "Transport"
-    return Effect.succeed(
-      new AttemptError({
-        error: new InferenceError({
-          reason: transport ? "Transport" : "InvalidRequest",
-          backend: BACKEND,
-          detail: `${where}: ${describeCause(error.cause ?? error.description ?? error.reason)}`,
-          cause: error.cause
-        }),
-        retryable: transport,
-        retryAfter: undefined
-      })
-    )
-  }
-  const status = error.response.status
-  if (error.reason === "StatusCode") {
-    // Reading the body also frees the connection for the next attempt.
-    return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
-      new AttemptError({
-        error: new InferenceError({
-          reason: reasonOfStatus(status),
-          backend: BACKEND,
-          status,
-          detail: `${where}: ${errorMessage(body)}${hintOfStatus(status)}`
-        }),
-        retryable: isTransientStatus(status),
-        retryAfter: retryAfterOf(error.response.headers)
-      }))
-  }
-  // Decode (malformed JSON, a body cut short) or EmptyBody: the server answered, wrongly.
-  return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
-    new AttemptError({
-      error: new InferenceError({
-        reason: "BadResponse",
-        backend: BACKEND,
-        status,
-        detail: `${where}: ` +
-          (error.reason === "EmptyBody" ? "empty body" : `malformed JSON (${describeCause(error.cause)})`) +
-          (body === "" ? "" : `; body: ${snippet(body)}`),
-        cause: error.cause
-      }),
-      retryable: false,
-      retryAfter: undefined
-    }))
-}
-
 // ---------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------
-
-const withDetail = (error: InferenceError, detail: string): InferenceError =>
-  new InferenceError({
-    reason: error.reason,
-    backend: error.backend,
-    detail,
-    ...(error.status === undefined ? {} : { status: error.status }),
-    ...(error.cause === undefined ? {} : { cause: error.cause })
-  })
 
 const invalid = (detail: string) => new InferenceError({ reason: "InvalidRequest", backend: BACKEND, detail })
 
@@ -659,34 +502,25 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
     yield* validate(options)
     const defaults: SamplingParams = options.sampling ?? {}
     const timeout = Duration.decode(options.requestTimeout ?? Duration.minutes(10))
-    const retries = options.retries ?? 3
-    const semaphore = yield* Effect.makeSemaphore(options.concurrency ?? 64)
-    const apiKey = options.apiKey
     const warn = options.onWarning ?? ((message: string) => Console.error(`warning: ${message}`))
     const root = rootOf(options.baseUrl)
-
-    const base = (yield* HttpClient.HttpClient).pipe(
-      HttpClient.mapRequest((request) => {
-        const shaped = HttpClientRequest.acceptJson(request)
-        return apiKey === undefined ? shaped : HttpClientRequest.bearerToken(shaped, apiKey)
-      }),
-      HttpClient.filterStatusOk,
-      (client) =>
-        options.tracing === true
-          ? client
-          : client.pipe(HttpClient.withTracerDisabledWhen(() => true), HttpClient.withTracerPropagation(false))
-    )
-
-    const schedule = Schedule.exponential(options.backoff ?? Duration.millis(500), 2).pipe(
-      Schedule.union(Schedule.spaced(options.maxBackoff ?? Duration.seconds(30))),
-      Schedule.jittered,
-      Schedule.intersect(Schedule.recurs(retries)),
-      Schedule.intersect(Schedule.identity<AttemptError>()),
-      Schedule.whileInput((failure: AttemptError) => failure.retryable),
-      Schedule.modifyDelay(([, failure], delay) =>
-        failure.retryAfter === undefined ? delay : Duration.max(delay, failure.retryAfter)
-      )
-    )
+    const transport = yield* Transport.make({
+      backend: BACKEND,
+      server: `the inference server at ${options.baseUrl}`,
+      apiKey: options.apiKey,
+      requestTimeout: options.requestTimeout,
+      retries: options.retries,
+      backoff: options.backoff,
+      maxBackoff: options.maxBackoff,
+      concurrency: options.concurrency,
+      maxTransportFailures: options.maxTransportFailures,
+      downPause: options.downPause,
+      tracing: options.tracing,
+      timeoutByTransport: options.timeoutByTransport,
+      hint: hintOfStatus
+    })
+    const base = transport.client
+    const halt = transport.halted
 
     // ---- fields the server rejected, dropped for the rest of the run --------------------------
     const dropped = new Set<string>()
@@ -707,119 +541,24 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       )
     }
 
-    // ---- fail fast: transport failures in a row -------------------------------------------------
-    const maxFailures = options.maxTransportFailures ?? 20
-    const downPause = Duration.toMillis(Duration.decode(options.downPause ?? Duration.seconds(10)))
-    const halt = yield* Deferred.make<never, InferenceError>()
-    let failuresInARow = 0
-    let down: InferenceError | undefined
-    let downSince = 0
-    const noteAttempt = (error: InferenceError | undefined): Effect.Effect<void> => {
-      const transport = error !== undefined && (error.reason === "Transport" || error.reason === "Timeout") &&
-        error.status === undefined
-      if (!transport) {
-        // An answer: the server is back (a long-running rollout server recovers; a run has stopped).
-        failuresInARow = 0
-        down = undefined
-        return Effect.void
-      }
-      failuresInARow++
-      if (down !== undefined) {
-        downSince = Date.now()
-        return Effect.void
-      }
-      if (maxFailures === 0 || failuresInARow < maxFailures) return Effect.void
-      down = new InferenceError({
-        reason: "Unavailable",
-        backend: BACKEND,
-        detail: `the inference server at ${options.baseUrl} is not answering: ${failuresInARow} requests in a row ` +
-          `failed without a response (last: ${error.detail}); stopping instead of failing every trajectory ` +
-          "(--max-transport-failures)",
-        cause: error
-      })
-      downSince = Date.now()
-      return Deferred.fail(halt, down)
-    }
-
-    /**
-     * One call: attempts (each under a permit and the timeout) with retries. `body` is built per
-     * attempt, so a field dropped meanwhile is not sent again.
-     */
+    /** One call, with retries; `body` is built per attempt, so a field dropped meanwhile is not sent again. */
     const send = <A, I>(
       url: string,
       body: () => Record<string, unknown>,
       schema: Schema.Schema<A, I>
-    ): Effect.Effect<A, InferenceError> => {
-      const decode = HttpClientResponse.schemaBodyJson(schema)
-      let attempts = 0
-      const once = (sent: Record<string, unknown>): Effect.Effect<A, AttemptError> => {
-        const response = Effect.flatMap(
-          base.execute(HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(sent))),
-          decode
-        )
-        return (options.timeoutByTransport === true ? response : Effect.timeoutFail(response, {
-          duration: timeout,
-          onTimeout: () =>
-            new AttemptError({
-              error: new InferenceError({
-                reason: "Timeout",
-                backend: BACKEND,
-                detail: `POST ${url}: no response within ${Duration.format(timeout)}`
-              }),
-              retryable: true,
-              retryAfter: undefined
-            })
-        })).pipe(
-          Effect.catchTags({
-            RequestError: fromHttpError,
-            ResponseError: fromHttpError,
-            ParseError: (error) =>
-              Effect.fail(
-                new AttemptError({
-                  error: new InferenceError({
-                    reason: "BadResponse",
-                    backend: BACKEND,
-                    detail: `POST ${url}: unexpected response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-                  }),
-                  retryable: false,
-                  retryAfter: undefined
-                })
-              )
-          }),
-          Effect.tapBoth({
-            onFailure: (failure) => noteAttempt(failure.error),
-            onSuccess: () => noteAttempt(undefined)
-          }),
-          // A field the server rejected: drop it and send again at once (not a retry).
-          Effect.catchIf(
-            (failure) => failure.error.status === 400 || failure.error.status === 422,
-            (failure) =>
-              Effect.flatMap(
-                dropRejected(sent, failure.error),
-                (again) => (again ? once(body()) : Effect.fail(failure))
-              )
-          )
-        )
-      }
-      const attempt = Effect.suspend(() => {
-        attempts++
-        // While down, calls fail at once; after a pause one gets through to see if it is back.
-        if (down !== undefined && Date.now() - downSince < downPause) {
-          return Effect.fail(new AttemptError({ error: down, retryable: false, retryAfter: undefined }))
-        }
-        return semaphore.withPermits(1)(once(body()))
-      })
-      return attempt.pipe(
-        Effect.retry(schedule),
-        Effect.mapError((failure) =>
-          attempts <= 1 || failure.error === down
-            ? failure.error
-            : withDetail(failure.error, `${failure.error.detail} (after ${attempts} attempts)`)
-        )
-      )
-    }
+    ): Effect.Effect<A, InferenceError> => transport.send(url, body, schema, dropRejected)
 
-    const samplingOf = Sampling.checker(BACKEND, defaults)
+    // min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends neither,
+    // nor chat_template_kwargs. A regex has no one form across servers.
+    const honours: ReadonlySet<Feature> = options.strict === true
+      ? new Set()
+      : new Set(["minP", "repetitionPenalty", "chatTemplateKwargs"])
+    const checkSampling = Sampling.checker(BACKEND, defaults)
+    const samplingOf = (call: SamplingParams): Either.Either<SamplingParams, InferenceError> =>
+      Either.flatMap(checkSampling(call), (sampling) => {
+        const unsupported = Sampling.requireHonoured(BACKEND, sampling, honours)
+        return unsupported === undefined ? Either.right(sampling) : Either.left(unsupported)
+      })
 
     // ---- start: the server answers, its models, the token path ----------------------------------
     // A bad tokenizer folder is an option error, found before the server is asked anything.
@@ -830,7 +569,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       )
     }
     let maxModelLen: number | undefined
-    if (options.checkServer !== false) maxModelLen = yield* checkModels(base, options, timeout)
+    if (options.checkServer !== false) maxModelLen = yield* checkModels(base, options, timeout, transport.classify)
 
     const chatText = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
       const checked = samplingOf(request.sampling)
@@ -842,7 +581,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       )
     }
     let chatOnly: string | undefined
-    let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: Deferred.await(halt) }
+    let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: halt, honours }
 
     const tokenPath = yield* chooseTokenPath(options, {
       local,
@@ -893,7 +632,8 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       name: `server ${options.baseUrl} model ${options.model} (token in/out, ${renderer.name})`,
       chat: chatTokens,
       retokenize: (messages, kwargs) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs }),
-      halted: Deferred.await(halt)
+      halted: halt,
+      honours
     }
     return service
   })
@@ -924,7 +664,8 @@ const ModelList = Schema.Struct({
 const checkModels = (
   client: HttpClient.HttpClient,
   options: Options,
-  timeout: Duration.Duration
+  timeout: Duration.Duration,
+  classify: Transport.Transport["classify"]
 ): Effect.Effect<number | undefined, InferenceError> => {
   const url = `${options.baseUrl}/models`
   const within = Duration.min(timeout, Duration.seconds(30))
@@ -932,7 +673,7 @@ const checkModels = (
     Effect.flatMap(HttpClientResponse.schemaBodyJson(ModelList)),
     Effect.timeoutFail({
       duration: within,
-      onTimeout: () => new AttemptError({
+      onTimeout: () => new Transport.AttemptError({
         error: new InferenceError({ reason: "Timeout", backend: BACKEND, detail: `no answer within ${Duration.format(within)}` }),
         retryable: false,
         retryAfter: undefined
@@ -943,11 +684,11 @@ const checkModels = (
       return entry?.max_model_len ?? undefined
     }),
     Effect.catchTags({
-      RequestError: fromHttpError,
-      ResponseError: fromHttpError,
+      RequestError: (error) => Effect.flatMap(classify(error), Effect.fail),
+      ResponseError: (error) => Effect.flatMap(classify(error), Effect.fail),
       ParseError: () => Effect.succeed(undefined)
     }),
-    Effect.catchAll((failure: AttemptError) => {
+    Effect.catchAll((failure: Transport.AttemptError) => {
       const error = failure.error
       if (error.status === 401 || error.status === 403) return Effect.fail(error)
       if (error.status !== undefined || error.reason === "BadResponse") return Effect.succeed(undefined)
@@ -1101,20 +842,10 @@ export const layer = (options: Options): Layer.Layer<Inference, InferenceError, 
  * @since 0.1.0
  * @category layers
  */
-export const layerUndici = (options: Options): Layer.Layer<Inference, InferenceError> => {
-  const timeoutMs = Duration.toMillis(Duration.decode(options.requestTimeout ?? Duration.minutes(10)))
-  const dispatcher = Layer.scoped(
-    NodeHttpClient.Dispatcher,
-    Effect.acquireRelease(
-      Effect.sync(() => new Undici.Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 30_000 })),
-      (agent) => Effect.promise(() => agent.destroy())
-    )
+export const layerUndici = (options: Options): Layer.Layer<Inference, InferenceError> =>
+  Layer.effect(Inference, make({ ...options, timeoutByTransport: true })).pipe(
+    Layer.provide(Transport.undiciClient(options.requestTimeout))
   )
-  return Layer.effect(Inference, make({ ...options, timeoutByTransport: true })).pipe(
-    Layer.provide(NodeHttpClient.layerUndiciWithoutDispatcher),
-    Layer.provide(dispatcher)
-  )
-}
 
 /**
  * The layer with options read from `Config` (environment variables by default), e.g.

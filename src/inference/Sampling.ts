@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Either } from "effect"
-import type { SamplingParams } from "../Inference.js"
+import type { Feature, SamplingParams } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
 import { isWhole } from "../internal/whole.js"
 
@@ -26,7 +26,9 @@ const isNumber = (n: unknown): n is number => typeof n === "number" && Number.is
 /**
  * The problems of a set of sampling parameters (empty when all are usable). The ranges are the
  * OpenAI API's, which vLLM, llama.cpp and Ollama accept too: temperature >= 0, top_p in (0, 1],
- * top_k and max_tokens whole numbers >= 1, penalties in [-2, 2], stop strings non-empty.
+ * top_k a whole number >= 1 or -1 (no limit, as in vLLM), max_tokens a whole number >= 1, penalties
+ * in [-2, 2], stop strings non-empty; and vLLM's min_p in [0, 1] (0: no limit) and
+ * repetition_penalty > 0 (1: none).
  *
  * @since 0.1.0
  * @category validation
@@ -39,16 +41,80 @@ export const problems = (params: SamplingParams): Array<Problem> => {
   }
   check("--temperature", params.temperature, (n) => n >= 0, "a number >= 0")
   check("--top-p", params.topP, (n) => n > 0 && n <= 1, "a number in (0, 1]")
-  check("--top-k", params.topK, (n) => isWhole(n, 1), "a whole number >= 1 (omit it for no limit)")
+  check("--top-k", params.topK, (n) => n === -1 || isWhole(n, 1), "a whole number >= 1, or -1 for no limit")
   check("--max-tokens", params.maxTokens, (n) => isWhole(n, 1), "a whole number >= 1")
   check("--presence-penalty", params.presencePenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
   check("--frequency-penalty", params.frequencyPenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
+  check("min_p", params.minP, (n) => n >= 0 && n <= 1, "a number in [0, 1]")
+  check("repetition_penalty", params.repetitionPenalty, (n) => n > 0, "a number > 0")
+  if (params.structuredOutputsRegex !== undefined && (typeof params.structuredOutputsRegex !== "string" || params.structuredOutputsRegex === "")) {
+    out.push({ option: "structured_outputs_regex", detail: "must be a non-empty regular expression" })
+  }
   for (const stop of params.stop ?? []) {
     if (typeof stop !== "string" || stop.length === 0) {
       out.push({ option: "--stop", detail: "stop strings must not be empty" })
     }
   }
   return out
+}
+
+/**
+ * The optional features a call's parameters ask for (see `Inference.Feature`): `min_p` above 0, a
+ * `repetition_penalty` other than 1, a regex. Values that mean "no limit" ask for nothing.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const features = (params: SamplingParams): Array<Feature> => {
+  const out: Array<Feature> = []
+  if (params.minP !== undefined && params.minP !== 0) out.push("minP")
+  if (params.repetitionPenalty !== undefined && params.repetitionPenalty !== 1) out.push("repetitionPenalty")
+  if (params.structuredOutputsRegex !== undefined) out.push("structuredOutputsRegex")
+  return out
+}
+
+/**
+ * The wire name of each feature, for messages.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const FEATURE_NAMES: Readonly<Record<Feature, string>> = {
+  minP: "min_p",
+  repetitionPenalty: "repetition_penalty",
+  structuredOutputsRegex: "structured_outputs_regex",
+  chatTemplateKwargs: "chat_template_kwargs"
+}
+
+/**
+ * The first feature a call asks for that a backend does not honour, or `undefined`.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const unhonoured = (
+  params: SamplingParams,
+  honours: ReadonlySet<Feature> | undefined
+): Feature | undefined => features(params).find((feature) => honours === undefined || !honours.has(feature))
+
+/**
+ * A backend's own guard: it fails a call that asks for a feature it does not honour, rather than
+ * ignoring it.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const requireHonoured = (
+  backend: string,
+  params: SamplingParams,
+  honours: ReadonlySet<Feature> | undefined
+): InferenceError | undefined => {
+  const missing = unhonoured(params, honours)
+  return missing === undefined ? undefined : new InferenceError({
+    reason: "InvalidRequest",
+    backend,
+    detail: `${FEATURE_NAMES[missing]} is not supported by this backend`
+  })
 }
 
 /**

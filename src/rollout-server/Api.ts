@@ -69,7 +69,11 @@ export const SamplingOverrides = Schema.Struct({
   presence_penalty: optionalNullable(Schema.Number),
   frequency_penalty: optionalNullable(Schema.Number),
   /** Ask the backend for token ids and logprobs (server mode asks by default). */
-  logprobs: optionalNullable(Schema.Boolean)
+  logprobs: optionalNullable(Schema.Boolean),
+  /** vLLM's min_p, in [0, 1] (0: no limit); above 0 only with a backend that honours it. */
+  min_p: optionalNullable(Schema.Number),
+  /** vLLM's repetition_penalty, > 0 (1: none); another value only with a backend that honours it. */
+  repetition_penalty: optionalNullable(Schema.Number)
 })
 
 /**
@@ -92,7 +96,10 @@ export const SAMPLING_FIELDS: Readonly<Record<string, string>> = {
   "--max-tokens": "max_tokens",
   "--stop": "stop",
   "--presence-penalty": "presence_penalty",
-  "--frequency-penalty": "frequency_penalty"
+  "--frequency-penalty": "frequency_penalty",
+  "min_p": "min_p",
+  "repetition_penalty": "repetition_penalty",
+  "structured_outputs_regex": "structured_outputs_regex"
 }
 
 /**
@@ -109,7 +116,8 @@ export const toSamplingParams = (overrides: SamplingOverrides | null | undefined
   }
   set("temperature", overrides.temperature)
   set("topP", overrides.top_p)
-  set("topK", overrides.top_k)
+  // vLLM's "no limit" is -1 or 0 (ms-swift's trainer sends -1); -1 is the one this project says it with.
+  set("topK", overrides.top_k === 0 ? -1 : overrides.top_k)
   set("maxTokens", overrides.max_tokens)
   // An empty list is the reference's default: no stop strings, as when the field is absent.
   const stop = typeof overrides.stop === "string" ? [overrides.stop] : overrides.stop
@@ -117,6 +125,8 @@ export const toSamplingParams = (overrides: SamplingOverrides | null | undefined
   set("presencePenalty", overrides.presence_penalty)
   set("frequencyPenalty", overrides.frequency_penalty)
   set("logprobs", overrides.logprobs)
+  set("minP", overrides.min_p)
+  set("repetitionPenalty", overrides.repetition_penalty)
   return out as SamplingParams
 }
 
@@ -261,6 +271,13 @@ export const Info = Schema.Struct({
     shutdown_grace_seconds: Schema.Number
   }),
   auth: Schema.Boolean,
+  /** The policy version (`POST /v1/policy-version`, or a forwarded weight sync) and the turns sampled under each. */
+  policy: Schema.optional(Schema.Struct({
+    version: Schema.Number,
+    versioned: Schema.Boolean,
+    updated_at: Schema.NullOr(Schema.String),
+    turns_by_version: Schema.Record({ key: Schema.String, value: Schema.Number })
+  })),
   in_flight: Schema.Struct({ trajectories: Schema.Number, requests: Schema.Number })
 })
 
@@ -294,6 +311,8 @@ export const InferRequest = Schema.Struct({
   messages: Messages,
   data_dict: optionalNullable(JsonObject),
   uuid: optionalNullable(Schema.String),
+  /** Variables of the model's chat template for this request's calls (over the server's). */
+  chat_template_kwargs: optionalNullable(JsonObject),
   images: Schema.optional(MustBeEmpty),
   audios: Schema.optional(MustBeEmpty),
   videos: Schema.optional(MustBeEmpty),
@@ -306,9 +325,17 @@ const Exactly = <A extends number | boolean>(expected: A, what: string) =>
     Schema.filter((value) => value === null || value === expected || `${what} (only ${String(expected)} is supported)`)
   )
 
+/** A field accepted only as `null` (not given). */
+const OnlyNull = (what: string) =>
+  Schema.Unknown.pipe(Schema.filter((value) => value === null || `${what} (only null is supported)`))
+
 /**
- * The reference's `RequestConfig`. Sampling fields map to the sampling parameters; fields this server
- * cannot honour are accepted only with their default value.
+ * The reference's `RequestConfig` (ms-swift's `swift/infer_engine/protocol.py`). Every field is
+ * either honoured or rejected (400 naming it), none ignored: sampling fields are applied to every
+ * call of the trajectory (`min_p`, `repetition_penalty` and `structured_outputs_regex` only by a
+ * backend that honours them, else 400); `seed` seeds the batch; `logprobs` asks for per-token
+ * logprobs; `return_details` gives the last turn's token ids (and prompt token ids) in `response`;
+ * fields this server cannot honour are accepted only with their default value.
  *
  * @since 0.1.0
  * @category schemas
@@ -321,10 +348,17 @@ export const RequestConfig = Schema.Struct({
   num_beams: Schema.optional(Exactly(1, "beam search is not supported")),
   best_of: Schema.optional(Exactly(1, "best_of is not supported")),
   stream: Schema.optional(Exactly(false, "streaming is not supported on /infer/ (use POST /v1/rollouts)")),
-  repetition_penalty: Schema.optional(Exactly(1, "repetition_penalty is not supported")),
   length_penalty: Schema.optional(Exactly(1, "length_penalty is not supported")),
-  top_logprobs: Schema.optional(Schema.Unknown),
-  return_details: Schema.optional(Schema.Unknown)
+  top_logprobs: Schema.optional(
+    Exactly(0, "only the sampled token's logprob is returned (rollout_logprobs): top_logprobs is not supported")
+  ),
+  prompt_logprobs: Schema.optional(
+    OnlyNull("a multi-turn rollout has no single prompt: prompt_logprobs is not supported (ask a scoring server for them)")
+  ),
+  /** Whether `response` carries the last turn's `token_ids` and `prompt_token_ids`. */
+  return_details: optionalNullable(Schema.Boolean),
+  /** Constrain every reply to a regular expression (vLLM's structured outputs); only with a backend that honours it. */
+  structured_outputs_regex: optionalNullable(Schema.String)
 })
 
 /**
@@ -335,7 +369,10 @@ export const RequestConfig = Schema.Struct({
  */
 export const InferBody = Schema.Struct({
   infer_requests: Schema.Array(InferRequest),
-  request_config: optionalNullable(RequestConfig)
+  request_config: optionalNullable(RequestConfig),
+  adapter_request: Schema.optional(
+    OnlyNull("LoRA adapter requests are not supported: the backend serves the trainer's weights (synced through this server)")
+  )
 })
 
 /**
@@ -370,7 +407,9 @@ export const InferOutput = Schema.Struct({
       prompt_tokens: Schema.Number,
       completion_tokens: Schema.Number,
       total_tokens: Schema.Number
-    })
+    }),
+    /** The last turn's prompt as tokens (`return_details`), when the trajectory has a token sequence. */
+    prompt_token_ids: Schema.optional(Schema.Array(Schema.Number))
   }),
   messages: Messages,
   response_token_ids: Schema.Array(Schema.Array(Schema.Number)),
@@ -386,6 +425,7 @@ export const InferOutput = Schema.Struct({
     Schema.Record({ key: Schema.String, value: Schema.Unknown })
   ),
   rollout_logprobs: Schema.Array(Schema.Array(Schema.Number)),
+  prompt_logprobs: Schema.optional(Schema.Null),
   uuid: Schema.String
 })
 

@@ -40,16 +40,19 @@ import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference } from "../Inference.js"
 import type { SamplingParams, Service as InferenceService } from "../Inference.js"
 import * as Sampling from "../inference/Sampling.js"
+import type * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
 import type * as Reward from "../Reward.js"
 import * as Rollout from "../Rollout.js"
 import * as Scheduler from "../Scheduler.js"
+import { countPolicyVersions } from "../Summary.js"
 import * as Api from "./Api.js"
 import { admit, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
 import { ApiError, authorizer, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
-import { decodeInfer, inferOutputs, planInfer } from "./internal/infer.js"
+import { decodeInfer, inferOutputs, isTransient, type OnFailure, type Outcome, planInfer, runInfer } from "./internal/infer.js"
 import { type Plan, planBatch, type Planner, runGroups } from "./internal/planning.js"
+import * as Swift from "./internal/swift.js"
 
 export {
   /**
@@ -97,6 +100,19 @@ export interface Options {
   readonly shutdownGrace?: Duration.DurationInput | undefined
   /** How long shutdown waits for cut responses to be written (default 5 s). */
   readonly closeTimeout?: Duration.DurationInput | undefined
+  /**
+   * The backend's control side (`--mode swift-rollout`): the reference trainer's weight-sync and
+   * cache endpoints are forwarded to it. Without it they answer 501 saying why.
+   */
+  readonly control?: SwiftRollout.Control | undefined
+  /**
+   * What `/infer/` does with failed trajectories: `retry` (default) runs transient failures again
+   * with a fresh env, then fails the request (500, listing them) if some still failed;
+   * `zero-reward` answers them as reward-0 outputs with the error in `rollout_infos.error`.
+   */
+  readonly onFailure?: OnFailure | undefined
+  /** Retries of a transient failure under `onFailure: "retry"` (default 2). */
+  readonly inferRetries?: number | undefined
   /** What `/info` says about this server. */
   readonly info?: {
     readonly version?: string | undefined
@@ -180,6 +196,7 @@ interface Server {
   readonly state: State
   readonly definition: Scheduler.Definition
   readonly inference: InferenceService
+  readonly policy: Swift.PolicyVersion
   /** Failed by shutdown after the grace period: every request's run watches it. */
   readonly cancel: Deferred.Deferred<never, void>
 }
@@ -194,7 +211,8 @@ const decodeBatch = decodeBody(Api.RolloutBatch, { excess: "error" })
 const runPlan = (
   server: Server,
   plan: Plan,
-  reservation: Reservation
+  reservation: Pick<Reservation, "finished" | "remaining">,
+  observe?: (record: Rollout.TrajectoryRecord, line: Api.RolloutResult) => void
 ): Stream.Stream<Array<Api.RolloutResult>, ApiError> => {
   const uuids = new Map<number, string>()
   for (const planned of plan.rows) uuids.set(planned.row.index, planned.uuid)
@@ -213,7 +231,12 @@ const runPlan = (
       }
       reservation.finished(item.records.length)
       const uuid = uuids.get(item.row.index) ?? ""
-      return Effect.succeed(item.records.map((record) => ({ ...CompletionsLog.toLine(record), uuid })))
+      return Effect.succeed(item.records.map((record) => {
+        const line = { ...CompletionsLog.toLine(record), uuid }
+        countPolicyVersions(server.policy.seen, record.result.turns)
+        observe?.(record, line)
+        return line
+      }))
     }),
     // Shutdown fails `cancel`: the run is interrupted (its envs are closed) and the stream fails.
     Stream.interruptWhenDeferred(server.cancel),
@@ -296,8 +319,22 @@ const infer = (server: Server) => {
     Effect.gen(function*() {
       const accepted = yield* accept(server, decodeInfer, planInfer)
       if (accepted === undefined) return json([])
-      const groups = yield* Stream.runCollect(runPlan(server, accepted.plan, accepted.reservation))
-      return json(inferOutputs(accepted.plan, groups, model, Math.floor(Date.now() / 1000)))
+      const { plan, reservation } = accepted
+      // Released at the end: retried trajectories stay counted until then.
+      const held = { finished: () => {}, get remaining() { return reservation.remaining } }
+      const run = (part: Plan) =>
+        Effect.suspend(() => {
+          const outcomes: Array<Outcome> = []
+          const observe = (record: Rollout.TrajectoryRecord, line: Api.RolloutResult) =>
+            void outcomes.push({ line, transient: record.error !== undefined && isTransient(record.error) })
+          return Effect.as(Stream.runDrain(runPlan(server, part, held, observe)), outcomes)
+        })
+      const byRow = yield* runInfer(plan, run, {
+        onFailure: server.options.onFailure ?? "retry",
+        retries: server.options.inferRetries ?? 2
+      })
+      reservation.finished(plan.trajectories)
+      return json(inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true))
     })
   )
 }
@@ -336,6 +373,7 @@ const info = (server: Server) =>
         shutdown_grace_seconds: Duration.toSeconds(settings.grace)
       },
       auth: options.apiKey !== undefined,
+      policy: server.policy.toJson(),
       in_flight: { trajectories: state.trajectoriesInFlight, requests: state.requestsInFlight }
     }
     return json(body)
@@ -349,6 +387,14 @@ const health = (state: State) =>
     )
   )
 
+/** What the control routes need of the server. */
+const controlOf = (server: Server): Swift.ControlContext => ({
+  control: server.options.control,
+  policy: server.policy,
+  maxBody: server.settings.maxBody,
+  backend: { mode: server.options.info?.mode ?? "custom", name: server.inference.name }
+})
+
 /** The routes behind authentication, every error turned into its response. */
 const appOf = (server: Server) =>
   Effect.gen(function*() {
@@ -357,7 +403,8 @@ const appOf = (server: Server) =>
       HttpRouter.get("/info", info(server)),
       HttpRouter.post("/v1/rollouts", rollouts(server)),
       // The router ignores a trailing slash: this is also POST /infer.
-      HttpRouter.post("/infer/", infer(server))
+      HttpRouter.post("/infer/", infer(server)),
+      Swift.routes(controlOf(server))
     ))
     const authorized = authorizer(server.options.apiKey)
     return Effect.gen(function*() {
@@ -378,7 +425,7 @@ const appOf = (server: Server) =>
               new ApiError({
                 reason: "NotFound",
                 detail: `no route ${error.request.method} ${error.request.url}: GET /health, GET /info, ` +
-                  `POST /v1/rollouts, POST /infer/`
+                  `POST /v1/rollouts, POST /infer/, ${Swift.PATHS.join(", ")}`
               })
             )
           )
@@ -423,7 +470,11 @@ export const make = (
       yield* Registry.env(options.registry, options.defaultEnv)
     }
     const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
+    const inference = yield* Inference
+    const policy = new Swift.PolicyVersion(options.control !== undefined)
     const planner: Planner = {
+      honours: inference.honours,
+      backend: inference.name,
       registry: options.registry,
       numGenerations: settings.numGenerations,
       maxTurns: settings.maxTurns,
@@ -445,7 +496,8 @@ export const make = (
       planner,
       state: new State(settings.maxInFlight, settings.maxRequest),
       definition,
-      inference: yield* Inference,
+      inference: Swift.stamped(inference, policy),
+      policy,
       cancel: yield* Deferred.make<never, void>()
     }
     const app = yield* appOf(server)

@@ -63,7 +63,7 @@ describe("effect-gym serve (in-process)", () => {
 
       const reply = yield* request(`${base}/infer/`, {
         headers: auth,
-        body: { infer_requests: [{ messages: [], data_dict: { env_config: { seed: 5, size: 5 } } }], request_config: { temperature: 0.7, logprobs: true } }
+        body: { infer_requests: [{ messages: [], data_dict: { env_config: { seed: 5, size: 5 } } }], request_config: { temperature: 0.7, logprobs: true, return_details: true } }
       })
       expect(reply.status).toBe(200)
       const [output] = Schema.decodeUnknownSync(Schema.Array(Api.InferOutput))(JSON.parse(reply.text))

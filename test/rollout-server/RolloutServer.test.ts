@@ -155,7 +155,9 @@ describe("POST /infer/ (the reference's shape)", () => {
       const outputs = Schema.decodeUnknownSync(Schema.Array(Api.InferOutput))(JSON.parse(reply.text))
       expect(outputs.length).toBe(2)
       expect(outputs[0].uuid).toBe("u-1")
-      expect(outputs[1].uuid).toMatch(/^[0-9a-f-]{36}$/)
+      // a request without a uuid gets one shaped as the trainer's own (chatcmpl-<hex>); response.id is the uuid
+      expect(outputs[1].uuid).toMatch(/^chatcmpl-[0-9a-f]{32}$/)
+      expect(outputs.map((o) => o.response.id)).toEqual(outputs.map((o) => o.uuid))
       const [lake, counting] = outputs
       expect(lake.rollout_infos).toMatchObject({ total_reward: 1, end_reason: "done", error: null })
       expect(lake.rollout_infos.step_rewards.length).toBe(lake.rollout_infos.num_turns)
@@ -250,7 +252,7 @@ describe("bad requests", () => {
         ["/v1/rollouts", { requests: [{}], sampling: { temperature: -1 } }, 400, "sampling.temperature", "must be a number >= 0"],
         ["/infer/", { infer_requests: [{ messages: [], images: ["x.png"] }] }, 400, "infer_requests[0].images", "not supported"],
         ["/infer/", { infer_requests: [{ messages: [] }], request_config: { n: 4 } }, 400, "request_config.n", "repeat the request"],
-        ["/infer/", { infer_requests: [{ messages: [] }], request_config: { top_k: 0 } }, 400, "request_config.top_k", "must be a whole number >= 1"],
+        ["/infer/", { infer_requests: [{ messages: [] }], request_config: { top_k: -2 } }, 400, "request_config.top_k", "must be a whole number >= 1, or -1 for no limit"],
         ["/infer/", { infer_requests: [{ data_dict: {} }] }, 400, "infer_requests[0].messages", "is missing"]
       ]
       for (const [path, body, status, at, message] of cases) {

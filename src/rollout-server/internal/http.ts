@@ -20,7 +20,10 @@ const STATUS = {
   TooManyTrajectories: 413,
   AtCapacity: 429,
   ShuttingDown: 503,
-  Internal: 500
+  Internal: 500,
+  NotSupported: 501,
+  Upstream: 502,
+  TrajectoriesFailed: 500
 } as const
 
 const TYPE: Record<keyof typeof STATUS, string> = {
@@ -32,7 +35,10 @@ const TYPE: Record<keyof typeof STATUS, string> = {
   TooManyTrajectories: "too_many_trajectories",
   AtCapacity: "at_capacity",
   ShuttingDown: "shutting_down",
-  Internal: "internal_error"
+  Internal: "internal_error",
+  NotSupported: "not_supported",
+  Upstream: "backend_unavailable",
+  TrajectoriesFailed: "trajectories_failed"
 }
 
 /**
@@ -52,13 +58,18 @@ export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/Ap
     "TooManyTrajectories",
     "AtCapacity",
     "ShuttingDown",
-    "Internal"
+    "Internal",
+    "NotSupported",
+    "Upstream",
+    "TrajectoriesFailed"
   ),
   detail: Schema.String,
   /** The offending field of the body, e.g. `requests[2].env_config.size`. */
   path: Schema.optional(Schema.String),
   retryAfterMs: Schema.optional(Schema.Number),
   registeredEnvs: Schema.optional(Schema.Array(Schema.String)),
+  /** The trajectories that failed (`TrajectoriesFailed`): each one's uuid, index and error. */
+  failed: Schema.optional(Schema.Array(Schema.Unknown)),
   /** The connection is gone (the body could not be read to its end): nothing can be sent back. */
   dropped: Schema.optional(Schema.Boolean),
   cause: Schema.optional(Schema.Defect)
@@ -77,6 +88,7 @@ export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/Ap
     if (this.path !== undefined) out.path = this.path
     if (this.retryAfterMs !== undefined) out.retry_after_ms = this.retryAfterMs
     if (this.registeredEnvs !== undefined) out.registered_envs = this.registeredEnvs
+    if (this.failed !== undefined) out.failed = this.failed
     return out as typeof Api.ErrorDetail.Type
   }
 }

@@ -2,54 +2,176 @@
  * `POST /infer/`, the reference's rollout endpoint (ms-swift's rollout server): `infer_requests` and
  * `request_config` in, one `RolloutOutput`-shaped object per request out. It is a translation at
  * the edge: the requests are planned and run as a `/v1/rollouts` batch of one generation each.
+ *
+ * - Every `RequestConfig` field is honoured or refused with a 400 naming it (see `Api.RequestConfig`);
+ *   each request's `chat_template_kwargs` reaches its calls.
+ * - A failed trajectory must not reach the trainer as a reward-0 sample (it cannot tell it from a
+ *   real zero): by default (`retry`) a trajectory that failed with a transient error is run again
+ *   with a fresh env (the same seed), and if some still fail the request fails with a 500 whose body
+ *   lists each failed request's uuid and error. `zero-reward` answers every request, failed ones as
+ *   outputs with reward 0 and the error in `rollout_infos.error` (the behaviour before).
  */
-import { Either } from "effect"
+import { Duration, Effect, Either } from "effect"
+import type * as Scheduler from "../../Scheduler.js"
 import * as Api from "../Api.js"
-import { type ApiError, decodeBody } from "./http.js"
-import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem } from "./planning.js"
+import { ApiError, decodeBody } from "./http.js"
+import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, unsupported } from "./planning.js"
 
-// The reference's clients send fields this server has no use for (metrics, template, ...).
+// The reference's clients send fields this server has no use for (metrics, use_tqdm, ...).
 export const decodeInfer = decodeBody(Api.InferBody, { excess: "ignore" })
+
+/**
+ * What `/infer/` does with trajectories that failed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type OnFailure = "retry" | "zero-reward"
 
 /** The requests, every one checked, as a plan of one generation per request. */
 export const planInfer = (planner: Planner, body: Api.InferBody): Either.Either<Plan, ApiError> => {
   const rc = body.request_config ?? undefined
   const config = planner.baseConfig(rc?.seed ?? planner.seed)
   const sampling = Api.toSamplingParams(rc)
-  const bad = samplingProblem("request_config", sampling)
+  const regex = rc?.structured_outputs_regex
+  if (regex !== null && regex !== undefined) {
+    if (regex === "") {
+      return Either.left(
+        new ApiError({ reason: "InvalidBody", path: "request_config.structured_outputs_regex", detail: "must not be empty" })
+      )
+    }
+    ;(sampling as { structuredOutputsRegex?: string }).structuredOutputsRegex = regex
+  }
+  const bad = samplingProblem(planner, "request_config", sampling)
   if (bad !== undefined) return Either.left(bad)
   const rows: Array<PlannedRow> = []
   for (let i = 0; i < body.infer_requests.length; i++) {
     const r = body.infer_requests[i]
+    const kwargs = r.chat_template_kwargs ?? undefined
+    const hasKwargs = kwargs !== undefined && Object.keys(kwargs).length > 0
+    if (hasKwargs && !(planner.honours?.has("chatTemplateKwargs") ?? false)) {
+      return Either.left(unsupported(planner, `infer_requests[${i}].chat_template_kwargs`))
+    }
     const planned = planRow(planner, config, i, {
       prefix: `infer_requests[${i}]`,
       messages: r.messages,
       envConfig: undefined,
       dataDict: r.data_dict,
-      uuid: r.uuid,
+      // The trainer's request id (`chatcmpl-<hex>`); one of the same shape when it gives none.
+      uuid: r.uuid ?? `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
       numGenerations: 1,
       maxTurns: undefined
     })
     if (Either.isLeft(planned)) return Either.left(planned.left)
-    rows.push({ ...planned.right, sampling })
+    rows.push({ ...planned.right, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined })
   }
-  return Either.right({ rows, config, trajectories: rows.length })
+  return Either.right({ rows, config, trajectories: rows.length, returnDetails: rc?.return_details === true })
 }
+
+/**
+ * Whether a failure may go away on its own, so that running the trajectory again with a fresh env
+ * may succeed: model transport errors and timeouts, and errors that say so themselves
+ * (`transient: true`, also on their `cause`: OpenEnv connection and capacity errors). The same rule
+ * as the run's trajectory retries (issue 11), written here until that lands on main.
+ */
+export const isTransient = (error: Scheduler.TrajectoryError | { readonly _tag: string }): boolean => {
+  const said = (value: unknown): boolean =>
+    typeof value === "object" && value !== null && (value as { readonly transient?: unknown }).transient === true
+  if (said(error) || said((error as { readonly cause?: unknown }).cause)) return true
+  if (error._tag === "InferenceError") {
+    const reason = (error as { readonly reason?: unknown }).reason
+    return reason === "Transport" || reason === "Timeout"
+  }
+  const cause = (error as { readonly cause?: unknown }).cause as { _tag?: unknown; reason?: unknown } | undefined
+  return cause?._tag === "OpenEnvError" &&
+    ["CapacityReached", "ConnectFailed", "ConnectTimeout", "ReplyTimeout", "ConnectionLost"].includes(String(cause.reason))
+}
+
+/** One result with whether its failure (if any) is transient. */
+export interface Outcome {
+  readonly line: Api.RolloutResult
+  readonly transient: boolean
+}
+
+/**
+ * Runs the plan under the failure policy: the results by row index, or the 500 listing the
+ * trajectories that still failed. `run` runs a plan (or a part of it: the rows to retry).
+ */
+export const runInfer = (
+  plan: Plan,
+  run: (plan: Plan) => Effect.Effect<ReadonlyArray<Outcome>, ApiError>,
+  policy: { readonly onFailure: OnFailure; readonly retries: number }
+): Effect.Effect<Map<number, Api.RolloutResult>, ApiError> =>
+  Effect.gen(function*() {
+    const results = new Map<number, Outcome>()
+    const attempts = new Map<number, number>()
+    const take = (outcomes: ReadonlyArray<Outcome>) => {
+      for (const outcome of outcomes) {
+        results.set(outcome.line.row, outcome)
+        attempts.set(outcome.line.row, (attempts.get(outcome.line.row) ?? 0) + 1)
+      }
+    }
+    take(yield* run(plan))
+    if (policy.onFailure === "retry") {
+      for (let attempt = 1; attempt <= policy.retries; attempt++) {
+        const again = plan.rows.filter((row) => {
+          const outcome = results.get(row.row.index)
+          return outcome !== undefined && outcome.line.error !== null && outcome.transient
+        })
+        if (again.length === 0) break
+        yield* Effect.sleep(Duration.millis(Math.min(100 * 2 ** (attempt - 1), 5000)))
+        take(yield* run({ ...plan, rows: again, trajectories: again.length }))
+      }
+      const failed = plan.rows.flatMap((row) => {
+        const line = results.get(row.row.index)?.line
+        if (line === undefined || line.error === null) return []
+        return [{ index: row.row.index, uuid: line.uuid, attempts: attempts.get(row.row.index) ?? 1, error: line.error }]
+      })
+      if (failed.length > 0) {
+        const first = failed[0]
+        return yield* new ApiError({
+          reason: "TrajectoriesFailed",
+          detail: `${failed.length} of ${plan.rows.length} trajectories failed` +
+            (policy.retries > 0 ? ` (transient failures were retried up to ${policy.retries} times)` : "") +
+            `; a failed trajectory is not sent as a reward-0 sample (--on-failure zero-reward does that). ` +
+            `First: ${first.uuid}: ${first.error.message}`,
+          failed
+        })
+      }
+    }
+    const out = new Map<number, Api.RolloutResult>()
+    for (const [row, outcome] of results) out.set(row, outcome.line)
+    return out
+  })
 
 /** The results of a plan, in request order, in the reference's shape. */
 export const inferOutputs = (
   plan: Plan,
-  results: Iterable<ReadonlyArray<Api.RolloutResult>>,
+  byRow: ReadonlyMap<number, Api.RolloutResult>,
   model: string,
-  created: number
-): Array<Api.InferOutput> => {
-  const byRow = new Map<number, Api.RolloutResult>()
-  for (const group of results) for (const line of group) byRow.set(line.row, line)
-  return plan.rows.map((planned) => toInferOutput(byRow.get(planned.row.index)!, model, created))
+  created: number,
+  returnDetails: boolean
+): Array<Api.InferOutput> =>
+  plan.rows.map((planned) => toInferOutput(byRow.get(planned.row.index)!, model, created, returnDetails))
+
+/** The prompt of the last turn, from a line's token sequence: the first prompt and all before the last reply. */
+const lastPrompt = (line: Api.RolloutResult): Array<number> | undefined => {
+  const prompt = line.prompt_token_ids
+  const ids = line.token_ids
+  const mask = line.loss_mask
+  if (prompt === undefined || ids === undefined || ids === null || mask === undefined) return undefined
+  let start = -1
+  for (let i = 0; i < mask.length; i++) if (mask[i] === 1 && (i === 0 || mask[i - 1] === 0)) start = i
+  return start < 0 ? undefined : [...prompt, ...ids.slice(0, start)]
 }
 
 /** A result in the reference's `RolloutOutput` shape. */
-const toInferOutput = (line: Api.RolloutResult, model: string, created: number): Api.InferOutput => {
+const toInferOutput = (
+  line: Api.RolloutResult,
+  model: string,
+  created: number,
+  returnDetails: boolean
+): Api.InferOutput => {
   const turns = line.finish_reasons.length
   const complete = <A>(lists: ReadonlyArray<ReadonlyArray<A> | null> | undefined): Array<ReadonlyArray<A>> =>
     lists !== undefined && lists.length === turns && lists.every((l) => l !== null)
@@ -65,9 +187,14 @@ const toInferOutput = (line: Api.RolloutResult, model: string, created: number):
   }
   const finish = turns === 0 ? undefined : line.finish_reasons[turns - 1]
   const completionTokens = lastIds?.length ?? 0
+  const promptIds = returnDetails ? lastPrompt(line) : undefined
+  const promptTokens = promptIds?.length ?? 0
+  const infos: Record<string, unknown> = { ...line.rollout_infos, end_reason: line.end_reason, error: line.error }
+  if (line.policy_versions !== undefined) infos.policy_versions = line.policy_versions
   return {
     response: {
-      id: `chatcmpl-${line.uuid}`,
+      // The request's id, as the reference's engine answers (the trainer matches outputs by it).
+      id: line.uuid,
       object: "chat.completion",
       created,
       model,
@@ -76,15 +203,17 @@ const toInferOutput = (line: Api.RolloutResult, model: string, created: number):
         message: { role: "assistant", content: reply },
         finish_reason: finish === "stop" || finish === "length" ? finish : null,
         logprobs: null,
-        token_ids: lastIds
+        token_ids: returnDetails ? lastIds : null
       }],
-      usage: { prompt_tokens: 0, completion_tokens: completionTokens, total_tokens: completionTokens }
+      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+      ...(promptIds === undefined ? {} : { prompt_token_ids: promptIds })
     },
     messages: line.messages,
     response_token_ids: complete(line.response_token_ids),
     response_loss_mask: complete(line.response_loss_mask),
-    rollout_infos: { ...line.rollout_infos, end_reason: line.end_reason, error: line.error },
+    rollout_infos: infos as Api.InferOutput["rollout_infos"],
     rollout_logprobs: complete(line.rollout_logprobs),
+    prompt_logprobs: null,
     uuid: line.uuid
   }
 }

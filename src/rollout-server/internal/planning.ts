@@ -5,7 +5,7 @@
  */
 import { Either } from "effect"
 import { randomUUID } from "node:crypto"
-import type { SamplingParams } from "../../Inference.js"
+import type { Feature, SamplingParams } from "../../Inference.js"
 import * as Sampling from "../../inference/Sampling.js"
 import * as Json from "../../internal/Json.js"
 import type * as Registry from "../../Registry.js"
@@ -23,6 +23,8 @@ export interface PlannedRow {
   readonly numGenerations: number
   readonly maxTurns: number
   readonly sampling: SamplingParams | undefined
+  /** Variables of the model's chat template for this row's calls (an `/infer/` request's own). */
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
 }
 
 export interface Plan {
@@ -30,6 +32,8 @@ export interface Plan {
   /** The config the rows were prepared with (the batch's seed). */
   readonly config: Rollout.Config
   readonly trajectories: number
+  /** `/infer/`'s `return_details`: the last turn's token ids and prompt in `response`. */
+  readonly returnDetails?: boolean | undefined
 }
 
 /** What a request gives about one row, in the server's terms. */
@@ -50,17 +54,38 @@ export interface Planner {
   readonly maxTurns: number
   readonly seed: number
   readonly baseConfig: (batchSeed: number) => Rollout.Config
+  /** The optional features the backend honours (a request asking for another is a 400). */
+  readonly honours: ReadonlySet<Feature> | undefined
+  /** The backend, for messages. */
+  readonly backend: string
 }
 
-export const samplingProblem = (path: string, overrides: SamplingParams): ApiError | undefined => {
+export const samplingProblem = (
+  planner: Pick<Planner, "honours" | "backend">,
+  path: string,
+  overrides: SamplingParams
+): ApiError | undefined => {
   const problem = Sampling.problems(overrides)[0]
-  if (problem === undefined) return undefined
-  return new ApiError({
-    reason: "InvalidBody",
-    path: `${path}.${Api.SAMPLING_FIELDS[problem.option] ?? problem.option}`,
-    detail: problem.detail
-  })
+  if (problem !== undefined) {
+    return new ApiError({
+      reason: "InvalidBody",
+      path: `${path}.${Api.SAMPLING_FIELDS[problem.option] ?? problem.option}`,
+      detail: problem.detail
+    })
+  }
+  const missing = Sampling.unhonoured(overrides, planner.honours)
+  return missing === undefined ? undefined : unsupported(planner, `${path}.${Sampling.FEATURE_NAMES[missing]}`)
 }
+
+/** A field this server's backend cannot honour: a 400 naming it, never silently ignored. */
+export const unsupported = (planner: Pick<Planner, "backend">, path: string): ApiError =>
+  new ApiError({
+    reason: "InvalidBody",
+    path,
+    detail: `not supported by this server's inference backend (${planner.backend}); it would be ignored, so it is ` +
+      "refused (--mode swift-rollout honours every RequestConfig field but n > 1, beams, streaming, top_logprobs " +
+      "and prompt_logprobs)"
+  })
 
 export const planRow = (
   planner: Planner,
@@ -107,7 +132,7 @@ export const planRow = (
 export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Either.Either<Plan, ApiError> => {
   const config = planner.baseConfig(batch.seed ?? planner.seed)
   const batchSampling = Api.toSamplingParams(batch.sampling)
-  const bad = samplingProblem("sampling", batchSampling)
+  const bad = samplingProblem(planner, "sampling", batchSampling)
   if (bad !== undefined) return Either.left(bad)
   const rows: Array<PlannedRow> = []
   let trajectories = 0
@@ -124,7 +149,7 @@ export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Either.Eit
     })
     if (Either.isLeft(planned)) return Either.left(planned.left)
     const rowSampling = Api.toSamplingParams(r.sampling)
-    const badRow = samplingProblem(`requests[${i}].sampling`, rowSampling)
+    const badRow = samplingProblem(planner, `requests[${i}].sampling`, rowSampling)
     if (badRow !== undefined) return Either.left(badRow)
     rows.push({ ...planned.right, sampling: Sampling.merge(batchSampling, rowSampling) })
     trajectories += planned.right.numGenerations
@@ -144,7 +169,10 @@ export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<Run
   const groups = new Map<string, RunGroup>()
   for (const planned of plan.rows) {
     const sampling = Sampling.merge(serverSampling, planned.sampling ?? {})
-    const key = `${planned.numGenerations}|${planned.maxTurns}|${Json.stringify(sampling)}`
+    const kwargs = planned.chatTemplateKwargs
+    const key = `${planned.numGenerations}|${planned.maxTurns}|${Json.stringify(sampling)}|${
+      kwargs === undefined ? "" : Json.stringify(kwargs)
+    }`
     let group = groups.get(key)
     if (group === undefined) {
       group = {
@@ -152,7 +180,8 @@ export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<Run
           ...plan.config,
           numGenerations: planned.numGenerations,
           maxTurns: planned.maxTurns,
-          sampling: Sampling.isEmpty(sampling) ? undefined : sampling
+          sampling: Sampling.isEmpty(sampling) ? undefined : sampling,
+          chatTemplateKwargs: kwargs
         },
         rows: [],
         trajectories: 0

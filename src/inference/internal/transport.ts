@@ -1,0 +1,398 @@
+/**
+ * The HTTP transport of the inference backends that talk to a server (server mode's
+ * OpenAI-compatible API, swift-rollout mode's `/infer/`): one `HttpClient` shaped once (JSON,
+ * bearer auth, non-2xx statuses as typed errors), attempts under a shared concurrency limit and a
+ * timeout, transient failures (connection refused or reset, timeouts, 408, 429, 5xx) retried with
+ * jittered exponential backoff (`retry-after-ms` / `Retry-After` honoured up to a minute), and fail
+ * fast: after `maxTransportFailures` requests in a row without any response the server is declared
+ * down, calls fail at once (one gets through after a pause to see if it is back) and `halted` fails.
+ *
+ * Every failure is an `InferenceError` with the server's own message.
+ */
+import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import type { HttpClientError } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Data, Deferred, Duration, Effect, Layer, ParseResult, type Redacted, Schedule, type Schema } from "effect"
+import * as Undici from "undici"
+import { InferenceError } from "../../Inference.js"
+
+/** A server asking for a longer wait than this is not waited for: the usual backoff applies. */
+const MAX_RETRY_AFTER = Duration.minutes(1)
+
+export interface Options {
+  /** The backend's name in errors (`openai-compat`, `swift-rollout`). */
+  readonly backend: string
+  /** What is down, for the fail-fast message: `the inference server at URL`. */
+  readonly server: string
+  readonly apiKey?: Redacted.Redacted | undefined
+  /** Per attempt. Default 10 minutes. */
+  readonly requestTimeout?: Duration.DurationInput | undefined
+  /** Retries of a transient failure. Default 3. */
+  readonly retries?: number | undefined
+  /** First backoff delay (doubling, jittered, capped at `maxBackoff`). Default 500 ms. */
+  readonly backoff?: Duration.DurationInput | undefined
+  /** Default 30 seconds. */
+  readonly maxBackoff?: Duration.DurationInput | undefined
+  /** Requests in flight at most. Default 64. */
+  readonly concurrency?: number | undefined
+  /** Transport failures in a row after which the server is declared down. Default 20; 0 never. */
+  readonly maxTransportFailures?: number | undefined
+  /** After the server was declared down, how long calls fail at once before one tries again. Default 10 s. */
+  readonly downPause?: Duration.DurationInput | undefined
+  /** Trace each request with a span. Off by default (it costs about a third of the throughput). */
+  readonly tracing?: boolean | undefined
+  /** The `HttpClient` enforces `requestTimeout` itself ({@link undiciClient}): no timer per request. */
+  readonly timeoutByTransport?: boolean | undefined
+  /** A hint appended to the message of an error status (e.g. what a 404 usually means). */
+  readonly hint?: ((status: number) => string) | undefined
+  /** The option that sets `maxTransportFailures`, for the message. */
+  readonly failuresOption?: string | undefined
+}
+
+/** One failed attempt: the error it becomes, whether another attempt may help, how long to wait. */
+export class AttemptError extends Data.TaggedError("AttemptError")<{
+  readonly error: InferenceError
+  readonly retryable: boolean
+  readonly retryAfter: Duration.Duration | undefined
+}> {}
+
+export interface Transport {
+  /** The shaped client (JSON accepted, bearer auth, non-2xx as errors), for calls outside `send`. */
+  readonly client: HttpClient.HttpClient
+  /** The context's client as it is (no status filter, no auth added), untraced: for passing requests through. */
+  readonly raw: HttpClient.HttpClient
+  /**
+   * One call: attempts (each under a permit and the timeout) with retries. `body` is built per
+   * attempt. `onRejected` sees a 400/422 answer and says whether to send again at once (a field
+   * dropped), which is not counted as a retry.
+   */
+  readonly send: <A, I>(
+    url: string,
+    body: () => Record<string, unknown>,
+    schema: Schema.Schema<A, I>,
+    onRejected?: (sent: Record<string, unknown>, error: InferenceError) => Effect.Effect<boolean>
+  ) => Effect.Effect<A, InferenceError>
+  /** Fails when the server is declared down. Never succeeds. */
+  readonly halted: Effect.Effect<never, InferenceError>
+  /** An `HttpClient` error as the attempt error it is. */
+  readonly classify: (error: HttpClientError.HttpClientError) => Effect.Effect<AttemptError>
+}
+
+const messageOf = (value: unknown): string | undefined => {
+  if (typeof value === "string") return value
+  if (typeof value !== "object" || value === null) return undefined
+  const record = value as Record<string, unknown>
+  for (const key of ["message", "detail", "error"]) {
+    const inner = record[key]
+    if (typeof inner === "string") return inner
+    if (typeof inner === "object" && inner !== null) {
+      const nested = messageOf(inner)
+      if (nested !== undefined) return nested
+      return JSON.stringify(inner)
+    }
+  }
+  return undefined
+}
+
+export { messageOf }
+
+export const snippet = (text: string, max = 300): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length > max ? `${flat.slice(0, max)}...` : flat
+}
+
+/**
+ * The server's message in an error body: OpenAI's `{"error": {"message"}}`, `{"error": "..."}`,
+ * FastAPI's `{"detail"}`, or the text itself.
+ */
+export const errorMessage = (body: string): string => {
+  try {
+    const found = messageOf(JSON.parse(body))
+    if (found !== undefined) return snippet(found, 1000)
+  } catch {
+    // not JSON: the text is the message
+  }
+  return body.trim() === "" ? "(empty body)" : snippet(body, 1000)
+}
+
+/** `retry-after-ms` (OpenAI), then `Retry-After` in seconds or as an HTTP date. */
+const retryAfterOf = (headers: Readonly<Record<string, string | undefined>>): Duration.Duration | undefined => {
+  const ms = Number(headers["retry-after-ms"])
+  let delay: number | undefined = Number.isFinite(ms) && ms >= 0 ? ms : undefined
+  const raw = headers["retry-after"]
+  if (delay === undefined && raw !== undefined) {
+    const seconds = Number(raw)
+    if (Number.isFinite(seconds) && seconds >= 0) delay = seconds * 1000
+    else {
+      const date = Date.parse(raw)
+      if (Number.isFinite(date)) delay = Math.max(0, date - Date.now())
+    }
+  }
+  if (delay === undefined) return undefined
+  const duration = Duration.millis(delay)
+  return Duration.lessThanOrEqualTo(duration, MAX_RETRY_AFTER) ? duration : undefined
+}
+
+const reasonOfStatus = (status: number): InferenceError["reason"] =>
+  status === 429 ? "RateLimited" : status === 408 ? "Timeout" : status >= 500 ? "ServerError" : "InvalidRequest"
+
+export const isTransientStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500
+
+export const describeCause = (cause: unknown): string => {
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code
+    const inner = (cause as { cause?: unknown }).cause
+    const base = typeof code === "string" && !cause.message.includes(code)
+      ? `${cause.message} (${code})`
+      : cause.message
+    return inner instanceof Error && inner.message !== cause.message ? `${base}: ${describeCause(inner)}` : base
+  }
+  return String(cause)
+}
+
+/** undici's own timeouts (see {@link undiciClient}), anywhere in an error's cause chain. */
+const isTransportTimeout = (cause: unknown): boolean => {
+  for (let c = cause, depth = 0; c !== undefined && c !== null && depth < 5; depth++) {
+    const code = (c as { code?: unknown }).code
+    if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") return true
+    c = (c as { cause?: unknown }).cause
+  }
+  return false
+}
+
+/** An `HttpClient` error as an attempt error of `backend`. */
+export const classifier = (backend: string, hint: (status: number) => string = () => "") =>
+(error: HttpClientError.HttpClientError): Effect.Effect<AttemptError> => {
+  const where = `${error.request.method} ${error.request.url}`
+  if (isTransportTimeout(error.cause)) {
+    return Effect.succeed(
+      new AttemptError({
+        error: new InferenceError({
+          reason: "Timeout",
+          backend,
+          detail: `${where}: no response within the request timeout (${describeCause(error.cause)})`,
+          cause: error.cause
+        }),
+        retryable: true,
+        retryAfter: undefined
+      })
+    )
+  }
+  if (error._tag === "RequestError") {
+    const transport = error.reason === "Transport"
+    return Effect.succeed(
+      new AttemptError({
+        error: new InferenceError({
+          reason: transport ? "Transport" : "InvalidRequest",
+          backend,
+          detail: `${where}: ${describeCause(error.cause ?? error.description ?? error.reason)}`,
+          cause: error.cause
+        }),
+        retryable: transport,
+        retryAfter: undefined
+      })
+    )
+  }
+  const status = error.response.status
+  if (error.reason === "StatusCode") {
+    // Reading the body also frees the connection for the next attempt.
+    return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
+      new AttemptError({
+        error: new InferenceError({
+          reason: reasonOfStatus(status),
+          backend,
+          status,
+          detail: `${where}: ${errorMessage(body)}${hint(status)}`
+        }),
+        retryable: isTransientStatus(status),
+        retryAfter: retryAfterOf(error.response.headers)
+      }))
+  }
+  // Decode (malformed JSON, a body cut short) or EmptyBody: the server answered, wrongly.
+  return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
+    new AttemptError({
+      error: new InferenceError({
+        reason: "BadResponse",
+        backend,
+        status,
+        detail: `${where}: ` +
+          (error.reason === "EmptyBody" ? "empty body" : `malformed JSON (${describeCause(error.cause)})`) +
+          (body === "" ? "" : `; body: ${snippet(body)}`),
+        cause: error.cause
+      }),
+      retryable: false,
+      retryAfter: undefined
+    }))
+}
+
+export const withDetail = (error: InferenceError, detail: string): InferenceError =>
+  new InferenceError({
+    reason: error.reason,
+    backend: error.backend,
+    detail,
+    ...(error.status === undefined ? {} : { status: error.status }),
+    ...(error.cause === undefined ? {} : { cause: error.cause })
+  })
+
+/** The transport on the `HttpClient` of the context. */
+export const make = (options: Options): Effect.Effect<Transport, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const backend = options.backend
+    const timeout = Duration.decode(options.requestTimeout ?? Duration.minutes(10))
+    const retries = options.retries ?? 3
+    const semaphore = yield* Effect.makeSemaphore(options.concurrency ?? 64)
+    const apiKey = options.apiKey
+    const classify = classifier(backend, options.hint)
+    const fromHttpError = (error: HttpClientError.HttpClientError): Effect.Effect<never, AttemptError> =>
+      Effect.flatMap(classify(error), Effect.fail)
+
+    const context = yield* HttpClient.HttpClient
+    const raw = context.pipe(HttpClient.withTracerDisabledWhen(() => true), HttpClient.withTracerPropagation(false))
+    const client = context.pipe(
+      HttpClient.mapRequest((request) => {
+        const shaped = HttpClientRequest.acceptJson(request)
+        return apiKey === undefined ? shaped : HttpClientRequest.bearerToken(shaped, apiKey)
+      }),
+      HttpClient.filterStatusOk,
+      (client) =>
+        options.tracing === true
+          ? client
+          : client.pipe(HttpClient.withTracerDisabledWhen(() => true), HttpClient.withTracerPropagation(false))
+    )
+
+    const schedule = Schedule.exponential(options.backoff ?? Duration.millis(500), 2).pipe(
+      Schedule.union(Schedule.spaced(options.maxBackoff ?? Duration.seconds(30))),
+      Schedule.jittered,
+      Schedule.intersect(Schedule.recurs(retries)),
+      Schedule.intersect(Schedule.identity<AttemptError>()),
+      Schedule.whileInput((failure: AttemptError) => failure.retryable),
+      Schedule.modifyDelay(([, failure], delay) =>
+        failure.retryAfter === undefined ? delay : Duration.max(delay, failure.retryAfter)
+      )
+    )
+
+    // ---- fail fast: transport failures in a row -------------------------------------------------
+    const maxFailures = options.maxTransportFailures ?? 20
+    const downPause = Duration.toMillis(Duration.decode(options.downPause ?? Duration.seconds(10)))
+    const halt = yield* Deferred.make<never, InferenceError>()
+    let failuresInARow = 0
+    let down: InferenceError | undefined
+    let downSince = 0
+    const noteAttempt = (error: InferenceError | undefined): Effect.Effect<void> => {
+      const transport = error !== undefined && (error.reason === "Transport" || error.reason === "Timeout") &&
+        error.status === undefined
+      if (!transport) {
+        // An answer: the server is back (a long-running rollout server recovers; a run has stopped).
+        failuresInARow = 0
+        down = undefined
+        return Effect.void
+      }
+      failuresInARow++
+      if (down !== undefined) {
+        downSince = Date.now()
+        return Effect.void
+      }
+      if (maxFailures === 0 || failuresInARow < maxFailures) return Effect.void
+      down = new InferenceError({
+        reason: "Unavailable",
+        backend,
+        detail: `${options.server} is not answering: ${failuresInARow} requests in a row ` +
+          `failed without a response (last: ${error.detail}); stopping instead of failing every trajectory ` +
+          `(${options.failuresOption ?? "--max-transport-failures"})`,
+        cause: error
+      })
+      downSince = Date.now()
+      return Deferred.fail(halt, down)
+    }
+
+    const send = <A, I>(
+      url: string,
+      body: () => Record<string, unknown>,
+      schema: Schema.Schema<A, I>,
+      onRejected?: (sent: Record<string, unknown>, error: InferenceError) => Effect.Effect<boolean>
+    ): Effect.Effect<A, InferenceError> => {
+      const decode = HttpClientResponse.schemaBodyJson(schema)
+      let attempts = 0
+      const once = (sent: Record<string, unknown>): Effect.Effect<A, AttemptError> => {
+        const response = Effect.flatMap(
+          client.execute(HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(sent))),
+          decode
+        )
+        return (options.timeoutByTransport === true ? response : Effect.timeoutFail(response, {
+          duration: timeout,
+          onTimeout: () =>
+            new AttemptError({
+              error: new InferenceError({
+                reason: "Timeout",
+                backend,
+                detail: `POST ${url}: no response within ${Duration.format(timeout)}`
+              }),
+              retryable: true,
+              retryAfter: undefined
+            })
+        })).pipe(
+          Effect.catchTags({
+            RequestError: fromHttpError,
+            ResponseError: fromHttpError,
+            ParseError: (error) =>
+              Effect.fail(
+                new AttemptError({
+                  error: new InferenceError({
+                    reason: "BadResponse",
+                    backend,
+                    detail: `POST ${url}: unexpected response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+                  }),
+                  retryable: false,
+                  retryAfter: undefined
+                })
+              )
+          }),
+          Effect.tapBoth({
+            onFailure: (failure) => noteAttempt(failure.error),
+            onSuccess: () => noteAttempt(undefined)
+          }),
+          // A field the server rejected: dropped by the caller, sent again at once (not a retry).
+          Effect.catchIf(
+            (failure) => onRejected !== undefined && (failure.error.status === 400 || failure.error.status === 422),
+            (failure) =>
+              Effect.flatMap(onRejected!(sent, failure.error), (again) => (again ? once(body()) : Effect.fail(failure)))
+          )
+        )
+      }
+      const attempt = Effect.suspend(() => {
+        attempts++
+        // While down, calls fail at once; after a pause one gets through to see if it is back.
+        if (down !== undefined && Date.now() - downSince < downPause) {
+          return Effect.fail(new AttemptError({ error: down, retryable: false, retryAfter: undefined }))
+        }
+        return semaphore.withPermits(1)(once(body()))
+      })
+      return attempt.pipe(
+        Effect.retry(schedule),
+        Effect.mapError((failure) =>
+          attempts <= 1 || failure.error === down
+            ? failure.error
+            : withDetail(failure.error, `${failure.error.detail} (after ${attempts} attempts)`)
+        )
+      )
+    }
+
+    return { client, raw, send, halted: Deferred.await(halt), classify }
+  })
+
+/**
+ * An `HttpClient` on undici with keep-alive connections, enforcing `requestTimeout` as undici's
+ * headers and body timeouts (the server must start answering, and the body must not stall, within
+ * it): racing an Effect timer against every request costs about a sixth of the client's throughput.
+ */
+export const undiciClient = (requestTimeout: Duration.DurationInput | undefined): Layer.Layer<HttpClient.HttpClient> => {
+  const timeoutMs = Duration.toMillis(Duration.decode(requestTimeout ?? Duration.minutes(10)))
+  const dispatcher = Layer.scoped(
+    NodeHttpClient.Dispatcher,
+    Effect.acquireRelease(
+      Effect.sync(() => new Undici.Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 30_000 })),
+      (agent) => Effect.promise(() => agent.destroy())
+    )
+  )
+  return NodeHttpClient.layerUndiciWithoutDispatcher.pipe(Layer.provide(dispatcher))
+}

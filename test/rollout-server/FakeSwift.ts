@@ -1,0 +1,192 @@
+/**
+ * A `swift rollout` server for the tests (ms-swift's `swift/pipelines/infer/rollout.py`, without a
+ * multi-turn scheduler), on loopback at a random free port: the control endpoints (answered as the
+ * reference's are, every request recorded with its raw body) and the single-turn `POST /infer/`,
+ * which answers each request with a FrozenLake move as a `RolloutOutput` whose `response` carries
+ * `token_ids`, `logprobs` and `prompt_token_ids` (with `return_details`).
+ *
+ * Its "tokenizer" is one token per UTF-8 byte of a ChatML rendering of the messages
+ * (`<|im_start|>role\ncontent<|im_end|>\n`, then the generation prompt); a reply is sampled as the
+ * bytes of its text and of `<|im_end|>`, so a later prompt begins with the earlier prompt and the
+ * sampled tokens, unless `dropEarlierReplies` makes its template render earlier replies differently
+ * (as Qwen3's drops their reasoning).
+ */
+import * as http from "node:http"
+import { Effect } from "effect"
+import type * as Scope from "effect/Scope"
+import { frozenLakeReply } from "../inference/FakeOpenAi.js"
+
+export interface Recorded {
+  readonly method: string
+  readonly path: string
+  readonly body: string
+  readonly contentType: string | undefined
+}
+
+export class FakeSwiftState {
+  readonly requests: Array<Recorded> = []
+  worldSize = 1
+  enableMultiTurn = false
+  enableLora = false
+  /** /infer/ calls to fail by dropping the connection (first ones first). */
+  dropInfer = 0
+  /** /infer/ calls to fail with this status and body. */
+  failInfer: Array<{ readonly status: number; readonly body: string }> = []
+  /** Render earlier assistant messages with a prefix: later prompts then do not continue the tokens. */
+  dropEarlierReplies = false
+  /** Weight syncs seen (a process_weights_after_loading or an adapter update). */
+  syncs = 0
+  get infers(): Array<Record<string, unknown>> {
+    return this.requests.filter((r) => r.path === "/infer/").map((r) => JSON.parse(r.body) as Record<string, unknown>)
+  }
+  get control(): Array<Recorded> {
+    return this.requests.filter((r) => r.path !== "/infer/" && r.path !== "/health/")
+  }
+}
+
+export const END = "<|im_end|>"
+const encoder = new TextEncoder()
+export const bytes = (text: string): Array<number> => Array.from(encoder.encode(text))
+
+/** The toy template: ChatML, then the generation prompt. */
+export const render = (messages: ReadonlyArray<{ role: string; content: string }>, dropEarlier: boolean): string => {
+  let text = ""
+  messages.forEach((m, i) => {
+    const content = dropEarlier && m.role === "assistant" && i < messages.length - 1 ? `(earlier) ${m.content}` : m.content
+    text += `<|im_start|>${m.role}\n${content}${END}\n`
+  })
+  return text + "<|im_start|>assistant\n"
+}
+
+const message = (text: string) => JSON.stringify({ message: text })
+
+const answer = (state: FakeSwiftState, method: string, path: string, body: string): [number, string] => {
+  switch (`${method} ${path}`) {
+    case "GET /health/":
+      return [200, JSON.stringify({ status: "ok" })]
+    case "GET /get_world_size/":
+      return [200, JSON.stringify({ world_size: state.worldSize })]
+    case "GET /get_model_state_keys/":
+      return [200, JSON.stringify({ keys: ["model.embed_tokens.weight", "lm_head.weight"] })]
+    case "POST /init_communicator/":
+      return [200, message("Request received, initializing communicator")]
+    case "POST /update_named_param/":
+      return [200, message("Request received, updating named parameter")]
+    case "POST /update_flattened_params/":
+      return [200, message("Request received, updating flattened parameters")]
+    case "POST /update_adapter_flattened_param/":
+    case "POST /update_adapter_param/":
+      state.syncs++
+      return [200, message("Request received, updating adapter parameter")]
+    case "POST /process_weights_after_loading/":
+      state.syncs++
+      return [200, message("Weights processed after loading")]
+    case "POST /reset_prefix_cache/":
+      return [200, message("Request received, resetting prefix cache status: True")]
+    case "POST /reset_encoder_cache/":
+      return [200, message("Request received, resetting encoder cache status: True")]
+    case "POST /reset_mm_cache/":
+      return [200, message("Request received, resetting mm cache status: True")]
+    case "POST /close_communicator/":
+      return [200, message("Request received, closing communicator")]
+    case "POST /get_engine_type/":
+      return [200, JSON.stringify({
+        engine_type: "AsyncLLMEngine",
+        enable_multi_turn: state.enableMultiTurn,
+        use_gym_env: false,
+        enable_lora: state.enableLora
+      })]
+    case "POST /infer/":
+      return [200, JSON.stringify(infer(state, JSON.parse(body) as Record<string, unknown>))]
+    default:
+      return [404, JSON.stringify({ detail: "Not Found" })]
+  }
+}
+
+/** One RolloutOutput per request, as GRPOVllmEngine.async_infer answers without a scheduler. */
+const infer = (state: FakeSwiftState, body: Record<string, unknown>) => {
+  const config = (body.request_config ?? {}) as Record<string, unknown>
+  const details = config.return_details === true
+  return (body.infer_requests as Array<{ messages: Array<{ role: string; content: string }>; uuid: string | null }>).map(
+    (request) => {
+      const reply = frozenLakeReply({ messages: request.messages })
+      let ids = bytes(reply + END)
+      let finish = "stop"
+      const max = typeof config.max_tokens === "number" ? config.max_tokens : undefined
+      if (max !== undefined && ids.length > max) {
+        ids = ids.slice(0, max)
+        finish = "length"
+      }
+      const prompt = bytes(render(request.messages, state.dropEarlierReplies))
+      return {
+        response: {
+          model: "fake-swift",
+          choices: [{
+            index: 0,
+            message: { role: "assistant", content: reply, tool_calls: null, reasoning_content: null },
+            finish_reason: finish,
+            logprobs: config.logprobs === true
+              ? { content: ids.map((id, i) => ({ token: String.fromCharCode(id), logprob: -(i + 1) / 100, bytes: [id] })) }
+              : null,
+            token_ids: details ? ids : null
+          }],
+          usage: { prompt_tokens: prompt.length, completion_tokens: ids.length, total_tokens: prompt.length + ids.length },
+          id: request.uuid ?? "5c1e0ffa1e4b4bd6a3ad8e8c2f1f6b57",
+          object: "chat.completion",
+          created: 1,
+          prompt_token_ids: details ? prompt : null,
+          prompt_logprobs: null,
+          images_size: null
+        },
+        messages: null,
+        response_token_ids: [],
+        response_loss_mask: [],
+        rollout_infos: {},
+        rollout_logprobs: [],
+        prompt_logprobs: null
+      }
+    }
+  )
+}
+
+/** Starts the fake in the current scope. */
+export const make: Effect.Effect<{ readonly state: FakeSwiftState; readonly url: string }, never, Scope.Scope> = Effect
+  .acquireRelease(
+    Effect.async<{ state: FakeSwiftState; url: string; server: http.Server }>((resume) => {
+      const state = new FakeSwiftState()
+      const server = http.createServer((req, res) => {
+        const chunks: Array<Buffer> = []
+        req.on("data", (chunk: Buffer) => chunks.push(chunk))
+        req.on("end", () => {
+          const path = req.url ?? "/"
+          const method = req.method ?? "GET"
+          const body = Buffer.concat(chunks).toString("utf8")
+          state.requests.push({ method, path, body, contentType: req.headers["content-type"] })
+          if (path === "/infer/") {
+            if (state.dropInfer > 0) {
+              state.dropInfer--
+              req.socket.destroy()
+              return
+            }
+            const failure = state.failInfer.shift()
+            if (failure !== undefined) {
+              res.writeHead(failure.status, { "content-type": "application/json" }).end(failure.body)
+              return
+            }
+          }
+          const [status, text] = answer(state, method, path, body)
+          res.writeHead(status, { "content-type": "application/json" }).end(text)
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address() as { port: number }
+        resume(Effect.succeed({ state, url: `http://127.0.0.1:${address.port}`, server }))
+      })
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+  .pipe(Effect.map(({ state, url }) => ({ state, url })))
