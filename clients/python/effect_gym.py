@@ -1,0 +1,218 @@
+"""A client of effect-gym's rollout server (`effect-gym serve`), standard library only.
+
+- ``Client.rollouts(requests)`` posts a batch to ``POST /v1/rollouts`` and yields each result as the
+  server streams it (NDJSON, one trajectory per line, each group's lines when the group completes).
+- ``make_rollout_func(...)`` is a TRL-style ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``:
+  it returns ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` taken from each
+  result's token sequence (``prompt_token_ids``, ``token_ids``, ``loss_mask``, ``logprobs``), with no
+  re-tokenization, plus ``env_reward`` (and ``policy_version``) for the reward functions.
+
+Copy this file next to your training script; it needs Python 3.8+ and nothing else.
+"""
+
+import http.client
+import json
+import urllib.parse
+
+__all__ = ["Client", "EffectGymError", "make_rollout_func", "token_fields"]
+
+NDJSON = "application/x-ndjson"
+TRAJECTORIES_HEADER = "x-effect-gym-trajectories"
+
+
+class EffectGymError(Exception):
+    """The server refused or cut a request (``status``, and its ``{"error": {...}}`` as ``error``),
+    a result had no token sequence, or trajectories failed."""
+
+    def __init__(self, message, status=None, error=None):
+        super().__init__(message)
+        self.status = status
+        self.error = error or {}
+
+
+class Client:
+    """effect-gym's rollout server at ``base_url`` (``http://127.0.0.1:8000``)."""
+
+    def __init__(self, base_url="http://127.0.0.1:8000", api_key=None, timeout=3600.0):
+        url = urllib.parse.urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("base_url must be an http(s) URL, e.g. http://127.0.0.1:8000; got %r" % (base_url,))
+        self._scheme = url.scheme
+        self._host = url.hostname
+        self._port = url.port
+        self._prefix = url.path.rstrip("/")
+        self._api_key = api_key
+        self._timeout = timeout
+
+    def _connection(self):
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        return cls(self._host, self._port, timeout=self._timeout)
+
+    def _headers(self, accept="application/json"):
+        headers = {"content-type": "application/json", "accept": accept}
+        if self._api_key:
+            headers["authorization"] = "Bearer " + self._api_key
+        return headers
+
+    def _request(self, method, path, body=None):
+        connection = self._connection()
+        try:
+            data = None if body is None else json.dumps(body).encode("utf-8")
+            connection.request(method, self._prefix + path, body=data, headers=self._headers())
+            response = connection.getresponse()
+            text = response.read().decode("utf-8")
+            if response.status >= 400:
+                raise _error_of(response.status, text)
+            return json.loads(text)
+        finally:
+            connection.close()
+
+    def health(self):
+        return self._request("GET", "/health")
+
+    def info(self):
+        return self._request("GET", "/info")
+
+    def set_policy_version(self, version):
+        """``POST /v1/policy-version``: turns sampled from now on record ``version``."""
+        return self._request("POST", "/v1/policy-version", {"version": version})
+
+    def rollouts(self, requests, seed=None, sampling=None):
+        """Yields each result (a completions-log line plus ``uuid``) as the server streams it.
+
+        ``requests`` are rows: ``{"env_config": {...}, "messages": [...], "data_dict": {...},
+        "num_generations": N, "max_turns": N, "sampling": {...}, "uuid": "..."}``. Results come in
+        completion order, each with its ``row`` index and ``generation``. Raises ``EffectGymError``
+        when the server refuses the batch, cuts the stream (it is shutting down), or the stream ends
+        with fewer results than it admitted.
+        """
+        body = {"requests": list(requests)}
+        if seed is not None:
+            body["seed"] = seed
+        if sampling is not None:
+            body["sampling"] = sampling
+        connection = self._connection()
+        try:
+            connection.request(
+                "POST", self._prefix + "/v1/rollouts", body=json.dumps(body).encode("utf-8"), headers=self._headers(NDJSON)
+            )
+            response = connection.getresponse()
+            if response.status >= 400:
+                raise _error_of(response.status, response.read().decode("utf-8"))
+            expected = response.getheader(TRAJECTORIES_HEADER)
+            seen = 0
+            while True:
+                line = response.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                value = json.loads(line.decode("utf-8"))
+                if "server_error" in value:
+                    error = value["server_error"]
+                    raise EffectGymError(error.get("message", "the server cut the stream"), response.status, error)
+                seen += 1
+                yield value
+            if expected is not None and seen < int(expected):
+                raise EffectGymError(
+                    "the stream ended after %d of %s results (the connection was lost)" % (seen, expected), response.status
+                )
+        finally:
+            connection.close()
+
+
+def _error_of(status, text):
+    try:
+        error = json.loads(text).get("error", {})
+    except ValueError:
+        error = {"message": text}
+    message = error.get("message", text)
+    if error.get("path"):
+        message = "%s: %s" % (error["path"], message)
+    return EffectGymError("HTTP %d: %s" % (status, message), status, error)
+
+
+def token_fields(result):
+    """A result's token sequence as TRL wants it: ``(prompt_ids, completion_ids, logprobs, env_mask)``.
+
+    ``completion_ids`` is everything after the prompt (the model's tokens and the env's tokens between
+    turns, exactly as the server built the next prompts); ``env_mask`` is 1 on the model's tokens;
+    ``logprobs`` is the sampled token's logprob, 0.0 on the env's tokens (as TRL pads tool output).
+    """
+    ids = result.get("token_ids")
+    if ids is None:
+        raise EffectGymError(
+            "result %s has no token sequence: %s"
+            % (result.get("id"), result.get("token_ids_unavailable", "the backend gives no token ids (a scripted policy)"))
+        )
+    logprobs = result.get("logprobs") or [None] * len(ids)
+    return (
+        list(result["prompt_token_ids"]),
+        list(ids),
+        [0.0 if lp is None else float(lp) for lp in logprobs],
+        list(result["loss_mask"]),
+    )
+
+
+def _default_row(prompt, index):
+    if isinstance(prompt, str):
+        return {"messages": [{"role": "user", "content": prompt}]}
+    if isinstance(prompt, list):
+        return {"messages": prompt}
+    if isinstance(prompt, dict):
+        return dict(prompt)
+    raise TypeError("cannot make a row of prompt %r: pass row=" % (prompt,))
+
+
+def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns=None):
+    """A TRL ``rollout_func(prompts, trainer)`` that plays each prompt on effect-gym's server.
+
+    TRL hands it the process's prompts, each already repeated ``num_generations`` times; each one
+    becomes a row of one trajectory (``row(prompt, index)`` builds it: by default the prompt as the
+    row's ``messages``; give your own to set ``env_config``). Each call uses the next batch seed
+    (``seed``, ``seed + 1``, ...), so the copies of a prompt and the calls differ, reproducibly.
+
+    Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (one entry per prompt, in
+    order) and, for the reward functions, ``env_reward`` (the env's total reward), ``num_turns`` and
+    ``policy_version`` (the oldest version a turn was sampled with, or None). A trajectory that
+    failed raises ``EffectGymError`` naming it: a failure is not a reward-0 sample.
+    """
+    if isinstance(client, str):
+        client = Client(client)
+    calls = [0]
+
+    def rollout_func(prompts, trainer=None):
+        requests = []
+        for index, prompt in enumerate(prompts):
+            request = row(prompt, index)
+            request.setdefault("num_generations", 1)
+            if max_turns is not None:
+                request.setdefault("max_turns", max_turns)
+            requests.append(request)
+        batch_seed = seed + calls[0]
+        calls[0] += 1
+        results = sorted(client.rollouts(requests, seed=batch_seed, sampling=sampling), key=lambda r: (r["row"], r["generation"]))
+        if len(results) != len(prompts):
+            raise EffectGymError("expected %d results, got %d" % (len(prompts), len(results)))
+        failed = [r for r in results if r.get("error") is not None]
+        if failed:
+            raise EffectGymError(
+                "%d of %d trajectories failed; first: %s: %s"
+                % (len(failed), len(results), failed[0]["id"], failed[0]["error"].get("message")),
+                error={"failed": [{"id": r["id"], "uuid": r.get("uuid"), "error": r["error"]} for r in failed]},
+            )
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "env_reward": [], "num_turns": [], "policy_version": []}
+        for result in results:
+            prompt_ids, completion_ids, logprobs, env_mask = token_fields(result)
+            out["prompt_ids"].append(prompt_ids)
+            out["completion_ids"].append(completion_ids)
+            out["logprobs"].append(logprobs)
+            out["env_mask"].append(env_mask)
+            out["env_reward"].append(result["rollout_infos"]["total_reward"])
+            out["num_turns"].append(result["rollout_infos"]["num_turns"])
+            versions = [v for v in result.get("policy_versions") or [] if v is not None]
+            out["policy_version"].append(min(versions) if versions else None)
+        return out
+
+    return rollout_func

@@ -1,0 +1,74 @@
+/**
+ * The Python client (clients/python/effect_gym.py, standard library only) against a live server, run
+ * by the machine's python3 (skipped where there is none): the NDJSON stream as a generator, the
+ * TRL-style rollout_func's token fields (no re-tokenization: the server's own sequences), errors.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { execFile, spawnSync } from "node:child_process"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
+import * as FakeSwift from "../rollout-server/FakeSwift.js"
+import { request, resultsOf, start, withoutTimings } from "../rollout-server/helpers.js"
+
+const python = spawnSync("python3", ["--version"]).status === 0
+const driver = path.resolve(import.meta.dirname, "../fixtures/python/drive_client.py")
+const run = promisify(execFile)
+const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })))
+
+type Line = Record<string, unknown> & { row: number; generation: number }
+const comparable = (line: Record<string, unknown>) => {
+  // (uuid: each row gets its own; policy_versions: the driver sets a version at its end)
+  const { policy_versions: _versions, uuid: _uuid, ...rest } = withoutTimings(line as { timings?: unknown }) as Record<string, unknown>
+  return rest
+}
+
+describe.skipIf(!python)("clients/python/effect_gym.py", () => {
+  it.live("streams results, and its rollout_func gives the server's own token sequences to TRL", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeSwift.make
+      const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 }).pipe(Effect.provide(httpClient), Effect.orDie)
+      const server = yield* start({ policy: swift.service, control: swift.control })
+      const plain = yield* start()
+      const { stdout } = yield* Effect.promise(() => run("python3", [driver, server.url, plain.url], { timeout: 120_000 }))
+      const out = JSON.parse(stdout) as Record<string, any>
+      expect(out.health).toMatchObject({ status: "ok" })
+
+      // the stream: every result of the batch, as /v1/rollouts gives them for the same batch and seed
+      const batch = { requests: [{ env_config: { seed: 3, size: 5 }, num_generations: 2 }, { env_config: { seed: 4 } }], seed: 5 }
+      const expected = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: batch }))
+      const streamed = (out.streamed as Array<Line>).sort((a, b) => a.row - b.row || a.generation - b.generation)
+      expect(streamed.map(comparable)).toEqual(expected.map((line) => comparable(line as unknown as Record<string, unknown>)))
+
+      // rollout_func: one row per prompt (TRL repeats prompts per generation), the token fields as they are
+      const rows = (seeds: ReadonlyArray<number>, seed: number) =>
+        request(`${server.url}/v1/rollouts`, { body: { requests: seeds.map((s) => ({ env_config: { seed: s } })), seed } }).pipe(
+          Effect.map(resultsOf)
+        )
+      for (const [key, seeds, seed] of [["rollout_func", [3, 3, 4], 5], ["rollout_func_second_call", [3], 6]] as const) {
+        const lines = yield* rows(seeds, seed)
+        const got = out[key]
+        expect(got.prompt_ids).toEqual(lines.map((l) => l.prompt_token_ids))
+        expect(got.completion_ids).toEqual(lines.map((l) => l.token_ids))
+        expect(got.env_mask).toEqual(lines.map((l) => l.loss_mask))
+        expect(got.logprobs).toEqual(lines.map((l) => l.logprobs!.map((x) => x ?? 0)))
+        expect(got.env_reward).toEqual(lines.map((l) => l.rollout_infos.total_reward))
+        expect(got.num_turns).toEqual(lines.map((l) => l.rollout_infos.num_turns))
+        for (const [i, ids] of (got.completion_ids as Array<Array<number>>).entries()) {
+          expect(got.env_mask[i].length).toBe(ids.length)
+          // the model's tokens are exactly the turns' sampled tokens
+          expect(ids.filter((_, j) => got.env_mask[i][j] === 1)).toEqual(lines[i].response_token_ids!.flat())
+        }
+      }
+
+      expect(out.bad_batch).toMatchObject({ status: 400 })
+      expect(out.bad_batch.message).toContain("requests[0].env_config.size")
+      expect(out.no_tokens.message).toContain("has no token sequence")
+      expect(out.failed.message).toContain("1 of 1 trajectories failed")
+      expect(out.failed.error.failed[0].error._tag).toBe("EnvError")
+      expect(out.version).toEqual({ version: 3, previous: 0 })
+      expect(out.versioned).toEqual([3])
+    }).pipe(Effect.scoped))
+})
