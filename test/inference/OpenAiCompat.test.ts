@@ -313,6 +313,23 @@ describe("OpenAiCompat: limits and validation", () => {
       expect((yield* client.chat(request())).text).toBe("<action>right</action>")
     }))
 
+  live("min_p and repetition_penalty go as vLLM's extra parameters (values that mean none are not sent); a regex, or --strict-openai, is refused, not ignored", () =>
+    Effect.gen(function*() {
+      const { client, state } = yield* setup()
+      expect(client.honours).toEqual(new Set(["minP", "repetitionPenalty", "chatTemplateKwargs"]))
+      yield* client.chat(request({ sampling: { minP: 0.05, repetitionPenalty: 1.1, topK: -1 } }))
+      expect(state.requests.at(-1)!.body).toMatchObject({ min_p: 0.05, repetition_penalty: 1.1, top_k: -1 })
+      yield* client.chat(request({ sampling: { minP: 0, repetitionPenalty: 1 } }))
+      expect(state.requests.at(-1)!.body).not.toHaveProperty("min_p")
+      expect(state.requests.at(-1)!.body).not.toHaveProperty("repetition_penalty")
+      const regex = failure(yield* Effect.exit(client.chat(request({ sampling: { structuredOutputsRegex: "x" } }))))
+      expect(regex.detail).toBe("structured_outputs_regex is not supported by this backend")
+      const strict = yield* setup({ strict: true })
+      expect(strict.client.honours).toEqual(new Set())
+      const refused = failure(yield* Effect.exit(strict.client.chat(request({ sampling: { minP: 0.05 } }))))
+      expect(refused.detail).toBe("min_p is not supported by this backend")
+    }))
+
   it("errorMessage reads the usual error bodies", () => {
     expect(OpenAiCompat.errorMessage("{\"error\":{\"message\":\"m1\"}}")).toBe("m1")
     expect(OpenAiCompat.errorMessage("{\"error\":\"m2\"}")).toBe("m2")
