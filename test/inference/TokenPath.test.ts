@@ -212,6 +212,25 @@ describe("the rollout server on the token path", () => {
         expect(Qwen3.text(r.prompt_token_ids!)).toMatch(/<\|im_start\|>assistant\n$/)
       }
     }))
+
+  live("/infer/ honours each request's chat_template_kwargs: Qwen3's enable_thinking false renders its empty think block, for that request only", () =>
+    Effect.gen(function*() {
+      const backend = yield* qwenServer
+      const policy = yield* OpenAiCompat.make({ baseUrl: backend.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER })
+      const server = yield* RolloutServerHelpers.start({ policy, maxTurns: 3 })
+      const row = (kwargs: Record<string, unknown>) => ({
+        messages: [{ role: "user", content: "<placeholder>" }],
+        data_dict: { env_config: { seed: 3 } },
+        chat_template_kwargs: kwargs
+      })
+      const reply = yield* RolloutServerHelpers.request(`${server.url}/infer/`, {
+        body: { infer_requests: [row({ enable_thinking: false }), row({})], request_config: { max_tokens: 64, return_details: true } }
+      })
+      expect(reply.status).toBe(200)
+      const [off, on] = JSON.parse(reply.text) as Array<{ response: { prompt_token_ids: Array<number> } }>
+      expect(Qwen3.text(off.response.prompt_token_ids)).toMatch(/<\|im_start\|>assistant\n<think>\n\n<\/think>\n\n$/)
+      expect(Qwen3.text(on.response.prompt_token_ids)).toMatch(/<\|im_end\|>\n<\|im_start\|>assistant\n$/)
+    }))
 })
 
 describe("server mode token path: max_tokens", () => {
