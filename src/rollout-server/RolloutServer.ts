@@ -332,7 +332,12 @@ const infer = (server: Server) => {
       const byRow = yield* runInfer(plan, run, {
         onFailure: server.options.onFailure ?? "retry",
         retries: server.options.inferRetries ?? 2
-      })
+      }).pipe(
+        // Trajectories that ran to their end and failed are completed, not cut.
+        Effect.tapError((error) =>
+          Effect.sync(() => error.reason === "TrajectoriesFailed" && reservation.finished(plan.trajectories))
+        )
+      )
       reservation.finished(plan.trajectories)
       return json(inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true))
     })
