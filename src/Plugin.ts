@@ -2,6 +2,9 @@
  * Plugins: modules, given by path at run time (`--plugin file.ts`), that add envs, schedulers,
  * reward functions and policies.
  *
+ * A plugin may also carry env renderers for `effect-gym view` (`renderers`, made with the `view`
+ * module's `Renderer.make`); the core only checks that each has a name and a `render` function.
+ *
  * A plugin module's default export (or its export named `plugin`) is made with {@link make}:
  *
  * ```ts
@@ -30,6 +33,20 @@ export interface Plugin {
   readonly schedulers?: ReadonlyArray<Scheduler.Definition> | undefined
   readonly rewards?: ReadonlyArray<Reward.Definition> | undefined
   readonly policies?: ReadonlyArray<Policy.Definition> | undefined
+  /** Env renderers for `effect-gym view`, by env name (the viewer's own type, seen here only by shape). */
+  readonly renderers?: ReadonlyArray<RendererSlot> | undefined
+}
+
+/**
+ * What the core knows of an env renderer: a name (the env it draws) and a `render` function. The
+ * renderer itself belongs to the viewer (an edge): see its `Renderer` module.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RendererSlot {
+  readonly name: string
+  readonly render: (line: never) => unknown
 }
 
 /**
@@ -56,7 +73,8 @@ const KINDS = {
   envs: ["prepare"],
   schedulers: ["make"],
   rewards: ["score"],
-  policies: ["make"]
+  policies: ["make"],
+  renderers: ["render"]
 } as const
 
 /**

@@ -19,6 +19,7 @@ import * as EnvsCommand from "./EnvsCommand.js"
 import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
 import * as ServeCommand from "./ServeCommand.js"
+import * as ViewCommand from "./ViewCommand.js"
 
 
 const command = Command.make("effect-gym").pipe(
@@ -29,7 +30,8 @@ const command = Command.make("effect-gym").pipe(
     EnvsCommand.command,
     CheckEnvCommand.command,
     OpenEnvCommand.command,
-    ServeCommand.command
+    ServeCommand.command,
+    ViewCommand.command
   ])
 )
 

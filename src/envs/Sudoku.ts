@@ -337,6 +337,18 @@ export const formatAction = (reply: string): string =>
 const MOVE = /\[(\d+)\s(\d+)\s(\d+)\]/
 
 /**
+ * The move of an action as the game reads it (`[row col number]`, the first one), unchecked; the
+ * viewer's Sudoku board uses it too.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseMove = (action: string): readonly [row: number, col: number, num: number] | undefined => {
+  const match = MOVE.exec(action)
+  return match === null ? undefined : [Number(match[1]), Number(match[2]), Number(match[3])]
+}
+
+/**
  * What one step did, for the gym view.
  *
  * @since 0.1.0
@@ -472,11 +484,11 @@ export class Game {
       invalidReason = reason
       this.setInvalidMove(reason)
     }
-    const match = MOVE.exec(action)
-    if (match === null) {
+    const move = parseMove(action)
+    if (move === undefined) {
       invalid("Invalid move format. Player 0 did not respond with valid 'row column number'.")
     } else {
-      const [row, col, num] = [Number(match[1]), Number(match[2]), Number(match[3])]
+      const [row, col, num] = move
       if (row < 1 || row > 9 || col < 1 || col > 9 || num < 1 || num > 9) {
         invalid(`Invalid move. Player 0 attempted to place ${num} at (${row}, ${col}), which is out of bounds.`)
       } else {

@@ -1,0 +1,145 @@
+/**
+ * One line of a completions log as the viewer's index needs it: its summary, or what is wrong with
+ * it (malformed JSON, a field of the wrong type), named by file, line and field.
+ *
+ * Indexing a large log parses every line, and the conversation (and the token arrays) are most of
+ * a line's bytes but none of its summary. Lines written by effect-gym have a fixed key order (row,
+ * generation, id, env, env_config, messages, rewards, ..., timings), so the head before
+ * `"messages"` and the tail from `"rewards"` are parsed on their own, the token arrays cut out of
+ * the tail. A raw `,"messages":[` or `],"rewards":` cannot occur inside a JSON string (its quotes
+ * would be escaped), and each part parses only if the cut fell at the top level, so a line of any
+ * other shape (another key order, such a key nested in env_config) is parsed whole instead: that
+ * also gives the error message of a malformed line.
+ *
+ * @since 0.1.0
+ */
+import type { EndReason, Problem, Summary } from "./Model.js"
+
+const parseOrUndefined = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * The line without its conversation (`messages` is `null`) and, when the cut is safe, without the
+ * token arrays (`response_token_ids` is `[]`, the fields that follow it left out); `undefined`
+ * when the line is not in effect-gym's key order (then parse it whole).
+ */
+export const skim = (s: string): Record<string, unknown> | undefined => {
+  const m = s.indexOf(",\"messages\":[")
+  if (m < 0) return undefined
+  const r = s.indexOf("],\"rewards\":", m)
+  if (r < 0) return undefined
+  const head = parseOrUndefined(s.slice(0, m) + "}")
+  if (!isObject(head)) return undefined
+  let tail: unknown
+  const tailText = s.slice(r + 2)
+  const k = tailText.indexOf(",\"response_token_ids\":")
+  const t = k < 0 ? -1 : tailText.lastIndexOf(",\"timings\":")
+  if (t > k) tail = parseOrUndefined("{" + tailText.slice(0, k) + ",\"response_token_ids\":[]" + tailText.slice(t))
+  if (!isObject(tail)) tail = parseOrUndefined("{" + tailText)
+  if (!isObject(tail)) return undefined
+  // Assigned, not spread: a new object per line costs more than parsing a small tail.
+  for (const key in head) if (!(key in tail)) tail[key] = head[key]
+  tail.messages = null
+  return tail
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const num = (u: unknown): number => (typeof u === "number" && Number.isFinite(u) ? u : 0)
+
+const MESSAGE_CHARS = 300
+
+/**
+ * The summary of one line, or the problem that keeps it out of the index. `file` names it in the
+ * problem; `line` is its line number (1-based).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const summarize = (text: string, file: string, line: number): Summary | Problem => {
+  let value: unknown = skim(text)
+  if (value === undefined) {
+    try {
+      value = JSON.parse(text)
+    } catch (error) {
+      return { file, line, kind: "malformed", detail: `not JSON: ${error instanceof Error ? error.message : String(error)}` }
+    }
+  }
+  return summarizeValue(value, file, line)
+}
+
+/**
+ * The summary of a parsed line (see {@link summarize}).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const summarizeValue = (value: unknown, file: string, line: number): Summary | Problem => {
+  const problem = (kind: Problem["kind"], detail: string): Problem => ({ file, line, kind, detail })
+  if (!isRecord(value)) return problem("shape", "not a JSON object (a completions log line is one object per line)")
+  const field = (name: string, detail: string) => problem("shape", `${name}: ${detail}`)
+  const { end_reason, error, generation, id, row, rollout_infos, timings } = value
+  if (typeof row !== "number" || !Number.isInteger(row)) return field("row", "expected an integer")
+  if (typeof generation !== "number" || !Number.isInteger(generation)) return field("generation", "expected an integer")
+  if (typeof id !== "string") return field("id", "expected a string")
+  if (end_reason !== "done" && end_reason !== "max_turns" && end_reason !== "error") {
+    return field("end_reason", `expected "done", "max_turns" or "error", got ${JSON.stringify(end_reason) ?? "nothing"}`)
+  }
+  if (!isRecord(rollout_infos)) return field("rollout_infos", "expected an object")
+  if (typeof rollout_infos.num_turns !== "number") return field("rollout_infos.num_turns", "expected a number")
+  if (value.reward !== null && typeof value.reward !== "number") return field("reward", "expected a number or null")
+  if (value.advantage !== null && value.advantage !== undefined && typeof value.advantage !== "number") {
+    return field("advantage", "expected a number or null")
+  }
+  if (error !== null && error !== undefined && (!isRecord(error) || typeof error._tag !== "string")) {
+    return field("error", "expected null or an object with a _tag")
+  }
+  if (value.env !== null && value.env !== undefined && typeof value.env !== "string") {
+    return field("env", "expected a string or null")
+  }
+  if (!("messages" in value)) return field("messages", "missing")
+  let modelMs = 0
+  let envMs = 0
+  if (isRecord(timings) && Array.isArray(timings.turns)) {
+    for (const turn of timings.turns) {
+      if (isRecord(turn)) {
+        modelMs += num(turn.model_ms)
+        envMs += num(turn.env_ms)
+      }
+    }
+  }
+  const failed = isRecord(error)
+  const message = failed && typeof error.message === "string" ? error.message : null
+  return {
+    line,
+    id,
+    row,
+    generation,
+    env: typeof value.env === "string" ? value.env : null,
+    endReason: end_reason as EndReason,
+    reward: failed ? null : (value.reward as number | null),
+    envReward: num(rollout_infos.total_reward),
+    advantage: typeof value.advantage === "number" ? value.advantage : null,
+    turns: rollout_infos.num_turns,
+    totalMs: isRecord(timings) ? num(timings.total_ms) : 0,
+    modelMs,
+    envMs,
+    errorTag: failed ? (error._tag as string) : null,
+    errorMessage: message === null ? null : message.length > MESSAGE_CHARS ? message.slice(0, MESSAGE_CHARS) + "…" : message,
+    tokens: Array.isArray(value.response_token_ids),
+    config: JSON.stringify(value.env_config ?? null)
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isProblem = (u: Summary | Problem): u is Problem => "kind" in u

@@ -1,0 +1,78 @@
+/**
+ * Live pages: server-sent events fed by a `Stream`, and the progress of a run in progress as the
+ * viewer shows it (`effect-gym run --view`).
+ *
+ * @since 0.1.0
+ */
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Duration, Effect, Schedule, Stream } from "effect"
+import type * as Summary from "../Summary.js"
+import * as Json from "../internal/Json.js"
+import type { RunProgress } from "./Protocol.js"
+
+/**
+ * One server-sent event: its name and its JSON data.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Event {
+  readonly event: string
+  readonly data: unknown
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * The text of one event (`event: NAME`, one `data:` line, a blank line). JSON has no raw newline,
+ * so one data line always holds it.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const encode = (event: Event): string => `event: ${event.event}\ndata: ${Json.stringify(event.data)}\n\n`
+
+/**
+ * A `text/event-stream` response of a stream of events, with a comment every `heartbeat` (15 s by
+ * default) so that proxies and the browser keep the connection open. The stream is interrupted
+ * when the client goes away.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
+export const response = <E>(
+  events: Stream.Stream<Event, E>,
+  options: { readonly heartbeat?: Duration.DurationInput | undefined } = {}
+): HttpServerResponse.HttpServerResponse => {
+  const heartbeat = Stream.repeatEffectWithSchedule(
+    Effect.succeed(": keep-alive\n\n"),
+    Schedule.spaced(Duration.decode(options.heartbeat ?? "15 seconds"))
+  ).pipe(Stream.drop(1))
+  const body = Stream.merge(Stream.map(events, encode), heartbeat, { haltStrategy: "left" }).pipe(
+    Stream.map((text) => encoder.encode(text)),
+    Stream.catchAllCause(() => Stream.empty)
+  )
+  return HttpServerResponse.stream(body, {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+  })
+}
+
+/**
+ * The progress of a run from its summary so far.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const progress = (summary: Summary.Summary, total: number | undefined, finished: boolean): RunProgress => ({
+  done: summary.trajectories,
+  total: total ?? null,
+  trajectoriesPerSecond: summary.trajectoriesPerSecond,
+  turnsPerSecond: summary.turnsPerSecond,
+  meanReward: summary.meanReward,
+  successRate: summary.successRate,
+  failures: summary.failures,
+  badRows: summary.badRows,
+  elapsedMs: summary.elapsedMs,
+  finished
+})

@@ -1,0 +1,401 @@
+/**
+ * The index of a completions log: the byte range and summary of every line, built once by reading
+ * the file in chunks (the event loop is free between chunks, so the page stays responsive while a
+ * large log is indexed), then extended with the bytes appended since (a log being written by a
+ * run). Pages of trajectories are answered from the summaries; a trajectory's line is read from
+ * its offset when opened; text search scans the file.
+ *
+ * What is wrong with the file is kept as problems with their line numbers: an empty file, a file
+ * that is not JSONL, malformed lines and lines of the wrong shape (skipped, the rest indexed), a
+ * torn last line (a run interrupted while writing it).
+ *
+ * @since 0.1.0
+ */
+import { Effect, Schema } from "effect"
+import type * as Scope from "effect/Scope"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { isProblem, summarize } from "./Lines.js"
+import type { LogMeta, Problem, Summary } from "./Model.js"
+
+/**
+ * A log that cannot be opened or read.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LogError extends Schema.TaggedError<LogError>("effect-gym/view/LogError")("LogError", {
+  file: Schema.String,
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `${this.file}: ${this.detail}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly file: string
+  /** The log's number on the page (0 for the first file, 1 for the second). */
+  readonly index?: number | undefined
+  /**
+   * The file is being written (a run in progress): an unfinished last line is waited for, not
+   * reported as torn, until {@link LogIndex.finish}.
+   */
+  readonly live?: boolean | undefined
+  /** Bytes read per chunk (default 4 MiB). */
+  readonly chunkBytes?: number | undefined
+}
+
+const MAX_PROBLEMS = 100
+const SEARCH_CHUNK = 16 * 1024 * 1024
+
+/** Grows a Float64Array by doubling. */
+class Offsets {
+  data = new Float64Array(1024)
+  length = 0
+  push(n: number) {
+    if (this.length === this.data.length) {
+      const next = new Float64Array(this.data.length * 2)
+      next.set(this.data)
+      this.data = next
+    }
+    this.data[this.length++] = n
+  }
+}
+
+const readAt = (fd: number, position: number, length: number, file: string): Effect.Effect<Buffer, LogError> =>
+  Effect.async<Buffer, LogError>((resume) => {
+    const buffer = Buffer.allocUnsafe(length)
+    fs.read(fd, buffer, 0, length, position, (error, bytesRead) => {
+      if (error !== null) resume(Effect.fail(new LogError({ file, detail: `cannot read: ${error.message}`, cause: error })))
+      else resume(Effect.succeed(bytesRead === length ? buffer : buffer.subarray(0, bytesRead)))
+    })
+  })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LogIndex {
+  readonly file: string
+  readonly index: number
+  /** The summaries of the lines indexed so far, in file order. */
+  readonly summaries: ReadonlyArray<Summary>
+  readonly problems: ReadonlyArray<Problem>
+  /** Changes whenever lines or problems are added. */
+  readonly version: number
+  readonly meta: () => LogMeta
+  /** Indexes what was appended since the last call (the whole file the first time). */
+  readonly update: Effect.Effect<void, LogError>
+  /** The writer is done: an unfinished last line is now a torn line. */
+  readonly finish: Effect.Effect<void, LogError>
+  /** The summary of a line (by its 1-based number), if it is a trajectory. */
+  readonly summary: (line: number) => Summary | undefined
+  /** The text of a line (1-based) that has a summary. */
+  readonly readLine: (line: number) => Effect.Effect<string, LogError>
+  /** The lines (1-based) whose JSON text contains `query`, case-insensitive. */
+  readonly search: (query: string) => Effect.Effect<ReadonlySet<number>, LogError>
+}
+
+/**
+ * Text search matches the query as JSON writes it inside a string (quotes, backslashes and control
+ * characters escaped; other characters as they are), anywhere in the line's text, ignoring the
+ * case of ASCII letters.
+ *
+ * @since 0.1.0
+ * @category search
+ */
+export const searchNeedle = (query: string): string => asciiLower(JSON.stringify(query).slice(1, -1))
+
+/**
+ * Lowercases ASCII letters only (the search's notion of case).
+ *
+ * @since 0.1.0
+ * @category search
+ */
+export const asciiLower = (text: string): string => text.replace(/[A-Z]+/g, (m) => m.toLowerCase())
+
+const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g
+
+/**
+ * Opens a log and prepares its index (nothing is read until `update`). The file stays open until
+ * the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const file = options.file
+    const name = path.basename(file)
+    const index = options.index ?? 0
+    const chunkBytes = options.chunkBytes ?? 4 * 1024 * 1024
+    const fd = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          const stat = fs.statSync(file)
+          if (stat.isDirectory()) throw new Error("is a directory, not a completions log")
+          return fs.openSync(file, "r")
+        },
+        catch: (cause) =>
+          new LogError({
+            file,
+            detail: (cause as NodeJS.ErrnoException).code === "ENOENT"
+              ? "no such file"
+              : cause instanceof Error
+              ? cause.message
+              : String(cause),
+            cause
+          })
+      }),
+      (fd) => Effect.sync(() => fs.closeSync(fd))
+    )
+
+    const summaries: Array<Summary> = []
+    const byLine: Array<Summary | undefined> = []
+    const starts = new Offsets()
+    const ends = new Offsets()
+    const problems: Array<Problem> = []
+    let problemCount = 0
+    let version = 0
+    let bytes = 0
+    let indexedBytes = 0
+    let indexing = true
+    let finished = !options.live
+    let sawContent = false
+    /** Bytes of a line whose newline has not been read yet, and where it starts. */
+    let carry: Buffer | undefined
+    let carryStart = 0
+    const searches = new Map<string, { upTo: number; lines: Set<number> }>()
+
+    const addProblem = (problem: Problem) => {
+      problemCount++
+      if (problems.length < MAX_PROBLEMS) problems.push(problem)
+    }
+
+    const addLine = (buffer: Buffer, start: number, end: number, offset: number) => {
+      let stop = end
+      if (stop > start && buffer[stop - 1] === 13) stop-- // CRLF
+      const line = starts.length
+      starts.push(offset)
+      ends.push(offset + (stop - start))
+      byLine.push(undefined)
+      let blank = true
+      for (let i = start; i < stop && blank; i++) {
+        const c = buffer[i]
+        if (c !== 32 && c !== 9) blank = false
+      }
+      if (blank) return
+      sawContent = true
+      const result = summarize(buffer.toString("utf8", start, stop), file, line + 1)
+      if (isProblem(result)) addProblem(result)
+      else {
+        summaries.push(result)
+        byLine[line] = result
+      }
+    }
+
+    const stat = Effect.try({
+      try: () => fs.fstatSync(fd).size,
+      catch: (cause) => new LogError({ file, detail: `cannot read: ${String(cause)}`, cause })
+    })
+
+    const semaphore = yield* Effect.makeSemaphore(1)
+
+    const readNew = Effect.gen(function*() {
+      bytes = yield* stat
+      if (indexedBytes === 0 && bytes > 0) {
+        // A binary file is not JSONL: say so once instead of a malformed line per newline.
+        const head = yield* readAt(fd, 0, Math.min(bytes, 8192), file)
+        if (head.includes(0)) {
+          indexedBytes = bytes
+          addProblem({
+            file,
+            line: null,
+            kind: "not-jsonl",
+            detail: "is a binary file (it holds NUL bytes), not a completions log (JSON lines)"
+          })
+          version++
+          return
+        }
+      }
+      while (indexedBytes < bytes) {
+        const fresh = yield* readAt(fd, indexedBytes, Math.min(chunkBytes, bytes - indexedBytes), file)
+        if (fresh.length === 0) break
+        const chunk = carry === undefined ? fresh : Buffer.concat([carry, fresh])
+        const base = carry === undefined ? indexedBytes : carryStart
+        let start = 0
+        for (let nl = chunk.indexOf(10, start); nl >= 0; nl = chunk.indexOf(10, start)) {
+          addLine(chunk, start, nl, base + start)
+          start = nl + 1
+        }
+        carry = start < chunk.length ? chunk.subarray(start) : undefined
+        carryStart = base + start
+        indexedBytes += fresh.length
+        version++
+        // Let other requests in between chunks.
+        yield* Effect.yieldNow()
+      }
+    })
+
+    const closeOut = Effect.sync(() => {
+      if (carry !== undefined) {
+        const problemsBefore = problemCount
+        const text = carry
+        carry = undefined
+        addLine(text, 0, text.length, carryStart)
+        if (problemCount > problemsBefore) {
+          // The last line has no newline and does not parse: a torn write, not a bad line.
+          if (problems.length > 0 && problems[problems.length - 1].line === starts.length) problems.pop()
+          problemCount--
+          addProblem({
+            file,
+            line: starts.length,
+            kind: "torn",
+            detail: `the last line is cut off (${text.length} bytes without a newline, not complete JSON): ` +
+              `the writer was probably interrupted; the ${summaries.length} trajectories before it are shown`
+          })
+        }
+      }
+      if (bytes === 0) {
+        addProblem({
+          file,
+          line: null,
+          kind: "empty",
+          detail: "is empty: no trajectories (a run writes its log as groups finish; nothing was written)"
+        })
+      } else if (summaries.length === 0 && !problems.some((p) => p.kind === "not-jsonl")) {
+        const first = problems[0]
+        addProblem({
+          file,
+          line: null,
+          kind: "not-jsonl",
+          detail: sawContent
+            ? `no line is a completions log line${
+              first === undefined ? "" : ` (line ${first.line}: ${first.detail})`
+            }: is this an effect-gym completions.jsonl?`
+            : "holds only blank lines: no trajectories"
+        })
+      }
+      indexing = false
+      version++
+    })
+
+    const update = semaphore.withPermits(1)(
+      Effect.gen(function*() {
+        yield* readNew
+        if (finished) {
+          if (indexing) yield* closeOut
+        }
+      })
+    )
+
+    const finish = semaphore.withPermits(1)(
+      Effect.gen(function*() {
+        finished = true
+        yield* readNew
+        if (indexing) yield* closeOut
+      })
+    )
+
+    const readLine = (lineNumber: number) =>
+      Effect.suspend(() => {
+        const line = lineNumber - 1
+        if (line < 0 || line >= starts.length || byLine[line] === undefined) {
+          return Effect.fail(new LogError({ file, detail: `line ${lineNumber} is not a trajectory of this log` }))
+        }
+        const start = starts.data[line]
+        return Effect.map(readAt(fd, start, ends.data[line] - start, file), (b) => b.toString("utf8"))
+      })
+
+    /** The line holding byte `offset` (binary search over the line starts). */
+    const lineAt = (offset: number): number => {
+      let lo = 0
+      let hi = starts.length - 1
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1
+        if (starts.data[mid] <= offset) lo = mid
+        else hi = mid - 1
+      }
+      return lo
+    }
+
+    const search = (query: string) =>
+      Effect.gen(function*() {
+        const needle = searchNeedle(query)
+        if (needle === "") return new Set(summaries.map((s) => s.line))
+        // The bytes are searched as latin1 text with a case-insensitive regular expression (several
+        // times faster than lowercasing them first): every ASCII-case-insensitive match of the UTF-8
+        // text is found; the rare false positive (non-ASCII bytes that differ only in case as
+        // latin1) is dropped by checking the decoded line.
+        const pattern = new RegExp(
+          Buffer.from(needle, "utf8").toString("latin1").replace(REGEX_SPECIAL, "\\$&"),
+          "gi"
+        )
+        let cached = searches.get(needle)
+        if (cached === undefined) {
+          cached = { upTo: 0, lines: new Set() }
+          if (searches.size >= 16) searches.delete(searches.keys().next().value!)
+          searches.set(needle, cached)
+        }
+        const limit = starts.length === 0 ? 0 : ends.data[starts.length - 1]
+        while (cached.upTo < limit) {
+          // Chunks end at a line end, so no match spans two chunks.
+          const firstLine = lineAt(cached.upTo)
+          let lastLine = lineAt(Math.min(limit, cached.upTo + SEARCH_CHUNK) - 1)
+          if (lastLine < firstLine) lastLine = firstLine
+          const from = starts.data[firstLine]
+          const to = ends.data[lastLine]
+          const buffer = yield* readAt(fd, from, to - from, file)
+          const text = buffer.toString("latin1")
+          pattern.lastIndex = 0
+          for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+            const line = lineAt(from + match.index)
+            const lineEnd = ends.data[line] - from
+            if (byLine[line] !== undefined) {
+              const decoded = asciiLower(buffer.toString("utf8", starts.data[line] - from, lineEnd))
+              if (decoded.includes(needle)) cached.lines.add(line + 1)
+            }
+            pattern.lastIndex = lineEnd + 1
+          }
+          cached.upTo = to + 1
+          yield* Effect.yieldNow()
+        }
+        return cached.lines
+      })
+
+    const meta = (): LogMeta => ({
+      index,
+      name,
+      path: file,
+      bytes,
+      indexedBytes,
+      trajectories: summaries.length,
+      indexing,
+      problems,
+      problemCount,
+      browsable: summaries.length,
+      detailed: summaries.length
+    })
+
+    return {
+      file,
+      index,
+      summaries,
+      problems,
+      get version() {
+        return version
+      },
+      meta,
+      update,
+      finish,
+      summary: (lineNumber: number) => byLine[lineNumber - 1],
+      readLine,
+      search
+    } satisfies LogIndex
+  })

@@ -1,0 +1,128 @@
+import { describe, expect, it } from "@effect/vitest"
+import { FastCheck } from "effect"
+import { isProblem, skim, summarize, summarizeValue } from "../../src/view/Lines.js"
+import type { Summary } from "../../src/view/Model.js"
+
+/** A log line in the writer's key order (token fields before timings, as `CompletionsLog.toLine` writes them). */
+const line = (over: Record<string, unknown> = {}) => {
+  const { timings, ...rest } = base(over)
+  return { ...rest, timings }
+}
+
+const base = (over: Record<string, unknown>) => ({
+  row: 3,
+  generation: 1,
+  id: "r3-g1",
+  env: "frozen_lake",
+  env_config: { seed: 3 },
+  messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "<action>up</action>" }],
+  rewards: { gym_reward: 1 },
+  reward: 1,
+  advantage: 0.5,
+  rollout_infos: { gym_done: true, total_reward: 1, step_rewards: [1], num_turns: 1, reset_info: null, step_infos: [{}] },
+  end_reason: "done",
+  error: null,
+  finish_reasons: ["stop"],
+  timings: { total_ms: 4, reset_ms: 1, turns: [{ model_ms: 2, env_ms: 1 }] },
+  ...over
+})
+
+const summary = (text: string) => {
+  const s = summarize(text, "log.jsonl", 7)
+  if (isProblem(s)) throw new Error(s.detail)
+  return s
+}
+
+describe("a log line's summary", () => {
+  it("reads the fields the browser needs", () => {
+    expect(summary(JSON.stringify(line()))).toEqual<Summary>({
+      line: 7,
+      id: "r3-g1",
+      row: 3,
+      generation: 1,
+      env: "frozen_lake",
+      endReason: "done",
+      reward: 1,
+      envReward: 1,
+      advantage: 0.5,
+      turns: 1,
+      totalMs: 4,
+      modelMs: 2,
+      envMs: 1,
+      errorTag: null,
+      errorMessage: null,
+      tokens: false,
+      config: "{\"seed\":3}"
+    })
+  })
+
+  it("a failed trajectory has no reward; its error's tag and message are kept", () => {
+    const s = summary(JSON.stringify(line({ reward: null, advantage: null, end_reason: "error", error: { _tag: "EnvError", message: "boom", phase: "step" } })))
+    expect(s).toMatchObject({ reward: null, advantage: null, errorTag: "EnvError", errorMessage: "boom", endReason: "error" })
+  })
+
+  it("names the line and the field of what is wrong", () => {
+    const problem = (text: string) => {
+      const s = summarize(text, "log.jsonl", 7)
+      if (!isProblem(s)) throw new Error("expected a problem")
+      return `${s.kind} ${s.file}:${s.line}: ${s.detail}`
+    }
+    expect(problem("{\"row\": 1,")).toMatch(/^malformed log\.jsonl:7: not JSON: /)
+    expect(problem("[1, 2]")).toBe("shape log.jsonl:7: not a JSON object (a completions log line is one object per line)")
+    expect(problem(JSON.stringify(line({ row: "3" })))).toBe("shape log.jsonl:7: row: expected an integer")
+    expect(problem(JSON.stringify(line({ end_reason: "bored" })))).toBe("shape log.jsonl:7: end_reason: expected \"done\", \"max_turns\" or \"error\", got \"bored\"")
+    expect(problem(JSON.stringify(line({ rollout_infos: { total_reward: 1 } })))).toBe("shape log.jsonl:7: rollout_infos.num_turns: expected a number")
+    expect(problem(JSON.stringify(line({ reward: "1" })))).toBe("shape log.jsonl:7: reward: expected a number or null")
+    const { messages: _messages, ...noMessages } = line()
+    expect(problem(JSON.stringify(noMessages))).toBe("shape log.jsonl:7: messages: missing")
+  })
+
+  it("the token arrays are noticed without being parsed", () => {
+    const text = JSON.stringify(line({ response_token_ids: [[1, 2, 3]], response_loss_mask: [[1, 1, 1]], rollout_logprobs: [[-0.1, -0.2, -0.3]] }))
+    const skimmed = skim(text)!
+    expect(skimmed.response_token_ids).toEqual([])
+    expect(skimmed.rollout_logprobs).toBeUndefined()
+    expect(summary(text).tokens).toBe(true)
+  })
+
+  // The fast path must never change a summary: lines whose strings and nested keys look like the
+  // cut points (`"messages":[`, `],"rewards":`, `"timings":`) give the summary of a whole parse.
+  const tricky = FastCheck.constantFrom(
+    "],\"rewards\":",
+    ",\"messages\":[",
+    ",\"timings\":{",
+    ",\"response_token_ids\":[",
+    "\\\"",
+    "\\\\",
+    "\"",
+    "}",
+    "]",
+    "é✓",
+    "\n"
+  )
+  const text = FastCheck.array(FastCheck.oneof(tricky, FastCheck.string({ maxLength: 5 })), { maxLength: 6 }).map((parts) => parts.join(""))
+  const nested = FastCheck.dictionary(
+    FastCheck.oneof(FastCheck.constantFrom("messages", "rewards", "timings", "response_token_ids", "reward", "num_turns"), FastCheck.string({ maxLength: 4 })),
+    FastCheck.oneof(text, FastCheck.integer(), FastCheck.array(FastCheck.integer(), { maxLength: 3 })),
+    { maxKeys: 4 }
+  )
+  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, FastCheck.boolean()], ([content, config, info, withTokens]) => {
+    const value = line({
+      env_config: config,
+      messages: [{ role: "user", content }, { role: "assistant", content: content + "!" }],
+      rollout_infos: { gym_done: false, total_reward: 0.5, step_rewards: [0.5], num_turns: 1, reset_info: info, step_infos: [info] },
+      error: { _tag: "EnvError", message: content, ...info },
+      ...(withTokens ? { response_token_ids: [[1, 2]], response_loss_mask: [[1, 1]], rollout_logprobs: [[-1, -2]] } : {})
+    })
+    const text = JSON.stringify(value)
+    const whole = summarizeValue(JSON.parse(text), "f", 1)
+    const fast = summarize(text, "f", 1)
+    expect(fast).toEqual(whole)
+    expect(isProblem(fast)).toBe(false)
+    const s = fast as Summary
+    expect(s.errorMessage).toBe(content.length > 300 ? content.slice(0, 300) + "…" : content)
+    expect(s.config).toBe(JSON.stringify(config))
+    expect(s.tokens).toBe(withTokens)
+    expect(s.envReward).toBe(0.5)
+  })
+})
