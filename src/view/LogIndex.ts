@@ -271,7 +271,9 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
         })
       } else if (summaries.length === 0 && !problems.some((p) => p.kind === "not-jsonl")) {
         const first = problems[0]
-        addProblem({
+        // Said first: it explains the line errors that follow.
+        problemCount++
+        problems.unshift({
           file,
           line: null,
           kind: "not-jsonl",

@@ -162,7 +162,8 @@ const nonEmpty = (text: string | null): string | undefined => (text === null || 
  */
 export const parseQuery = (params: URLSearchParams): Query => {
   const end = params.get("end")
-  const sort = params.get("sort")
+  const sortText = params.get("sort")
+  const sort = SORT_KEYS.includes(sortText as SortKey) ? (sortText as SortKey) : DEFAULT_QUERY.sort
   const dir = params.get("dir")
   const row = finite(params.get("row"))
   const offset = finite(params.get("offset"))
@@ -175,8 +176,9 @@ export const parseQuery = (params: URLSearchParams): Query => {
     min: finite(params.get("min")),
     max: finite(params.get("max")),
     q: nonEmpty(params.get("q")),
-    sort: SORT_KEYS.includes(sort as SortKey) ? (sort as SortKey) : DEFAULT_QUERY.sort,
-    dir: dir === "desc" ? "desc" : dir === "asc" ? "asc" : sort !== null && sort !== "line" ? "desc" : "asc",
+    sort,
+    // Without a direction: largest first, except in file order.
+    dir: dir === "desc" ? "desc" : dir === "asc" ? "asc" : sort !== "line" ? "desc" : "asc",
     offset: offset === undefined ? 0 : Math.max(0, Math.trunc(offset)),
     limit: limit === undefined ? DEFAULT_QUERY.limit : Math.min(MAX_LIMIT, Math.max(1, Math.trunc(limit)))
   }

@@ -98,7 +98,7 @@ describe("the log index", () => {
       const csv = path.join(dir, "data.csv")
       fs.writeFileSync(csv, "row,reward\n0,1\n1,0\n")
       const c = yield* open(csv)
-      expect(problems(c).at(-1)).toBe(
+      expect(problems(c)[0]).toBe(
         "not-jsonl -: no line is a completions log line (line 1: not JSON: Unexpected token 'r', \"row,reward\" is not valid JSON): is this an effect-gym completions.jsonl?"
       )
       const binary = path.join(dir, "image.png")

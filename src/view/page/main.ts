@@ -112,7 +112,7 @@ const start = async () => {
   await render()
 
   // Live: redraw when the logs grow (at most once a second), update the progress banner at once.
-  let versions = ""
+  let versions: string | undefined
   let pending: ReturnType<typeof setTimeout> | undefined
   let lastDraw = 0
   source.subscribe(
@@ -120,8 +120,11 @@ const start = async () => {
       meta = await source.meta()
       replace(bannerBox, banners(meta))
       const next = state.versions.join(",") + (state.indexing ? "+" : "")
+      const first = versions === undefined
       if (next === versions) return
       versions = next
+      // The first state describes what was just drawn, unless the logs were still being indexed.
+      if (first && !state.indexing && !meta.live) return
       const page = current().path[0] ?? "overview"
       if (page === "trajectory") return
       if (pending !== undefined) return

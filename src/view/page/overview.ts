@@ -156,6 +156,10 @@ export const list = async (ctx: Context, el: HTMLElement) => {
     h("button", { type: "submit", "data-testid": "apply" }, "Apply"),
     link(listHref(ctx, {}), "clear")
   )
+  // A new sort key starts with its natural order: largest first, except the file's order.
+  const sortSelect = form.querySelector<HTMLSelectElement>("[name=sort]")!
+  const dirSelect = form.querySelector<HTMLSelectElement>("[name=dir]")!
+  sortSelect.addEventListener("change", () => void (dirSelect.value = sortSelect.value === "line" ? "asc" : "desc"))
   form.addEventListener("submit", (event) => {
     event.preventDefault()
     const data = new FormData(form)

@@ -1,0 +1,293 @@
+/**
+ * The viewer in a real browser (Debian's Chromium through playwright-core): the overview, the
+ * trajectory browser's filters and URLs, the FrozenLake and Sudoku boards stepped through, the token
+ * view, two logs compared, bad input, the self-contained report opened from disk. Assertions are on
+ * the DOM, never on pixels; screenshots go to the test's temp dir.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { BrowserContext, Page } from "playwright-core"
+import { cli } from "../cli.js"
+import * as Browser from "./browser.js"
+import * as Logs from "./logs.js"
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+
+describe.skipIf(Browser.unavailable !== undefined)("the viewer in Chromium", () => {
+  const dir = Logs.tmp()
+  const shots = path.join(dir, "screenshots")
+  let context: BrowserContext
+  let page: Page
+  let logs: {
+    solver: { file: string; summary: Record<string, unknown> }
+    random: { file: string; summary: Record<string, unknown> }
+    mixed: { file: string; summary: Record<string, unknown> }
+    sudoku: { file: string; summary: Record<string, unknown> }
+    tokens: { file: string; summary: Record<string, unknown> }
+  }
+  const stops: Array<() => Promise<unknown>> = []
+  /** The view command's job in this process (as `effect-gym view FILES [--plugin P]`). */
+  const serve = async (...args: Array<string>) => {
+    const plugins = args.flatMap((a, i) => (args[i - 1] === "--plugin" ? [a] : []))
+    const files = args.filter((a, i) => a !== "--plugin" && args[i - 1] !== "--plugin")
+    const served = await Browser.serveInProcess(files, { plugins })
+    stops.push(served.stop)
+    return served
+  }
+  /** The built command in a child process, as a user starts it. */
+  const spawn = async (...args: Array<string>) => {
+    const served = await Browser.serve(["view", ...args, "--port", "0"], dir)
+    stops.push(async () => (served.process.exitCode === null ? served.stop() : undefined))
+    return served
+  }
+
+  /** Navigates and waits for the view to be drawn. */
+  const open = async (url: string, kind?: string) => {
+    await page.goto(url)
+    await Browser.rendered(page, kind)
+  }
+  /** Runs an action that redraws the view (a click that changes the URL), and waits for the redraw. */
+  const redraw = async (action: () => Promise<unknown>) => {
+    const before = await page.getAttribute("main", "data-rendered")
+    await action()
+    // (a string: the test's own TypeScript has no DOM types)
+    await page.waitForFunction(`document.querySelector("main")?.getAttribute("data-rendered") !== ${JSON.stringify(before)}`)
+  }
+  const text = async (selector: string) => (await page.textContent(selector))?.trim() ?? ""
+  const count = (selector: string) => page.locator(selector).count()
+
+  beforeAll(async () => {
+    fs.mkdirSync(shots, { recursive: true })
+    logs = {
+      solver: await run(Logs.frozenLake(dir, { rows: 16, policy: "frozen-lake-solver", generations: 8 })),
+      random: await run(Logs.frozenLake(dir, { rows: 16, policy: "random", generations: 4 })),
+      mixed: await run(Logs.mixed(dir)),
+      sudoku: await run(Logs.sudoku(dir)),
+      tokens: await run(Logs.tokens(dir))
+    }
+    context = await Browser.launch()
+    page = await context.newPage()
+    page.on("pageerror", (error) => {
+      throw error
+    })
+  }, 120_000)
+
+  afterAll(async () => {
+    await context?.close()
+    for (const stop of stops) await stop()
+  })
+
+  it("the overview of a run: its summary's figures, end reasons, failures by tag with links, charts", async () => {
+    const server = await serve(logs.mixed.file, "--plugin", Logs.viewPlugin)
+    await open(server.url, "overview")
+    const summary = logs.mixed.summary as { trajectories: number; groups: number; failures: number; successRate: number }
+    expect(await text("[data-testid=stat-trajectories] .stat-value")).toBe(String(summary.trajectories))
+    expect(await text("[data-testid=stat-trajectories] .stat-sub")).toBe(`${summary.groups} groups`)
+    expect(await text("[data-testid=stat-success] .stat-value")).toBe(`${(summary.successRate * 100).toFixed(1)}%`)
+    expect(await text("[data-testid=stat-failures] .stat-value")).toBe(String(summary.failures))
+    expect(await text("[data-testid=stat-time] .stat-value")).toMatch(/^\d+\.\d% model$/)
+    // failures grouped by error tag, with an example message and links to each example
+    const row = page.locator("[data-testid=failure-EnvError]")
+    expect(await row.locator("td").nth(1).textContent()).toBe(String(summary.failures))
+    expect(await row.locator(".message").textContent()).toContain("the counter jammed at 2")
+    expect(await row.locator("a").count()).toBeGreaterThan(1)
+    // charts: uPlot canvases with their points
+    for (const chart of ["chart-reward-histogram", "chart-reward-by-row", "chart-advantage", "chart-turns-reward", "chart-turns"]) {
+      expect(await count(`[data-testid=${chart}] .uplot canvas`), chart).toBe(1)
+      expect(Number(await page.getAttribute(`[data-testid=${chart}]`, "data-points")), chart).toBeGreaterThan(0)
+    }
+    await Browser.screenshot(page, shots, "view-overview", true)
+    // an example link opens that trajectory, with its error
+    await redraw(() => row.locator("a").first().click())
+    expect(page.url()).toMatch(/#\/trajectory\/\d+$/)
+    expect(await text("[data-testid=error] code")).toBe("EnvError")
+    // the failure link lists all of them: a filtered browser
+    await open(server.url, "overview")
+    await redraw(() => row.locator("a", { hasText: "all" }).click())
+    expect(page.url()).toContain("#/trajectories?tag=EnvError")
+    expect(await count("[data-testid=trajectory-row]")).toBe(summary.failures)
+  })
+
+  it("the trajectory browser: filters, sort, text search, paging; every view has its URL", async () => {
+    const server = await serve(logs.mixed.file)
+    await open(`${server.url}#/trajectories`, "trajectories")
+    expect(await text("[data-testid=matched]")).toBe("1–48 of 48 matched (48 trajectories)")
+    await page.selectOption("[data-testid=filter-env]", "frozen_lake")
+    await page.selectOption("[data-testid=filter-end]", "done")
+    await page.fill("[data-testid=filter-min]", "0.5")
+    await page.selectOption("[data-testid=filter-sort]", "turns")
+    await redraw(() => page.click("[data-testid=apply]"))
+    const url = page.url()
+    expect(url).toContain("env=frozen_lake")
+    expect(url).toContain("end=done")
+    expect(url).toContain("min=0.5")
+    expect(url).toContain("sort=turns")
+    const rows = page.locator("[data-testid=trajectory-row]")
+    const n = await rows.count()
+    expect(n).toBeGreaterThan(0)
+    const turns: Array<number> = []
+    for (let i = 0; i < n; i++) {
+      const cells = rows.nth(i).locator("td")
+      expect(await cells.nth(2).textContent()).toBe("frozen_lake")
+      expect(await cells.nth(3).textContent()).toBe("done")
+      expect(Number(await cells.nth(4).textContent())).toBeGreaterThanOrEqual(0.5)
+      turns.push(Number(await cells.nth(7).textContent()))
+    }
+    expect(turns).toEqual([...turns].sort((a, b) => b - a))
+    // the same URL in a fresh page gives the same view
+    const again = await context.newPage()
+    await again.goto(url)
+    await Browser.rendered(again, "trajectories")
+    expect(await again.locator("[data-testid=trajectory-row]").count()).toBe(n)
+    expect(await again.inputValue("[data-testid=filter-min]")).toBe("0.5")
+    await again.close()
+    // text search, case-insensitive
+    await open(`${server.url}#/trajectories`, "trajectories")
+    await page.fill("[data-testid=filter-q]", "JAMMED")
+    await redraw(() => page.click("[data-testid=apply]"))
+    expect(page.url()).toContain("q=JAMMED")
+    expect(await count("[data-testid=trajectory-row]")).toBe((logs.mixed.summary as { failures: number }).failures)
+    // a search that finds nothing says so
+    await open(`${server.url}#/trajectories?q=no-such-text-anywhere`, "trajectories")
+    expect(await count("[data-testid=no-match]")).toBe(1)
+    // paging
+    await open(`${server.url}#/trajectories?limit=20`, "trajectories")
+    expect(await text("[data-testid=matched]")).toBe("1–20 of 48 matched (48 trajectories)")
+    await redraw(() => page.click("text=next →"))
+    expect(page.url()).toContain("offset=20")
+    expect(await text("[data-testid=matched]")).toBe("21–40 of 48 matched (48 trajectories)")
+    await Browser.screenshot(page, shots, "view-trajectories")
+  })
+
+  it("a FrozenLake trajectory: the conversation with each turn's step, the board stepped through to the end", async () => {
+    const server = await serve(logs.solver.file)
+    // a trajectory with several turns
+    await open(`${server.url}#/trajectories?sort=turns`, "trajectories")
+    const first = page.locator("[data-testid=trajectory-row]").first()
+    const turns = Number(await first.locator("td").nth(7).textContent())
+    expect(turns).toBeGreaterThan(2)
+    await redraw(() => first.locator("a").first().click())
+    expect(await count("[data-testid=step]")).toBe(turns)
+    expect(await text("[data-testid=step] >> nth=-1")).toContain("done yes")
+    const board = page.locator("[data-testid=board]")
+    expect(await board.getAttribute("data-renderer")).toBe("frozen_lake")
+    expect(Number(await board.getAttribute("data-frames"))).toBe(turns + 1)
+    const player = async () => {
+      const cells = page.locator("[data-testid=board-grid] td")
+      const n = await cells.count()
+      for (let i = 0; i < n; i++) if ((await cells.nth(i).getAttribute("title"))?.startsWith("player")) return i
+      return -1
+    }
+    const positions = [await player()]
+    for (let frame = 1; frame <= turns; frame++) {
+      await redraw(() => page.click("[data-testid=board] >> text=next →"))
+      expect(page.url()).toContain(`step=${frame}`)
+      expect(Number(await board.getAttribute("data-frame"))).toBe(frame)
+      positions.push(await player())
+      // the cells walked so far are marked
+      expect(await count("[data-testid=board-grid] td[data-tone=path]")).toBeGreaterThanOrEqual(frame > 1 ? 1 : 0)
+      if (frame === 2) await Browser.screenshot(page, shots, "view-frozen-lake")
+    }
+    expect(new Set(positions).size).toBeGreaterThan(1)
+    // the solver reaches the goal: the last frame has the player on it
+    expect(await count("[data-testid=board-grid] td[data-tone=goal][title^=player]")).toBe(1)
+    expect(await text("[data-testid=frame-notes]")).toContain("goal")
+    // the "board" link of turn 1 goes back to that frame
+    await redraw(() => page.click("[data-testid=message-assistant][data-turn='1'] >> text=board"))
+    expect(Number(await board.getAttribute("data-frame"))).toBe(1)
+  })
+
+  it("a Sudoku trajectory: moves marked valid and invalid on the board", async () => {
+    const server = await serve(logs.sudoku.file)
+    await open(`${server.url}#/trajectories?sort=turns`, "trajectories")
+    await redraw(() => page.locator("[data-testid=trajectory-row] a").first().click())
+    const board = page.locator("[data-testid=board]")
+    expect(await board.getAttribute("data-renderer")).toBe("sudoku")
+    const frames = Number(await board.getAttribute("data-frames"))
+    let valid = 0
+    let invalid = 0
+    for (let frame = 1; frame < frames; frame++) {
+      await redraw(() => page.click("[data-testid=board] >> text=next →"))
+      valid += await count("[data-testid=board-grid] td[data-tone=valid]")
+      invalid += await count("[data-testid=board-grid] td[data-tone=invalid]")
+      expect(await count("[data-testid=board-grid] td")).toBe(81)
+    }
+    expect(valid + invalid).toBe(frames - 1)
+    expect(valid).toBeGreaterThan(0)
+    await Browser.screenshot(page, shots, "view-sudoku")
+  })
+
+  it("the token view: each token, trained tokens highlighted, logprob as colour; ids only without a tokenizer, and it says so", async () => {
+    const server = await serve(logs.tokens.file)
+    await open(`${server.url}#/trajectory/1`, "trajectory")
+    await redraw(() => page.click("[data-testid=tab-tokens]"))
+    expect(page.url()).toContain("tab=tokens")
+    expect(await text("[data-testid=tokens-note]")).toContain("--model FILE.gguf")
+    const tokens = page.locator("[data-testid=token]")
+    const n = await tokens.count()
+    expect(n).toBeGreaterThan(5)
+    // the fake server's ids are the reply's bytes: "<action>..." starts with 60 ("<")
+    expect(await tokens.first().textContent()).toBe("60")
+    expect(await tokens.first().getAttribute("class")).toContain("trained")
+    expect(await tokens.first().getAttribute("data-logprob")).toBe("-0.01")
+    const colours = new Set<string>()
+    for (let i = 0; i < Math.min(n, 40); i++) colours.add(String(await tokens.nth(i).evaluate("(el) => getComputedStyle(el).backgroundColor")))
+    expect(colours.size).toBeGreaterThan(1) // logprobs differ, so do the colours
+    await Browser.screenshot(page, shots, "view-tokens")
+  })
+
+  it("two logs compared: per-row change, the rows that changed most first, links into each log", async () => {
+    const server = await serve(logs.solver.file, logs.random.file)
+    await open(`${server.url}#/compare`, "compare")
+    const rows = page.locator("[data-testid=compare-row]")
+    expect(await rows.count()).toBe(16)
+    const deltas: Array<number> = []
+    for (let i = 0; i < 16; i++) deltas.push(Math.abs(Number((await rows.nth(i).locator("td").nth(4).textContent())!.replace("–", "NaN"))))
+    const known = deltas.filter((d) => !Number.isNaN(d))
+    expect(known).toEqual([...known].sort((a, b) => b - a))
+    expect(await text("[data-testid=compare-a] .stat-value")).toBe("1")
+    expect(Number(await page.getAttribute("[data-testid=chart-delta]", "data-points"))).toBe(16)
+    await redraw(() => rows.first().locator("a", { hasText: "B" }).click())
+    expect(page.url()).toMatch(/#\/trajectories\?log=1&row=\d+/)
+    expect(await text("[data-testid=log-name] strong")).toContain("B: random.jsonl")
+  })
+
+  it("bad input: a torn last line and a file that is not JSONL are explained on the page (and on the command line)", async () => {
+    const lines = fs.readFileSync(logs.random.file, "utf8").trim().split("\n")
+    const torn = path.join(dir, "torn.jsonl")
+    fs.writeFileSync(torn, lines.slice(0, 10).join("\n") + "\n" + lines[10].slice(0, 120))
+    const server = await serve(torn)
+    await open(server.url, "overview")
+    expect(await text("[data-testid=problems]")).toContain("torn.jsonl:11: the last line is cut off (120 bytes without a newline")
+    expect(await text("[data-testid=stat-trajectories] .stat-value")).toBe("10")
+    const notes = path.join(dir, "notes.md")
+    fs.writeFileSync(notes, "# my notes\n\nnot a log\n")
+    const bad = await spawn(notes)
+    await open(bad.url)
+    expect(await text("[data-testid=problems] strong")).toBe("notes.md: nothing to show")
+    expect(await text("[data-testid=problems]")).toContain("is this an effect-gym completions.jsonl?")
+    expect(await count("[data-testid=nothing]")).toBe(1)
+    await Browser.screenshot(page, shots, "view-bad-input")
+    expect(await bad.stop()).toBe(1)
+    expect(bad.output().stderr).toContain(`error: ${notes}: no line is a completions log line`)
+  })
+
+  it("the --html report works from disk with no server: overview, filters, a trajectory's board", async () => {
+    const out = path.join(dir, "report.html")
+    const result = await run(cli("view", logs.mixed.file, "--html", out, "--plugin", Logs.viewPlugin))
+    expect(result.code).toBe(0)
+    await open(`file://${out}`, "overview")
+    expect(await text("[data-testid=stat-trajectories] .stat-value")).toBe("48")
+    expect(await count("[data-testid=connection]")).toBe(1)
+    await open(`file://${out}#/trajectories?tag=EnvError`, "trajectories")
+    expect(await count("[data-testid=trajectory-row]")).toBe((logs.mixed.summary as { failures: number }).failures)
+    await page.fill("[data-testid=filter-q]", "counter jammed")
+    await redraw(() => page.click("[data-testid=apply]"))
+    expect(await count("[data-testid=trajectory-row]")).toBe((logs.mixed.summary as { failures: number }).failures)
+    await open(`file://${out}#/trajectories?env=flaky_counter&end=done`, "trajectories")
+    await redraw(() => page.locator("[data-testid=trajectory-row] a").first().click())
+    expect(await page.getAttribute("[data-testid=board]", "data-renderer")).toBe("flaky_counter")
+  })
+})
