@@ -23,6 +23,16 @@ export interface Event {
 
 const encoder = new TextEncoder()
 
+let open = 0
+
+/**
+ * Event streams open in this process (a client that goes away closes its stream: tests check it).
+ *
+ * @since 0.1.0
+ * @category observability
+ */
+export const openStreams = (): number => open
+
 /**
  * The text of one event (`event: NAME`, one `data:` line, a blank line). JSON has no raw newline,
  * so one data line always holds it.
@@ -50,7 +60,9 @@ export const response = <E>(
   ).pipe(Stream.drop(1))
   const body = Stream.merge(Stream.map(events, encode), heartbeat, { haltStrategy: "left" }).pipe(
     Stream.map((text) => encoder.encode(text)),
-    Stream.catchAllCause(() => Stream.empty)
+    Stream.catchAllCause(() => Stream.empty),
+    Stream.ensuring(Effect.sync(() => void open--)),
+    Stream.onStart(Effect.sync(() => void open++))
   )
   return HttpServerResponse.stream(body, {
     contentType: "text/event-stream",

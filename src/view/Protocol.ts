@@ -156,8 +156,8 @@ export interface DashboardSnapshot {
   readonly draining: boolean
   /** Trajectories completed per second, over the last 10 seconds. */
   readonly completedPerSecond: number
-  /** Requests admitted per second, over the last 10 seconds. */
-  readonly requestsPerSecond: number
+  /** Trajectories admitted per second, over the last 10 seconds. */
+  readonly admittedPerSecond: number
   readonly maxTrajectoriesInFlight: number | null
   readonly recentFailures: ReadonlyArray<{
     readonly at: number

@@ -28,7 +28,9 @@ import * as Html from "./Html.js"
 import * as Live from "./Live.js"
 import * as Model from "./Model.js"
 import type { RunProgress } from "./Protocol.js"
-import type * as Viewer from "./Viewer.js"
+import type * as LogIndex from "./LogIndex.js"
+import type * as Renderer from "./Renderer.js"
+import * as Viewer from "./Viewer.js"
 import { ViewError } from "./Viewer.js"
 
 /**
@@ -210,4 +212,43 @@ export const serve = (
     yield* Effect.addFinalizer(() => Effect.sync(() => node.closeAllConnections()))
     const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
     return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/`, port }
+  })
+
+/**
+ * The live page of a run in progress (`effect-gym run --view`): the run's log, re-read as it
+ * grows, and its progress, sampled every `interval`. Call `finish` when the run has ended (its log
+ * is complete: an unfinished last line is then torn).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const serveRun = (options: {
+  readonly file: string
+  readonly port: number
+  readonly host?: string | undefined
+  readonly progress: Effect.Effect<RunProgress>
+  readonly renderers?: Renderer.Registry | undefined
+  readonly interval?: Duration.DurationInput | undefined
+  readonly version?: string | undefined
+}): Effect.Effect<
+  Running & { readonly finish: Effect.Effect<void, LogIndex.LogError> },
+  HttpServerError.ServeError | Html.AssetsError | LogIndex.LogError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const viewer = yield* Viewer.make({
+      files: [options.file],
+      live: true,
+      renderers: options.renderers,
+      version: options.version
+    })
+    const running = yield* serve({
+      viewer,
+      port: options.port,
+      host: options.host,
+      progress: options.progress,
+      interval: options.interval,
+      title: `effect-gym run: ${options.file}`
+    })
+    return { ...running, finish: viewer.finish }
   })

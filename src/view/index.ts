@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as Dashboard from "./Dashboard.js"
 export * as Detail from "./Detail.js"
 export * as Html from "./Html.js"
 export * as Live from "./Live.js"

@@ -14,7 +14,7 @@ export const dashboard = (el: HTMLElement, events: string, title: string) => {
     inFlight: cell("dash-in-flight", "trajectories in flight"),
     completed: cell("dash-completed", "trajectories completed"),
     rate: cell("dash-rate", "completed / s (10 s)"),
-    requestRate: cell("dash-request-rate", "requests / s (10 s)"),
+    admittedRate: cell("dash-admitted-rate", "admitted / s (10 s)"),
     failed: cell("dash-failed", "failed trajectories"),
     rejected: cell("dash-rejected", "requests refused (429)"),
     cancelled: cell("dash-cancelled", "trajectories cut")
@@ -32,7 +32,7 @@ export const dashboard = (el: HTMLElement, events: string, title: string) => {
     h("table", { class: "table", "data-testid": "dash-failures" }, h("thead", null, h("tr", null, ["time", "trajectory", "uuid", "env", "error", "message"].map((t) => h("th", null, t)))), failures)
   )
   const inFlight = Charts.live(inFlightBox.plot, ["trajectories", "requests"], "in flight")
-  const rates = Charts.live(rateBox.plot, ["trajectories/s", "requests/s"], "per second")
+  const rates = Charts.live(rateBox.plot, ["completed/s", "admitted/s"], "trajectories per second")
   const source = new EventSource(events)
   source.onopen = () => replace(status, "live")
   source.onerror = () => replace(status, "disconnected (retrying)")
@@ -42,13 +42,13 @@ export const dashboard = (el: HTMLElement, events: string, title: string) => {
     replace(cells.inFlight.v, `${num(s.trajectoriesInFlight)}${s.maxTrajectoriesInFlight === null ? "" : ` / ${num(s.maxTrajectoriesInFlight)}`}`)
     replace(cells.completed.v, num(s.completed))
     replace(cells.rate.v, s.completedPerSecond.toFixed(1))
-    replace(cells.requestRate.v, s.requestsPerSecond.toFixed(2))
+    replace(cells.admittedRate.v, s.admittedPerSecond.toFixed(1))
     replace(cells.failed.v, num(s.failed))
     replace(cells.rejected.v, num(s.rejected))
     replace(cells.cancelled.v, num(s.cancelled))
     replace(status, s.draining ? "draining (shutting down)" : "live")
     inFlight.push(s.at, [s.trajectoriesInFlight, s.requestsInFlight])
-    rates.push(s.at, [s.completedPerSecond, s.requestsPerSecond])
+    rates.push(s.at, [s.completedPerSecond, s.admittedPerSecond])
     replace(
       failures,
       s.recentFailures.map((f) =>
