@@ -10,10 +10,13 @@
  * - `frozen_lake_hints`: a scheduler built on the gym scheduler that appends the distance to the
  *   goal to every observation.
  * - `short_path`: a reward function that prefers trajectories with fewer turns.
+ * - a renderer for `effect-gym view`: the slippery lake's board, step by step, with each slip noted
+ *   (`npx effect-gym view completions.jsonl --plugin examples/frozen_lake_plugin.ts`).
  */
 import { Effect, Either, Schema } from "effect"
 import { Env, FrozenLake, Plugin, PyRandom, Reward, Scheduler } from "effect-gym"
 import type { Message } from "effect-gym/Message"
+import { Renderer } from "effect-gym/view"
 
 const SlipperyConfig = Schema.Struct({
   size: Schema.optionalWith(Schema.Int.pipe(Schema.between(2, 16)), { default: () => 4 }),
@@ -115,9 +118,29 @@ const shortPath = Reward.define({
   score: ({ trajectory }) => (trajectory.totalReward > 0 ? 1 / Math.max(1, trajectory.numTurns) : 0)
 })
 
+/** The built-in FrozenLake board (it reads the board text the observations show), slips noted. */
+const slipperyBoard = Renderer.make({
+  name: "slippery_frozen_lake",
+  description: "the board and the path walked, each slip noted",
+  render: (line) => {
+    const board = Renderer.frozenLakeBoard(line)
+    const infos = Renderer.stepInfos(line)
+    return {
+      ...board,
+      frames: board.frames.map((frame) => {
+        const info = infos[frame.turn - 1]
+        return info?.slipped === true
+          ? { ...frame, notes: [...(frame.notes ?? []), { text: `slipped: meant ${info.intended}, moved ${info.moved}`, tone: "info" as const }] }
+          : frame
+      })
+    }
+  }
+})
+
 export default Plugin.make({
   name: "frozen-lake-examples",
   envs: [slipperyFrozenLake],
   schedulers: [frozenLakeHints],
-  rewards: [shortPath]
+  rewards: [shortPath],
+  renderers: [slipperyBoard]
 })

@@ -333,8 +333,11 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
         if (needle === "") return new Set(summaries.map((s) => s.line))
         // The bytes are searched as latin1 text with a case-insensitive regular expression (several
         // times faster than lowercasing them first): every ASCII-case-insensitive match of the UTF-8
-        // text is found; the rare false positive (non-ASCII bytes that differ only in case as
-        // latin1) is dropped by checking the decoded line.
+        // text is found. An ASCII needle matches only ASCII bytes; for another one, the rare false
+        // positive (non-ASCII bytes that differ only in case as latin1) is dropped by decoding the
+        // matched bytes.
+        const needleBytes = Buffer.byteLength(needle)
+        const ascii = needleBytes === needle.length
         const pattern = new RegExp(
           Buffer.from(needle, "utf8").toString("latin1").replace(REGEX_SPECIAL, "\\$&"),
           "gi"
@@ -359,11 +362,13 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
           for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
             const line = lineAt(from + match.index)
             const lineEnd = ends.data[line] - from
-            if (byLine[line] !== undefined) {
-              const decoded = asciiLower(buffer.toString("utf8", starts.data[line] - from, lineEnd))
-              if (decoded.includes(needle)) cached.lines.add(line + 1)
+            const found = ascii || asciiLower(buffer.toString("utf8", match.index, match.index + needleBytes)) === needle
+            if (found && byLine[line] !== undefined) {
+              cached.lines.add(line + 1)
+              pattern.lastIndex = lineEnd + 1
+            } else {
+              pattern.lastIndex = match.index + 1
             }
-            pattern.lastIndex = lineEnd + 1
           }
           cached.upTo = to + 1
           yield* Effect.yieldNow()

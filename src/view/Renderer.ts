@@ -134,9 +134,9 @@ const MOVES: Record<string, readonly [number, number]> = { up: [-1, 0], down: [1
 /**
  * The FrozenLake board, step by step: the map read from the observations (the player's start is
  * `S`), the position after each turn taken from the observation the env answered (or, after the
- * last turn, whose observation is not in the log, from the parsed move and the step's status),
- * the path walked so far marked on every frame. Works for any env that shows FrozenLake's board
- * text (plugins' variants too).
+ * last turn, whose observation is not in the log, from the move in the step's info: `moved`, else
+ * `parsed_action`), the path walked so far marked on every frame. Works for any env that shows
+ * FrozenLake's board text (plugins' variants too).
  *
  * @since 0.1.0
  * @category renderers
@@ -190,7 +190,9 @@ export const frozenLakeBoard = (line: CompletionLine): Output => {
       draw(turn, `turn ${turn}: the env did not answer`, [{ text: "no step info for this turn", tone: "bad" }])
       continue
     }
-    const action = typeof info.parsed_action === "string" ? info.parsed_action : null
+    // The move the env made: `moved` (an env that may change it, as a slippery variant does) or
+    // `parsed_action` (FrozenLake's own info).
+    const action = typeof info.moved === "string" ? info.moved : typeof info.parsed_action === "string" ? info.parsed_action : null
     const status = typeof info.status === "string" ? info.status : "?"
     const move = action === null ? undefined : MOVES[action]
     const simulated: readonly [number, number] = move === undefined

@@ -1,9 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import type { CompletionLine } from "../../src/CompletionsLog.js"
 import * as FrozenLake from "../../src/envs/FrozenLake.js"
 import * as Message from "../../src/Message.js"
+import * as PluginLoader from "../../src/node/PluginLoader.js"
+import { cli } from "../cli.js"
 import type { Rendered } from "../../src/view/Detail.js"
 import * as Renderer from "../../src/view/Renderer.js"
 import * as Logs from "./logs.js"
@@ -109,6 +112,30 @@ describe("env renderers", () => {
       error: "renderer x failed: frames[0].grid has more than 4096 cells"
     })
   })
+
+  it.effect("a plugin's renderer (examples/frozen_lake_plugin.ts): the slippery lake's board, every slip noted", () =>
+    Effect.gen(function*() {
+      const plugin = path.join(Logs.root, "examples/frozen_lake_plugin.ts")
+      const output = path.join(dir, "slippery.jsonl")
+      const run = yield* cli(
+        "run", "--dataset", path.join(Logs.root, "examples/frozen_lake.jsonl"), "--plugin", plugin, "--gym-env", "slippery_frozen_lake",
+        "--policy", "frozen-lake-solver", "--num-generations", "2", "--max-turns", "8", "--output", output
+      )
+      expect(run.code).toBeLessThanOrEqual(1)
+      const registry = Renderer.registry([yield* PluginLoader.load(plugin)])
+      const slippery = registry.get("slippery_frozen_lake")!
+      let slips = 0
+      for (const line of read(output).slice(0, 64)) {
+        const out = rendered(Renderer.run(slippery, line))
+        expect(out.frames.length).toBe(line.rollout_infos.num_turns + 1)
+        line.rollout_infos.step_infos.forEach((info, i) => {
+          const noted = out.frames[i + 1].notes?.some((n) => n.text.startsWith("slipped:")) === true
+          expect(noted).toBe(info.slipped === true)
+          if (noted) slips++
+        })
+      }
+      expect(slips).toBeGreaterThan(0)
+    }))
 
   it("plugins add renderers by env name, later ones replacing earlier ones", () => {
     const mine = Renderer.make({ name: "frozen_lake", render: () => ({ title: "mine", frames: [] }) })
