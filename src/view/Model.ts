@@ -252,9 +252,13 @@ export const select = (
   summaries: ReadonlyArray<Summary>,
   query: Query,
   text?: ((s: Summary) => boolean) | undefined
-): Array<Summary> => {
-  const out: Array<Summary> = []
-  for (const s of summaries) {
+): ReadonlyArray<Summary> => {
+  const unfiltered = query.env === undefined && query.end === undefined && query.tag === undefined &&
+    query.row === undefined && query.min === undefined && query.max === undefined && text === undefined
+  // The whole log in file order: the summaries as they are, not a copy (a large log's first page).
+  if (unfiltered && query.sort === "line" && query.dir === "asc") return summaries
+  const out: Array<Summary> = unfiltered ? summaries.slice() : []
+  for (const s of unfiltered ? [] : summaries) {
     if (query.env !== undefined && (s.env ?? "") !== query.env) continue
     if (query.end !== undefined && s.endReason !== query.end) continue
     if (query.tag !== undefined && s.errorTag !== query.tag) continue
