@@ -13,6 +13,7 @@ import { FileError, readText, setExitCode } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import * as RunView from "./RunView.js"
 
 export const runOptions = {
   dataset: Options.text("dataset").pipe(Options.withDescription("The dataset, one JSON row per line")),
@@ -35,7 +36,8 @@ export const runOptions = {
     Options.withDescription("The completions log (one JSON line per trajectory)"),
     Options.withDefault("completions.jsonl")
   ),
-  json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON"))
+  json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON")),
+  ...RunView.options
 }
 
 export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
@@ -46,7 +48,7 @@ export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
  * @since 0.1.0
  * @category commands
  */
-export const runJob = (args: RunArgs) =>
+export const runJob = (args: RunArgs, view?: RunView.Handle) =>
   Effect.gen(function*() {
     yield* Rollout.validate(args)
     const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = yield* RolloutOptions.resolve(
@@ -81,8 +83,10 @@ export const runJob = (args: RunArgs) =>
     const started = performance.now()
     // The progress line's total, counted only if a progress line is drawn (on a terminal).
     let total: number | undefined
+    const snapshot = () => ({ accumulator, total: total ??= Row.countRows(text) * args.numGenerations, elapsedMs: performance.now() - started })
+    if (view !== undefined) yield* view.attach(args.output, snapshot)
     yield* Progress.whileRunning(
-      () => ({ accumulator, total: total ??= Row.countRows(text) * args.numGenerations, elapsedMs: performance.now() - started }),
+      snapshot,
       Rollout.stream(config, Row.decodeJsonl(args.dataset, text)).pipe(
         halt.stream,
         Stream.tap((item) => {
@@ -97,6 +101,7 @@ export const runJob = (args: RunArgs) =>
       )
     )
     const summary = drift.into(accumulator.summary(performance.now() - started))
+    if (view !== undefined) yield* view.finish
     yield* Console.log(
       args.json
         ? Json.stringify({ ...summary, output: args.output })
@@ -110,5 +115,11 @@ export const runJob = (args: RunArgs) =>
 export const command = Command.make("run", runOptions).pipe(
   Command.withDescription("Run rollouts over a dataset and write the completions log"),
   Command.withHandler((args) =>
-    Effect.flatMap(runJob(args), (summary) => setExitCode(summary.failures > 0 || summary.badRows > 0 ? 1 : 0)))
+    Effect.gen(function*() {
+      // --view: the page lives in the command's scope, so it outlives the run.
+      const view = yield* RunView.make(args)
+      const summary = yield* runJob(args, view)
+      yield* setExitCode(summary.failures > 0 || summary.badRows > 0 ? 1 : 0)
+      yield* view.hold
+    }).pipe(Effect.scoped))
 )

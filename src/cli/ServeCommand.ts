@@ -161,7 +161,7 @@ export const serveJob = (args: ServeArgs) =>
 export const command = Command.make("serve", serveOptions).pipe(
   Command.withDescription(
     "Serve rollouts over HTTP to a trainer: POST /v1/rollouts (JSON or NDJSON stream), POST /infer/, " +
-      "GET /info, GET /health"
+      "GET /info, GET /health, GET /dashboard (a live page)"
   ),
   Command.withHandler((args) =>
     Effect.gen(function*() {
@@ -193,7 +193,7 @@ export const command = Command.make("serve", serveOptions).pipe(
         )
       )
       yield* Console.log(
-        `rollout server: ${running.url} (POST /v1/rollouts, POST /infer/, GET /info, GET /health; ` +
+        `rollout server: ${running.url} (POST /v1/rollouts, POST /infer/, GET /info, GET /health, GET /dashboard; ` +
           `at most ${args.concurrency} trajectories in flight` +
           `${Option.isSome(args.apiKeyEnv) ? "; bearer key required" : ""})`
       )

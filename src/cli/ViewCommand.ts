@@ -16,9 +16,8 @@ import * as Server from "../view/Server.js"
 import * as Tokens from "../view/Tokens.js"
 import * as Viewer from "../view/Viewer.js"
 import { cannotListen, checkPort, FileError, OptionError, plugins, setExitCode, version } from "./common.js"
+import { DEFAULT_PORT } from "./RunView.js"
 
-/** The viewer's default port. */
-export const DEFAULT_PORT = 8300
 
 export const viewOptions = {
   files: Args.text({ name: "FILE.jsonl" }).pipe(

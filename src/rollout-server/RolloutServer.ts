@@ -22,9 +22,14 @@
  * admitting, lets trajectories in flight finish for a grace period, then cuts them (their envs are
  * closed) and waits for the responses to be written.
  *
+ * - `GET /dashboard`: a page with requests and trajectories in flight, rates and recent failures,
+ *   fed by server-sent events (`GET /dashboard/events`); behind the same key (a browser may give it
+ *   as the password of HTTP Basic authentication, which it asks for).
+ *
  * The pieces: `internal/http.ts` (errors, bodies, auth), `internal/admission.ts` (the counts, the
  * admission decision, the shutdown's waits), `internal/planning.ts` (a request checked into a plan),
- * `internal/infer.ts` (the `/infer/` compatibility layer); this module wires them into routes.
+ * `internal/infer.ts` (the `/infer/` compatibility layer), the viewer's `Dashboard`; this module
+ * wires them into routes.
  *
  * @since 0.1.0
  */
@@ -47,6 +52,7 @@ import type * as Reward from "../Reward.js"
 import * as Rollout from "../Rollout.js"
 import * as Scheduler from "../Scheduler.js"
 import { countPolicyVersions } from "../Summary.js"
+import * as Dashboard from "../view/Dashboard.js"
 import * as Api from "./Api.js"
 import { admit, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
 import { ApiError, authorizer, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
@@ -199,6 +205,7 @@ interface Server {
   readonly policy: Swift.PolicyVersion
   /** Failed by shutdown after the grace period: every request's run watches it. */
   readonly cancel: Deferred.Deferred<never, void>
+  readonly dashboard: Dashboard.Dashboard
 }
 
 const encoder = new TextEncoder()
@@ -231,6 +238,12 @@ const runPlan = (
       }
       reservation.finished(item.records.length)
       const uuid = uuids.get(item.row.index) ?? ""
+      for (const record of item.records) {
+        if (record.error !== undefined) {
+          const { env, id } = record.result
+          server.dashboard.failure({ id, uuid, env, tag: record.error._tag, message: record.error.message })
+        }
+      }
       return Effect.succeed(item.records.map((record) => {
         const line = { ...CompletionsLog.toLine(record), uuid }
         countPolicyVersions(server.policy.seen, record.result.turns)
@@ -409,12 +422,22 @@ const appOf = (server: Server) =>
       HttpRouter.post("/v1/rollouts", rollouts(server)),
       // The router ignores a trailing slash: this is also POST /infer.
       HttpRouter.post("/infer/", infer(server)),
-      Swift.routes(controlOf(server))
+      Swift.routes(controlOf(server)),
+      HttpRouter.concat(server.dashboard.router)
     ))
     const authorized = authorizer(server.options.apiKey)
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      if (!authorized(request.headers.authorization)) {
+      const pathname = request.url.split("?")[0]
+      const page = pathname === "/dashboard" || pathname.startsWith("/dashboard/")
+      if (!authorized(request.headers.authorization, { basic: page })) {
+        // A browser asks for a user name and password when told to: the key is the password.
+        if (page) {
+          return HttpServerResponse.text("the dashboard needs this server's key: give it as the password", {
+            status: 401,
+            headers: { "www-authenticate": "Basic realm=\"effect-gym dashboard\", charset=\"UTF-8\"" }
+          })
+        }
         return yield* new ApiError({
           reason: "Unauthorized",
           detail: "missing or wrong bearer token (Authorization: Bearer <key>)"
@@ -430,7 +453,7 @@ const appOf = (server: Server) =>
               new ApiError({
                 reason: "NotFound",
                 detail: `no route ${error.request.method} ${error.request.url}: GET /health, GET /info, ` +
-                  `POST /v1/rollouts, POST /infer/, ${Swift.PATHS.join(", ")}`
+                  `POST /v1/rollouts, POST /infer/, ${Swift.PATHS.join(", ")}, GET /dashboard`
               })
             )
           )
@@ -495,15 +518,17 @@ export const make = (
         columns: options.columns
       })
     }
+    const state = new State(settings.maxInFlight, settings.maxRequest)
     const server: Server = {
       options,
       settings,
       planner,
-      state: new State(settings.maxInFlight, settings.maxRequest),
+      state,
       definition,
       inference: Swift.stamped(inference, policy),
       policy,
-      cancel: yield* Deferred.make<never, void>()
+      cancel: yield* Deferred.make<never, void>(),
+      dashboard: yield* Dashboard.make({ counts: () => state, maxTrajectoriesInFlight: settings.maxInFlight })
     }
     const app = yield* appOf(server)
     const shutdown = yield* Effect.cached(shutdownOf(server))

@@ -51,7 +51,7 @@ export interface Dashboard {
   /** Records a failed trajectory (cheap: called from the server's hot path). */
   readonly failure: (failure: Failure) => void
   /** `GET /dashboard` (the page) and `GET /dashboard/events` (the snapshots). */
-  readonly router: HttpRouter.HttpRouter<Html.AssetsError>
+  readonly router: HttpRouter.HttpRouter
   readonly snapshot: Effect.Effect<DashboardSnapshot>
 }
 
@@ -109,11 +109,15 @@ export const make = (options: {
     )
 
     const title = options.title ?? "effect-gym rollout server"
-    const page = Effect.map(Html.assets, (assets) =>
-      HttpServerResponse.text(
-        Html.page(assets, Html.configJson({ mode: "dashboard", events: "/dashboard/events", title }), title),
-        { contentType: "text/html; charset=utf-8", headers: { "cache-control": "no-store" } }
-      ))
+    const page = Html.assets.pipe(
+      Effect.map((assets) =>
+        HttpServerResponse.text(
+          Html.page(assets, Html.configJson({ mode: "dashboard", events: "/dashboard/events", title }), title),
+          { contentType: "text/html; charset=utf-8", headers: { "cache-control": "no-store" } }
+        )
+      ),
+      Effect.catchTag("AssetsError", (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 500 })))
+    )
     const router = HttpRouter.empty.pipe(
       HttpRouter.get("/dashboard", page),
       HttpRouter.get(

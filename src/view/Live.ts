@@ -10,6 +10,14 @@ import type * as Summary from "../Summary.js"
 import * as Json from "../internal/Json.js"
 import type { RunProgress } from "./Protocol.js"
 
+export type {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  RunProgress
+} from "./Protocol.js"
+
 /**
  * One server-sent event: its name and its JSON data.
  *

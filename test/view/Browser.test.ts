@@ -275,6 +275,78 @@ describe.skipIf(Browser.unavailable !== undefined)("the viewer in Chromium", () 
     expect(bad.output().stderr).toContain(`error: ${notes}: no line is a completions log line`)
   })
 
+  it("a live run (effect-gym run --view): the page follows its progress and its log as they grow, then says it finished", async () => {
+    const dataset = path.join(dir, "live-dataset.jsonl")
+    fs.writeFileSync(dataset, Array.from({ length: 32 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
+    const output = path.join(dir, "live.jsonl")
+    const run = await Browser.serve([
+      "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--policy-option", "latency_ms=50",
+      "--num-generations", "4", "--concurrency", "4", "--max-turns", "6", "--output", output, "--view", "--view-port", "0"
+    ], dir)
+    stops.push(async () => (run.process.exitCode === null ? run.stop() : undefined))
+    await open(run.url, "overview")
+    const live = "[data-testid=live]"
+    const done = Number(await page.getAttribute(live, "data-done"))
+    expect(await page.getAttribute(live, "data-finished")).toBe("no")
+    await page.waitForFunction(`Number(document.querySelector(${JSON.stringify(live)})?.getAttribute("data-done")) > ${done}`)
+    // the overview is redrawn as the log grows
+    const shown = async () => Number((await text("[data-testid=stat-trajectories] .stat-value")).replace(/,/g, ""))
+    const before = await shown()
+    await page.waitForFunction(
+      `Number(document.querySelector("[data-testid=stat-trajectories] .stat-value")?.textContent.replace(/,/g, "")) > ${before}`
+    )
+    await Browser.screenshot(page, shots, "view-live")
+    await page.waitForSelector(`${live}[data-finished=yes]`, { timeout: 60_000 })
+    await page.waitForFunction(`document.querySelector("[data-testid=stat-trajectories] .stat-value")?.textContent === "128"`)
+    expect(await text(`${live} [data-testid=live-done]`)).toBe("128 / 128 trajectories")
+    // the page stays up after the run; Ctrl-C ends the command with the run's exit code
+    expect(run.output().stderr).toContain("view: the run is done; its page stays at")
+    expect(await run.stop()).toBe(0)
+    expect(run.output().stdout).toContain("trajectories   128 (32 groups)")
+  })
+
+  it("a rollout server's /dashboard behind its key: requests, in flight, rates and failures pushed as they happen", async () => {
+    const key = "dashboard-test-key"
+    const server = await Browser.serve(
+      ["serve", "--port", "0", "--api-key-env", "VIEW_TEST_KEY", "--plugin", Logs.viewPlugin, "--gym-env", "flaky_counter",
+        "--policy", "random", "--policy-option", "latency_ms=20", "--num-generations", "4"],
+      dir,
+      { env: { VIEW_TEST_KEY: key } }
+    )
+    stops.push(async () => (server.process.exitCode === null ? server.stop() : undefined))
+    // without the key: 401, with the header that makes a browser ask for it
+    const anonymous = await fetch(`${server.url}dashboard`)
+    expect(anonymous.status).toBe(401)
+    expect(anonymous.headers.get("www-authenticate")).toContain("Basic")
+    // the key as the password of HTTP Basic authentication, as a browser sends it after asking
+    await page.setExtraHTTPHeaders({ authorization: `Basic ${Buffer.from(`me:${key}`).toString("base64")}` })
+    try {
+      await page.goto(`${server.url}dashboard`)
+      await page.waitForSelector("[data-testid=dash-status]:has-text('live')")
+      // a trainer sends batches; a third of the flaky env's trajectories fail
+      const batches = Array.from({ length: 6 }, (_, i) =>
+        fetch(`${server.url}v1/rollouts`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}` },
+          body: JSON.stringify({ requests: [{ uuid: `batch-${i}`, env_config: { steps: 3 } }, { uuid: `batch-${i}b`, env_config: { steps: 2 } }], seed: i })
+        }).then((r) => r.json() as Promise<Array<{ error: unknown }>>)
+      )
+      const results = (await Promise.all(batches)).flat()
+      const failed = results.filter((r) => r.error !== null).length
+      expect(results.length).toBe(48)
+      expect(failed).toBeGreaterThan(0)
+      await page.waitForFunction(`document.querySelector("[data-testid=dash-completed]")?.textContent === "48"`)
+      await page.waitForFunction(`document.querySelector("[data-testid=dash-failed]")?.textContent === "${failed}"`)
+      expect(await count("[data-testid=dash-failure]")).toBe(Math.min(failed, 50))
+      expect(await text("[data-testid=dash-failure] >> nth=0")).toContain("the counter jammed at 2")
+      expect(Number(await page.getAttribute("[data-testid=dash-chart-in-flight]", "data-points"))).toBeGreaterThan(1)
+      await Browser.screenshot(page, shots, "view-dashboard")
+    } finally {
+      await page.setExtraHTTPHeaders({})
+    }
+    expect(await server.stop()).toBe(0)
+  })
+
   it("the --html report works from disk with no server: overview, filters, a trajectory's board", async () => {
     const out = path.join(dir, "report.html")
     const result = await run(cli("view", logs.mixed.file, "--html", out, "--plugin", Logs.viewPlugin))

@@ -50,10 +50,18 @@ export interface Served {
   readonly stop: () => Promise<number | null>
 }
 
-/** Starts `effect-gym ...args` and waits until it prints a URL (`http://127.0.0.1:PORT/`). */
-export const serve = (args: ReadonlyArray<string>, cwd: string, timeoutMs = 60_000): Promise<Served> =>
+/**
+ * Starts `effect-gym ...args` and waits until it prints a URL (`http://127.0.0.1:PORT`, on stdout
+ * or stderr); the URL given ends with `/`.
+ */
+export const serve = (
+  args: ReadonlyArray<string>,
+  cwd: string,
+  options: { readonly timeoutMs?: number; readonly env?: Record<string, string> } = {}
+): Promise<Served> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+    const timeoutMs = options.timeoutMs ?? 60_000
+    const child = spawn(process.execPath, [bin, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...options.env } })
     let stdout = ""
     let stderr = ""
     let done = false
@@ -64,14 +72,13 @@ export const serve = (args: ReadonlyArray<string>, cwd: string, timeoutMs = 60_0
       reject(new Error(`no URL within ${timeoutMs} ms: ${stdout} ${stderr}`))
     }, timeoutMs)
     const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)))
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const url = /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(stdout)?.[1]
+    const look = () => {
+      const url = /(http:\/\/127\.0\.0\.1:\d+)/.exec(stdout + stderr)?.[1]
       if (url !== undefined && !done) {
         done = true
         clearTimeout(timer)
         resolve({
-          url,
+          url: `${url}/`,
           process: child,
           output: () => ({ stdout, stderr }),
           stop: () => {
@@ -80,8 +87,15 @@ export const serve = (args: ReadonlyArray<string>, cwd: string, timeoutMs = 60_0
           }
         })
       }
+    }
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString()
+      look()
     })
-    child.stderr.on("data", (chunk: Buffer) => void (stderr += chunk.toString()))
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString()
+      look()
+    })
     child.on("exit", (code) => {
       if (done) return
       done = true

@@ -174,12 +174,16 @@ export const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonl
 
 /** Constant-time check of `Authorization: Bearer <key>` (digests, so lengths never leak). */
 export const authorizer = (apiKey: Redacted.Redacted<string> | undefined) => {
-  if (apiKey === undefined) return (_header: string | undefined) => true
+  if (apiKey === undefined) return (_header: string | undefined, _options?: { readonly basic?: boolean }) => true
   const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
   const expected = digest(Redacted.value(apiKey))
-  return (header: string | undefined): boolean => {
-    const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header)
+  return (header: string | undefined, options: { readonly basic?: boolean } = {}): boolean => {
+    const bearer = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header)
+    // A browser page (the dashboard) cannot send a bearer token: there the key may come as the
+    // password of HTTP Basic authentication, which the browser asks for and then sends by itself.
+    const basic = bearer !== null || options.basic !== true || header === undefined ? null : /^Basic +(\S+) *$/i.exec(header)
+    const password = basic === null ? undefined : Buffer.from(basic[1], "base64").toString("utf8").split(":").slice(1).join(":")
     // A missing header is compared too, so every request costs the same.
-    return timingSafeEqual(digest(match?.[1] ?? ""), expected) && match !== null
+    return timingSafeEqual(digest(bearer?.[1] ?? password ?? ""), expected) && (bearer !== null || basic !== null)
   }
 }

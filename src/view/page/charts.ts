@@ -21,7 +21,8 @@ export const box = (testId: string, title: string, caption: string | null, point
   return { el, plot }
 }
 
-const width = (plot: HTMLElement) => Math.max(300, Math.min(WIDTH, plot.parentElement?.clientWidth ?? WIDTH))
+/** The plot's laid-out width (charts are drawn once their box is in the document). */
+const width = (plot: HTMLElement) => Math.max(300, plot.clientWidth > 0 ? plot.clientWidth : WIDTH)
 
 /** Bars at x with the given counts. */
 export const bars = (plot: HTMLElement, x: ReadonlyArray<number>, counts: ReadonlyArray<number>, barWidth: number, xLabel: string) => {

@@ -23,8 +23,10 @@ export const dashboard = (el: HTMLElement, events: string, title: string) => {
   const inFlightBox = Charts.box("dash-chart-in-flight", "In flight", null, 0)
   const rateBox = Charts.box("dash-chart-rate", "Rates (per second)", null, 0)
   const failures = h("tbody", null)
+  const main = h("main", { class: "dashboard", "data-testid": "dashboard" })
+  replace(el, main)
   replace(
-    el,
+    main,
     h("header", { class: "trajectory-head" }, h("h1", null, title), status),
     h("section", { class: "stats" }, Object.values(cells).map((c) => c.el)),
     h("section", { class: "charts" }, inFlightBox.el, rateBox.el),

@@ -1,0 +1,84 @@
+/**
+ * `effect-gym run --view`: the viewer's live page on the run in progress (its log re-read as it
+ * grows, its progress pushed to the page), served on 127.0.0.1 from the moment the log is opened;
+ * after the run the page stays up, showing the finished run, until Ctrl-C.
+ */
+import { Options } from "@effect/cli"
+import { Console, Effect, Scope } from "effect"
+import * as Live from "../view/Live.js"
+import * as Server from "../view/Server.js"
+import { cannotListen, checkPort, FileError, OptionError, version } from "./common.js"
+import type * as Progress from "./Progress.js"
+
+/** The viewer's default port (as `effect-gym view`'s). */
+export const DEFAULT_PORT = 8300
+
+export const options = {
+  view: Options.boolean("view").pipe(
+    Options.withDescription(
+      "Serve the viewer's live page on this run (127.0.0.1:--view-port): progress, rate, charts; it stays up after the run until Ctrl-C"
+    )
+  ),
+  viewPort: Options.integer("view-port").pipe(
+    Options.withDescription("--view: the page's port (0 picks a free one)"),
+    Options.withDefault(DEFAULT_PORT)
+  )
+}
+
+export interface Handle {
+  /** Starts the page on the run's log (once the log is open) and prints its address on stderr. */
+  readonly attach: (file: string, snapshot: () => Progress.Snapshot) => Effect.Effect<void, OptionError | FileError>
+  /** The run has ended: its log is complete, and the page says the run finished. */
+  readonly finish: Effect.Effect<void>
+  /** Keeps the page up until the command is interrupted (nothing without --view). */
+  readonly hold: Effect.Effect<void>
+}
+
+/** The `--view` of a run; the page lives in the current scope (the command's, beyond the run's). */
+export const make = (args: { readonly view: boolean; readonly viewPort: number }): Effect.Effect<Handle, OptionError, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (!args.view) return { attach: () => Effect.void, finish: Effect.void, hold: Effect.void }
+    yield* checkPort(args.viewPort)
+    const scope = yield* Effect.scope
+    let current: (() => Progress.Snapshot) | undefined
+    // Once the run is over its figures stop moving (its rates would otherwise decay with the clock).
+    let final: Live.RunProgress | undefined
+    const progressOf = (finished: boolean) => {
+      const s = current!()
+      return Live.progress(s.accumulator.summary(s.elapsedMs), s.total, finished)
+    }
+    let served: { readonly url: string; readonly finish: Effect.Effect<void, unknown> } | undefined
+    return {
+      attach: (file, snapshot) =>
+        Effect.suspend(() => {
+          current = snapshot
+          return Server.serveRun({
+            file,
+            port: args.viewPort,
+            version: version(),
+            progress: Effect.sync(() => final ?? progressOf(false))
+          })
+        }).pipe(
+          Scope.extend(scope),
+          Effect.catchTags({
+            ServeError: cannotListen("127.0.0.1", args.viewPort),
+            LogError: (error) => Effect.fail(new FileError({ option: "--output", file: error.file, detail: error.detail })),
+            AssetsError: (error) => Effect.fail(new OptionError({ option: "--view", detail: error.message }))
+          }),
+          Effect.tap((running) => {
+            served = running
+            return Console.error(`view: ${running.url} (the run's live page)`)
+          }),
+          Effect.asVoid
+        ),
+      finish: Effect.suspend(() => {
+        if (current !== undefined) final = progressOf(true)
+        return served === undefined ? Effect.void : Effect.ignore(served.finish)
+      }),
+      hold: Effect.suspend(() =>
+        served === undefined
+          ? Effect.void
+          : Effect.zipRight(Console.error(`view: the run is done; its page stays at ${served.url} until Ctrl-C`), Effect.never)
+      )
+    } satisfies Handle
+  })
