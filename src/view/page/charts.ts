@@ -8,8 +8,11 @@ const COLORS = { main: "#2563eb", band: "rgba(37, 99, 235, 0.15)", alt: "#dc2626
 const WIDTH = 520
 const HEIGHT = 220
 
-const axes = (x: string, y: string): Array<uPlot.Axis> => [
-  { label: x, grid: { stroke: COLORS.grid }, size: 36 },
+/** Tick steps for an axis of whole numbers (rows, turns): no 2.5 turns. */
+const WHOLE = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000]
+
+const axes = (x: string, y: string, wholeX = false): Array<uPlot.Axis> => [
+  { label: x, grid: { stroke: COLORS.grid }, size: 36, ...(wholeX ? { incrs: WHOLE } : {}) },
   { label: y, grid: { stroke: COLORS.grid }, size: 56 }
 ]
 
@@ -25,7 +28,7 @@ export const box = (testId: string, title: string, caption: string | null, point
 const width = (plot: HTMLElement) => Math.max(300, plot.clientWidth > 0 ? plot.clientWidth : WIDTH)
 
 /** Bars at x with the given counts. */
-export const bars = (plot: HTMLElement, x: ReadonlyArray<number>, counts: ReadonlyArray<number>, barWidth: number, xLabel: string) => {
+export const bars = (plot: HTMLElement, x: ReadonlyArray<number>, counts: ReadonlyArray<number>, barWidth: number, xLabel: string, wholeX = false) => {
   if (x.length === 0) return plot.appendChild(h("p", { class: "empty" }, "no data"))
   const pad = barWidth / 2
   return new uPlot(
@@ -34,7 +37,7 @@ export const bars = (plot: HTMLElement, x: ReadonlyArray<number>, counts: Readon
       height: HEIGHT,
       legend: { show: false },
       scales: { x: { time: false, range: [x[0] - pad, x[x.length - 1] + pad] }, y: { range: (_u, _min, max) => [0, max * 1.1 || 1] } },
-      axes: axes(xLabel, "trajectories"),
+      axes: axes(xLabel, "trajectories", wholeX),
       series: [
         {},
         {
@@ -59,7 +62,7 @@ export const band = (plot: HTMLElement, series: RowSeries, xLabel: string, yLabe
       width: width(plot),
       height: HEIGHT,
       scales: { x: { time: false }, y: { range: yRange } },
-      axes: axes(xLabel, yLabel),
+      axes: axes(xLabel, yLabel, true),
       series: [
         { label: xLabel },
         { label: "max", stroke: "transparent", points: { show: false } },
@@ -124,7 +127,7 @@ export const scatter = (
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: false, range: (_u, min, max) => [min - 0.5, max + 0.5] }, y: { range: yRange } },
-      axes: axes(xLabel, yLabel),
+      axes: axes(xLabel, yLabel, true),
       series: [
         {},
         { label: "trajectories (size: count)", facets, stroke: COLORS.main, fill: COLORS.band, paths: bubbles } as uPlot.Series,

@@ -127,7 +127,7 @@ export const overview = async (ctx: Context, el: HTMLElement) => {
     Charts.band(charts[1].plot, o.rewardByRow, "row", "reward")
     Charts.band(charts[2].plot, adv, "row (group)", "advantage")
     Charts.scatter(charts[3].plot, o.turnsVsReward.points, o.turnsVsReward.meanByTurns, "turns", "reward")
-    Charts.bars(charts[4].plot, o.turns.map((t) => t.turns), o.turns.map((t) => t.count), 1, "turns")
+    Charts.bars(charts[4].plot, o.turns.map((t) => t.turns), o.turns.map((t) => t.count), 1, "turns", true)
   })
 }
 
