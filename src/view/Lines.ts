@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import { isRecord } from "../internal/inspect.js"
 import type { EndReason, Problem, Summary } from "./Model.js"
 
 const parseOrUndefined = (text: string): unknown => {
@@ -49,8 +50,6 @@ export const skim = (s: string): Record<string, unknown> | undefined => {
   tail.messages = null
   return tail
 }
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const num = (u: unknown): number => (typeof u === "number" && Number.isFinite(u) ? u : 0)
 

@@ -16,6 +16,7 @@
  */
 import type { CompletionLine } from "../CompletionsLog.js"
 import * as Sudoku from "../envs/Sudoku.js"
+import { isRecord } from "../internal/inspect.js"
 import type * as Plugin from "../Plugin.js"
 import type { Cell, Frame, Note, Rendered, Tone } from "./Detail.js"
 import { TONES } from "./Detail.js"
@@ -61,8 +62,6 @@ export type Registry = ReadonlyMap<string, Renderer>
 // ---------------------------------------------------------------------------------------------
 // Reading a trajectory
 // ---------------------------------------------------------------------------------------------
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
  * The observations of a trajectory: `[0]` the reset's (the first user message), `[i]` the one the

@@ -14,6 +14,7 @@ import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Binding from "../inference/internal/nodeLlamaCpp.js"
+import { isRecord } from "../internal/inspect.js"
 import { errorMessage } from "../internal/lift.js"
 import type { Token, TokenTurn, TokenView } from "./Detail.js"
 
@@ -78,8 +79,6 @@ export const fromGguf = (file: string): Effect.Effect<Tokenizer, TokenizerError,
       decode: (ids) => model.detokenize(ids as ReadonlyArray<Id>, false)
     }
   })
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const numbers = (u: unknown): ReadonlyArray<number> | null =>
   Array.isArray(u) && u.every((x) => typeof x === "number") ? (u as ReadonlyArray<number>) : null

@@ -15,7 +15,13 @@ import * as Logs from "./logs.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
-describe.skipIf(Browser.unavailable !== undefined)("the viewer in Chromium", () => {
+describe.runIf(Browser.missing !== undefined && !Browser.skip)("the viewer in Chromium: the browser", () => {
+  it("is installed", () => {
+    expect.fail(Browser.missing)
+  })
+})
+
+describe.skipIf(Browser.missing !== undefined)("the viewer in Chromium", () => {
   const dir = Logs.tmp()
   const shots = path.join(dir, "screenshots")
   let context: BrowserContext
@@ -345,6 +351,43 @@ describe.skipIf(Browser.unavailable !== undefined)("the viewer in Chromium", () 
       await page.setExtraHTTPHeaders({})
     }
     expect(await server.stop()).toBe(0)
+  })
+
+  it("hostile text in a log (markup in messages, env names, errors, infos) is shown as text, never run", async () => {
+    const line = JSON.parse(fs.readFileSync(logs.mixed.file, "utf8").split("\n")[0]) as Record<string, unknown>
+    const evil = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>"
+    const hostile = {
+      ...line,
+      env: `"><svg onload=window.__pwned=1>`,
+      messages: [{ role: "user", content: evil }, { role: "assistant", content: `</script>${evil}` }],
+      end_reason: "error",
+      reward: null,
+      advantage: null,
+      error: { _tag: "<b>EnvError</b>", message: evil },
+      rollout_infos: { ...(line.rollout_infos as object), step_infos: [{ note: evil }] }
+    }
+    const file = path.join(dir, "hostile.jsonl")
+    fs.writeFileSync(file, JSON.stringify(hostile) + "\n")
+    let dialogs = 0
+    page.on("dialog", (dialog) => {
+      dialogs++
+      void dialog.dismiss()
+    })
+    const server = await serve(file)
+    for (const route of ["#/overview", "#/trajectories", "#/trajectory/1", "#/trajectory/1?tab=json"]) {
+      await open(`${server.url}${route}`)
+      expect(await page.evaluate("window.__pwned")).toBeUndefined()
+    }
+    await open(`${server.url}#/trajectory/1`, "trajectory")
+    expect(await text("[data-testid=error]")).toContain(evil)
+    expect(await text("[data-testid=message-user] .content")).toBe(evil)
+    // the same in a report opened from disk (its data sits inside a script element)
+    const out = path.join(dir, "hostile.html")
+    expect((await run(cli("view", file, "--html", out))).code).toBe(0)
+    await open(`file://${out}#/trajectory/1`, "trajectory")
+    expect(await text("[data-testid=message-assistant] .content")).toBe(`</script>${evil}`)
+    expect(await page.evaluate("window.__pwned")).toBeUndefined()
+    expect(dialogs).toBe(0)
   })
 
   it("the --html report works from disk with no server: overview, filters, a trajectory's board", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, FastCheck } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as LogIndex from "../../src/view/LogIndex.js"
@@ -161,6 +161,32 @@ describe("the log index", () => {
       expect([...(yield* u.search("\"quoted\""))]).toEqual([1])
       expect([...(yield* u.search("DÉJÀ"))]).toEqual([]) // only ASCII letters ignore case
     }))
+
+  // The matcher against a scan of the decoded lines: text with both cases, multi-byte characters and
+  // regular-expression characters, long enough to cross the matcher's 32 KiB windows.
+  const alphabet = FastCheck.constantFrom(..."aAbBzZ .*\\[]()?é✓É\"".split(""))
+  const lineText = FastCheck.array(alphabet, { maxLength: 40 }).map((cs) => cs.join(""))
+  it.prop("the matcher finds exactly the lines a scan of the decoded text finds", [
+    FastCheck.array(lineText, { minLength: 1, maxLength: 3000 }),
+    FastCheck.array(alphabet, { minLength: 1, maxLength: 5 }).map((cs) => cs.join(""))
+  ], ([lines, needle]) => {
+    const buffer = Buffer.from(lines.join("\n") + "\n")
+    const starts: Array<number> = []
+    let offset = 0
+    for (const l of lines) {
+      starts.push(offset)
+      offset += Buffer.byteLength(l) + 1
+    }
+    const found: Array<number> = []
+    LogIndex.matcher(needle).scan(buffer, (start) => {
+      let line = starts.length - 1
+      while (starts[line] > start) line--
+      found.push(line)
+      return starts[line] + Buffer.byteLength(lines[line]) + 1
+    })
+    const lower = LogIndex.asciiLower(needle)
+    expect(found).toEqual(lines.flatMap((l, i) => (LogIndex.asciiLower(l).includes(lower) ? [i] : [])))
+  }, { fastCheck: { numRuns: 60 } })
 
   it.scoped("the viewer answers pages, filters and sorts from the index, and opens a trajectory from its offset", () =>
     Effect.gen(function*() {
