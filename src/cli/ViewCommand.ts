@@ -8,6 +8,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Option } from "effect"
+import * as path from "node:path"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type { Problem } from "../view/Model.js"
 import * as Renderer from "../view/Renderer.js"
@@ -84,6 +85,10 @@ export const viewJob = (args: ViewArgs) =>
     yield* checkPort(args.port)
     if (args.htmlMaxMb < 1) {
       return yield* new OptionError({ option: "--html-max-mb", detail: `must be at least 1, got ${args.htmlMaxMb}` })
+    }
+    const htmlOut = Option.getOrUndefined(args.html)
+    if (htmlOut !== undefined && args.files.some((file) => path.resolve(file) === path.resolve(htmlOut))) {
+      return yield* new OptionError({ option: "--html", detail: `${htmlOut} is a log given to view: it would be overwritten` })
     }
     const loaded = yield* Effect.forEach(args.plugins, PluginLoader.load)
     const renderers = Renderer.registry(loaded)
