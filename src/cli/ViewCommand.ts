@@ -41,6 +41,10 @@ export const viewOptions = {
     Options.withDescription("A GGUF model whose vocabulary decodes token ids into text (the run's model)"),
     Options.optional
   ),
+  tokenizer: Options.text("tokenizer").pipe(
+    Options.withDescription("A Hugging Face model folder (tokenizer.json) whose tokenizer decodes token ids into text"),
+    Options.optional
+  ),
   plugins
 }
 
@@ -92,7 +96,14 @@ export const viewJob = (args: ViewArgs) =>
     }
     const loaded = yield* Effect.forEach(args.plugins, PluginLoader.load)
     const renderers = Renderer.registry(loaded)
-    const tokenizer = Option.isSome(args.model) ? yield* Tokens.fromGguf(args.model.value) : undefined
+    if (Option.isSome(args.model) && Option.isSome(args.tokenizer)) {
+      return yield* new OptionError({ option: "--tokenizer", detail: "give --tokenizer or --model, not both" })
+    }
+    const tokenizer = Option.isSome(args.model)
+      ? yield* Tokens.fromGguf(args.model.value)
+      : Option.isSome(args.tokenizer)
+      ? yield* Tokens.fromHf(args.tokenizer.value)
+      : undefined
     const viewer = yield* Viewer.make({ files: args.files, renderers, tokenizer, version: version() }).pipe(
       Effect.mapError((error) => new FileError({ option: "FILE.jsonl", file: error.file, detail: error.detail }))
     )

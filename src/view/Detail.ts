@@ -132,6 +132,19 @@ export interface TokenTurn {
 }
 
 /**
+ * The token path's whole sequence (`prompt_token_ids`, then `token_ids` with its loss mask: 1 on
+ * sampled tokens, 0 on the template and observation tokens between turns).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TokenSequence {
+  readonly prompt: ReadonlyArray<Token>
+  readonly tokens: ReadonlyArray<Token>
+  readonly problems: ReadonlyArray<string>
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -140,6 +153,8 @@ export interface TokenView {
   readonly tokenizer: string | null
   readonly note: string
   readonly turns: ReadonlyArray<TokenTurn>
+  /** The token path's sequence when the log has it; `unavailable` says why it has none. */
+  readonly sequence: TokenSequence | { readonly unavailable: string } | null
 }
 
 /**

@@ -26,10 +26,14 @@ const parseOrUndefined = (text: string): unknown => {
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** The token fields, in the writer's order: from the first of them to `timings`, all are cut. */
+const TOKEN_KEYS = [",\"response_token_ids\":", ",\"prompt_token_ids\":", ",\"token_ids\":"]
+const HAS_IDS = /"(?:response_token_ids|token_ids)":\[/
+
 /**
  * The line without its conversation (`messages` is `null`) and, when the cut is safe, without the
- * token arrays (`response_token_ids` is `[]`, the fields that follow it left out); `undefined`
- * when the line is not in effect-gym's key order (then parse it whole).
+ * token fields (replaced by `__token_ids`: whether they held token ids); `undefined` when the line
+ * is not in effect-gym's key order (then parse it whole).
  */
 export const skim = (s: string): Record<string, unknown> | undefined => {
   const m = s.indexOf(",\"messages\":[")
@@ -40,9 +44,16 @@ export const skim = (s: string): Record<string, unknown> | undefined => {
   if (!isObject(head)) return undefined
   let tail: unknown
   const tailText = s.slice(r + 2)
-  const k = tailText.indexOf(",\"response_token_ids\":")
+  let k = -1
+  for (const key of TOKEN_KEYS) {
+    const i = tailText.indexOf(key)
+    if (i >= 0 && (k < 0 || i < k)) k = i
+  }
   const t = k < 0 ? -1 : tailText.lastIndexOf(",\"timings\":")
-  if (t > k) tail = parseOrUndefined("{" + tailText.slice(0, k) + ",\"response_token_ids\":[]" + tailText.slice(t))
+  if (t > k) {
+    const ids = HAS_IDS.test(tailText.slice(k, t))
+    tail = parseOrUndefined("{" + tailText.slice(0, k) + `,"__token_ids":${ids}` + tailText.slice(t))
+  }
   if (!isObject(tail)) tail = parseOrUndefined("{" + tailText)
   if (!isObject(tail)) return undefined
   // Assigned, not spread: a new object per line costs more than parsing a small tail.
@@ -132,7 +143,7 @@ export const summarizeValue = (value: unknown, file: string, line: number): Summ
     envMs,
     errorTag: failed ? (error._tag as string) : null,
     errorMessage: message === null ? null : message.length > MESSAGE_CHARS ? message.slice(0, MESSAGE_CHARS) + "…" : message,
-    tokens: Array.isArray(value.response_token_ids),
+    tokens: value.__token_ids === true || Array.isArray(value.response_token_ids) || Array.isArray(value.token_ids),
     config: JSON.stringify(value.env_config ?? null)
   }
 }

@@ -242,6 +242,20 @@ describe.skipIf(Browser.missing !== undefined)("the viewer in Chromium", () => {
     for (let i = 0; i < Math.min(n, 40); i++) colours.add((await tokens.nth(i).getAttribute("style")) ?? "")
     expect([...colours].every((c) => /^background:hsla\(\d+, /.test(c)), [...colours].join(" ")).toBe(true)
     expect(colours.size).toBeGreaterThan(1) // logprobs differ, so do the colours
+    // With the run's own tokenizer (--tokenizer DIR): each token's text, each turn checked against
+    // its message, and the token path's whole sequence with its loss mask.
+    const qwen3 = await run(Logs.qwen3Tokens(dir))
+    const decoded = await Browser.serveInProcess([qwen3.file], { tokenizer: qwen3.tokenizer })
+    stops.push(decoded.stop)
+    await open(`${decoded.url}#/trajectory/1?tab=tokens`, "trajectory")
+    expect(await text("[data-testid=tokens-note]")).toContain("Token text decoded with")
+    const badges = page.locator("[data-testid=token-match]")
+    expect(await badges.count()).toBeGreaterThan(0)
+    for (let i = 0; i < (await badges.count()); i++) expect(await badges.nth(i).textContent()).toBe("decoded = message")
+    const first = page.locator("[data-testid=token-turn] [data-testid=token]").first()
+    expect(await first.getAttribute("class")).not.toContain("id-only")
+    expect(await count("[data-testid=token-sequence]")).toBe(1)
+    expect(await count("[data-testid=token-sequence] > .token-row [data-testid=token][data-mask='1']")).toBeGreaterThan(0)
     await Browser.screenshot(page, shots, "view-tokens")
   })
 

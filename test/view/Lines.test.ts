@@ -80,9 +80,17 @@ describe("a log line's summary", () => {
   it("the token arrays are noticed without being parsed", () => {
     const text = JSON.stringify(line({ response_token_ids: [[1, 2, 3]], response_loss_mask: [[1, 1, 1]], rollout_logprobs: [[-0.1, -0.2, -0.3]] }))
     const skimmed = skim(text)!
-    expect(skimmed.response_token_ids).toEqual([])
+    expect(skimmed.__token_ids).toBe(true)
+    expect(skimmed.response_token_ids).toBeUndefined()
     expect(skimmed.rollout_logprobs).toBeUndefined()
     expect(summary(text).tokens).toBe(true)
+    // the token path's sequence, or its absence
+    const sequence = JSON.stringify(line({ prompt_token_ids: [1, 2], token_ids: [3, 4], loss_mask: [1, 0], logprobs: [-0.5, null] }))
+    expect(skim(sequence)!.__token_ids).toBe(true)
+    expect(summary(sequence).tokens).toBe(true)
+    const unavailable = JSON.stringify(line({ token_ids: null, token_ids_unavailable: "no token path" }))
+    expect(skim(unavailable)!.__token_ids).toBe(false)
+    expect(summary(unavailable).tokens).toBe(false)
   })
 
   // The fast path must never change a summary: lines whose strings and nested keys look like the
@@ -106,13 +114,19 @@ describe("a log line's summary", () => {
     FastCheck.oneof(text, FastCheck.integer(), FastCheck.array(FastCheck.integer(), { maxLength: 3 })),
     { maxKeys: 4 }
   )
-  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, FastCheck.boolean()], ([content, config, info, withTokens]) => {
+  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, FastCheck.integer({ min: 0, max: 3 })], ([content, config, info, withTokens]) => {
     const value = line({
       env_config: config,
       messages: [{ role: "user", content }, { role: "assistant", content: content + "!" }],
       rollout_infos: { gym_done: false, total_reward: 0.5, step_rewards: [0.5], num_turns: 1, reset_info: info, step_infos: [info] },
       error: { _tag: "EnvError", message: content, ...info },
-      ...(withTokens ? { response_token_ids: [[1, 2]], response_loss_mask: [[1, 1]], rollout_logprobs: [[-1, -2]] } : {})
+      ...(withTokens === 1
+        ? { response_token_ids: [[1, 2]], response_loss_mask: [[1, 1]], rollout_logprobs: [[-1, -2]] }
+        : withTokens === 2
+        ? { prompt_token_ids: [5], token_ids: [1, 9, 2], loss_mask: [1, 0, 1], logprobs: [-1, null, -2] }
+        : withTokens === 3
+        ? { token_ids: null, token_ids_unavailable: "the backend gave no prompt ids" }
+        : {})
     })
     const text = JSON.stringify(value)
     const whole = summarizeValue(JSON.parse(text), "f", 1)
@@ -122,7 +136,7 @@ describe("a log line's summary", () => {
     const s = fast as Summary
     expect(s.errorMessage).toBe(content.length > 300 ? content.slice(0, 300) + "…" : content)
     expect(s.config).toBe(JSON.stringify(config))
-    expect(s.tokens).toBe(withTokens)
+    expect(s.tokens).toBe(withTokens === 1 || withTokens === 2)
     expect(s.envReward).toBe(0.5)
   })
 })

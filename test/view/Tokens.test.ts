@@ -15,6 +15,7 @@ const read = (file: string): Array<Record<string, unknown>> => fs.readFileSync(f
 
 describe("the token view", () => {
   const dir = Logs.tmp()
+  const dir0 = dir
 
   it.live("without a tokenizer: ids, loss masks and logprobs per turn, no made-up text, and it says how to get text", () =>
     Effect.gen(function*() {
@@ -38,6 +39,40 @@ describe("the token view", () => {
       const broken = Tokens.view({ messages: [], response_token_ids: [[1, 2], null], response_loss_mask: [[1]], rollout_logprobs: [null, null] }, undefined)!
       expect(broken.turns[0].problems).toEqual(["response_loss_mask[0] does not have one entry per token"])
       expect(broken.turns[1].tokens).toBeNull()
+    }))
+
+  it.live("with the run's Hugging Face tokenizer (--tokenizer DIR): each token's text, every turn decodes to its message; the token path's sequence with its loss mask", () =>
+    Effect.gen(function*() {
+      const { file, tokenizer: dir } = yield* Logs.qwen3Tokens(dir0)
+      const tokenizer = yield* Tokens.fromHf(dir)
+      let turns = 0
+      let sequences = 0
+      for (const line of read(file)) {
+        const view = Tokens.view(line, tokenizer)!
+        for (const turn of view.turns) {
+          turns++
+          expect(turn.problems).toEqual([])
+          expect(turn.matches, JSON.stringify([turn.decoded, turn.message])).toBe("exact")
+          expect(turn.tokens!.map((t) => t.text).join("")).toContain(turn.message!)
+        }
+        const sequence = view.sequence
+        if (sequence !== null && !("unavailable" in sequence)) {
+          sequences++
+          expect(sequence.problems).toEqual([])
+          expect(sequence.prompt.length).toBe((line.prompt_token_ids as Array<number>).length)
+          // the trained tokens are the sampled ones: every turn's ids, in order
+          const trained = sequence.tokens.filter((t) => t.mask === 1).map((t) => t.id)
+          expect(trained).toEqual((line.response_token_ids as Array<Array<number>>).flat())
+          // the template and observation tokens between turns are not trained
+          const turnsOf = (line.rollout_infos as { num_turns: number }).num_turns
+          expect(sequence.tokens.some((t) => t.mask === 0)).toBe(turnsOf > 1)
+          expect(sequence.tokens.filter((t) => t.mask === 1).every((t) => t.logprob !== null)).toBe(true)
+        }
+      }
+      expect(turns).toBeGreaterThan(0)
+      expect(sequences).toBeGreaterThan(0)
+      const missing = yield* Effect.flip(Tokens.fromHf(path.join(dir0, "nowhere")))
+      expect(missing.message).toMatch(/^--tokenizer .*nowhere: /)
     }))
 
   it.live.skipIf(unavailable !== undefined)("with the run's GGUF: each token's text, and every turn decodes to its message; another model's ids do not", () =>

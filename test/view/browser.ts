@@ -141,7 +141,7 @@ const quiet = (lines: Array<string>): Console.Console =>
  */
 export const serveInProcess = async (
   files: ReadonlyArray<string>,
-  options: { readonly plugins?: ReadonlyArray<string>; readonly model?: string } = {}
+  options: { readonly plugins?: ReadonlyArray<string>; readonly model?: string; readonly tokenizer?: string } = {}
 ) => {
   const scope = await Effect.runPromise(Scope.make())
   const printed: Array<string> = []
@@ -152,6 +152,7 @@ export const serveInProcess = async (
       html: Option.none(),
       htmlMaxMb: 32,
       model: Option.fromNullable(options.model),
+      tokenizer: Option.fromNullable(options.tokenizer),
       plugins: [...(options.plugins ?? [])]
     }).pipe(
       Scope.extend(scope),

@@ -73,4 +73,24 @@ export const tokens = (dir: string) =>
     return { file: output, summary }
   }).pipe(Effect.scoped)
 
+/**
+ * Server mode's token path on Qwen3's real vocabulary (the fake server samples with Qwen3's
+ * tokenizer and template; the run uses the same tokenizer locally): per-turn token fields and the
+ * whole sequence with its loss mask.
+ */
+export const qwen3Tokens = (dir: string) =>
+  Effect.gen(function*() {
+    const Qwen3 = yield* Effect.promise(() => import("../inference/qwen3.js"))
+    const server = yield* FakeOpenAi.make
+    server.state.tokenizer = Qwen3.fake
+    server.state.maxModelLen = 4096
+    const dataset = jsonl(dir, "qwen3.jsonl", [0, 1].map((seed) => ({ env_config: { seed } })))
+    const output = path.join(dir, "qwen3_log.jsonl")
+    const summary = yield* run([
+      "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl, "--model", "tiny",
+      "--tokenizer", Qwen3.QWEN3_TOKENIZER, "--max-tokens", "64", "--num-generations", "2", "--max-turns", "4", "--output", output
+    ])
+    return { file: output, summary, tokenizer: Qwen3.QWEN3_TOKENIZER }
+  }).pipe(Effect.scoped)
+
 export { tmp }

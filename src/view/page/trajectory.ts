@@ -1,5 +1,5 @@
 /** One trajectory: the conversation with each turn's step, the env's board, the token view, the JSON. */
-import type { Detail, Frame, Rendered, TokenView } from "../Detail.js"
+import type { Detail, Frame, Rendered, Token, TokenView } from "../Detail.js"
 import { h, link, ms, num, replace } from "./dom.js"
 import type { Context } from "./overview.js"
 import { href } from "./router.js"
@@ -147,6 +147,37 @@ const visible = (text: string) =>
     .replace(/\t/g, "→\t")
     .replace(/^ | $/g, "·")
 
+/** One token as a span: text (or id), trained underline, logprob colour, details on hover. */
+const tokenSpan = (t: Token) =>
+  h(
+    "span",
+    {
+      class: `token${t.mask === 1 ? " trained" : ""}${t.text === null ? " id-only" : ""}`,
+      style: `background:${logprobColor(t.logprob)}`,
+      "data-testid": "token",
+      "data-id": t.id,
+      "data-mask": t.mask ?? "",
+      "data-logprob": t.logprob ?? "",
+      title: `id ${t.id}${t.logprob === null ? "" : ` · logprob ${t.logprob.toFixed(4)} (p ${Math.exp(t.logprob).toFixed(3)})`}${t.mask === null ? "" : ` · loss mask ${t.mask}`}${t.text === null ? "" : ` · text ${JSON.stringify(t.text)}`}`
+    },
+    t.text === null ? String(t.id) : visible(t.text)
+  )
+
+const sequence = (view: TokenView) => {
+  const s = view.sequence
+  if (s === null) return null
+  if ("unavailable" in s) return h("p", { class: "note", "data-testid": "sequence-unavailable" }, `No token sequence: ${s.unavailable}`)
+  const trained = s.tokens.filter((t) => t.mask === 1).length
+  return h(
+    "div",
+    { class: "token-turn", "data-testid": "token-sequence" },
+    h("h4", null, `the whole sequence (token in, token out): ${s.prompt.length} prompt tokens, ${s.tokens.length} after them, ${trained} trained (loss mask 1)`),
+    s.problems.map((p) => h("p", { class: "warning" }, p)),
+    h("details", null, h("summary", null, `the prompt (${s.prompt.length} tokens)`), h("div", { class: "token-row" }, s.prompt.map(tokenSpan))),
+    h("div", { class: "token-row" }, s.tokens.map(tokenSpan))
+  )
+}
+
 const tokens = (view: TokenView) =>
   h(
     "section",
@@ -165,6 +196,7 @@ const tokens = (view: TokenView) =>
       " ",
       h("span", { class: "token", style: `background:${logprobColor(0)}` }, "high")
     ),
+    sequence(view),
     view.turns.map((turn) =>
       h(
         "div",
@@ -177,27 +209,7 @@ const tokens = (view: TokenView) =>
           turn.matches === null ? null : h("span", { class: `match match-${turn.matches}`, "data-testid": "token-match" }, turn.matches === "exact" ? "decoded = message" : turn.matches === "whitespace" ? "decoded = message (but for whitespace)" : "decoded ≠ message")
         ),
         turn.problems.map((p) => h("p", { class: "warning" }, p)),
-        turn.tokens === null
-          ? null
-          : h(
-            "div",
-            { class: "token-row" },
-            turn.tokens.map((t) =>
-              h(
-                "span",
-                {
-                  class: `token${t.mask === 1 ? " trained" : ""}${t.text === null ? " id-only" : ""}`,
-                  style: `background:${logprobColor(t.logprob)}`,
-                  "data-testid": "token",
-                  "data-id": t.id,
-                  "data-mask": t.mask ?? "",
-                  "data-logprob": t.logprob ?? "",
-                  title: `id ${t.id}${t.logprob === null ? "" : ` · logprob ${t.logprob.toFixed(4)} (p ${Math.exp(t.logprob).toFixed(3)})`}${t.mask === null ? "" : ` · loss mask ${t.mask}`}${t.text === null ? "" : ` · text ${JSON.stringify(t.text)}`}`
-                },
-                t.text === null ? String(t.id) : visible(t.text)
-              )
-            )
-          ),
+        turn.tokens === null ? null : h("div", { class: "token-row" }, turn.tokens.map(tokenSpan)),
         turn.decoded !== null && turn.matches === "differs"
           ? h("div", { class: "diff" }, h("div", null, "decoded: ", h("pre", null, turn.decoded)), h("div", null, "message: ", h("pre", null, turn.message ?? "")))
           : null
