@@ -7,9 +7,29 @@ import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect, Schema } from "effect"
 import type * as Scope from "effect/Scope"
+import { jsonIssue, plainJson } from "./internal/inspect.js"
 import * as Json from "./internal/Json.js"
+import { errorMessage } from "./internal/lift.js"
 import { Messages } from "./Message.js"
-import type { Item, TrajectoryRecord } from "./Rollout.js"
+import type { Group, Item, TrajectoryRecord } from "./Rollout.js"
+
+/**
+ * A trajectory whose log line cannot be written: a value JSON cannot hold (a cycle, a function,
+ * NaN or Infinity, a Map) at `path` in the line. The trajectory's line is written with this error
+ * (without the values that could not be written); the rest of the run goes on. Big integers are
+ * not a problem: they are written exactly.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EncodeError extends Schema.TaggedError<EncodeError>("effect-gym/EncodeError")("EncodeError", {
+  path: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `cannot write the log line: ${this.path} ${this.detail}`
+  }
+}
 
 const Info = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
@@ -53,6 +73,10 @@ export const CompletionLine = Schema.Struct({
   end_reason: Schema.Literal("done", "max_turns", "error"),
   error: Schema.NullOr(LoggedError),
   finish_reasons: Schema.Array(Schema.String),
+  /** Attempts made, when the trajectory was retried (`--trajectory-retries`); absent for one attempt. */
+  attempts: Schema.optional(Schema.Number),
+  /** The errors of the attempts before the last, when it was retried. */
+  attempt_errors: Schema.optional(Schema.Array(LoggedError)),
   /** One entry per turn: the completion's token ids, `null` for a turn whose backend gave none. */
   response_token_ids: Schema.optional(Schema.Array(Schema.NullOr(Schema.Array(Schema.Number)))),
   /** One entry per turn: 1 for each model token (the response holds model tokens only). */
@@ -130,6 +154,10 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
     error: record.error === undefined ? null : errorToJson(record.error),
     finish_reasons: result.turns.map((t) => t.finishReason)
   }
+  if (record.attempts !== undefined && record.attempts > 1) {
+    line.attempts = record.attempts
+    line.attempt_errors = (record.attemptErrors ?? []).map(errorToJson)
+  }
   // Token fields keep one entry per turn, so turn i is always entry i; a turn whose backend gave no
   // ids (or no logprobs) is `null` there, never a made-up list. A field no turn has is left out.
   if (result.turns.some((t) => t.tokenIds !== undefined)) {
@@ -163,7 +191,8 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
 }
 
 /**
- * The JSON text of one log line (integers beyond 2^53 stay exact).
+ * The JSON text of one log line (integers beyond 2^53 stay exact). Throws on a value JSON cannot
+ * hold; records from `Rollout.stream` were checked with {@link check} already.
  *
  * @since 0.1.0
  * @category encoding
@@ -171,35 +200,218 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
 export const encodeLine = (record: TrajectoryRecord): string => Json.stringify(toLine(record))
 
 /**
+ * The first value of a record's log line that JSON cannot hold, as an {@link EncodeError} naming
+ * its path in the line (`rollout_infos.step_infos[2].board`), or `undefined` when the line can be
+ * written. Only the parts that come from envs, schedulers, models, reward functions and rows are
+ * walked: the rest is built by the log itself.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const check = (record: TrajectoryRecord): EncodeError | undefined => {
+  if (plainRecord(record)) return undefined
+  const result = record.result
+  const issue = jsonIssue(result.messages, "messages") ??
+    jsonIssue(record.row.envConfig, "env_config") ??
+    jsonIssue(record.rewards, "rewards") ??
+    jsonIssue(record.reward, "reward") ??
+    jsonIssue(result.totalReward, "rollout_infos.total_reward") ??
+    jsonIssue(result.stepRewards, "rollout_infos.step_rewards") ??
+    jsonIssue(result.resetInfo, "rollout_infos.reset_info") ??
+    jsonIssue(result.stepInfos, "rollout_infos.step_infos") ??
+    jsonIssue(result.rolloutInfos, "rollout_infos") ??
+    turnsIssue(record)
+  return issue === undefined ? undefined : new EncodeError(issue)
+}
+
+/** Rows whose `env_config` was found plain JSON (checked once per row, not per trajectory). */
+const plainConfigs = new WeakSet<object>()
+
+/**
+ * Messages as the engine builds them: `{ role, content }` with text. (Other fields a custom
+ * scheduler may add are not walked; should one not be JSON, the writer still catches it.)
+ */
+const plainMessages = (messages: ReadonlyArray<unknown>): boolean => {
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as { readonly role?: unknown; readonly content?: unknown } | null
+    if (typeof m !== "object" || m === null || typeof m.role !== "string" || typeof m.content !== "string") return false
+  }
+  return true
+}
+
+/** The common case, checked quickly: every part of the line is plain JSON data. */
+const plainRecord = (record: TrajectoryRecord): boolean => {
+  const result = record.result
+  try {
+    const config = record.row.envConfig
+    if (!plainConfigs.has(config)) {
+      if (!plainJson(config)) return false
+      plainConfigs.add(config)
+    }
+    if (!plainMessages(result.messages) || !plainJson(record.rewards)) return false
+    if (!plainJson(record.reward) || !plainJson(result.totalReward) || !plainJson(result.stepRewards)) return false
+    if (!plainJson(result.resetInfo) || !plainJson(result.stepInfos) || !plainJson(result.rolloutInfos)) return false
+    for (const turn of result.turns) {
+      if (typeof turn.finishReason !== "string" || !plainJson(turn.logprobs)) return false
+    }
+    return true
+  } catch {
+    return false
+  }
+}
+
+const turnsIssue = (record: TrajectoryRecord) => {
+  const turns = record.result.turns
+  for (let i = 0; i < turns.length; i++) {
+    const issue = jsonIssue(turns[i].logprobs, `rollout_logprobs[${i}]`) ?? jsonIssue(turns[i].finishReason, `finish_reasons[${i}]`)
+    if (issue !== undefined) return issue
+  }
+  return undefined
+}
+
+const finiteOr0 = (x: number): number => (Number.isFinite(x) ? x : 0)
+
+/**
+ * The record of a trajectory whose line cannot be written: failed with `error` (a trajectory that
+ * had failed already keeps its own error), keeping what can be written (ids, the row's config, the
+ * conversation when it is text, turns and timings) and leaving out infos, rewards and other values
+ * that JSON cannot hold.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const withEncodeError = (record: TrajectoryRecord, error: EncodeError): TrajectoryRecord => {
+  const result = record.result
+  const envConfig = jsonIssue(record.row.envConfig, "env_config") === undefined ? record.row.envConfig : {}
+  return {
+    ...record,
+    row: envConfig === record.row.envConfig ? record.row : { ...record.row, envConfig },
+    rewards: undefined,
+    reward: undefined,
+    advantage: undefined,
+    error: record.error ?? error,
+    result: {
+      ...result,
+      messages: jsonIssue(result.messages, "messages") === undefined ? result.messages : [],
+      totalReward: finiteOr0(result.totalReward),
+      stepRewards: result.stepRewards.map(finiteOr0),
+      resetInfo: undefined,
+      stepInfos: [],
+      rolloutInfos: {},
+      endReason: "error",
+      error: undefined,
+      turns: result.turns.map((t) => ({
+        finishReason: typeof t.finishReason === "string" ? t.finishReason : "stop",
+        tokenIds: t.tokenIds,
+        logprobs: jsonIssue(t.logprobs, "") === undefined ? t.logprobs : undefined
+      }))
+    }
+  }
+}
+
+/**
+ * What the log does with a group that has a failed trajectory: `keep` its lines (failed ones have a
+ * `null` advantage, the others' advantages are computed among themselves), `drop` the whole group,
+ * or `mask`: keep the lines with every advantage of the group `null` (so a trainer skips it).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FailedGroups = "keep" | "drop" | "mask"
+
+/**
+ * Whether a group has a failed trajectory.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const hasFailure = (group: Group): boolean => group.records.some((r) => r.error !== undefined)
+
+/**
+ * The text a group adds to the log under a failed-groups policy: one line per trajectory, or
+ * nothing. A line that cannot be encoded after all (a `toJSON` that throws only the second time) is
+ * written with an {@link EncodeError} instead, never lost.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): string => {
+  const failed = failedGroups !== "keep" && hasFailure(group)
+  if (failed && failedGroups === "drop") return ""
+  let text = ""
+  for (const original of group.records) {
+    const record = failed ? { ...original, advantage: undefined } : original
+    let line: string
+    try {
+      line = encodeLine(record)
+    } catch (error) {
+      line = encodeLine(
+        withEncodeError(record, new EncodeError({ path: "(line)", detail: `cannot be written as JSON: ${errorMessage(error)}` }))
+      )
+    }
+    text += line + "\n"
+  }
+  return text
+}
+
+/**
  * A writer of the log: `write` appends the lines of some items (each group's trajectories; nothing
- * for a row failure) in one write. The file is closed with the scope.
+ * for a row failure) in one write, so a group is never split across writes; `flush` asks the OS to
+ * put what was written on disk (when something was written since the last flush). The file is
+ * flushed and closed with the scope.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
+  readonly flush: Effect.Effect<void, PlatformError>
 }
 
 /**
- * Opens (truncates) the log file.
+ * How {@link open} opens the log: `append` to it (resuming a run) instead of truncating it, and the
+ * {@link FailedGroups} policy.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OpenOptions {
+  readonly append?: boolean | undefined
+  readonly failedGroups?: FailedGroups | undefined
+}
+
+/**
+ * Opens the log file: truncated (the default) or appended to.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const open = (path: string): Effect.Effect<Writer, PlatformError, FileSystem.FileSystem | Scope.Scope> =>
+export const open = (
+  path: string,
+  options: OpenOptions = {}
+): Effect.Effect<Writer, PlatformError, FileSystem.FileSystem | Scope.Scope> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const file = yield* fs.open(path, { flag: "w" })
+    const file = yield* fs.open(path, { flag: options.append === true ? "a" : "w" })
     const encoder = new TextEncoder()
+    const policy = options.failedGroups ?? "keep"
+    let dirty = false
+    const flush = Effect.suspend(() => {
+      if (!dirty) return Effect.void
+      dirty = false
+      return file.sync
+    })
+    yield* Effect.addFinalizer(() => Effect.ignore(flush))
     return {
       write: (items) => {
         let text = ""
         for (const item of items) {
-          if (item._tag !== "Group") continue
-          for (const record of item.records) text += encodeLine(record) + "\n"
+          if (item._tag === "Group") text += groupText(item, policy)
         }
-        return text === "" ? Effect.void : file.writeAll(encoder.encode(text))
-      }
+        if (text === "") return Effect.void
+        dirty = true
+        return file.writeAll(encoder.encode(text))
+      },
+      flush
     }
   })

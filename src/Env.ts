@@ -224,7 +224,8 @@ const normalizeStep = (out: StepResult | readonly [string, number, boolean, Info
 
 /**
  * Adapts live handlers into the contract: the handlers' `close` becomes the scope's finalizer,
- * so it runs exactly once. A failing close is logged, never lost silently.
+ * so it runs exactly once. A failing close makes closing the scope fail (a defect carrying the
+ * `EnvError` with phase `close`): in a run, that trajectory's error.
  *
  * @since 0.1.0
  * @category constructors
@@ -245,8 +246,10 @@ export const fromHandlers = (
             handlers.close === undefined
               ? Effect.void
               : lift(name, "close", () => handlers.close!()).pipe(
-                Effect.catchAll((error) => Effect.logWarning(error.message)),
-                Effect.asVoid
+                Effect.catchAll((error) => Effect.die(error)),
+                Effect.asVoid,
+                // as acquireRelease's release: a close under way is waited for, not cut
+                Effect.uninterruptible
               )
           ),
           adapt(name, handlers)

@@ -188,6 +188,11 @@ export class InferenceError extends Schema.TaggedError<InferenceError>("effect-g
   override get message(): string {
     return `${this.backend}: ${this.reason}${this.status === undefined ? "" : ` (HTTP ${this.status})`}: ${this.detail}`
   }
+
+  /** Transport failures and timeouts may go away on their own (`--trajectory-retries` retries them). */
+  get transient(): boolean {
+    return this.reason === "Transport" || this.reason === "Timeout"
+  }
 }
 
 /**

@@ -77,6 +77,28 @@ const KINDS = {
   renderers: ["render"]
 } as const
 
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
+
+/**
+ * The plugin a module exports: its default export or its export named `plugin`, also when
+ * CommonJS interop nests them (`module.exports = { default: plugin }`, a TypeScript file compiled
+ * to CommonJS, seen from an ES module as `{ default: { default: plugin } }`).
+ */
+const pluginExport = (module: unknown): unknown => {
+  let exports: unknown = module
+  for (let depth = 0; depth < 3 && isObject(exports); depth++) {
+    const candidate = exports.default ?? exports.plugin
+    if (!isObject(candidate)) return candidate
+    // A module namespace (or CommonJS exports) rather than the plugin: look one level further.
+    const keys = Object.keys(candidate).filter((key) => key !== "__esModule")
+    const wrapper = (candidate.__esModule === true || keys.every((key) => key === "default" || key === "plugin")) &&
+      keys.length > 0 && (isObject(candidate.default) || isObject(candidate.plugin))
+    if (!wrapper) return candidate
+    exports = candidate
+  }
+  return isObject(exports) ? exports.default ?? exports.plugin : undefined
+}
+
 /**
  * Checks the exports of a loaded module: its default export (or `plugin`) must be a plugin object
  * whose entries have names and the functions their kind needs.
@@ -86,8 +108,7 @@ const KINDS = {
  */
 export const fromModule = (file: string, module: unknown): Either.Either<Plugin, PluginError> => {
   const fail = (detail: string) => Either.left(new PluginError({ file, detail }))
-  const exports = module as Record<string, unknown> | null
-  const candidate = exports?.default ?? exports?.plugin
+  const candidate = pluginExport(module)
   if (typeof candidate !== "object" || candidate === null) {
     return fail("has no plugin export: export default Plugin.make({ envs, schedulers, rewards, policies })")
   }

@@ -179,6 +179,19 @@ export const columns = (
 }
 
 /**
+ * One reward function's score; a definition that throws or dies (one not made with {@link define})
+ * fails with a `RewardError` too, so a buggy reward fails its trajectory, not the run.
+ */
+const scoreOne = (f: Definition, input: RewardInput): Effect.Effect<number, RewardError> =>
+  Effect.suspend(() => f.score(input)).pipe(
+    Effect.catchAllDefect((defect) => Effect.fail(new RewardError({ reward: f.name, detail: describe(defect), cause: defect }))),
+    Effect.filterOrFail(
+      (value) => typeof value === "number" && Number.isFinite(value),
+      (value) => new RewardError({ reward: f.name, detail: `must return a finite number, got ${String(value)}` })
+    )
+  )
+
+/**
  * Scores a finished trajectory: one value per column (functions, then the gym total).
  *
  * @since 0.1.0
@@ -201,7 +214,7 @@ export const score = (
     trajectory
   }
   return Effect.map(
-    Effect.forEach(cols.functions, (f) => f.score(input)),
+    Effect.forEach(cols.functions, (f) => scoreOne(f, input)),
     (values) => {
       for (let i = 0; i < values.length; i++) out[cols.functions[i].name] = values[i]
       out[GYM_COLUMN] = trajectory.totalReward

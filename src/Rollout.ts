@@ -5,11 +5,15 @@
  *
  * Bad rows (malformed, not matching the schema, an unknown env, a bad `env_config`) are emitted as
  * `RowFailure` items and the other rows run. A failing trajectory is a record with its typed error;
- * it never fails the run.
+ * it never fails the run: failures and defects of the env (creation, reset, step, close), of the
+ * scheduler's hooks and of reward functions, a timeout, or a value its log line cannot hold.
  *
  * @since 0.1.0
  */
-import { Effect, Either, Queue, Schema, Scope, Stream } from "effect"
+import type { Chunk } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, Option, Queue, Schema, Scope, Stream } from "effect"
+import type { RuntimeFiber } from "effect/Fiber"
+import { check as checkEncodable, EncodeError, withEncodeError } from "./CompletionsLog.js"
 import { Inference } from "./Inference.js"
 import type { SamplingParams, Service as InferenceService } from "./Inference.js"
 import { mixSeed } from "./internal/seed.js"
@@ -18,7 +22,7 @@ import * as Registry from "./Registry.js"
 import * as Reward from "./Reward.js"
 import { RowError } from "./Row.js"
 import type { Row } from "./Row.js"
-import type * as Scheduler from "./Scheduler.js"
+import * as Scheduler from "./Scheduler.js"
 import * as Trajectory from "./Trajectory.js"
 
 /**
@@ -47,6 +51,34 @@ export interface Config {
    * to check that and to measure what the per-event stream machinery costs.
    */
   readonly driver?: "loop" | "stream" | undefined
+  /** Limits on the phases of each trajectory (absent: none). See {@link Timeouts}. */
+  readonly timeouts?: Timeouts | undefined
+  /**
+   * How many times a trajectory that failed with a transient error (`Scheduler.isTransient`: model
+   * transport errors and timeouts, OpenEnv connection and capacity errors, {@link Scheduler.Timeout})
+   * is run again, with a fresh env and the same seed. Default 0.
+   */
+  readonly retries?: number | undefined
+}
+
+/**
+ * Limits on the phases of a trajectory; absent ones are not limited. A trajectory past a limit ends
+ * with a `Timeout` error naming the phase, and its env is closed (itself within `close`). An env
+ * call stuck in code that cannot be interrupted (a synchronous loop, an uninterruptible region) is
+ * abandoned after `close` more: its trajectory gets its record, and a new worker takes its place.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Timeouts {
+  /** Creating and resetting the env (the scheduler's start). */
+  readonly reset?: Duration.DurationInput | undefined
+  /** The env's answer to one turn (the scheduler's `onTurnEnd` and `step`), and the reward functions. */
+  readonly step?: Duration.DurationInput | undefined
+  /** Closing the env (the trajectory's scope). */
+  readonly close?: Duration.DurationInput | undefined
+  /** The whole trajectory, model calls included (not its close). */
+  readonly trajectory?: Duration.DurationInput | undefined
 }
 
 /**
@@ -73,8 +105,21 @@ export interface TrajectoryRecord {
   readonly rewards: Readonly<Record<string, number>> | undefined
   readonly reward: number | undefined
   readonly advantage: number | undefined
-  readonly error: Scheduler.TrajectoryError | Reward.RewardError | undefined
+  readonly error: RecordError | undefined
+  /** Attempts made when the trajectory was retried (absent or 1: it ran once). */
+  readonly attempts?: number | undefined
+  /** The errors of the attempts before the last one. */
+  readonly attemptErrors?: ReadonlyArray<Scheduler.TrajectoryError> | undefined
 }
+
+/**
+ * Every way a trajectory's record can fail: the trajectory itself, its reward functions, or its
+ * log line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RecordError = Scheduler.TrajectoryError | Reward.RewardError | EncodeError
 
 /**
  * A finished GRPO group (all generations of one row).
@@ -132,6 +177,27 @@ export const positiveInteger = (option: string, value: number): Either.Either<vo
 }
 
 /**
+ * Upper bounds of a run's sizes, and why (a value above is refused before anything runs).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const LIMITS = {
+  numGenerations: {
+    max: 4096,
+    reason: "a group's trajectories are held in memory until its last one ends (GRPO groups are 2 to a few hundred)"
+  },
+  concurrency: {
+    max: 100_000,
+    reason: "each trajectory in flight holds an env, a conversation and a worker; memory runs out before more helps"
+  },
+  maxTurns: {
+    max: 10_000,
+    reason: "a trajectory holds its whole conversation, which no model's context takes past a few thousand turns"
+  }
+} as const
+
+/**
  * Checks the numeric settings of a run.
  *
  * @since 0.1.0
@@ -143,14 +209,19 @@ export const validate = (config: {
   readonly concurrency: number
   readonly seed: number
 }): Either.Either<void, RunConfigError> => {
-  const positive: Array<[string, number]> = [
-    ["--num-generations", config.numGenerations],
-    ["--max-turns", config.maxTurns],
-    ["--concurrency", config.concurrency]
+  const sizes: Array<[string, number, { readonly max: number; readonly reason: string }]> = [
+    ["--num-generations", config.numGenerations, LIMITS.numGenerations],
+    ["--max-turns", config.maxTurns, LIMITS.maxTurns],
+    ["--concurrency", config.concurrency, LIMITS.concurrency]
   ]
-  for (const [option, value] of positive) {
+  for (const [option, value, limit] of sizes) {
     const checked = positiveInteger(option, value)
     if (Either.isLeft(checked)) return checked
+    if (value > limit.max) {
+      return Either.left(
+        new RunConfigError({ option, detail: `must be at most ${limit.max}, got ${value}: ${limit.reason}` })
+      )
+    }
   }
   if (!Number.isSafeInteger(config.seed)) {
     return Either.left(new RunConfigError({ option: "--seed", detail: `must be an integer, got ${config.seed}` }))
@@ -262,55 +333,543 @@ export const withAdvantages = (records: ReadonlyArray<TrajectoryRecord>): Array<
   return records.map((r, i) => ({ ...r, advantage: advantages[i] }))
 }
 
-type Task =
-  | { readonly _tag: "Trajectory"; readonly prepared: PreparedRow; readonly generation: number; readonly group: Slot }
-  | RowFailure
+/** One generation of a prepared row to run, with the attempts made so far. */
+interface TrajectoryTask {
+  readonly _tag: "Trajectory"
+  readonly prepared: PreparedRow
+  readonly generation: number
+  readonly group: GroupSlot
+  attempt: number
+  errors: Array<Scheduler.TrajectoryError> | undefined
+}
+
+type Task = TrajectoryTask | RowFailure
 
 /** The group of a row being filled. */
-interface Slot {
+interface GroupSlot {
   readonly row: Row
   readonly records: Array<TrajectoryRecord | undefined>
   remaining: number
 }
 
-function* prepareRows(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Either.Either<PreparedRow, RowError>> {
-  for (const decoded of rows) yield Either.flatMap(decoded, (row) => prepareRow(config, row))
+/**
+ * Rows to run: in memory (any iterable, pulled lazily) or a `Stream` (a dataset read from disk;
+ * pulled a chunk at a time, so memory stays bounded whatever its size).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Rows<A, E = never> = Iterable<Either.Either<A, RowError>> | Stream.Stream<Either.Either<A, RowError>, E>
+
+/**
+ * Options of a running stream: `until`, when it completes, stops the run gracefully (no new
+ * trajectory starts, those in flight are interrupted and their envs closed, the groups already
+ * complete are still emitted, then the stream ends).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StreamOptions {
+  readonly until?: Effect.Effect<unknown> | undefined
 }
 
-function* tasks(config: Config, rows: Iterable<Either.Either<PreparedRow, RowError>>): Generator<Task> {
-  for (const prepared of rows) {
-    if (Either.isLeft(prepared)) {
-      yield { _tag: "RowFailure", error: prepared.left }
-      continue
-    }
-    const group: Slot = {
-      row: prepared.right.row,
-      records: new Array(config.numGenerations).fill(undefined),
-      remaining: config.numGenerations
-    }
-    for (let generation = 0; generation < config.numGenerations; generation++) {
-      yield { _tag: "Trajectory", prepared: prepared.right, generation, group }
+/**
+ * The tasks of a run, expanded lazily from its rows: each row's generations, row failures as they
+ * come. A `Stream` of rows is pulled one chunk at a time by whichever worker runs out first (the
+ * others wait for that pull).
+ */
+class Tasks<E> {
+  private iterator: Iterator<Either.Either<PreparedRow, RowError>> | undefined
+  private current: { readonly prepared: PreparedRow; readonly group: GroupSlot; next: number } | undefined
+  private refilling: Deferred.Deferred<void> | undefined
+  exhausted = false
+  failure: Cause.Cause<E> | undefined = undefined
+
+  constructor(
+    private readonly numGenerations: number,
+    iterator: Iterator<Either.Either<PreparedRow, RowError>> | undefined,
+    private readonly pull: Effect.Effect<Chunk.Chunk<Either.Either<PreparedRow, RowError>>, Option.Option<E>> | undefined
+  ) {
+    this.iterator = iterator
+  }
+
+  /**
+   * The next task; `undefined` when there are no more; or an Effect to wait on before asking again
+   * (the next chunk of a stream is being read). Throws what an iterable of rows throws.
+   */
+  next(): Task | Effect.Effect<void> | undefined {
+    for (;;) {
+      const current = this.current
+      if (current !== undefined) {
+        const generation = current.next++
+        if (current.next >= this.numGenerations) this.current = undefined
+        return {
+          _tag: "Trajectory",
+          prepared: current.prepared,
+          generation,
+          group: current.group,
+          attempt: 1,
+          errors: undefined
+        }
+      }
+      if (this.exhausted) return undefined
+      const iterator = this.iterator
+      if (iterator === undefined) return this.refill()
+      const step = iterator.next()
+      if (step.done === true) {
+        this.iterator = undefined
+        if (this.pull === undefined) this.exhausted = true
+        continue
+      }
+      const prepared = step.value
+      if (Either.isLeft(prepared)) return { _tag: "RowFailure", error: prepared.left }
+      const row = prepared.right.row
+      const group: GroupSlot = { row, records: new Array(this.numGenerations).fill(undefined), remaining: this.numGenerations }
+      this.current = { prepared: prepared.right, group, next: 0 }
     }
   }
+
+  private refill(): Effect.Effect<void> {
+    const pull = this.pull
+    if (pull === undefined) {
+      this.exhausted = true
+      return Effect.void
+    }
+    if (this.refilling !== undefined) return Deferred.await(this.refilling)
+    const refilled = Deferred.unsafeMake<void>(FiberId.none)
+    this.refilling = refilled
+    // A pull is not interrupted halfway (rows would be lost to a stray interruption).
+    return Effect.matchCause(Effect.uninterruptible(pull), {
+      onFailure: (cause) => {
+        this.refilling = undefined
+        Deferred.unsafeDone(refilled, Exit.void)
+        this.exhausted = true
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure) && Option.isNone(failure.value)) return
+        this.failure = Cause.map(cause, (e) => (e as Option.Some<E>).value)
+      },
+      onSuccess: (chunk) => {
+        this.refilling = undefined
+        Deferred.unsafeDone(refilled, Exit.void)
+        this.iterator = chunk[Symbol.iterator]()
+      }
+    })
+  }
+}
+
+/** What a worker that replaces a stopped one does first: finish (or run again) the stopped one's task. */
+interface Recovery {
+  readonly task: TrajectoryTask
+  /** The stopped trajectory's result (after its env is closed); `undefined`: run the task again. */
+  readonly result: Effect.Effect<Trajectory.TrajectoryResult> | undefined
+}
+
+/** One place in the pool: a worker and what it is doing, as the watchdog sees it. */
+interface WorkerSlot {
+  readonly worker: Trajectory.Worker
+  fiber: RuntimeFiber<void> | undefined
+  /** The trajectory in flight (including its retries and scoring). */
+  task: TrajectoryTask | undefined
+  /** Reward functions running over this result since `started`. */
+  scoring: { readonly started: number; readonly result: Trajectory.TrajectoryResult } | undefined
+  /** The timeout the watchdog found (and interrupted the worker for), with what it was about. */
+  expired: { readonly error: Scheduler.Timeout; readonly token: object | undefined; readonly at: number } | undefined
+  /** The worker could not be stopped and was replaced; whatever it does later is ignored. */
+  abandoned: boolean
+  recovery: Recovery | undefined
 }
 
 const END = Symbol("end")
 
+/** Workers a pool starts with; it grows by one per task taken, up to its concurrency. */
+const INITIAL_WORKERS = 16
+
+const millis = (input: Duration.DurationInput | undefined): number | undefined =>
+  input === undefined ? undefined : Duration.toMillis(Duration.decode(input))
+
+const withTimeout = (result: Trajectory.TrajectoryResult, error: Scheduler.Timeout): Trajectory.TrajectoryResult =>
+  result.error !== undefined ? result : { ...result, endReason: "error", error }
+
+/**
+ * The worker pool of a run: `concurrency` fibers, each pulling tasks and running their trajectories,
+ * and offering each group to the queue when it completes.
+ *
+ * Guarantees:
+ * - a worker is never lost: whatever ends its fiber is counted (`onExit`), so the run always ends;
+ * - a trajectory past a timeout is stopped (its worker fiber interrupted by the watchdog, then
+ *   replaced by one that records the trajectory with its `Timeout` and closes its env); a worker
+ *   that does not stop within the close timeout is abandoned and replaced all the same;
+ * - taking a task, closing an env and completing a group are not interrupted halfway: a stop or a
+ *   stray interruption never loses a task taken or a group that is complete (an interrupted
+ *   worker's task is run again, or finished, by its replacement);
+ * - a failing source of rows, or a defect in the pool itself, stops new work; what is in flight
+ *   finishes, and the stream fails after its last group.
+ */
+class Pool<E> {
+  private live = 0
+  /** Workers started so far (the pool grows to `concurrency` as tasks are taken). */
+  private started = 0
+  private stopping = false
+  private draining = false
+  private failure: Cause.Cause<E> | undefined = undefined
+  private readonly slots = new Set<WorkerSlot>()
+  readonly done = Deferred.unsafeMake<void>(FiberId.none)
+  private readonly limits: Trajectory.TimeoutLimits
+  /** How long a stopped worker may take to exit before it is abandoned (the close timeout). */
+  private readonly grace: number | undefined
+  private readonly options: Trajectory.Options
+  private readonly retries: number
+
+  constructor(
+    private readonly config: Config,
+    private readonly inference: InferenceService,
+    private readonly parent: Scope.Scope,
+    private readonly tasks: Tasks<E>,
+    private readonly queue: Queue.Queue<Item | typeof END>
+  ) {
+    const t = config.timeouts ?? {}
+    this.limits = {
+      reset: millis(t.reset),
+      step: millis(t.step),
+      close: millis(t.close),
+      trajectory: millis(t.trajectory)
+    }
+    this.grace = this.limits.close
+    this.options = {
+      scheduler: config.scheduler.instance,
+      sampling: config.sampling,
+      chatTemplateKwargs: config.chatTemplateKwargs
+    }
+    this.retries = config.retries ?? 0
+  }
+
+  /** Forks the workers (and the watchdog, when there are limits) into `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      // A few workers now; each task taken starts one more until there are `concurrency`: a run of
+      // 1,000 trajectories with --concurrency 100000 forks 1,000 fibers, not 100,000.
+      const first = Math.min(this.config.concurrency, INITIAL_WORKERS)
+      const spawns: Array<Effect.Effect<void>> = []
+      for (let i = 0; i < first; i++) spawns.push(this.grow())
+      const limits = Object.values(this.limits).filter((x): x is number => x !== undefined)
+      const watchdog = limits.length === 0 ? Effect.void : Effect.asVoid(
+        Effect.forkIn(this.watch(Math.min(1000, Math.max(5, Math.min(...limits) / 10))), scope)
+      )
+      return Effect.zipRight(Effect.all(spawns, { discard: true }), watchdog)
+    })
+  }
+
+  /** The stream's end: after every worker is done, and after the groups they offered. */
+  end(): Effect.Effect<void> {
+    return Effect.zipRight(Deferred.await(this.done), Queue.offer(this.queue, END))
+  }
+
+  /** The run's failure, if a source of rows failed or a worker died (raised after the last group). */
+  get failed(): Cause.Cause<E> | undefined {
+    return this.failure
+  }
+
+  /** Stops the run: no new trajectory starts; those in flight are interrupted. */
+  stop(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.stopping) return Effect.void
+      this.stopping = true
+      const fibers = [...this.slots].flatMap((slot) => (slot.fiber === undefined ? [] : [slot.fiber]))
+      const interrupt = Effect.forEach(fibers, (fiber) => Fiber.interruptFork(fiber), { discard: true })
+      // A worker stuck where it cannot be interrupted is given up after the close timeout.
+      const grace = this.grace
+      if (grace === undefined) return interrupt
+      const giveUp = Effect.race(Deferred.await(this.done), Effect.delay(Effect.sync(() => this.abandonAll()), grace))
+      return Effect.zipRight(interrupt, Effect.asVoid(Effect.forkDaemon(giveUp)))
+    })
+  }
+
+  /**
+   * The stream's consumer is gone: shuts the queue down (a worker offering a group to it stops
+   * waiting), stops the run, and waits (within the close timeout, when there is one) for its workers.
+   */
+  shutdown(): Effect.Effect<void> {
+    const wait = this.grace === undefined
+      ? Deferred.await(this.done)
+      : Effect.ignore(Effect.timeout(Deferred.await(this.done), this.grace + 50))
+    return Effect.zipRight(Effect.zipRight(Queue.shutdown(this.queue), this.stop()), wait)
+  }
+
+  private slot(worker = new Trajectory.Worker(this.inference, this.parent)): WorkerSlot {
+    return {
+      worker,
+      fiber: undefined,
+      task: undefined,
+      scoring: undefined,
+      expired: undefined,
+      abandoned: false,
+      recovery: undefined
+    }
+  }
+
+  /** Starts one more worker (counted as live at once, so the run cannot end in between). */
+  private grow(): Effect.Effect<void> {
+    this.started++
+    this.live++
+    return this.spawn(this.slot())
+  }
+
+  private spawn(slot: WorkerSlot): Effect.Effect<void> {
+    this.slots.add(slot)
+    const body = Effect.interruptible(
+      Effect.onExit(
+        slot.worker.provide(this.loop(slot)),
+        (exit) => this.exited(slot, exit)
+      )
+    )
+    return Effect.map(Effect.forkDaemon(body), (fiber) => {
+      slot.fiber = fiber
+    })
+  }
+
+  private workerDone(slot: WorkerSlot): void {
+    this.slots.delete(slot)
+    if (--this.live === 0) Deferred.unsafeDone(this.done, Exit.void)
+  }
+
+  private fail(cause: Cause.Cause<E>): void {
+    this.failure = this.failure === undefined ? cause : Cause.sequential(this.failure, cause)
+    this.draining = true
+  }
+
+  private loop(slot: WorkerSlot) {
+    const loop: Effect.Effect<void> = Effect.suspend(() => {
+      const recovery = slot.recovery
+      if (recovery !== undefined) {
+        slot.recovery = undefined
+        const next = recovery.result === undefined
+          ? Effect.zipRight(slot.worker.discard(), this.attempt(slot, recovery.task))
+          : Effect.flatMap(recovery.result, (result) => this.settle(slot, recovery.task, result))
+        return Effect.zipRight(next, loop)
+      }
+      if (this.stopping || this.draining) return Effect.void
+      let next: Task | Effect.Effect<void> | undefined
+      try {
+        next = this.tasks.next()
+      } catch (defect) {
+        this.fail(Cause.die(defect))
+        return Effect.void
+      }
+      if (next === undefined) {
+        if (this.tasks.failure !== undefined && !this.draining) this.fail(this.tasks.failure)
+        return Effect.void
+      }
+      if (Effect.isEffect(next)) return Effect.zipRight(next, loop)
+      if (next._tag === "RowFailure") return Effect.zipRight(Effect.uninterruptible(Queue.offer(this.queue, next)), loop)
+      // Set with the take, so that an interruption from now on finds the task to run again.
+      slot.task = next
+      const run = Effect.zipRight(this.attempt(slot, next), loop)
+      return this.started < this.config.concurrency ? Effect.zipRight(this.grow(), run) : run
+    })
+    return loop
+  }
+
+  /** Runs one attempt of a task. */
+  private attempt(slot: WorkerSlot, task: TrajectoryTask): Effect.Effect<void> {
+    slot.task = task
+    const req = request(this.config, task.prepared, task.generation)
+    return Effect.flatMap(
+      slot.worker.run(req, this.options, this.config.driver),
+      (result) => this.settle(slot, task, result)
+    )
+  }
+
+  /** A finished attempt: retried when its error is transient and attempts are left; else scored. */
+  private settle(
+    slot: WorkerSlot,
+    task: TrajectoryTask,
+    result: Trajectory.TrajectoryResult
+  ): Effect.Effect<void> {
+    // A worker given up by the watchdog that got going again: its task was finished by another.
+    if (slot.abandoned) return Effect.interrupt
+    const error = result.error
+    if (error !== undefined && task.attempt <= this.retries && Scheduler.isTransient(error)) {
+      ;(task.errors ??= []).push(error)
+      task.attempt++
+      const backoff = Duration.millis(Math.min(100 * 2 ** (task.attempt - 2), 5000))
+      return Effect.zipRight(Effect.sleep(backoff), this.attempt(slot, task))
+    }
+    const row = task.prepared.row
+    if (!needsRewardFunctions(this.config, result)) return this.complete(slot, task, scoreSync(this.config, row, result))
+    slot.scoring = { started: performance.now(), result }
+    return Effect.flatMap(scoreTrajectory(this.config, row, result), (record) => {
+      slot.scoring = undefined
+      return this.complete(slot, task, record)
+    })
+  }
+
+  /**
+   * A trajectory's final record: checked for its log line, put in its group, the group offered when
+   * full. Synchronous (so atomic) but for the offer: the last trajectory of a group puts its record
+   * and offers the group without a chance of interruption in between, so a complete group is never
+   * lost to a stop.
+   */
+  private complete(slot: WorkerSlot, task: TrajectoryTask, record: TrajectoryRecord): Effect.Effect<void> {
+    if (slot.abandoned) return Effect.interrupt
+    if (task.group.remaining === 1) return Effect.uninterruptible(Effect.suspend(() => this.put(slot, task, record)))
+    return this.put(slot, task, record)
+  }
+
+  private put(slot: WorkerSlot, task: TrajectoryTask, record: TrajectoryRecord): Effect.Effect<void> {
+    slot.task = undefined
+    let out = task.attempt > 1 ? { ...record, attempts: task.attempt, attemptErrors: task.errors } : record
+    const problem = checkEncodable(out)
+    if (problem !== undefined) out = withEncodeError(out, problem)
+    const group = task.group
+    group.records[task.generation] = out
+    if (--group.remaining > 0) return Effect.void
+    const records = withAdvantages(group.records as Array<TrajectoryRecord>)
+    return Queue.offer(this.queue, { _tag: "Group", row: group.row, records })
+  }
+
+  /** Whatever ended a worker's fiber: it is counted, replaced, or it ends the run. */
+  private exited(slot: WorkerSlot, exit: Exit.Exit<void>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      // A stuck worker that stopped at last: close what it left open; its place was taken already.
+      if (slot.abandoned) return slot.worker.discard()
+      if (Exit.isSuccess(exit)) {
+        this.workerDone(slot)
+        return Effect.void
+      }
+      if (Cause.isInterruptedOnly(exit.cause)) {
+        const expired = slot.expired
+        if (expired !== undefined && !this.stopping) {
+          // Stopped by the watchdog: a new fiber takes the slot and finishes the task first.
+          slot.expired = undefined
+          slot.recovery = this.recoveryOf(slot, expired)
+          return this.spawn(slot)
+        }
+        this.workerDone(slot)
+        return Effect.void
+      }
+      // A defect in the pool itself (a bug): no new work, and the run fails after what is in flight.
+      this.fail(exit.cause as Cause.Cause<never>)
+      this.workerDone(slot)
+      return slot.worker.discard()
+    })
+  }
+
+  /**
+   * What a replacement does with the stopped worker's task: the timed-out trajectory's result, or
+   * (when the interruption landed elsewhere than on the trajectory that timed out) run it again.
+   */
+  private recoveryOf(slot: WorkerSlot, expired: NonNullable<WorkerSlot["expired"]>): Recovery | undefined {
+    const task = slot.task
+    const scoring = slot.scoring
+    slot.scoring = undefined
+    if (task === undefined) return undefined
+    if (scoring !== undefined && scoring.result === expired.token) {
+      return { task, result: Effect.succeed(withTimeout(scoring.result, expired.error)) }
+    }
+    const current = slot.worker.current
+    if (current !== undefined && current === expired.token) return { task, result: slot.worker.recover(expired.error) }
+    return { task, result: undefined }
+  }
+
+  /** A worker that did not stop within the close timeout: given up, its task finished by a new one. */
+  private abandon(slot: WorkerSlot, expired: NonNullable<WorkerSlot["expired"]>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (slot.abandoned || !this.slots.has(slot)) return Effect.void
+      slot.abandoned = true
+      this.slots.delete(slot)
+      const fresh = this.slot()
+      const task = slot.task
+      if (task !== undefined) {
+        const scoring = slot.scoring
+        const result = scoring !== undefined && scoring.result === expired.token
+          ? withTimeout(scoring.result, expired.error)
+          : slot.worker.current !== undefined && slot.worker.current === expired.token
+          ? slot.worker.abandon(expired.error)
+          : undefined
+        fresh.recovery = { task, result: result === undefined ? undefined : Effect.succeed(result) }
+      }
+      if (this.stopping) {
+        this.live--
+        if (this.live === 0) Deferred.unsafeDone(this.done, Exit.void)
+        return Effect.void
+      }
+      return this.spawn(fresh)
+    })
+  }
+
+  /** After a stop: workers still running past the close timeout are given up, and the run ends. */
+  private abandonAll(): void {
+    for (const slot of this.slots) slot.abandoned = true
+    this.slots.clear()
+    this.live = 0
+    Deferred.unsafeDone(this.done, Exit.void)
+  }
+
+  /** Every `period` ms: interrupts workers past a limit, abandons those that did not stop. */
+  private watch(period: number): Effect.Effect<void> {
+    const check = Effect.suspend(() => {
+      const now = performance.now()
+      const actions: Array<Effect.Effect<void>> = []
+      for (const slot of this.slots) {
+        const fiber = slot.fiber
+        if (fiber === undefined) continue
+        const expired = slot.expired
+        if (expired === undefined) {
+          const scoring = slot.scoring
+          const timeout = scoring !== undefined ? this.scoringOverdue(scoring.started, now) : slot.worker.overdue(now, this.limits)
+          if (timeout === undefined) continue
+          const found = { error: timeout, token: scoring !== undefined ? scoring.result : slot.worker.current, at: now }
+          slot.expired = found
+          actions.push(Fiber.interruptFork(fiber))
+          // A close cannot be interrupted: past its timeout, the worker is given up at once.
+          if (timeout.phase === "close") actions.push(this.abandon(slot, found))
+        } else if (this.grace !== undefined && now - expired.at > this.grace) {
+          actions.push(this.abandon(slot, expired))
+        }
+      }
+      return actions.length === 0 ? Effect.void : Effect.all(actions, { discard: true })
+    })
+    return Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(period)), check))
+  }
+
+  private scoringOverdue(started: number, now: number): Scheduler.Timeout | undefined {
+    const limit = this.limits.step
+    return limit !== undefined && now - started > limit
+      ? new Scheduler.Timeout({ phase: "reward", limit: "step", seconds: limit / 1000 })
+      : undefined
+  }
+}
+
 /**
  * Runs every row. Groups are emitted as they complete (not in row order); row failures as they
- * are met. Interrupting the stream interrupts the trajectories in flight, and their envs are closed.
+ * are met. Interrupting the stream interrupts the trajectories in flight, and their envs are closed;
+ * `options.until` stops it gracefully (see {@link StreamOptions}).
  *
  * Concurrency is a fixed pool of `concurrency` workers pulling trajectories from the rows, so the
  * number of trajectories in flight (and of partly filled groups) stays bounded however large the
- * dataset is.
+ * dataset is. When the rows are a `Stream` that fails, no new row starts, what is in flight
+ * finishes, and the stream fails with that error after the last group.
  *
  * @since 0.1.0
  * @category running
  */
-export const stream = (
+export const stream = <E = never>(
   config: Config,
-  rows: Iterable<Either.Either<Row, RowError>>
-): Stream.Stream<Item, never, Inference> => streamPrepared(config, prepareRows(config, rows))
+  rows: Rows<Row, E>,
+  options?: StreamOptions
+): Stream.Stream<Item, E, Inference> =>
+  streamPrepared(
+    config,
+    Stream.StreamTypeId in rows
+      ? Stream.map(rows as Stream.Stream<Either.Either<Row, RowError>, E>, (decoded) =>
+        Either.flatMap(decoded, (row) => prepareRow(config, row)))
+      : prepareRows(config, rows as Iterable<Either.Either<Row, RowError>>),
+    options
+  )
+
+function* prepareRows(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Either.Either<PreparedRow, RowError>> {
+  for (const decoded of rows) yield Either.flatMap(decoded, (row) => prepareRow(config, row))
+}
 
 /**
  * {@link stream} over rows already prepared with {@link prepareRow} (with this config's registry,
@@ -319,10 +878,11 @@ export const stream = (
  * @since 0.1.0
  * @category running
  */
-export const streamPrepared = (
+export const streamPrepared = <E = never>(
   config: Config,
-  rows: Iterable<Either.Either<PreparedRow, RowError>>
-): Stream.Stream<Item, never, Inference> =>
+  rows: Rows<PreparedRow, E>,
+  options?: StreamOptions
+): Stream.Stream<Item, E, Inference> =>
   Stream.unwrapScoped(
     Effect.gen(function*() {
       const inference = yield* Inference
@@ -330,64 +890,38 @@ export const streamPrepared = (
         Queue.bounded<Item | typeof END>(Math.max(64, config.concurrency)),
         Queue.shutdown
       )
-      const source = tasks(config, rows)
-      // The trajectories' scopes live under this one. It is added to the run's scope before the
-      // workers are forked, so on interruption the workers stop first, then it closes every
-      // trajectory still open (and its env), then the queue shuts down.
-      const trajectories = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
-      // One fiber per worker, each forked straight into the run's scope (interrupted when it
-      // closes): a worker's stack then holds only its own frames, which matters when thousands of
-      // workers wait on a model at once. The last worker to finish offers END.
-      const scope = yield* Effect.scope
-      let running = config.concurrency
-      const finished = Effect.suspend(() => (--running === 0 ? Queue.offer(queue, END) : Effect.void))
-      for (let i = 0; i < config.concurrency; i++) {
-        yield* Effect.forkIn(
-          Effect.zipRight(workerLoop(config, inference, trajectories, source, queue), finished),
-          scope
+      const tasks = Stream.StreamTypeId in rows
+        ? new Tasks<E>(
+          config.numGenerations,
+          undefined,
+          yield* Stream.toPull(rows as Stream.Stream<Either.Either<PreparedRow, RowError>, E>)
         )
-      }
-      return Stream.fromQueue(queue).pipe(Stream.takeWhile((item): item is Item => item !== END))
+        : new Tasks<E>(config.numGenerations, (rows as Iterable<Either.Either<PreparedRow, RowError>>)[Symbol.iterator](), undefined)
+      const closeMs = millis(config.timeouts?.close)
+      // The trajectories' scopes live under this one. Its finalizer is added before the pool's, so
+      // on interruption the workers stop first, then it closes every trajectory still open (and its
+      // env; within the close timeout, when there is one), then the queue shuts down.
+      const trajectories = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => {
+        const close = Scope.close(scope, exit)
+        return closeMs === undefined
+          ? close
+          : Effect.flatMap(Effect.forkDaemon(close), (fiber) => Effect.ignore(Effect.timeout(Fiber.await(fiber), closeMs)))
+      })
+      const pool = new Pool<E>(config, inference, trajectories, tasks, queue)
+      yield* Effect.addFinalizer(() => pool.shutdown())
+      const scope = yield* Effect.scope
+      yield* pool.start(scope)
+      yield* Effect.forkIn(pool.end(), scope)
+      if (options?.until !== undefined) yield* Effect.forkIn(Effect.zipRight(options.until, pool.stop()), scope)
+      return Stream.fromQueue(queue).pipe(
+        Stream.takeWhile((item): item is Item => item !== END),
+        Stream.concat(Stream.suspend(() => {
+          const failure = pool.failed
+          return failure === undefined ? Stream.empty : Stream.failCause(failure)
+        }))
+      )
     })
   )
-
-const workerLoop = (
-  config: Config,
-  inference: InferenceService,
-  parent: Scope.Scope,
-  source: Iterator<Task>,
-  queue: Queue.Queue<Item | typeof END>
-): Effect.Effect<void> => {
-  const options: Trajectory.Options = {
-    scheduler: config.scheduler.instance,
-    sampling: config.sampling,
-    chatTemplateKwargs: config.chatTemplateKwargs
-  }
-  const worker = Trajectory.worker(inference, parent)
-  const loop: Effect.Effect<void> = Effect.suspend(() => {
-    const next = source.next()
-    if (next.done === true) return Effect.void
-    const task = next.value
-    if (task._tag === "RowFailure") return Effect.zipRight(Queue.offer(queue, task), loop)
-    const req = request(config, task.prepared, task.generation)
-    const trajectory = config.driver === "stream"
-      ? Effect.provideService(Trajectory.fold(req, Trajectory.stream(req, options)), Inference, inference)
-      : worker.run(req, options)
-    const finished = (record: TrajectoryRecord): Effect.Effect<void> => {
-      const group = task.group
-      group.records[task.generation] = record
-      group.remaining--
-      if (group.remaining > 0) return loop
-      const records = withAdvantages(group.records as Array<TrajectoryRecord>)
-      return Effect.zipRight(Queue.offer(queue, { _tag: "Group", row: group.row, records }), loop)
-    }
-    return Effect.flatMap(trajectory, (result) =>
-      needsRewardFunctions(config, result)
-        ? Effect.flatMap(scoreTrajectory(config, task.prepared.row, result), finished)
-        : finished(scoreSync(config, task.prepared.row, result)))
-  })
-  return worker.provide(loop)
-}
 
 /**
  * Runs rows given in memory (already parsed JSON values) and collects every item.

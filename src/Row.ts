@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Chunk, Effect, Either, ParseResult, Schema, Stream } from "effect"
 import type { EnvConfig } from "./Env.js"
 import * as Json from "./internal/Json.js"
 import { Messages } from "./Message.js"
@@ -153,11 +153,43 @@ export const decodeLine = (
  */
 export const parseLine = (file: string, index: number, text: string): Either.Either<unknown, RowError> | undefined => {
   if (text.trim() === "") return undefined
+  let value: unknown
   try {
-    return Either.right(Json.parse(text))
+    value = Json.parse(text)
   } catch (error) {
     return Either.left(new RowError({ file, line: index + 1, path: "", detail: `malformed JSON: ${errorMessage(error)}` }))
   }
+  // A number literal too large for a double (1e400) parses as Infinity: say so where it is.
+  if (HUGE_NUMBER.test(text)) {
+    const where = nonFinite(value, [])
+    if (where !== undefined) {
+      return Either.left(
+        new RowError({
+          file,
+          line: index + 1,
+          path: formatPath(where.path),
+          detail: `the number is too large (beyond ±1.8e308, it would be ${where.value})`
+        })
+      )
+    }
+  }
+  return Either.right(value)
+}
+
+/** A number with an exponent of 3+ digits, or 300+ digits in a row: the ones that may overflow. */
+const HUGE_NUMBER = /\d[eE]\+?\d{3}|\d{300}/
+
+const nonFinite = (
+  value: unknown,
+  path: Array<PropertyKey>
+): { readonly path: ReadonlyArray<PropertyKey>; readonly value: number } | undefined => {
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : { path, value }
+  if (typeof value !== "object" || value === null) return undefined
+  for (const [key, child] of Object.entries(value)) {
+    const found = nonFinite(child, [...path, Array.isArray(value) ? Number(key) : key])
+    if (found !== undefined) return found
+  }
+  return undefined
 }
 
 /**
@@ -202,3 +234,165 @@ export const countRows = (text: string): number => {
   for (const [, line] of lines(text)) if (line.trim() !== "") count++
   return count
 }
+
+/**
+ * A line of a byte stream: its 0-based index, and its text, or the reason its bytes are not text.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export type Line = readonly [index: number, text: string, invalid?: string]
+
+const NEWLINE = 0x0a
+
+/**
+ * Splits bytes into lines as they come (`\n`, a trailing `\r` removed), decoding UTF-8 strictly:
+ * a line that is not valid UTF-8 is reported with its line, not replaced with U+FFFD. Only the
+ * bytes after the last newline are held between chunks.
+ */
+class LineSplitter {
+  private carry: Uint8Array | undefined = undefined
+  private index = 0
+  private readonly decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+  push(chunk: Uint8Array): Array<Line> {
+    let data = chunk
+    if (this.carry !== undefined) {
+      data = new Uint8Array(this.carry.length + chunk.length)
+      data.set(this.carry)
+      data.set(chunk, this.carry.length)
+      this.carry = undefined
+    }
+    const last = data.lastIndexOf(NEWLINE)
+    if (last < 0) {
+      this.carry = data
+      return []
+    }
+    if (last + 1 < data.length) this.carry = data.slice(last + 1)
+    return this.lines(data.subarray(0, last))
+  }
+
+  end(): Array<Line> {
+    const carry = this.carry ?? new Uint8Array(0)
+    this.carry = undefined
+    return this.lines(carry)
+  }
+
+  /** The lines of `bytes` (whole lines, the last without its newline). */
+  private lines(bytes: Uint8Array): Array<Line> {
+    let text: string | undefined
+    try {
+      text = this.decoder.decode(bytes)
+    } catch {
+      text = undefined
+    }
+    const out: Array<Line> = []
+    if (text !== undefined) {
+      for (const [, line] of lines(text)) out.push([this.index++, line])
+      return out
+    }
+    // Some line is not UTF-8: decode line by line to find which.
+    let start = 0
+    for (;;) {
+      let end = bytes.indexOf(NEWLINE, start)
+      if (end < 0) end = bytes.length
+      const lineBytes = bytes.subarray(start, end > start && bytes[end - 1] === 13 ? end - 1 : end)
+      try {
+        out.push([this.index, this.decoder.decode(lineBytes)])
+      } catch {
+        const at = firstInvalidUtf8(lineBytes)
+        out.push([this.index, "", `invalid UTF-8 (byte ${at + 1} of the line)`])
+      }
+      this.index++
+      if (end >= bytes.length) break
+      start = end + 1
+    }
+    return out
+  }
+}
+
+/** The offset of the first byte where `bytes` stops being valid UTF-8. */
+const firstInvalidUtf8 = (bytes: Uint8Array): number => {
+  const decoder = new TextDecoder("utf-8", { fatal: true })
+  let low = 0
+  let high = bytes.length
+  // the longest valid prefix (ignoring a character cut at the end of the prefix)
+  while (low < high) {
+    const mid = (low + high + 1) >> 1
+    try {
+      decoder.decode(bytes.subarray(0, mid), { stream: true })
+      decoder.decode()
+      low = mid
+    } catch {
+      high = mid - 1
+    }
+  }
+  return low
+}
+
+/**
+ * The lines of a byte stream (a file read in chunks), decoded as UTF-8; memory holds one chunk and
+ * the line being read, whatever the size of the whole.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const streamLines = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<Line, E, R> =>
+  Stream.suspend(() => {
+    const splitter = new LineSplitter()
+    return Stream.concat(
+      Stream.mapChunks(bytes, (chunks) => {
+        const out: Array<Line> = []
+        for (const chunk of chunks) for (const line of splitter.push(chunk)) out.push(line)
+        return Chunk.unsafeFromArray(out)
+      }),
+      Stream.suspend(() => Stream.fromIterable(splitter.end()))
+    )
+  })
+
+/**
+ * Decodes a JSONL byte stream (a dataset read from disk) into rows, line by line, with bounded
+ * memory. Lines for which `skip(index)` holds are not decoded (a resumed run's finished rows).
+ * A line that is not UTF-8 is a `RowError` at its line.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeStream = <E, R>(
+  file: string,
+  bytes: Stream.Stream<Uint8Array, E, R>,
+  options: { readonly skip?: ((index: number) => boolean) | undefined } = {}
+): Stream.Stream<Either.Either<Row, RowError>, E, R> => {
+  const skip = options.skip
+  return Stream.mapChunks(streamLines(bytes), (lines) => {
+    const out: Array<Either.Either<Row, RowError>> = []
+    for (const [index, text, invalid] of lines) {
+      if (skip !== undefined && skip(index)) continue
+      if (invalid !== undefined) {
+        out.push(Either.left(new RowError({ file, line: index + 1, path: "", detail: invalid })))
+        continue
+      }
+      const decoded = decodeLine(file, index, text)
+      if (decoded !== undefined) out.push(decoded)
+    }
+    return Chunk.unsafeFromArray(out)
+  })
+}
+
+/**
+ * The rows of a JSONL byte stream (its non-blank lines, as {@link decodeStream} sees them), counted
+ * without holding the stream.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const countStream = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Effect.Effect<number, E, R> =>
+  Stream.runFold(
+    Stream.mapChunks(streamLines(bytes), (lines) => {
+      let n = 0
+      for (const [, text, invalid] of lines) if (invalid !== undefined || text.trim() !== "") n++
+      return Chunk.of(n)
+    }),
+    0,
+    (total, n) => total + n
+  )

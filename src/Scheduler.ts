@@ -59,13 +59,46 @@ export class UnexpectedError extends Schema.TaggedError<UnexpectedError>("effect
   }
 }
 
+const PHASE_TEXT = {
+  reset: "creating and resetting the env",
+  model: "the model call",
+  step: "the env step",
+  reward: "the reward functions",
+  close: "closing the env"
+} as const
+
+/**
+ * A phase of a trajectory took longer than its limit (`limit`: which timeout; `phase`: where the
+ * trajectory was). The trajectory ends with this error and its env is closed. Transient: a retry
+ * (`--trajectory-retries`) may succeed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Timeout extends Schema.TaggedError<Timeout>("effect-gym/Timeout")("Timeout", {
+  phase: Schema.Literal("reset", "model", "step", "reward", "close"),
+  limit: Schema.Literal("reset", "step", "close", "trajectory"),
+  seconds: Schema.Number
+}) {
+  override get message(): string {
+    return this.limit === "trajectory"
+      ? `the trajectory took longer than the trajectory timeout (${this.seconds} s), in ${PHASE_TEXT[this.phase]}`
+      : `${PHASE_TEXT[this.phase]} took longer than the ${this.limit} timeout (${this.seconds} s)`
+  }
+
+  /** Timeouts are transient: the next attempt may be faster. */
+  get transient(): boolean {
+    return true
+  }
+}
+
 /**
  * Every way a trajectory can fail.
  *
  * @since 0.1.0
  * @category errors
  */
-export type TrajectoryError = Env.EnvError | InferenceError | SchedulerError | UnexpectedError
+export type TrajectoryError = Env.EnvError | InferenceError | SchedulerError | UnexpectedError | Timeout
 
 /**
  * One trajectory to run: a dataset row's content, which generation of the row it is, and the env
@@ -329,8 +362,8 @@ export const gymSession = (
 export const gym: Definition = define({
   name: "gym_scheduler",
   description: "Drives the row's registered env: reset gives the prompt, each reply is stepped (the reference's GYMScheduler)",
-  make: () =>
-    Effect.succeed<Instance>({
+  make: (run) =>
+    rejectOptions("gym_scheduler", run.options, []).pipe(Effect.as<Instance>({
       name: "gym_scheduler",
       start: (request) => {
         const env = request.env
@@ -345,8 +378,33 @@ export const gym: Definition = define({
         }
         return Effect.flatMap(env.create, (live) => gymSession(env.name, live, request))
       }
-    })
+    }))
 })
+
+/**
+ * Fails with a `SchedulerError` naming the first option a scheduler does not know (a typo must not
+ * be ignored silently); `known` are the option names it takes.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const rejectOptions = (
+  scheduler: string,
+  options: Readonly<Record<string, unknown>>,
+  known: ReadonlyArray<string>
+): Effect.Effect<void, SchedulerError> => {
+  const unknown = Object.keys(options).find((key) => !known.includes(key))
+  if (unknown === undefined) return Effect.void
+  return Effect.fail(
+    new SchedulerError({
+      scheduler,
+      hook: "make",
+      detail: `--scheduler-option ${unknown}: unknown option; ${scheduler} takes ${
+        known.length === 0 ? "none" : known.join(", ")
+      }`
+    })
+  )
+}
 
 /**
  * Per-trajectory overrides for {@link extend}. `base` is the session of the scheduler being
@@ -414,8 +472,25 @@ const TRAJECTORY_ERROR_TAGS: ReadonlySet<string> = new Set([
   "EnvError",
   "InferenceError",
   "SchedulerError",
-  "UnexpectedError"
+  "UnexpectedError",
+  "Timeout"
 ])
+
+/**
+ * Whether a failure may go away on its own, so that running the trajectory again (with a fresh env
+ * and the same seed) may succeed: errors that say so with `transient: true` (model transport
+ * errors and timeouts, OpenEnv connection and capacity errors, {@link Timeout}), also when wrapped
+ * as the `cause` of another error (an `EnvError` around an OpenEnv error).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTransient = (error: unknown): boolean => {
+  if (typeof error !== "object" || error === null) return false
+  if ((error as { readonly transient?: unknown }).transient === true) return true
+  const cause = (error as { readonly cause?: unknown }).cause
+  return typeof cause === "object" && cause !== null && (cause as { readonly transient?: unknown }).transient === true
+}
 
 /**
  * @since 0.1.0

@@ -25,8 +25,16 @@ export interface Summary {
   readonly turns: number
   readonly failures: number
   readonly failuresByError: Readonly<Record<string, number>>
+  /** One message per error tag (the first met), so that a failure is never only a count. */
+  readonly failureExamples: Readonly<Record<string, string>>
   readonly endReasons: Readonly<Record<string, number>>
   readonly badRows: number
+  /** Groups with a failed trajectory left out of the log (`--failed-groups drop`). */
+  readonly droppedGroups: number
+  /** Complete groups found in the log and kept (`--resume`); not counted in the other figures. */
+  readonly resumedGroups: number
+  /** The signal that stopped the run, or `null` when it ran to its end. */
+  readonly interrupted: "SIGINT" | "SIGTERM" | null
   readonly elapsedMs: number
   readonly turnsPerSecond: number
   readonly trajectoriesPerSecond: number
@@ -70,7 +78,11 @@ export class Accumulator {
   turns = 0
   failures = 0
   badRows = 0
+  droppedGroups = 0
+  resumedGroups = 0
+  interrupted: "SIGINT" | "SIGTERM" | null = null
   readonly failuresByError: Record<string, number> = {}
+  readonly failureExamples: Record<string, string> = {}
   readonly endReasons: Record<string, number> = { done: 0, max_turns: 0, error: 0 }
   readonly policyVersions: Record<string, number> = {}
 
@@ -88,7 +100,9 @@ export class Accumulator {
       countPolicyVersions(this.policyVersions, result.turns)
       if (record.error !== undefined) {
         this.failures++
-        this.failuresByError[record.error._tag] = (this.failuresByError[record.error._tag] ?? 0) + 1
+        const tag = record.error._tag
+        this.failuresByError[tag] = (this.failuresByError[tag] ?? 0) + 1
+        this.failureExamples[tag] ??= `${record.result.id}: ${record.error.message}`
         continue
       }
       this.scored++
@@ -111,8 +125,12 @@ export class Accumulator {
       turns: this.turns,
       failures: this.failures,
       failuresByError: { ...this.failuresByError },
+      failureExamples: { ...this.failureExamples },
       endReasons: { ...this.endReasons },
       badRows: this.badRows,
+      droppedGroups: this.droppedGroups,
+      resumedGroups: this.resumedGroups,
+      interrupted: this.interrupted,
       elapsedMs,
       turnsPerSecond: seconds > 0 ? this.turns / seconds : 0,
       trajectoriesPerSecond: seconds > 0 ? this.trajectories / seconds : 0,
@@ -138,17 +156,29 @@ export const format = (s: Summary): string => {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`
   const reasons = Object.entries(s.endReasons).map(([k, v]) => `${k} ${v}`).join(", ")
   const failures = Object.entries(s.failuresByError).map(([k, v]) => `${k} ${v}`).join(", ")
-  return [
+  const examples = Object.entries(s.failureExamples).map(([tag, message]) => `  ${tag}: ${truncate(message, 200)}`)
+  const lines = [
     `trajectories   ${s.trajectories} (${s.groups} groups)`,
     `success rate   ${pct(s.successRate)} (${s.successes} ended done with a positive env reward)`,
     `mean reward    ${s.meanReward.toFixed(4)} (env ${s.meanEnvReward.toFixed(4)})`,
     `mean turns     ${s.meanTurns.toFixed(2)}`,
     `end reasons    ${reasons}`,
     `failures       ${s.failures}${failures === "" ? "" : ` (${failures})`}`,
-    `bad rows       ${s.badRows}`,
+    ...examples,
+    `bad rows       ${s.badRows}`
+  ]
+  if (s.droppedGroups > 0) lines.push(`dropped groups ${s.droppedGroups} (with a failed trajectory; not written)`)
+  if (s.resumedGroups > 0) lines.push(`resumed        ${s.resumedGroups} complete groups kept from the log`)
+  lines.push(
     `elapsed        ${(s.elapsedMs / 1000).toFixed(2)} s`,
     `throughput     ${Math.round(s.turnsPerSecond)} turns/s, ${Math.round(s.trajectoriesPerSecond)} trajectories/s`,
     ...(s.titoCheck === undefined ? [] : [`tito check     ${formatDrift(s.titoCheck)}`]),
     ...(s.policyVersions === undefined ? [] : [`policy         ${formatVersions(s.policyVersions)}`])
-  ].join("\n")
+  )
+  if (s.interrupted !== null) {
+    lines.push(`interrupted    by ${s.interrupted}: the groups finished are written; --resume runs the rest`)
+  }
+  return lines.join("\n")
 }
+
+const truncate = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 3)}...` : text)

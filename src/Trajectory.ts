@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberRef, Option, Scope, Stream } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberId, FiberRef, Option, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import { Inference } from "./Inference.js"
 import { tokenState } from "./Inference.js"
@@ -23,7 +23,7 @@ import { describe } from "./internal/lift.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
-import { appendObservation, isTrajectoryError, nextMessages, UnexpectedError } from "./Scheduler.js"
+import { appendObservation, isTrajectoryError, nextMessages, Timeout, UnexpectedError } from "./Scheduler.js"
 import * as TokenSequence from "./TokenSequence.js"
 
 /**
@@ -312,7 +312,9 @@ const enum Phase {
   Env,
   Done,
   MaxTurns,
-  Finished
+  Finished,
+  /** The trajectory ended; its scope (the env) is being closed. */
+  Closing
 }
 
 const EMPTY_INFO: Env.Info = Object.freeze({})
@@ -337,9 +339,16 @@ class Machine {
    * between pulls belongs to the consumer.
    */
   chained = false
-  private mark = 0
+  /** When the current phase started (what a watchdog measures phase timeouts from). */
+  mark = 0
+  /** When the trajectory started (what the trajectory timeout is measured from). */
+  startedAt = 0
   /** Whether the last answered turn ended the trajectory (its Step event's `done`). */
   lastDone = false
+  /** The fold of this trajectory's events so far (set by the driver that runs it). */
+  acc: Accumulator | undefined = undefined
+  /** The result, once the trajectory ended (kept while its scope closes). */
+  result: TrajectoryResult | undefined = undefined
 
   constructor(
     readonly request: TrajectoryRequest,
@@ -370,13 +379,20 @@ class Machine {
 
   // ---- the steps ----------------------------------------------------------------------------
 
-  /** Starts the scheduler's session (creates and resets the env) in the trajectory's scope. */
+  /**
+   * Starts the scheduler's session (creates and resets the env) in the trajectory's scope. A
+   * scheduler whose `start` throws gives a defect, which fails this trajectory like any other.
+   */
   startSession(): Effect.Effect<Session, TrajectoryError> {
-    const slot = this.slot
-    if (slot === undefined) return Scope.extend(this.scheduler.start(this.request), this.scope)
-    // The fiber's context already holds the slot: point it at this trajectory's scope.
-    slot.current = this.scope
-    return this.scheduler.start(this.request) as Effect.Effect<Session, TrajectoryError>
+    try {
+      const slot = this.slot
+      if (slot === undefined) return Scope.extend(this.scheduler.start(this.request), this.scope)
+      // The fiber's context already holds the slot: point it at this trajectory's scope.
+      slot.current = this.scope
+      return this.scheduler.start(this.request) as Effect.Effect<Session, TrajectoryError>
+    } catch (defect) {
+      return Effect.die(defect)
+    }
   }
 
   started(session: Session): void {
@@ -456,6 +472,59 @@ class Machine {
     return this.phase === Phase.Start ? "start" : this.phase === Phase.Model ? "model" : "turn_end"
   }
 
+  /**
+   * The timeout this trajectory has run past at `at` (milliseconds, `performance.now()`), if any:
+   * its current phase's limit, or the whole trajectory's (which does not cover closing).
+   */
+  overdue(at: number, limits: TimeoutLimits): Timeout | undefined {
+    let phase: Timeout["phase"]
+    let limit: number | undefined
+    let kind: Timeout["limit"]
+    switch (this.phase) {
+      case Phase.Start:
+        phase = "reset"
+        kind = "reset"
+        limit = limits.reset
+        break
+      case Phase.Model:
+        phase = "model"
+        kind = "step"
+        limit = undefined
+        break
+      case Phase.Env:
+        phase = "step"
+        kind = "step"
+        limit = limits.step
+        break
+      case Phase.Closing:
+        phase = "close"
+        kind = "close"
+        limit = limits.close
+        break
+      default:
+        // between steps: nothing runs there that could hang
+        return undefined
+    }
+    if (limit !== undefined && at - this.mark > limit) {
+      return new Timeout({ phase, limit: kind, seconds: limit / 1000 })
+    }
+    const whole = limits.trajectory
+    if (whole !== undefined && phase !== "close" && at - this.startedAt > whole) {
+      return new Timeout({ phase, limit: "trajectory", seconds: whole / 1000 })
+    }
+    return undefined
+  }
+
+  /** The result of a trajectory stopped from outside with `error` (a timeout), from what it did so far. */
+  stopWith(error: TrajectoryError): TrajectoryResult {
+    if (this.result !== undefined) return withError(this.result, error)
+    const acc = this.acc ?? new Accumulator(this.request)
+    acc.add(this.end("error", error))
+    const result = acc.result()
+    this.result = result
+    return result
+  }
+
   /** Turns a failure or defect into the `End` event; interruption goes through. */
   guard<A>(effect: Effect.Effect<A, TrajectoryError>): Effect.Effect<A | End> {
     return Effect.catchAllCause(effect, (cause) =>
@@ -468,6 +537,8 @@ class Machine {
 
   /** The next event; failures become an `End` event with the typed error. */
   nextEvent(): Effect.Effect<TurnEvent> {
+    this.mark = now()
+    if (this.phase === Phase.Start) this.startedAt = this.mark
     switch (this.phase) {
       case Phase.Start: {
         const started = now()
@@ -496,6 +567,7 @@ class Machine {
       case Phase.MaxTurns:
         return Effect.succeed(this.finish())
       case Phase.Finished:
+      case Phase.Closing:
         return Effect.dieMessage("Trajectory: next event after End")
     }
   }
@@ -505,7 +577,7 @@ class Machine {
   /** Runs the whole trajectory into `acc` (without the End, which the caller adds). */
   runInto(acc: Accumulator): Effect.Effect<End> {
     this.chained = true
-    this.mark = now()
+    this.mark = this.startedAt = now()
     const started = this.mark
     const turn: Effect.Effect<End, TrajectoryError> = Effect.suspend(() => {
       const modelStarted = this.mark
@@ -566,10 +638,14 @@ export const stream = (
       const inference = yield* Inference
       const scope = yield* Effect.scope
       const machine = new Machine(request, options.scheduler, inference, options, scope)
-      return Stream.repeatEffectOption(
-        Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.nextEvent())
-      )
+      return events(machine)
     })
+  )
+
+/** The events of a machine, one per pull. */
+const events = (machine: Machine): Stream.Stream<TurnEvent> =>
+  Stream.repeatEffectOption(
+    Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.nextEvent())
   )
 
 /**
@@ -600,52 +676,229 @@ export const runWith = (
   // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
   // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
   // trajectory.
-  Effect.flatMap(Scope.make(), (scope) =>
-    Effect.onExit(
-      Effect.map(runMachine(new Machine(request, options.scheduler, inference, options, scope, slot)), ([, result]) => result),
-      (exit) => Scope.close(scope, exit)
-    ))
+  Effect.flatMap(Scope.make(), (scope) => {
+    const machine = new Machine(request, options.scheduler, inference, options, scope, slot)
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.onInterrupt(restore(runMachine(machine)), () => Scope.close(scope, Exit.interrupt(FiberId.none))),
+        ([end]) => closeMachine(machine, scope, end.error)
+      )
+    )
+  })
 
 /** Runs a machine's trajectory with the run driver and folds it: its End and its result. */
 const runMachine = (machine: Machine): Effect.Effect<readonly [End, TrajectoryResult]> => {
   const acc = new Accumulator(machine.request)
+  machine.acc = acc
   return Effect.map(machine.runInto(acc), (end) => {
     acc.add(end)
-    return [end, acc.result()] as const
+    const result = acc.result()
+    machine.result = result
+    return [end, result] as const
+  })
+}
+
+/** Runs a machine's trajectory with the stream driver (one event per pull) and folds it. */
+const foldMachine = (machine: Machine): Effect.Effect<readonly [End, TrajectoryResult]> => {
+  const acc = new Accumulator(machine.request)
+  machine.acc = acc
+  let end: End | undefined
+  return Effect.map(
+    Stream.runForEach(events(machine), (event) =>
+      Effect.sync(() => {
+        acc.add(event)
+        if (event._tag === "End") end = event
+      })),
+    () => {
+      const result = acc.result()
+      machine.result = result
+      return [end!, result] as const
+    }
+  )
+}
+
+/** The result with `error` as its error (the first failure of a trajectory is the one it keeps). */
+const withError = (result: TrajectoryResult, error: TrajectoryError): TrajectoryResult =>
+  result.error !== undefined ? result : { ...result, endReason: "error", error }
+
+/**
+ * Closes a finished trajectory's scope (closing its env). A close that fails (a throwing or dying
+ * finalizer) becomes the trajectory's error, unless it had one already. Finalizers cannot be
+ * interrupted (`acquireRelease`'s, and the env adapters' close), so a run that stops waits for the
+ * closes under way; one that hangs is given up by the run's watchdog after the close timeout.
+ */
+const closeMachine = (
+  machine: Machine,
+  scope: Scope.CloseableScope,
+  error: TrajectoryError | undefined
+): Effect.Effect<TrajectoryResult> => {
+  machine.phase = Phase.Closing
+  machine.mark = now()
+  return Effect.matchCause(Scope.close(scope, error === undefined ? Exit.void : Exit.fail(error)), {
+    onSuccess: () => {
+      machine.phase = Phase.Finished
+      return machine.result!
+    },
+    onFailure: (cause) => {
+      machine.phase = Phase.Finished
+      const result = machine.result!
+      if (Cause.isInterruptedOnly(cause)) return result
+      machine.result = withError(result, toTrajectoryError("close", cause))
+      return machine.result
+    }
   })
 }
 
 /**
- * A worker that runs many trajectories one after the other, for a run's worker pool:
+ * Limits, in milliseconds, on the phases of a trajectory (absent: none). See {@link Worker.overdue}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TimeoutLimits {
+  /** Creating and resetting the env (the scheduler's start). */
+  readonly reset?: number | undefined
+  /** The env's answer to one turn (the scheduler's `onTurnEnd` and `step` hooks). */
+  readonly step?: number | undefined
+  /** Closing the trajectory's scope (its env). */
+  readonly close?: number | undefined
+  /** The whole trajectory, model calls included (not its close). */
+  readonly trajectory?: number | undefined
+}
+
+/**
+ * Runs many trajectories one after the other on one fiber, for a run's worker pool:
  * - the trajectory's scope is reached through one {@link ScopeSlot} that the worker's context holds
  *   (`provide` puts it there once), instead of a context update per trajectory;
  * - each trajectory's scope is a child of `parent`, closed as soon as the trajectory ends; if the
- *   worker is interrupted, closing `parent` closes it. No finalizer frame stays on the fiber's stack
- *   for the trajectory's whole life (with thousands of trajectories waiting on a model, those
- *   frames are a good part of the memory in flight).
+ *   worker is interrupted, closing `parent` closes it (or {@link Worker.recover} does). No
+ *   finalizer frame stays on the fiber's stack for the trajectory's whole life (with thousands of
+ *   trajectories waiting on a model, those frames are a good part of the memory in flight).
+ * - a watchdog reads {@link Worker.overdue} to find a trajectory past its timeouts: it costs the
+ *   trajectory nothing (no timer or fiber per call), the machine's phase and clock are enough.
  *
  * `parent` must be closed only after the worker has stopped.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const worker = (inference: InferenceService, parent: Scope.Scope) => {
-  const slot = new ScopeSlot(parent)
-  return {
-    /**
-     * Puts the slot in the context of the current fiber for the rest of its life (a plain update, so
-     * no frame stays on the stack while the worker runs): use it on a fiber dedicated to the worker.
-     */
-    provide: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
-      Effect.zipRight(
-        FiberRef.update(FiberRef.currentContext, (context) => Context.add(context, Scope.Scope, slot)),
-        effect as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
-      ),
-    run: (request: TrajectoryRequest, options: Options): Effect.Effect<TrajectoryResult> =>
-      Effect.flatMap(Scope.fork(parent, ExecutionStrategy.sequential), (scope) =>
-        Effect.flatMap(
-          runMachine(new Machine(request, options.scheduler, inference, options, scope, slot)),
-          ([end, result]) => Effect.as(Scope.close(scope, end.error === undefined ? Exit.void : Exit.fail(end.error)), result)
-        ))
+export class Worker {
+  private readonly slot: ScopeSlot
+  private machine: Machine | undefined = undefined
+  /** The closeable scope of the trajectory in flight (the machine sees it as a plain scope). */
+  private scope: Scope.CloseableScope | undefined = undefined
+
+  constructor(readonly inference: InferenceService, readonly parent: Scope.Scope) {
+    this.slot = new ScopeSlot(parent)
+  }
+
+  /**
+   * Puts the slot in the context of the current fiber for the rest of its life (a plain update, so
+   * no frame stays on the stack while the worker runs): use it on a fiber dedicated to the worker.
+   */
+  provide<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> {
+    const slot = this.slot
+    return Effect.zipRight(
+      FiberRef.update(FiberRef.currentContext, (context) => Context.add(context, Scope.Scope, slot)),
+      effect as Effect.Effect<A, E, Exclude<R, Scope.Scope>>
+    )
+  }
+
+  /**
+   * Runs one trajectory (with the loop driver, or the stream driver folded) and closes its scope.
+   * Never fails: failures, defects and a failing close are the result's error. A worker interrupted
+   * in the middle of it finishes the trajectory with {@link recover}, or closes it with
+   * {@link discard}.
+   */
+  run(request: TrajectoryRequest, options: Options, driver: "loop" | "stream" = "loop"): Effect.Effect<TrajectoryResult> {
+    return Effect.flatMap(Scope.fork(this.parent, ExecutionStrategy.sequential), (scope) => {
+      const machine = new Machine(request, options.scheduler, this.inference, options, scope, this.slot)
+      this.machine = machine
+      this.scope = scope
+      return Effect.flatMap(driver === "stream" ? foldMachine(machine) : runMachine(machine), ([end]) =>
+        Effect.map(closeMachine(machine, scope, end.error), (result) => {
+          if (this.machine === machine) this.machine = this.scope = undefined
+          return result
+        }))
+    })
+  }
+
+  /** The trajectory in flight (an opaque token: the same value while the same trajectory runs). */
+  get current(): object | undefined {
+    return this.machine
+  }
+
+  /** The timeout the trajectory in flight has run past at `at` (`performance.now()`), if any. */
+  overdue(at: number, limits: TimeoutLimits): Timeout | undefined {
+    return this.machine?.overdue(at, limits)
+  }
+
+  /**
+   * For a worker whose fiber was interrupted in the middle of a trajectory: ends that trajectory
+   * with `error` (its result keeps what happened so far) and closes its scope, unless the scope was
+   * already closing (then the close is what failed, and it is left alone).
+   */
+  recover(error: TrajectoryError): Effect.Effect<TrajectoryResult> | undefined {
+    const machine = this.machine
+    const scope = this.scope
+    if (machine === undefined || scope === undefined) return undefined
+    if (machine.phase === Phase.Closing) {
+      this.machine = this.scope = undefined
+      return Effect.succeed(machine.stopWith(error))
+    }
+    machine.stopWith(error)
+    // The machine stays in flight while its scope closes, so that a close that hangs is seen too.
+    return Effect.map(closeMachine(machine, scope, error), (result) => {
+      if (this.machine === machine) this.machine = this.scope = undefined
+      return result
+    })
+  }
+
+  /**
+   * For a worker whose fiber cannot be stopped (stuck in code that cannot be interrupted): the result
+   * of its trajectory ended with `error`, as a copy (the stuck fiber may still touch its own).
+   */
+  abandon(error: TrajectoryError): TrajectoryResult | undefined {
+    const machine = this.machine
+    if (machine === undefined) return undefined
+    // The scope stays: the stuck fiber closes it (`discard`) if it ever gets out.
+    this.machine = undefined
+    const result = machine.stopWith(error)
+    return {
+      ...result,
+      stepRewards: [...result.stepRewards],
+      stepInfos: [...result.stepInfos],
+      turns: [...result.turns],
+      timings: { ...result.timings, turns: [...result.timings.turns] }
+    }
+  }
+
+  /**
+   * Closes the scope of a trajectory left in flight (by an interruption) without a result; the
+   * trajectory stays in flight (in its close) until then, so that a close that hangs is seen too.
+   */
+  discard(): Effect.Effect<void> {
+    const machine = this.machine
+    const scope = this.scope
+    if (scope === undefined) {
+      this.machine = undefined
+      return Effect.void
+    }
+    if (machine !== undefined) {
+      machine.phase = Phase.Closing
+      machine.mark = now()
+    }
+    const done = () => {
+      if (this.scope === scope) this.machine = this.scope = undefined
+    }
+    return Effect.matchCause(Scope.close(scope, Exit.interrupt(FiberId.none)), { onFailure: done, onSuccess: done })
   }
 }
+
+/**
+ * A {@link Worker} (kept as a function for existing callers).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const worker = (inference: InferenceService, parent: Scope.Scope): Worker => new Worker(inference, parent)

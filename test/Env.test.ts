@@ -1,5 +1,5 @@
-import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Schema, Scope } from "effect"
+import { assert, describe, expect, it } from "@effect/vitest"
+import { Cause, Effect, Either, Exit, Schema, Scope } from "effect"
 import * as Env from "../src/Env.js"
 import * as Message from "../src/Message.js"
 
@@ -116,7 +116,7 @@ describe("Env adapters", () => {
       }
     }))
 
-  it.effect("close runs exactly once even when reset fails, and a failing close is not fatal", () =>
+  it.effect("close runs exactly once even when reset fails; a failing close fails closing the scope with EnvError(close)", () =>
     Effect.gen(function*() {
       let closes = 0
       const definition = Env.make({
@@ -134,7 +134,12 @@ describe("Env adapters", () => {
       const env = yield* Scope.extend(Either.getOrThrow(definition.prepare({})), scope)
       const exit = yield* Effect.exit(env.reset(request))
       expect(Exit.isFailure(exit)).toBe(true)
-      yield* Scope.close(scope, Exit.void)
+      const closed = yield* Effect.exit(Scope.close(scope, Exit.void))
       expect(closes).toBe(1)
+      // not swallowed: whoever closes the scope (a trajectory) gets the typed error
+      assert(Exit.isFailure(closed))
+      const error = Cause.squash(closed.cause)
+      assert(error instanceof Env.EnvError)
+      expect([error.phase, error.detail]).toEqual(["close", "close failed"])
     }))
 })

@@ -5,13 +5,15 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Duration, Effect, Either, Option } from "effect"
-import * as EnvCheck from "../check/EnvCheck.js"
 import type * as Env from "../Env.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
-import { FileError, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
+import { FileError, integer, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
+
+// The checker is loaded when the command runs (startup of the other commands stays light).
+const loadEnvCheck = Effect.promise(() => import("../check/EnvCheck.js"))
 
 export const checkEnvOptions = {
   name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
@@ -20,11 +22,11 @@ export const checkEnvOptions = {
     Options.withDescription("A JSONL file of env_configs to try (a line may also be a dataset row: its env_config is used)"),
     Options.optional
   ),
-  seeds: Options.integer("seeds").pipe(
+  seeds: integer("seeds").pipe(
     Options.withDescription("Try the env_configs {\"seed\":0} .. {\"seed\":N-1} (default 3)"),
     Options.optional
   ),
-  runs: Options.integer("runs").pipe(
+  runs: integer("runs").pipe(
     Options.withDescription("Fresh envs played per env_config, compared for determinism"),
     Options.withDefault(3)
   ),
@@ -32,7 +34,7 @@ export const checkEnvOptions = {
     Options.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
     Options.withDefault("10")
   ),
-  maxSteps: Options.integer("max-steps").pipe(
+  maxSteps: integer("max-steps").pipe(
     Options.withDescription("Steps per episode before it is cut"),
     Options.withDefault(16)
   ),
@@ -40,7 +42,7 @@ export const checkEnvOptions = {
     Options.withDescription("A well-formed reply of the env, e.g. '<action>up</action>' (repeatable)"),
     Options.repeated
   ),
-  seed: Options.integer("seed").pipe(
+  seed: integer("seed").pipe(
     Options.withDescription("The seed of the replies and reset requests"),
     Options.withDefault(0)
   ),
@@ -127,6 +129,7 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
     const registry = yield* PluginLoader.registry(args.plugins)
     const definition = yield* Registry.env(registry, args.name)
     const configs = Option.isSome(args.configs) ? yield* readConfigs(definition, args.configs.value) : undefined
+    const EnvCheck = yield* loadEnvCheck
     return yield* EnvCheck.check(definition, {
       configs,
       seeds: Option.getOrUndefined(args.seeds),
@@ -147,6 +150,7 @@ export const command = Command.make("check-env", checkEnvOptions).pipe(
   Command.withHandler((args) =>
     Effect.gen(function*() {
       const report = yield* checkEnvJob(args)
+      const EnvCheck = yield* loadEnvCheck
       yield* Console.log(args.json ? EnvCheck.toJson(report) : EnvCheck.format(report))
       yield* setExitCode(report.ok ? 0 : 1)
     }))

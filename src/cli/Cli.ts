@@ -10,9 +10,9 @@
 import { Command } from "@effect/cli"
 import * as ValidationError from "@effect/cli/ValidationError"
 import type { NodeContext } from "@effect/platform-node"
-import { Console, Effect } from "effect"
+import { Cause, Console, Context, Effect, Logger } from "effect"
 import { normalizeArgv } from "./argv.js"
-import { ExitCode, version } from "./common.js"
+import { ExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
@@ -39,17 +39,26 @@ const cli = Command.run(command, { name: "effect-gym", version: version() })
 
 /**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the
- * exit code. Errors are printed on stderr. `onExitCode` hears every code a command sets, also one set
- * while it is being interrupted (a server that shut down cleanly on SIGTERM sets 0).
+ * exit code. Errors, warnings and logs go to stderr; stdout carries only what a command prints as
+ * its result. `onExitCode` hears every code a command sets, also one set while it is being
+ * interrupted (a server that shut down cleanly on SIGTERM sets 0). `signals` lets a command stop
+ * gracefully on SIGINT/SIGTERM (see `Signals`); without it none arrive.
+ *
+ * Exit codes: 0 ok; 1 a run completed with failed trajectories or bad rows; 2 the invocation was
+ * wrong; 3 the command stopped on an error of its own or of the system (with a message; a run
+ * writes what finished first); 130/143 interrupted by SIGINT/SIGTERM.
  *
  * @since 0.1.0
  * @category running
  */
 export const main = (
   argv: ReadonlyArray<string>,
-  onExitCode?: (code: number) => void
+  onExitCode?: (code: number) => void,
+  signals?: Context.Tag.Service<Signals>
 ): Effect.Effect<number, never, NodeContext.NodeContext> => {
   let exitCode = 0
+  const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    signals === undefined ? effect : Effect.provideService(effect, Signals, signals)
   return cli(normalizeArgv(argv)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {
@@ -57,12 +66,18 @@ export const main = (
         onExitCode?.(code)
       }
     }),
+    withSignals,
     Effect.catchAll((error) => {
       exitCode = 2
       // @effect/cli prints its own validation errors (with the usage) already.
       if (ValidationError.isValidationError(error)) return Effect.void
       return Console.error(`error: ${error.message}`)
     }),
+    Effect.catchAllDefect((defect) => {
+      exitCode = 3
+      return Console.error(`error: internal error: ${Cause.pretty(Cause.die(defect))}`)
+    }),
+    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.stringLogger))),
     Effect.map(() => exitCode)
   )
 }

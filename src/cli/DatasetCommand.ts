@@ -1,21 +1,37 @@
 /**
- * `effect-gym dataset frozen-lake`: writes the example dataset.
+ * `effect-gym dataset frozen-lake`: writes the example dataset. Its options are checked as `run`
+ * checks a row's `env_config` (a dataset that `run` would reject is not written).
  */
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Console, Effect, Option } from "effect"
-import { FileError, OptionError, parseNumbers } from "./common.js"
+import { Console, Effect, Either, Option, Stream } from "effect"
+import { FrozenLake } from "../envs/FrozenLake.js"
+import { FileError, integer, OptionError, parseNumbers } from "./common.js"
 
 const datasetFrozenLake = Command.make("frozen-lake", {
-  rows: Options.integer("rows").pipe(Options.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
-  startSeed: Options.integer("start-seed").pipe(Options.withDefault(0)),
-  size: Options.integer("size").pipe(Options.optional),
-  p: Options.text("p").pipe(Options.optional),
+  rows: integer("rows").pipe(Options.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
+  startSeed: integer("start-seed").pipe(Options.withDefault(0)),
+  size: integer("size").pipe(Options.withDescription("The map's side, 2 to 256 (default 4)"), Options.optional),
+  p: Options.text("p").pipe(Options.withDescription("The probability that a tile is frozen (default 0.8)"), Options.optional),
   output: Options.text("output").pipe(
     Options.withDescription("Where to write the JSONL (default: standard output)"),
     Options.optional
   )
 }).pipe(Command.withDescription("Write a FrozenLake dataset: one placeholder prompt per seed"))
+
+interface DatasetOptions {
+  readonly rows: number
+  readonly startSeed?: number | undefined
+  readonly size?: number | undefined
+  readonly p?: number | undefined
+}
+
+const line = (options: DatasetOptions, i: number): string => {
+  const envConfig: Record<string, unknown> = { seed: (options.startSeed ?? 0) + i }
+  if (options.size !== undefined) envConfig.size = options.size
+  if (options.p !== undefined) envConfig.p = options.p
+  return JSON.stringify({ messages: [{ role: "user", content: "<placeholder>" }], env_config: envConfig }) + "\n"
+}
 
 /**
  * The JSONL text of a FrozenLake dataset (as `dataset frozen-lake` writes it).
@@ -23,21 +39,34 @@ const datasetFrozenLake = Command.make("frozen-lake", {
  * @since 0.1.0
  * @category commands
  */
-export const frozenLakeDataset = (options: {
-  readonly rows: number
-  readonly startSeed?: number | undefined
-  readonly size?: number | undefined
-  readonly p?: number | undefined
-}): string => {
+export const frozenLakeDataset = (options: DatasetOptions): string => {
   let out = ""
-  for (let i = 0; i < options.rows; i++) {
-    const envConfig: Record<string, unknown> = { seed: (options.startSeed ?? 0) + i }
-    if (options.size !== undefined) envConfig.size = options.size
-    if (options.p !== undefined) envConfig.p = options.p
-    out += JSON.stringify({ messages: [{ role: "user", content: "<placeholder>" }], env_config: envConfig }) + "\n"
-  }
+  for (let i = 0; i < options.rows; i++) out += line(options, i)
   return out
 }
+
+/** The dataset's lines in chunks of at most 4096 rows (any number of rows, in little memory). */
+const chunks = (options: DatasetOptions): Stream.Stream<string> =>
+  Stream.unfold(0, (start) => {
+    if (start >= options.rows) return Option.none()
+    const end = Math.min(options.rows, start + 4096)
+    let text = ""
+    for (let i = start; i < end; i++) text += line(options, i)
+    return Option.some([text, end] as const)
+  })
+
+const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "env_config.p": "-p", "env_config.seed": "--start-seed" }
+
+/** Checks the options as `run` checks a row's env_config (the first and the last seed). */
+const check = (options: DatasetOptions) =>
+  Effect.forEach([0, Math.max(0, options.rows - 1)], (i) => {
+    const config = JSON.parse(line(options, i)).env_config as Record<string, unknown>
+    return Either.match(FrozenLake.prepare(config), {
+      onLeft: (error) =>
+        Effect.fail(new OptionError({ option: OPTION_OF_FIELD[error.path] ?? error.path, detail: error.reason })),
+      onRight: () => Effect.void
+    })
+  }, { discard: true })
 
 /** The `dataset` command and its subcommands. */
 export const command = Command.make("dataset").pipe(
@@ -45,23 +74,29 @@ export const command = Command.make("dataset").pipe(
   Command.withSubcommands([
     datasetFrozenLake.pipe(
       Command.withHandler((args) =>
-          Effect.gen(function*() {
-            if (args.rows < 0) return yield* new OptionError({ option: "--rows", detail: "must be >= 0" })
-            const [p] = yield* parseNumbers("--p", Option.toArray(args.p))
-            const text = frozenLakeDataset({
-              rows: args.rows,
-              startSeed: args.startSeed,
-              size: Option.getOrUndefined(args.size),
-              p
-            })
-            if (Option.isNone(args.output)) return yield* Console.log(text.trimEnd())
-            const file = args.output.value
-            const fs = yield* FileSystem.FileSystem
-            yield* fs.writeFileString(file, text).pipe(
-              Effect.mapError((error) => new FileError({ option: "--output", file, detail: error.message }))
-            )
-            yield* Console.error(`wrote ${args.rows} rows to ${file}`)
-          }))
+        Effect.gen(function*() {
+          if (args.rows < 0) return yield* new OptionError({ option: "--rows", detail: `must be >= 0, got ${args.rows}` })
+          const [p] = yield* parseNumbers("-p", Option.toArray(args.p))
+          const options: DatasetOptions = {
+            rows: args.rows,
+            startSeed: args.startSeed,
+            size: Option.getOrUndefined(args.size),
+            p
+          }
+          yield* check(options)
+          if (Option.isNone(args.output)) {
+            // each chunk ends with a newline, which Console.log writes back
+            return yield* Stream.runForEach(chunks(options), (text) => Console.log(text.slice(0, -1)))
+          }
+          const file = args.output.value
+          const fs = yield* FileSystem.FileSystem
+          const encoder = new TextEncoder()
+          yield* Effect.scoped(Effect.gen(function*() {
+            const handle = yield* fs.open(file, { flag: "w" })
+            yield* Stream.runForEach(chunks(options), (text) => handle.writeAll(encoder.encode(text)))
+          })).pipe(Effect.mapError((error) => new FileError({ option: "--output", file, detail: error.message })))
+          yield* Console.error(`wrote ${args.rows} rows to ${file}`)
+        }))
     )
   ])
 )

@@ -6,20 +6,17 @@
  * (`run`, and the rollout server) spread `options` into their own and call `make`.
  */
 import { Options } from "@effect/cli"
-import { Config, Context, Duration, Effect, Layer, Option, Stream } from "effect"
-import type { InferenceError, SamplingParams, Service } from "../Inference.js"
+import { Config, Context, Duration, Effect, Layer, Option } from "effect"
+import type { SamplingParams, Service } from "../Inference.js"
 import { Inference } from "../Inference.js"
-import { RESERVED_KWARGS } from "../inference/ChatTemplate.js"
-import * as LlamaCpp from "../inference/LlamaCpp.js"
-import * as OpenAiCompat from "../inference/OpenAiCompat.js"
 import * as Sampling from "../inference/Sampling.js"
-import * as SwiftRollout from "../inference/SwiftRollout.js"
+import type * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
 import type { Item } from "../Rollout.js"
 import type { Summary } from "../Summary.js"
 import { DriftCheck } from "../TokenSequence.js"
-import { OptionError, parseNumber } from "./common.js"
+import { choice, integer, OptionError, parseNumber } from "./common.js"
 
 const number = (name: string, description: string) =>
   Options.text(name).pipe(Options.withDescription(description), Options.optional)
@@ -29,7 +26,7 @@ const number = (name: string, description: string) =>
  * @category options
  */
 export const options = {
-  mode: Options.choice("mode", ["scripted", "server", "colocate", "swift-rollout"]).pipe(
+  mode: choice("mode", ["scripted", "server", "colocate", "swift-rollout"]).pipe(
     Options.withDescription(
       "Who answers: scripted (an in-process --policy), server (an OpenAI-compatible API), " +
         "colocate (a GGUF model in-process), swift-rollout (a `swift rollout` server's single-turn /infer/)"
@@ -58,40 +55,40 @@ export const options = {
     Options.withDescription("Server mode: do not ask for token ids and logprobs")
   ),
   requestTimeout: number("request-timeout", "Server mode: seconds per request attempt (default 600)"),
-  retries: Options.integer("retries").pipe(
+  retries: integer("retries").pipe(
     Options.withDescription("Server mode: retries of a transient failure (default 3)"),
     Options.optional
   ),
-  inferenceConcurrency: Options.integer("inference-concurrency").pipe(
+  inferenceConcurrency: integer("inference-concurrency").pipe(
     Options.withDescription(
       "Requests in flight (server mode, default 64) or sequences generated at once (colocate, default 4)"
     ),
     Options.optional
   ),
-  contextSize: Options.integer("context-size").pipe(
+  contextSize: integer("context-size").pipe(
     Options.withDescription("Colocate mode: tokens per sequence (default: the model's, at most 4096)"),
     Options.optional
   ),
-  gpuLayers: Options.integer("gpu-layers").pipe(
+  gpuLayers: integer("gpu-layers").pipe(
     Options.withDescription("Colocate mode: layers offloaded to a GPU (default 0: CPU only)"),
     Options.optional
   ),
-  threads: Options.integer("threads").pipe(
+  threads: integer("threads").pipe(
     Options.withDescription("Colocate mode: CPU threads (default: the cores but one)"),
     Options.optional
   ),
   temperature: number("temperature", "Sampling temperature (>= 0)"),
   topP: number("top-p", "Nucleus sampling: keep the smallest set of tokens with this much probability, in (0, 1]"),
-  topK: Options.integer("top-k").pipe(
+  topK: integer("top-k").pipe(
     Options.withDescription("Sample among the k most likely tokens (>= 1)"),
     Options.optional
   ),
-  maxTokens: Options.integer("max-tokens").pipe(
+  maxTokens: integer("max-tokens").pipe(
     Options.withDescription("Tokens per completion (per turn)"),
     Options.optional
   ),
   stop: Options.text("stop").pipe(Options.withDescription("A stop string (repeatable)"), Options.repeated),
-  tokenPath: Options.choice("token-path", ["auto", "require", "off"]).pipe(
+  tokenPath: choice("token-path", ["auto", "require", "off"]).pipe(
     Options.withDescription(
       "Server mode: token in/token out through /completions with token prompts: auto (when the server can, " +
         "else the chat path, said once), require (fail at start if it cannot), off (the chat path)"
@@ -118,7 +115,7 @@ export const options = {
         "says how many would drift and where the first differs"
     )
   ),
-  maxTransportFailures: Options.integer("max-transport-failures").pipe(
+  maxTransportFailures: integer("max-transport-failures").pipe(
     Options.withDescription(
       "Server mode: requests in a row without any response after which the server is taken as down and the " +
         "run stops (default 20; 0 never)"
@@ -247,11 +244,14 @@ export const chatTemplateKwargs = (
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     return Effect.fail(new OptionError({ option, detail: `must be a JSON object, got ${value.value}` }))
   }
-  const reserved = RESERVED_KWARGS.find((key) => key in parsed)
-  if (reserved !== undefined) {
-    return Effect.fail(new OptionError({ option, detail: `${reserved} is set by effect-gym itself, not a template kwarg` }))
-  }
-  return Effect.succeed(parsed as Record<string, unknown>)
+  const kwargs = parsed as Record<string, unknown>
+  // The template module (and its Jinja engine) is loaded only when the option is given.
+  return Effect.flatMap(Effect.promise(() => import("../inference/ChatTemplate.js")), ({ RESERVED_KWARGS }) => {
+    const reserved = RESERVED_KWARGS.find((key) => key in kwargs)
+    return reserved === undefined
+      ? Effect.succeed(kwargs)
+      : Effect.fail(new OptionError({ option, detail: `${reserved} is set by effect-gym itself, not a template kwarg` }))
+  })
 }
 
 /**
@@ -356,6 +356,8 @@ export const build = (
         const apiKey = yield* apiKeyOf(args)
         const timeout = yield* requestTimeoutOf(args)
         const maxTransportFailures = yield* maxTransportFailuresOf(args)
+        // Backends are loaded when their mode is used (undici, node-llama-cpp stay out of other commands).
+        const OpenAiCompat = yield* Effect.promise(() => import("../inference/OpenAiCompat.js"))
         const layer = OpenAiCompat.layerUndici({
           baseUrl,
           model,
@@ -377,6 +379,7 @@ export const build = (
       case "colocate": {
         yield* rejectOthers(args, [[SERVER_ONLY, "--mode server"]])
         const modelPath = yield* required("--model", args.model, "colocate")
+        const LlamaCpp = yield* Effect.promise(() => import("../inference/LlamaCpp.js"))
         return built(
           yield* LlamaCpp.make({
             modelPath,
@@ -394,6 +397,7 @@ export const build = (
         const apiKey = yield* apiKeyOf(args)
         const timeout = yield* requestTimeoutOf(args)
         const maxTransportFailures = yield* maxTransportFailuresOf(args)
+        const SwiftRollout = yield* Effect.promise(() => import("../inference/SwiftRollout.js"))
         const swift = yield* SwiftRollout.makeScoped({
           baseUrl,
           apiKey,
@@ -452,22 +456,3 @@ export const driftCheck = (
       into: (summary) => ({ ...summary, titoCheck: check.report() })
     }
   })
-
-/**
- * Stopping a run when its backend is declared down (`Service.halted`): `stream` ends the run's
- * stream (what finished is still written), `check` then fails with the backend's one message.
- *
- * @since 0.2.0
- * @category options
- */
-export const haltOn = (service: Service) => {
-  let stoppedBy: InferenceError | undefined
-  const halted = service.halted
-  return {
-    stream: <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
-      halted === undefined
-        ? stream
-        : Stream.interruptWhen(stream, Effect.catchAll(halted, (error) => Effect.sync(() => void (stoppedBy = error)))),
-    check: Effect.suspend(() => (stoppedBy === undefined ? Effect.void : Effect.fail(stoppedBy)))
-  }
-}

@@ -6,16 +6,15 @@ import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, Option } from "effect"
 import * as Json from "../internal/Json.js"
 import * as PluginLoader from "../node/PluginLoader.js"
-import * as OpenEnvServer from "../openenv/OpenEnvServer.js"
 import * as Registry from "../Registry.js"
 import { isRecord } from "../internal/inspect.js"
-import { cannotListen, checkPort, host, OptionError, parseNumber, plugins, port } from "./common.js"
+import { cannotListen, checkPort, host, integer, OptionError, parseNumber, plugins, port } from "./common.js"
 
 const serve = Command.make("serve", {
   env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
   port,
   host,
-  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
+  maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
     Options.withDescription("Sessions at once; more get CAPACITY_REACHED"),
     Options.withDefault(8)
   ),
@@ -52,6 +51,8 @@ const serve = Command.make("serve", {
       })
       const registry = yield* PluginLoader.registry(args.plugins)
       const env = yield* Registry.env(registry, args.env)
+      // The server (HTTP, WebSocket) is loaded when the command runs.
+      const OpenEnvServer = yield* Effect.promise(() => import("../openenv/OpenEnvServer.js"))
       const running = yield* OpenEnvServer.serve({
         env,
         envConfig,

@@ -8,8 +8,12 @@ import { Effect, Option } from "effect"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Reward from "../Reward.js"
+import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
-import { keyValues, parseNumbers, plugins } from "./common.js"
+import { integer, keyValues, OptionError, parseNumbers, plugins, seconds } from "./common.js"
+
+/** Most retries of one trajectory: each can take up to the timeouts' sum. */
+export const MAX_TRAJECTORY_RETRIES = 100
 
 /**
  * @since 0.1.0
@@ -25,7 +29,7 @@ export const options = {
     Options.withDefault("gym_scheduler")
   ),
   schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
-  maxConcurrentEnvs: Options.integer("max-concurrent-envs").pipe(
+  maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
     Options.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
     Options.optional
   ),
@@ -44,6 +48,17 @@ export const options = {
   rewardWeights: Options.text("reward-weights").pipe(
     Options.withDescription("One weight per reward column, the gym_reward weight last"),
     Options.repeated
+  ),
+  resetTimeout: seconds("reset-timeout", "Seconds to create and reset an env (the scheduler's start)", 300),
+  stepTimeout: seconds("step-timeout", "Seconds for the env's answer to one turn, and for the reward functions", 300),
+  closeTimeout: seconds("close-timeout", "Seconds to close an env", 30),
+  trajectoryTimeout: seconds("trajectory-timeout", "Seconds for a whole trajectory, model calls included", "none"),
+  trajectoryRetries: integer("trajectory-retries").pipe(
+    Options.withDescription(
+      "Runs again, with a fresh env and the same seed, a trajectory that failed with a transient error " +
+        "(model transport errors and timeouts, OpenEnv connection and capacity errors, timeouts), up to N times"
+    ),
+    Options.withDefault(0)
   )
 }
 
@@ -65,6 +80,8 @@ export interface Resolved {
   readonly schedulerOptions: Readonly<Record<string, unknown>>
   readonly columns: Reward.Columns
   readonly defaultEnv: string | undefined
+  readonly timeouts: Rollout.Timeouts
+  readonly retries: number
 }
 
 /**
@@ -86,5 +103,25 @@ export const resolve = (args: Args) =>
       onNone: () => args.schedulerOptions,
       onSome: (n): Readonly<Record<string, unknown>> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
     })
-    return { registry, scheduler, schedulerOptions, columns, defaultEnv } satisfies Resolved
+    if (args.trajectoryRetries < 0 || args.trajectoryRetries > MAX_TRAJECTORY_RETRIES) {
+      return yield* new OptionError({
+        option: "--trajectory-retries",
+        detail: `must be between 0 and ${MAX_TRAJECTORY_RETRIES}, got ${args.trajectoryRetries}`
+      })
+    }
+    const timeouts: Rollout.Timeouts = {
+      reset: args.resetTimeout,
+      step: args.stepTimeout,
+      close: args.closeTimeout,
+      trajectory: args.trajectoryTimeout
+    }
+    return {
+      registry,
+      scheduler,
+      schedulerOptions,
+      columns,
+      defaultEnv,
+      timeouts,
+      retries: args.trajectoryRetries
+    } satisfies Resolved
   })

@@ -1,40 +1,57 @@
 /**
  * `effect-gym run`: rollouts over a dataset, written to the completions log, with a summary.
+ *
+ * Nothing finished is lost: the dataset is read as a stream; each group is appended whole as it
+ * completes (at most 200 ms late) and flushed to disk at least every second; a first SIGINT or
+ * SIGTERM stops the run gracefully (the groups complete are written, the summary says it was
+ * interrupted, exit 130 or 143); `--resume` continues a log after an interruption or a kill.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Stream } from "effect"
+import { FileSystem } from "@effect/platform"
+import { Cause, Console, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as CompletionsLog from "../CompletionsLog.js"
-import { Inference } from "../Inference.js"
+import { Inference, type InferenceError } from "../Inference.js"
 import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
-import { FileError, readText, setExitCode } from "./common.js"
+import { choice, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
+import * as RunLog from "./RunLog.js"
 
 export const runOptions = {
   dataset: Options.text("dataset").pipe(Options.withDescription("The dataset, one JSON row per line")),
   ...RolloutOptions.options,
   ...InferenceOptions.options,
-  seed: Options.integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
-  numGenerations: Options.integer("num-generations").pipe(
-    Options.withDescription("Trajectories per row (the GRPO group size)"),
+  seed: integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
+  numGenerations: integer("num-generations").pipe(
+    Options.withDescription(`Trajectories per row (the GRPO group size), at most ${Rollout.LIMITS.numGenerations.max}`),
     Options.withDefault(8)
   ),
-  maxTurns: Options.integer("max-turns").pipe(
-    Options.withDescription("Turns after which a trajectory ends"),
+  maxTurns: integer("max-turns").pipe(
+    Options.withDescription(`Turns after which a trajectory ends, at most ${Rollout.LIMITS.maxTurns.max}`),
     Options.withDefault(10)
   ),
-  concurrency: Options.integer("concurrency").pipe(
-    Options.withDescription("Trajectories in flight"),
+  concurrency: integer("concurrency").pipe(
+    Options.withDescription(`Trajectories in flight, at most ${Rollout.LIMITS.concurrency.max}`),
     Options.withDefault(64)
   ),
   output: Options.text("output").pipe(
     Options.withDescription("The completions log (one JSON line per trajectory)"),
     Options.withDefault("completions.jsonl")
+  ),
+  resume: Options.boolean("resume").pipe(
+    Options.withDescription("Continue the run that wrote --output (after an interruption or a kill): its complete groups are kept")
+  ),
+  overwrite: Options.boolean("overwrite").pipe(Options.withDescription("Replace an existing --output")),
+  failedGroups: choice("failed-groups", ["keep", "drop", "mask"]).pipe(
+    Options.withDescription(
+      "A group with a failed trajectory: keep its lines, drop the group, or mask it (every advantage null)"
+    ),
+    Options.withDefault("keep" as const)
   ),
   json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON")),
   ...RunView.options
@@ -42,8 +59,20 @@ export const runOptions = {
 
 export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
 
+/** The exit code of a run: interrupted, stopped by an error (its backend down too), with failures, or clean. */
+const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
+  summary.interrupted !== null
+    ? signalExitCode(summary.interrupted)
+    : stopped
+    ? 3
+    : summary.failures > 0 || summary.badRows > 0
+    ? 1
+    : 0
+
 /**
- * The `run` job: everything a command-line run does, for reuse by tests and other front ends.
+ * The `run` job: everything a command-line run does, for reuse by tests and other front ends. Gives
+ * the summary and the exit code (0 clean, 1 with failures or bad rows, 3 stopped by an error after
+ * writing what finished, 130/143 interrupted).
  *
  * @since 0.1.0
  * @category commands
@@ -51,21 +80,38 @@ export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
 export const runJob = (args: RunArgs, view?: RunView.Handle) =>
   Effect.gen(function*() {
     yield* Rollout.validate(args)
-    const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = yield* RolloutOptions.resolve(
-      args
-    )
-
-    const text = yield* readText("--dataset", args.dataset)
-    const instance = yield* definition.make({ options: schedulerOptions })
+    if (args.resume && args.overwrite) {
+      return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
+    }
+    const resolved = yield* RolloutOptions.resolve(args)
+    const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = resolved
     const sampling = yield* InferenceOptions.sampling(args)
+
+    // The output: never the dataset, never replaced by accident; resumed only by the same run.
+    const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
+    yield* RunLog.checkDataset(args.dataset)
+    const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
+    const scan = yield* RunLog.scanDataset(args.dataset)
+    const identity = RunLog.identityOf(args, { sha256: scan.sha256, schedulerOptions, sampling, columns })
+    const resumed = mode === "resume" && existing.size > 0 ? yield* resume(args, identity, scan) : undefined
+
+    const instance = yield* definition.make({ options: schedulerOptions })
     const inference = yield* InferenceOptions.make(args, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
     })
+    // Recorded before the first line is written, so that a log killed at any moment can be resumed
+    // (not next to a pipe or a device: there is nothing to resume there).
+    if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, identity, version())
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: error.message })
-    const writer = yield* Effect.mapError(CompletionsLog.open(args.output), outputError)
+    const writer = yield* Effect.mapError(
+      CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
+      outputError
+    )
+    // At least every second, what was written goes to disk (not only to the OS).
+    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(writer.flush), Schedule.spaced("1 second")))
     const config: Rollout.Config = {
       registry,
       scheduler: { definition, instance },
@@ -75,41 +121,126 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       concurrency: args.concurrency,
       seed: args.seed,
       columns,
-      sampling
+      sampling,
+      timeouts: resolved.timeouts,
+      retries: resolved.retries
     }
     const accumulator = new Summary.Accumulator()
+    accumulator.resumedGroups = resumed?.done.size ?? 0
     const drift = yield* InferenceOptions.driftCheck(args, inference)
-    const halt = InferenceOptions.haltOn(inference)
+
+    // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM (the second
+    // ends the process at once), or when its backend is declared down (`Service.halted`).
+    const signals = yield* Effect.serviceOption(Signals)
+    const onSignal = Option.map(signals, (s) => {
+      s.handle()
+      return Effect.flatMap(s.received, (signal) =>
+        Effect.zipRight(
+          Effect.sync(() => void (accumulator.interrupted = signal)),
+          Console.error(
+            `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
+              `are written (a second ${signal} exits at once)`
+          )
+        ))
+    })
+    let backendDown: InferenceError | undefined
+    const halted = inference.halted === undefined
+      ? Option.none()
+      : Option.some(Effect.catchAll(inference.halted, (error) => Effect.sync(() => void (backendDown = error))))
+    const stops = [...Option.toArray(onSignal), ...Option.toArray(halted)]
+    const until = stops.length === 0 ? undefined : Effect.raceAll(stops)
+
+    const fs = yield* FileSystem.FileSystem
+    const done = resumed?.done
+    const rows = Row.decodeStream(
+      args.dataset,
+      fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
+      { skip: done === undefined ? undefined : (index) => done.has(index) }
+    ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
+    const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
     const started = performance.now()
-    // The progress line's total, counted only if a progress line is drawn (on a terminal).
-    let total: number | undefined
-    const snapshot = () => ({ accumulator, total: total ??= Row.countRows(text) * args.numGenerations, elapsedMs: performance.now() - started })
+    const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
     if (view !== undefined) yield* view.attach(args.output, snapshot)
-    yield* Progress.whileRunning(
+    const outcome = yield* Progress.whileRunning(
       snapshot,
-      Rollout.stream(config, Row.decodeJsonl(args.dataset, text)).pipe(
-        halt.stream,
+      Rollout.stream(config, rows, { until }).pipe(
         Stream.tap((item) => {
           accumulator.add(item)
-          return item._tag === "RowFailure" ? Console.error(`bad row: ${item.error.message}`) : drift.add(item)
+          if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
+          if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
+          return drift.add(item)
         }),
-        // Groups are written in batches (at most 200 ms late), not one write per group.
+        // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
         Stream.groupedWithin(256, "200 millis"),
         Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
         Stream.runDrain,
-        Effect.provideService(Inference, inference)
+        Effect.provideService(Inference, inference),
+        Effect.exit
       )
     )
+    yield* Effect.ignore(writer.flush)
     const summary = drift.into(accumulator.summary(performance.now() - started))
     if (view !== undefined) yield* view.finish
+    const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
+    const error = failed ? stopMessage(outcome.cause) : backendDown?.message
     yield* Console.log(
       args.json
-        ? Json.stringify({ ...summary, output: args.output })
+        ? Json.stringify({ ...summary, output: args.output, error: error ?? null })
         : `${Summary.format(summary)}\ncompletions    ${args.output}`
     )
-    yield* halt.check
-    return summary
+    if (error !== undefined) {
+      yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
+    } else if (Exit.isFailure(outcome)) {
+      return yield* Effect.failCause(outcome.cause)
+    }
+    return { summary, exitCode: exitCode(summary, error !== undefined) }
   }).pipe(Effect.scoped)
+
+const stopMessage = (cause: Cause.Cause<{ readonly message: string }>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return failure.value.message
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect)) {
+    const value = defect.value
+    return `internal error: ${value instanceof Error ? value.stack ?? value.message : String(value)}`
+  }
+  return Cause.pretty(cause)
+}
+
+/** Checks a log against this run and cuts its torn tail; what it holds. */
+const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetScan) =>
+  Effect.gen(function*() {
+    const recorded = yield* RunLog.readIdentity(args.output)
+    if (recorded === undefined) {
+      return yield* new OptionError({
+        option: "--resume",
+        detail: `${args.output} has no run record (${RunLog.identityFile(args.output)}), so it cannot be checked ` +
+          `to come from this run; start again with --overwrite`
+      })
+    }
+    if (scan.sha256 === null) {
+      return yield* new OptionError({
+        option: "--resume",
+        detail: `the dataset ${args.dataset} is not a regular file: it cannot be checked against the log's run`
+      })
+    }
+    const difference = RunLog.difference(recorded, identity)
+    if (difference !== undefined) {
+      return yield* new OptionError({
+        option: "--resume",
+        detail: `${args.output} was written by another run: ${difference}`
+      })
+    }
+    const log = yield* RunLog.scanLog(args.output, args.numGenerations)
+    if (log.droppedBytes > 0) yield* RunLog.truncate(args.output, log.keepBytes)
+    yield* Console.error(
+      `resuming ${args.output}: ${log.done.size} complete groups (${log.lines} lines) kept` +
+        (log.droppedBytes > 0
+          ? `; an unfinished tail dropped (${log.droppedLines} lines, ${log.droppedBytes} bytes)`
+          : "")
+    )
+    return log
+  })
 
 /** The `run` command. */
 export const command = Command.make("run", runOptions).pipe(
@@ -118,8 +249,8 @@ export const command = Command.make("run", runOptions).pipe(
     Effect.gen(function*() {
       // --view: the page lives in the command's scope, so it outlives the run.
       const view = yield* RunView.make(args)
-      const summary = yield* runJob(args, view)
-      yield* setExitCode(summary.failures > 0 || summary.badRows > 0 ? 1 : 0)
+      const { exitCode } = yield* runJob(args, view)
+      yield* setExitCode(exitCode)
       yield* view.hold
     }).pipe(Effect.scoped))
 )

@@ -10,8 +10,8 @@
 import { Command, Options } from "@effect/cli"
 import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
 import { Inference } from "../Inference.js"
-import * as RolloutServer from "../rollout-server/RolloutServer.js"
-import { cannotListen, checkPort, host, OptionError, parseNumber, port, setExitCode, version } from "./common.js"
+import type * as RolloutServer from "../rollout-server/RolloutServer.js"
+import { cannotListen, checkPort, choice, host, integer, OptionError, parseNumber, port, setExitCode, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
@@ -33,27 +33,27 @@ export const serveOptions = {
     Options.withDescription("--mode server: the environment variable holding the model server's API key"),
     Options.optional
   ),
-  seed: Options.integer("seed").pipe(
+  seed: integer("seed").pipe(
     Options.withDescription("The seed of requests that give none"),
     Options.withDefault(0)
   ),
-  numGenerations: Options.integer("num-generations").pipe(
+  numGenerations: integer("num-generations").pipe(
     Options.withDescription("Trajectories per row for requests that do not say (the GRPO group size)"),
     Options.withDefault(1)
   ),
-  maxTurns: Options.integer("max-turns").pipe(
+  maxTurns: integer("max-turns").pipe(
     Options.withDescription("Turns after which a trajectory ends, for requests that do not say"),
     Options.withDefault(10)
   ),
-  concurrency: Options.integer("concurrency").pipe(
+  concurrency: integer("concurrency").pipe(
     Options.withDescription("Trajectories in flight over all requests; a request that does not fit gets 429"),
     Options.withDefault(256)
   ),
-  maxRequestTrajectories: Options.integer("max-request-trajectories").pipe(
+  maxRequestTrajectories: integer("max-request-trajectories").pipe(
     Options.withDescription("Trajectories one request may ask for (default: --concurrency); more gets 413"),
     Options.optional
   ),
-  maxBody: Options.integer("max-body").pipe(
+  maxBody: integer("max-body").pipe(
     Options.withDescription("Largest request body in bytes; larger gets 413"),
     Options.withDefault(8 * 1024 * 1024)
   ),
@@ -61,14 +61,14 @@ export const serveOptions = {
     Options.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
     Options.withDefault("30")
   ),
-  onFailure: Options.choice("on-failure", ["retry", "zero-reward"]).pipe(
+  onFailure: choice("on-failure", ["retry", "zero-reward"]).pipe(
     Options.withDescription(
       "POST /infer/: retry (run transient failures again with a fresh env; if some still fail, answer 500 listing " +
         "them) or zero-reward (answer failed trajectories as reward-0 outputs, the error in rollout_infos.error)"
     ),
     Options.withDefault("retry" as const)
   ),
-  inferRetries: Options.integer("infer-retries").pipe(
+  inferRetries: integer("infer-retries").pipe(
     Options.withDescription(
       "POST /infer/ with --on-failure retry: runs of a transiently failed trajectory after the first (default 2)"
     ),
@@ -103,7 +103,8 @@ export const serveJob = (args: ServeArgs) =>
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
     }
-    const { columns, defaultEnv, registry, scheduler, schedulerOptions } = yield* RolloutOptions.resolve(args)
+    const { columns, defaultEnv, registry, retries, scheduler, schedulerOptions, timeouts } = yield* RolloutOptions
+      .resolve(args)
     const apiKey = yield* Option.match(args.apiKeyEnv, {
       onNone: () => Effect.succeed(undefined),
       onSome: (name) => secret("--api-key-env", name)
@@ -130,6 +131,8 @@ export const serveJob = (args: ServeArgs) =>
           : error
       )
     )
+    // The server (HTTP) is loaded when the command runs (startup of the other commands stays light).
+    const RolloutServer = yield* Effect.promise(() => import("../rollout-server/RolloutServer.js"))
     return yield* RolloutServer.serve({
       host: args.host,
       port: args.port,
@@ -142,6 +145,8 @@ export const serveJob = (args: ServeArgs) =>
       maxTurns: args.maxTurns,
       seed: args.seed,
       sampling,
+      timeouts,
+      retries,
       maxTrajectoriesInFlight: args.concurrency,
       maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
       maxBodyBytes: args.maxBody,

@@ -1,17 +1,58 @@
 #!/usr/bin/env node
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Exit } from "effect"
+/**
+ * The process around one invocation: runs `main`, exits with its code, and handles signals.
+ *
+ * - A first SIGINT or SIGTERM stops a command that handles it (`run`: the groups finished are
+ *   written and the summary is printed) or interrupts the others (`serve` shuts down gracefully);
+ *   an interrupted command exits with 130 (SIGINT) or 143 (SIGTERM) unless it set its own code
+ *   while stopping (`serve` sets 0).
+ * - A second signal exits at once, with the first signal's code.
+ * - The process always exits when the command ends, even if something it abandoned (an env whose
+ *   close never returned) still holds the event loop.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Cause, Deferred, Effect, Exit, FiberId } from "effect"
 import { main } from "./Cli.js"
+import { signalExitCode } from "./common.js"
 
-// An interrupted command exits with 130, unless it set its own code while stopping (serve sets 0).
-let codeOnInterrupt = 130
+type Signal = "SIGINT" | "SIGTERM"
 
-const program = main(process.argv, (code) => void (codeOnInterrupt = code)).pipe(Effect.provide(NodeContext.layer))
+let codeOnInterrupt: number | undefined
+let graceful = false
+let first: Signal | undefined
+const received = Deferred.unsafeMake<Signal>(FiberId.none)
 
-NodeRuntime.runMain(program, {
-  disableErrorReporting: true,
-  teardown: (exit, onExit) =>
-    onExit(
-      Exit.isSuccess(exit) ? (exit.value as number) : Cause.isInterruptedOnly(exit.cause) ? codeOnInterrupt : 1
-    )
+const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
+  handle: () => void (graceful = true),
+  received: Deferred.await(received)
+}).pipe(Effect.provide(NodeContext.layer))
+
+const fiber = Effect.runFork(program)
+const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
+
+const onSignal = (signal: Signal) => {
+  if (first !== undefined) {
+    process.stderr.write(`\n${signal} again: exiting now\n`)
+    process.exit(signalExitCode(first))
+  }
+  first = signal
+  if (graceful) Deferred.unsafeDone(received, Exit.succeed(signal))
+  else fiber.unsafeInterruptAsFork(fiber.id())
+}
+process.on("SIGINT", () => onSignal("SIGINT"))
+process.on("SIGTERM", () => onSignal("SIGTERM"))
+
+fiber.addObserver((exit) => {
+  clearInterval(keepAlive)
+  let code: number
+  if (Exit.isSuccess(exit)) code = exit.value
+  else if (Cause.isInterruptedOnly(exit.cause)) {
+    code = codeOnInterrupt ?? signalExitCode(first ?? "SIGINT")
+    if (codeOnInterrupt === undefined) process.stderr.write(`interrupted by ${first ?? "an interruption"}\n`)
+  }
+  else {
+    process.stderr.write(`error: internal error: ${Cause.pretty(exit.cause)}\n`)
+    code = 3
+  }
+  process.exit(code)
 })

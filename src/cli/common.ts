@@ -1,7 +1,7 @@
 /**
  * Pieces shared by the commands: errors, common options, the exit code channel.
  */
-import { Options } from "@effect/cli"
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Context, Effect, HashMap, Option, Schema } from "effect"
 import { createRequire } from "node:module"
@@ -51,8 +51,38 @@ export const plugins = Options.text("plugin").pipe(
   Options.repeated
 )
 
+/** A command-line value that cannot be parsed, as @effect/cli reports it, naming its option. */
+const invalidValue = (option: string, detail: string) => ValidationError.invalidValue(HelpDoc.p(`${option}: ${detail}`))
+
+/** Parses a whole number given as text (`12`, `-3`, `1e6`); the error names the option. */
+export const parseInteger = (option: string, text: string): Effect.Effect<number, ValidationError.ValidationError> => {
+  const trimmed = text.trim()
+  const value = Number(trimmed)
+  return /^[+-]?\d+(?:[eE]\+?\d+)?$/.test(trimmed) && Number.isSafeInteger(value)
+    ? Effect.succeed(value)
+    : Effect.fail(invalidValue(option, `${JSON.stringify(text)} is not a whole number`))
+}
+
+/**
+ * An integer option whose parse errors name it (@effect/cli's own integer option says only
+ * "'1.5' is not a integer").
+ */
+export const integer = (name: string): Options.Options<number> =>
+  Options.text(name).pipe(Options.withPseudoName("integer"), Options.mapEffect((text) => parseInteger(`--${name}`, text)))
+
+/** An option with a fixed set of values whose parse errors name it. */
+export const choice = <const A extends string>(name: string, values: ReadonlyArray<A>): Options.Options<A> =>
+  Options.text(name).pipe(
+    Options.withPseudoName(values.join("|")),
+    Options.mapEffect((text) =>
+      values.includes(text as A)
+        ? Effect.succeed(text as A)
+        : Effect.fail(invalidValue(`--${name}`, `${JSON.stringify(text)} is not one of ${values.join(", ")}`))
+    )
+  )
+
 /** The port a serving command listens on; check it with {@link checkPort}. */
-export const port = Options.integer("port").pipe(
+export const port = integer("port").pipe(
   Options.withDescription("The port (0 picks a free one)"),
   Options.withDefault(8000)
 )
@@ -123,3 +153,34 @@ export const readText = (option: string, file: string) =>
     )
   )
 
+
+/**
+ * A duration option in seconds, or `none` for no limit; `fallback` when it is not given. The value
+ * is in milliseconds (`undefined`: none).
+ */
+export const seconds = (name: string, description: string, fallback: number | "none") =>
+  Options.text(name).pipe(
+    Options.withPseudoName("seconds|none"),
+    Options.withDescription(`${description} (default ${fallback === "none" ? "none" : `${fallback} s`})`),
+    Options.withDefault(String(fallback)),
+    Options.mapEffect((text): Effect.Effect<number | undefined, ValidationError.ValidationError> => {
+      if (text.trim() === "none") return Effect.succeed(undefined)
+      const value = Number(text)
+      return text.trim() !== "" && Number.isFinite(value) && value > 0 && value <= 1e9
+        ? Effect.succeed(value * 1000)
+        : Effect.fail(invalidValue(`--${name}`, `must be a number of seconds > 0, or none; got ${JSON.stringify(text)}`))
+    })
+  )
+
+/**
+ * Signals for commands that stop gracefully (`run`): `received` completes with the first SIGINT or
+ * SIGTERM once `handle()` was called (before that a signal interrupts the command, as for the
+ * others); a second signal ends the process at once. Absent (in-process use): no signals arrive.
+ */
+export class Signals extends Context.Tag("effect-gym/cli/Signals")<Signals, {
+  readonly handle: () => void
+  readonly received: Effect.Effect<"SIGINT" | "SIGTERM">
+}>() {}
+
+/** The exit code of a process stopped by a signal. */
+export const signalExitCode = (signal: "SIGINT" | "SIGTERM"): number => (signal === "SIGINT" ? 130 : 143)

@@ -5,6 +5,8 @@
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Module from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Plugin from "../Plugin.js"
@@ -13,6 +15,57 @@ import * as Builtins from "./Builtins.js"
 import { errorMessage } from "../internal/lift.js"
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"])
+
+/** The packages a plugin may import without having them installed where it lives. */
+const OWN = /^(?:effect-gym|effect|@effect\/[^/]+)(?:\/.*)?$/
+
+let fallbackInstalled = false
+
+/** The ES module resolve hook: on "not found" for one of `OWN`, resolve it from this package. */
+const RESOLVE_HOOKS = `
+const OWN = ${OWN.toString()}
+let base
+export function initialize(data) { base = data.base }
+export async function resolve(specifier, context, nextResolve) {
+  try {
+    return await nextResolve(specifier, context)
+  } catch (error) {
+    if (!OWN.test(specifier) || error?.code !== "ERR_MODULE_NOT_FOUND") throw error
+    return nextResolve(specifier, { ...context, parentURL: base })
+  }
+}
+`
+
+/**
+ * Lets plugins in any folder import `effect-gym`, `effect` and `@effect/...` (when they are not
+ * installed next to the plugin, the copies this tool runs with): for ES modules through a resolve
+ * hook (`module.register`); for CommonJS (tsx compiles a `.ts` file outside a `"type": "module"`
+ * package to CommonJS; `.cts` files) by falling back in `Module._resolveFilename`, as tsx itself
+ * hooks CommonJS resolution (Node 20 has no public hook for `require`).
+ */
+const installResolveFallback = (): void => {
+  if (fallbackInstalled) return
+  fallbackInstalled = true
+  Module.register(`data:text/javascript,${encodeURIComponent(RESOLVE_HOOKS)}`, {
+    parentURL: import.meta.url,
+    data: { base: import.meta.url }
+  })
+  const own = createRequire(import.meta.url)
+  const cjs = Module.Module as unknown as {
+    _resolveFilename: (request: string, parent: unknown, isMain: boolean, options?: unknown) => string
+  }
+  const original = cjs._resolveFilename
+  cjs._resolveFilename = function(request, parent, isMain, options) {
+    try {
+      return original.call(this, request, parent, isMain, options)
+    } catch (error) {
+      if ((error as { readonly code?: unknown }).code === "MODULE_NOT_FOUND" && OWN.test(request)) {
+        return own.resolve(request)
+      }
+      throw error
+    }
+  }
+}
 
 /**
  * Imports one plugin file and checks its export.
@@ -27,6 +80,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       return yield* new Plugin.PluginError({ file, detail: "file not found" })
     }
     const url = pathToFileURL(absolute).href
+    installResolveFallback()
     const module = yield* Effect.tryPromise({
       try: async () => {
         if (TS_EXTENSIONS.has(path.extname(absolute))) {

@@ -16,7 +16,6 @@
  * @since 0.1.0
  */
 import * as Socket from "@effect/platform/Socket"
-import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import type { Context } from "effect"
 import {
   Deferred,
@@ -30,7 +29,7 @@ import {
   Schema,
   Scope
 } from "effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Json from "../internal/Json.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { OpenEnvError } from "./OpenEnvProtocol.js"
@@ -49,12 +48,15 @@ export interface Options {
 }
 
 /**
- * The Node `WebSocketConstructor` (the `ws` package on Node 20).
+ * The Node `WebSocketConstructor` (the `ws` package on Node 20), loaded when the layer is built, so
+ * that `ws` stays out of processes that never open a session (the CLI's startup).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerWebSocketConstructor: Layer.Layer<Socket.WebSocketConstructor> = NodeSocket.layerWebSocketConstructor
+export const layerWebSocketConstructor: Layer.Layer<Socket.WebSocketConstructor> = Layer.unwrapEffect(
+  Effect.map(Effect.promise(() => import("@effect/platform-node/NodeSocket")), (NodeSocket) => NodeSocket.layerWebSocketConstructor)
+)
 
 /**
  * A live session.

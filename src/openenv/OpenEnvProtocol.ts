@@ -322,6 +322,14 @@ export const ErrorReason = Schema.Literal(
  */
 export type ErrorReason = typeof ErrorReason.Type
 
+const TRANSIENT_REASONS: ReadonlySet<ErrorReason> = new Set([
+  "CapacityReached",
+  "ConnectFailed",
+  "ConnectTimeout",
+  "ReplyTimeout",
+  "ConnectionLost"
+])
+
 /**
  * A failed OpenEnv call. `code` is the server's error code when the server sent an error frame;
  * `errors` its validation problems; `activeSessions` / `maxSessions` the capacity it reported.
@@ -341,6 +349,11 @@ export class OpenEnvError extends Schema.TaggedError<OpenEnvError>("effect-gym/O
 }) {
   override get message(): string {
     return `openenv ${this.url}: ${this.reason}: ${this.detail}`
+  }
+
+  /** Connection failures, timeouts and a full server may go away on their own (a retry may succeed). */
+  get transient(): boolean {
+    return TRANSIENT_REASONS.has(this.reason)
   }
 
   /** Whether the session that failed can still be used (the server refused only this request). */

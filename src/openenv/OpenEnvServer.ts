@@ -347,7 +347,10 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           envScope = undefined
           env = undefined
           view = undefined
-          return scope === undefined ? Effect.void : Scope.close(scope, Exit.void)
+          // A failing close is the env's problem, reported, not the session's.
+          return scope === undefined
+            ? Effect.void
+            : Effect.catchAllCause(Scope.close(scope, Exit.void), (cause) => Effect.logWarning(errorMessage(Cause.squash(cause))))
         })
         yield* Effect.addFinalizer(() => closeEnv)
 

@@ -94,6 +94,9 @@ export interface Options {
   readonly maxTurns?: number | undefined
   readonly seed?: number | undefined
   readonly sampling?: SamplingParams | undefined
+  /** Limits on each trajectory's phases, and retries of transient failures (as for `Rollout.Config`). */
+  readonly timeouts?: Rollout.Timeouts | undefined
+  readonly retries?: number | undefined
   /** Trajectories in flight over all requests (default 256). */
   readonly maxTrajectoriesInFlight?: number | undefined
   /** Trajectories one request may ask for (default: `maxTrajectoriesInFlight`). */
@@ -515,7 +518,9 @@ export const make = (
         maxTurns: settings.maxTurns,
         concurrency: settings.maxInFlight,
         seed: batchSeed,
-        columns: options.columns
+        columns: options.columns,
+        timeouts: options.timeouts,
+        retries: options.retries
       })
     }
     const state = new State(settings.maxInFlight, settings.maxRequest)

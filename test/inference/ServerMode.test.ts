@@ -105,7 +105,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
         "--max-transport-failures", "6", "--num-generations", "2", "--concurrency", "4", "--output", output, "--json"
       )
       const ms = performance.now() - started
-      expect(code).toBe(2)
+      expect(code).toBe(3)
       expect(stderr).toContain("is not answering: 6 requests in a row failed without a response")
       expect(stderr.split("\n").filter((l) => l.startsWith("error:")).length).toBe(1)
       // far fewer requests than 128 trajectories x 4 attempts: the run stopped

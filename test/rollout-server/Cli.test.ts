@@ -136,7 +136,7 @@ describe("effect-gym serve (the built binary)", () => {
       }
       const server = yield* launch([
         "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--gym-env", "endless",
-        "--policy", "random", "--policy-option", "latency_ms=20", "--max-turns", "100000", "--shutdown-grace", "0.3"
+        "--policy", "random", "--policy-option", "latency_ms=20", "--max-turns", "10000", "--shutdown-grace", "0.3"
       ], { EFFECT_GYM_ENV_LOG: log })
       const streamed = yield* Effect.fork(request(`${server.url}/v1/rollouts`, {
         headers: { accept: Api.NDJSON },

@@ -12,7 +12,7 @@
  *   outputs with reward 0 and the error in `rollout_infos.error` (the behaviour before).
  */
 import { Duration, Effect, Either } from "effect"
-import type * as Scheduler from "../../Scheduler.js"
+import * as Scheduler from "../../Scheduler.js"
 import * as Api from "../Api.js"
 import { ApiError, decodeBody } from "./http.js"
 import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, unsupported } from "./planning.js"
@@ -70,22 +70,12 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Either.Either<
 
 /**
  * Whether a failure may go away on its own, so that running the trajectory again with a fresh env
- * may succeed: model transport errors and timeouts, and errors that say so themselves
- * (`transient: true`, also on their `cause`: OpenEnv connection and capacity errors). The same rule
- * as the run's trajectory retries (issue 11), written here until that lands on main.
+ * may succeed: the run's rule for trajectory retries (`Scheduler.isTransient`: errors that say
+ * `transient: true`, also on their `cause`: model transport errors and timeouts, OpenEnv connection
+ * and capacity errors, timeouts).
  */
-export const isTransient = (error: Scheduler.TrajectoryError | { readonly _tag: string }): boolean => {
-  const said = (value: unknown): boolean =>
-    typeof value === "object" && value !== null && (value as { readonly transient?: unknown }).transient === true
-  if (said(error) || said((error as { readonly cause?: unknown }).cause)) return true
-  if (error._tag === "InferenceError") {
-    const reason = (error as { readonly reason?: unknown }).reason
-    return reason === "Transport" || reason === "Timeout"
-  }
-  const cause = (error as { readonly cause?: unknown }).cause as { _tag?: unknown; reason?: unknown } | undefined
-  return cause?._tag === "OpenEnvError" &&
-    ["CapacityReached", "ConnectFailed", "ConnectTimeout", "ReplyTimeout", "ConnectionLost"].includes(String(cause.reason))
-}
+export const isTransient = (error: Scheduler.TrajectoryError | { readonly _tag: string }): boolean =>
+  Scheduler.isTransient(error)
 
 /** One result with whether its failure (if any) is transient. */
 export interface Outcome {

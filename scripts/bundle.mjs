@@ -1,0 +1,30 @@
+// Bundles the command line (dist/cli/bin.js, built by tsc) into dist/bundle/, which
+// bin/effect-gym.js runs. Loading one bundle instead of hundreds of modules cuts the CPU time of
+// `effect-gym envs` about 3.5x (bench/workloads/startup.ts). Code split at dynamic imports: the
+// servers, the checker and the inference backends load only when used; node-llama-cpp, tsx, undici
+// and ws stay outside (loaded from node_modules when used). Plugins import effect-gym and effect
+// from node_modules (their own copies), which work with the bundle's as any two copies of one
+// version do.
+import * as esbuild from "esbuild"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const root = path.resolve(import.meta.dirname, "..")
+const outdir = path.join(root, "dist/bundle")
+fs.rmSync(outdir, { recursive: true, force: true })
+await esbuild.build({
+  entryPoints: [path.join(root, "dist/cli/bin.js")],
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  external: ["node-llama-cpp", "tsx", "undici", "ws"],
+  // CommonJS dependencies inside an ES module bundle call require
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  minifySyntax: true,
+  minifyWhitespace: true,
+  legalComments: "none",
+  logLevel: "warning"
+})

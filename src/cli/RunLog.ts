@@ -1,0 +1,385 @@
+/**
+ * What makes `run` safe to interrupt and to run again: the output is never the dataset and is not
+ * overwritten by accident; the run's identity is recorded next to the log (`<output>.run.json`);
+ * `--resume` checks that identity field by field, keeps the complete groups already in the log,
+ * drops a torn tail (a kill -9 in the middle of a write) and runs only the rows not done yet.
+ *
+ * The log itself stays one completions line per trajectory: a group's lines are written in one
+ * append, so the complete groups are always a prefix of the file, followed at most by a torn tail.
+ */
+import { FileSystem } from "@effect/platform"
+import { Effect, Option, Stream } from "effect"
+import { createHash } from "node:crypto"
+import * as path from "node:path"
+import { canonical } from "../internal/inspect.js"
+import * as Json from "../internal/Json.js"
+import * as Row from "../Row.js"
+import { FileError, OptionError } from "./common.js"
+
+/**
+ * The run's identity: what must be the same for `--resume` to continue a log. Values are JSON.
+ * Concurrency, timeouts and retries may change between sessions: they do not change what a
+ * trajectory does.
+ */
+export interface Identity {
+  readonly dataset: string
+  readonly dataset_sha256: string | null
+  readonly seed: number
+  readonly gym_env: string | null
+  readonly scheduler: string
+  readonly scheduler_options: Readonly<Record<string, unknown>>
+  readonly mode: string
+  readonly policy: string | null
+  readonly policy_options: Readonly<Record<string, unknown>>
+  readonly model: string | null
+  readonly base_url: string | null
+  readonly num_generations: number
+  readonly max_turns: number
+  readonly sampling: Readonly<Record<string, unknown>>
+  readonly reward_funcs: ReadonlyArray<string>
+  readonly reward_weights: ReadonlyArray<number>
+  readonly plugins: ReadonlyArray<string>
+  readonly failed_groups: string
+}
+
+/** The identity of a run from its options (paths made absolute, defaults filled in). */
+export const identityOf = (
+  args: {
+    readonly dataset: string
+    readonly seed: number
+    readonly gymEnv: Option.Option<string>
+    readonly scheduler: string
+    readonly mode: string
+    readonly policy: Option.Option<string>
+    readonly policyOptions: Readonly<Record<string, unknown>>
+    readonly model: Option.Option<string>
+    readonly baseUrl: Option.Option<string>
+    readonly numGenerations: number
+    readonly maxTurns: number
+    readonly plugins: ReadonlyArray<string>
+    readonly failedGroups: string
+  },
+  resolved: {
+    readonly sha256: string | null
+    readonly schedulerOptions: Readonly<Record<string, unknown>>
+    readonly sampling: object
+    readonly columns: { readonly names: ReadonlyArray<string>; readonly weights: ReadonlyArray<number> }
+  }
+): Identity => ({
+  dataset: path.resolve(args.dataset),
+  dataset_sha256: resolved.sha256,
+  seed: args.seed,
+  gym_env: Option.getOrNull(args.gymEnv),
+  scheduler: args.scheduler,
+  scheduler_options: resolved.schedulerOptions,
+  mode: args.mode,
+  policy: args.mode === "scripted" ? Option.getOrElse(args.policy, () => "random") : null,
+  policy_options: args.policyOptions,
+  model: Option.getOrNull(Option.map(args.model, (model) => (args.mode === "colocate" ? path.resolve(model) : model))),
+  base_url: Option.getOrNull(args.baseUrl),
+  num_generations: args.numGenerations,
+  max_turns: args.maxTurns,
+  sampling: resolved.sampling as Readonly<Record<string, unknown>>,
+  reward_funcs: resolved.columns.names.slice(0, -1),
+  reward_weights: resolved.columns.weights,
+  plugins: args.plugins.map((plugin) => path.resolve(plugin)),
+  failed_groups: args.failedGroups
+})
+
+/** The option (or what) each identity field comes from, for messages. */
+const FIELD_NAMES: Record<keyof Identity, string> = {
+  dataset: "--dataset",
+  dataset_sha256: "the dataset's content (sha256)",
+  seed: "--seed",
+  gym_env: "--gym-env",
+  scheduler: "--scheduler",
+  scheduler_options: "--scheduler-option",
+  mode: "--mode",
+  policy: "--policy",
+  policy_options: "--policy-option",
+  model: "--model",
+  base_url: "--base-url",
+  num_generations: "--num-generations",
+  max_turns: "--max-turns",
+  sampling: "sampling",
+  reward_funcs: "--reward-funcs",
+  reward_weights: "--reward-weights",
+  plugins: "--plugin",
+  failed_groups: "--failed-groups"
+}
+
+/** The file that records a log's run identity. */
+export const identityFile = (output: string): string => `${output}.run.json`
+
+const show = (value: unknown): string => {
+  const text = value === null || value === undefined ? "not set" : Json.stringify(value)
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text
+}
+
+/**
+ * The first field where two identities differ, as a sentence for the user; `undefined` when they
+ * are the same run.
+ */
+export const difference = (recorded: Readonly<Record<string, unknown>>, current: Identity): string | undefined => {
+  for (const key of Object.keys(FIELD_NAMES) as Array<keyof Identity>) {
+    const then = recorded[key]
+    const now = current[key]
+    if (canonical(then ?? null) === canonical(now ?? null)) continue
+    if (key === "dataset_sha256") {
+      return `the dataset's content changed since the log was written (sha256 ${show(then)} then, ${show(now)} now)`
+    }
+    return `${FIELD_NAMES[key]} is ${show(now)} here, ${show(then)} in the log's run`
+  }
+  return undefined
+}
+
+/** What a pass over the dataset found: its content hash (regular files) and its rows. */
+export interface DatasetScan {
+  /** `null` for a dataset that cannot be read twice (a pipe): such a run cannot be resumed. */
+  readonly sha256: string | null
+  readonly rows: number | undefined
+}
+
+/** Fails unless the dataset can be read: it exists and is not a directory. */
+export const checkDataset = (file: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.stat(file)).pipe(
+    Effect.catchTags({
+      SystemError: (error) => new FileError({ option: "--dataset", file, detail: notFound(error) }),
+      BadArgument: (error) => new FileError({ option: "--dataset", file, detail: error.message })
+    }),
+    Effect.filterOrFail(
+      (info) => info.type !== "Directory",
+      () => new FileError({ option: "--dataset", file, detail: "is a directory" })
+    )
+  )
+
+/**
+ * Reads the dataset once, in chunks (memory stays bounded): its sha256 and its row count. A pipe
+ * or other non-regular file is not read here (it can be read only once, by the run itself).
+ */
+export const scanDataset = (file: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(file)
+    if (info.type === "Directory") {
+      return yield* new FileError({ option: "--dataset", file, detail: "is a directory" })
+    }
+    if (info.type !== "File") return { sha256: null, rows: undefined } satisfies DatasetScan
+    const hash = createHash("sha256")
+    const rows = yield* Row.countStream(
+      Stream.tap(fs.stream(file, { chunkSize: FileSystem.KiB(256) }), (chunk) => Effect.sync(() => hash.update(chunk)))
+    )
+    return { sha256: hash.digest("hex"), rows } satisfies DatasetScan
+  }).pipe(
+    Effect.catchTags({
+      SystemError: (error) => new FileError({ option: "--dataset", file, detail: notFound(error) }),
+      BadArgument: (error) => new FileError({ option: "--dataset", file, detail: error.message })
+    })
+  )
+
+const notFound = (error: { readonly _tag: string; readonly message: string; readonly reason?: string }): string =>
+  error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error.message
+
+/** How the output is opened: a new log, an overwritten one, or a resumed one. */
+export type OutputMode = "new" | "overwrite" | "resume"
+
+/**
+ * Refuses an output that is the dataset (the same path, a symbolic link or a hard link to it), and
+ * an existing non-empty output unless `--overwrite` or `--resume` says what to do with it.
+ */
+export const checkOutput = (dataset: string, output: string, mode: OutputMode) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const stat = (file: string) => Effect.option(fs.stat(file))
+    const out = yield* stat(output)
+    if (Option.isNone(out)) return { exists: false, size: 0, regular: true }
+    const data = yield* stat(dataset)
+    const same = path.resolve(dataset) === path.resolve(output) || (
+      Option.isSome(data) && Option.isSome(out.value.ino) && Option.isSome(data.value.ino) &&
+      out.value.ino.value === data.value.ino.value && out.value.dev === data.value.dev
+    )
+    if (same) {
+      return yield* new OptionError({
+        option: "--output",
+        detail: `${output} is the dataset ${dataset} (the same file): writing the log there would destroy it`
+      })
+    }
+    const size = Number(out.value.size)
+    if (out.value.type !== "File" && out.value.type !== "Unknown") {
+      // a pipe or a device: written to as it is (nothing to resume or overwrite)
+      if (mode === "resume") {
+        return yield* new OptionError({ option: "--resume", detail: `${output} is not a regular file` })
+      }
+      return { exists: true, size: 0, regular: false }
+    }
+    if (size > 0 && mode === "new") {
+      return yield* new OptionError({
+        option: "--output",
+        detail: `${output} exists and is not empty (${size} bytes): pass --resume to continue that run, ` +
+          `or --overwrite to replace it`
+      })
+    }
+    return { exists: true, size, regular: true }
+  })
+
+/** Reads a log's recorded identity (`undefined` when there is none). */
+export const readIdentity = (output: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = identityFile(output)
+    const text = yield* Effect.option(fs.readFileString(file))
+    if (Option.isNone(text)) return undefined
+    const parsed = yield* Effect.try({
+      try: () => Json.parse(text.value),
+      catch: (error) => new FileError({ option: "--resume", file, detail: `not a run record: ${String(error)}` })
+    })
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      return yield* new FileError({ option: "--resume", file, detail: "not a run record (expected a JSON object)" })
+    }
+    return parsed as Readonly<Record<string, unknown>>
+  })
+
+/** Records the run's identity next to the log (written whole, then renamed: never half a file). */
+export const writeIdentity = (output: string, identity: Identity, version: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = identityFile(output)
+    const temporary = `${file}.${process.pid}.tmp`
+    const record = { effect_gym: version, written_at: new Date().toISOString(), ...identity }
+    yield* fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n")
+    yield* fs.rename(temporary, file)
+  }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: error.message })))
+
+/** A set of row indexes, as bits (a million rows take 125 KB). */
+export class RowSet {
+  private bits = new Uint8Array(1024)
+  size = 0
+
+  add(row: number): void {
+    const byte = row >> 3
+    if (byte >= this.bits.length) {
+      const grown = new Uint8Array(Math.max(byte + 1, this.bits.length * 2))
+      grown.set(this.bits)
+      this.bits = grown
+    }
+    const mask = 1 << (row & 7)
+    if ((this.bits[byte] & mask) === 0) this.size++
+    this.bits[byte] |= mask
+  }
+
+  has(row: number): boolean {
+    const byte = row >> 3
+    return byte < this.bits.length && (this.bits[byte] & (1 << (row & 7))) !== 0
+  }
+}
+
+/** What a log holds for a resumed run. */
+export interface Resumable {
+  /** The rows whose groups are complete in the log. */
+  readonly done: RowSet
+  readonly lines: number
+  /** The length of the log's complete part: what is after it (a torn tail) is cut off. */
+  readonly keepBytes: number
+  readonly droppedBytes: number
+  readonly droppedLines: number
+}
+
+const PREFIX = /^\{"row":(\d+),"generation":(\d+),/
+
+const rowOf = (bytes: Uint8Array): readonly [number, number] | undefined => {
+  const head = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, 64)).toString("latin1")
+  const match = PREFIX.exec(head)
+  if (match !== null) return [Number(match[1]), Number(match[2])]
+  // not as this tool writes lines: read the whole line
+  try {
+    const line = Json.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes)) as {
+      readonly row?: unknown
+      readonly generation?: unknown
+    }
+    return typeof line.row === "number" && typeof line.generation === "number" ? [line.row, line.generation] : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Reads a log (in chunks) for `--resume`: the complete groups (`numGenerations` consecutive lines
+ * of one row, generations in order) are kept; a torn tail (an unfinished last line, a group cut by
+ * a kill between two writes) is to be dropped. A complete line out of place means the file is not
+ * a log this run can continue.
+ */
+export const scanLog = (output: string, numGenerations: number) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const done = new RowSet()
+    let offset = 0
+    let keepBytes = 0
+    let lines = 0
+    let groupLines = 0
+    let groupRow = -1
+    let lineNumber = 0
+    let carry: Uint8Array | undefined
+    let problem: string | undefined
+    const onLine = (bytes: Uint8Array, end: number): void => {
+      lineNumber++
+      if (problem !== undefined) return
+      const found = rowOf(bytes)
+      if (found === undefined) {
+        problem = `line ${lineNumber} is not a completions line`
+        return
+      }
+      const [row, generation] = found
+      if (groupLines > 0 && row !== groupRow) {
+        problem = `line ${lineNumber}: the group of row ${groupRow} has ${groupLines} of ${numGenerations} lines`
+        return
+      }
+      if (generation !== groupLines) {
+        problem = `line ${lineNumber}: generation ${generation} of row ${row} where ${groupLines} was expected`
+        return
+      }
+      groupRow = row
+      groupLines++
+      if (groupLines === numGenerations) {
+        done.add(row)
+        lines += groupLines
+        groupLines = 0
+        keepBytes = end
+      }
+    }
+    yield* Stream.runForEach(fs.stream(output, { chunkSize: FileSystem.KiB(256) }), (chunk) =>
+      Effect.sync(() => {
+        let data = chunk
+        if (carry !== undefined) {
+          data = new Uint8Array(carry.length + chunk.length)
+          data.set(carry)
+          data.set(chunk, carry.length)
+        }
+        const base = offset - (carry?.length ?? 0)
+        carry = undefined
+        let start = 0
+        for (;;) {
+          const newline = data.indexOf(0x0a, start)
+          if (newline < 0) break
+          onLine(data.subarray(start, newline), base + newline + 1)
+          start = newline + 1
+        }
+        if (start < data.length) carry = data.slice(start)
+        offset += chunk.length
+      }))
+    if (problem !== undefined) {
+      // A torn write leaves only an unfinished last line or group; a complete line out of place
+      // means the file was changed by something else.
+      return yield* new OptionError({ option: "--resume", detail: `${output} cannot be continued: ${problem}` })
+    }
+    const droppedLines = lineNumber - lines + (carry !== undefined ? 1 : 0)
+    return { done, lines, keepBytes, droppedBytes: offset - keepBytes, droppedLines } satisfies Resumable
+  }).pipe(
+    Effect.catchTag("SystemError", (error) => new FileError({ option: "--output", file: output, detail: error.message })),
+    Effect.catchTag("BadArgument", (error) => new FileError({ option: "--output", file: output, detail: error.message }))
+  )
+
+/** Cuts a log to its complete part. */
+export const truncate = (output: string, bytes: number) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.truncate(output, FileSystem.Size(bytes))).pipe(
+    Effect.mapError((error) => new FileError({ option: "--output", file: output, detail: error.message }))
+  )

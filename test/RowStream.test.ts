@@ -1,0 +1,86 @@
+/**
+ * The streaming dataset reader: bytes in chunks of any size give the rows the whole text gives, a
+ * line that is not UTF-8 is a row error at its line, and counting needs no whole file.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Either, FastCheck, Stream } from "effect"
+import * as Row from "../src/Row.js"
+
+const encoder = new TextEncoder()
+
+/** `bytes` cut at the given offsets: chunks as a file read would give them (a cut may split a character). */
+const chunked = (bytes: Uint8Array, cuts: ReadonlyArray<number>): Stream.Stream<Uint8Array> => {
+  const offsets = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b)
+  const chunks: Array<Uint8Array> = []
+  let start = 0
+  for (const offset of [...offsets, bytes.length]) {
+    if (offset > start) chunks.push(bytes.slice(start, offset))
+    start = Math.max(start, offset)
+  }
+  return Stream.fromIterable(chunks)
+}
+
+const show = (rows: ReadonlyArray<Either.Either<Row.Row, Row.RowError>>) =>
+  rows.map((r) => Either.match(r, { onLeft: (e) => `error ${e.message}`, onRight: (row) => JSON.stringify(row) }))
+
+const line = FastCheck.oneof(
+  FastCheck.record({ env_config: FastCheck.record({ seed: FastCheck.integer() }), note: FastCheck.string({ unit: "grapheme" }) })
+    .map((row) => JSON.stringify(row)),
+  FastCheck.constantFrom("", "   ", "{not json", "[1,2]", "{\"env_config\":{\"seed\":\"é€😀\"}}", "\t")
+)
+
+describe("Row.decodeStream", () => {
+  it.effect.prop(
+    "any chunking of the bytes gives the rows of the whole text, line numbers included",
+    [FastCheck.array(line, { maxLength: 25 }), FastCheck.boolean(), FastCheck.array(FastCheck.nat(), { maxLength: 12 })],
+    ([lines, crlf, cuts]) =>
+      Effect.gen(function*() {
+        const text = lines.join(crlf ? "\r\n" : "\n")
+        const bytes = encoder.encode(text)
+        const streamed = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, cuts))))
+        expect(show(streamed)).toEqual(show([...Row.decodeJsonl("d.jsonl", text)]))
+        expect(yield* Row.countStream(chunked(bytes, cuts))).toBe(Row.countRows(text))
+      }),
+    { fastCheck: { numRuns: 200 } }
+  )
+
+  it.effect("a line that is not UTF-8 is a row error at its line, wherever the chunks are cut", () =>
+    Effect.gen(function*() {
+      const bytes = new Uint8Array([
+        ...encoder.encode("{\"a\":\"é\"}\n{\"b\":\""),
+        0xff,
+        ...encoder.encode("\"}\n{\"c\":\""),
+        0xe2,
+        0x82,
+        ...encoder.encode("\"}\n{\"d\":1}")
+      ])
+      for (let cut = 0; cut <= bytes.length; cut++) {
+        const rows = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, [cut, cut + 3]))))
+        expect(show(rows), `cut at ${cut}`).toEqual([
+          JSON.stringify({ file: "d.jsonl", index: 0, messages: [], envConfig: {}, dataDict: { a: "é" } }),
+          "error d.jsonl:2: invalid UTF-8 (byte 7 of the line)",
+          "error d.jsonl:3: invalid UTF-8 (byte 7 of the line)",
+          JSON.stringify({ file: "d.jsonl", index: 3, messages: [], envConfig: {}, dataDict: { d: 1 } })
+        ])
+      }
+    }))
+
+  it.effect("skip leaves lines undecoded (a resumed run's finished rows)", () =>
+    Effect.gen(function*() {
+      const text = ["{\"i\":0}", "{oops", "{\"i\":2}", "{\"i\":3}"].join("\n")
+      const rows = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d", chunked(encoder.encode(text), [5]), { skip: (i) => i < 2 })))
+      expect(rows.map((r) => Either.getOrThrow(r).index)).toEqual([2, 3])
+    }))
+
+  it("a number too large for a double is an error at its field, not a silent Infinity", () => {
+    expect(show([Row.decodeLine("d", 0, "{\"env_config\":{\"seed\":1e400}}")!])).toEqual([
+      "error d:1: env_config.seed: the number is too large (beyond ±1.8e308, it would be Infinity)"
+    ])
+    expect(show([Row.decodeLine("d", 4, "{\"xs\":[1,-2e999]}")!])).toEqual([
+      "error d:5: xs[1]: the number is too large (beyond ±1.8e308, it would be -Infinity)"
+    ])
+    // big integers stay exact, small exponents are fine
+    const ok = Either.getOrThrow(Row.decodeLine("d", 0, "{\"env_config\":{\"seed\":123456789012345678901234567890,\"p\":1e-300}}")!)
+    expect(ok.envConfig).toEqual({ seed: 123456789012345678901234567890n, p: 1e-300 })
+  })
+})
