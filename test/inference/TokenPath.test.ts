@@ -353,7 +353,8 @@ describe("--chat-template-kwargs with Qwen3's template", () => {
       for (const line of readLines(off)) {
         for (const text of insertedTexts(line)) expect(text).toMatch(/<think>\n\n<\/think>\n\n$/)
       }
-      const bad = yield* cli(...runArgs(dir, off, "--base-url", server.baseUrl, "--chat-template-kwargs", "[1]"))
+      // (its own output: an existing log would be refused before the option is read)
+      const bad = yield* cli(...runArgs(dir, path.join(dir, "bad.jsonl"), "--base-url", server.baseUrl, "--chat-template-kwargs", "[1]"))
       expect(bad.stderr).toContain("--chat-template-kwargs: must be a JSON object")
     }))
 })
