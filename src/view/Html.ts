@@ -33,8 +33,9 @@ export interface Assets {
   readonly css: string
 }
 
-// Next to the compiled module (dist/view/assets), or, when running from the sources, in dist.
-const CANDIDATES = ["./assets/", "../../dist/view/assets/"]
+// Next to the compiled module (dist/view/assets), beside the bundle (dist/bundle -> dist/view/assets),
+// or, when running from the sources, in dist.
+const CANDIDATES = ["./assets/", "../view/assets/", "../../dist/view/assets/"]
 
 let cached: Assets | undefined
 
