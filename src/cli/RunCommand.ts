@@ -251,6 +251,9 @@ export const command = Command.make("run", runOptions).pipe(
       const view = yield* RunView.make(args)
       const { exitCode } = yield* runJob(args, view)
       yield* setExitCode(exitCode)
-      yield* view.hold
+      // The page stays up until Ctrl-C: the run took over SIGINT/SIGTERM (`Signals.handle`), so the
+      // hold ends on the next one, with the run's exit code.
+      const signals = yield* Effect.serviceOption(Signals)
+      yield* Option.match(signals, { onNone: () => view.hold, onSome: (s) => Effect.race(view.hold, s.received) })
     }).pipe(Effect.scoped))
 )

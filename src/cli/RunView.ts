@@ -5,8 +5,7 @@
  */
 import { Options } from "@effect/cli"
 import { Console, Effect, Scope } from "effect"
-import * as Live from "../view/Live.js"
-import * as Server from "../view/Server.js"
+import type * as Live from "../view/Live.js"
 import { cannotListen, checkPort, FileError, OptionError, version } from "./common.js"
 import type * as Progress from "./Progress.js"
 
@@ -39,6 +38,8 @@ export const make = (args: { readonly view: boolean; readonly viewPort: number }
   Effect.gen(function*() {
     if (!args.view) return { attach: () => Effect.void, finish: Effect.void, hold: Effect.void }
     yield* checkPort(args.viewPort)
+    // The viewer's server loads only with --view.
+    const [Live, Server] = yield* Effect.promise(() => Promise.all([import("../view/Live.js"), import("../view/Server.js")]))
     const scope = yield* Effect.scope
     let current: (() => Progress.Snapshot) | undefined
     // Once the run is over its figures stop moving (its rates would otherwise decay with the clock).

@@ -11,11 +11,7 @@ import { Console, Effect, Option } from "effect"
 import * as path from "node:path"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type { Problem } from "../view/Model.js"
-import * as Renderer from "../view/Renderer.js"
-import * as Report from "../view/Report.js"
-import * as Server from "../view/Server.js"
-import * as Tokens from "../view/Tokens.js"
-import * as Viewer from "../view/Viewer.js"
+import type * as Viewer from "../view/Viewer.js"
 import { cannotListen, checkPort, FileError, OptionError, plugins, setExitCode, version } from "./common.js"
 import { DEFAULT_PORT } from "./RunView.js"
 
@@ -94,6 +90,16 @@ export const viewJob = (args: ViewArgs) =>
     if (htmlOut !== undefined && args.files.some((file) => path.resolve(file) === path.resolve(htmlOut))) {
       return yield* new OptionError({ option: "--html", detail: `${htmlOut} is a log given to view: it would be overwritten` })
     }
+    // The viewer (its HTTP server, tokenizers) loads only when this command runs.
+    const [Renderer, Report, Server, Tokens, ViewerModule] = yield* Effect.promise(() =>
+      Promise.all([
+        import("../view/Renderer.js"),
+        import("../view/Report.js"),
+        import("../view/Server.js"),
+        import("../view/Tokens.js"),
+        import("../view/Viewer.js")
+      ])
+    )
     const loaded = yield* Effect.forEach(args.plugins, PluginLoader.load)
     const renderers = Renderer.registry(loaded)
     if (Option.isSome(args.model) && Option.isSome(args.tokenizer)) {
@@ -104,7 +110,7 @@ export const viewJob = (args: ViewArgs) =>
       : Option.isSome(args.tokenizer)
       ? yield* Tokens.fromHf(args.tokenizer.value)
       : undefined
-    const viewer = yield* Viewer.make({ files: args.files, renderers, tokenizer, version: version() }).pipe(
+    const viewer = yield* ViewerModule.make({ files: args.files, renderers, tokenizer, version: version() }).pipe(
       Effect.mapError((error) => new FileError({ option: "FILE.jsonl", file: error.file, detail: error.detail }))
     )
     const started = performance.now()

@@ -67,6 +67,40 @@ const installResolveFallback = (): void => {
   }
 }
 
+/** Whether tsx compiles this TypeScript file as CommonJS (by extension, then the nearest package.json). */
+const isCommonJs = (file: string): boolean => {
+  const extension = path.extname(file)
+  if (extension === ".cts") return true
+  if (extension === ".mts") return false
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    const manifest = path.join(dir, "package.json")
+    if (fs.existsSync(manifest)) {
+      try {
+        return (JSON.parse(fs.readFileSync(manifest, "utf8")) as { readonly type?: unknown }).type !== "module"
+      } catch {
+        return true
+      }
+    }
+    if (path.dirname(dir) === dir) return true
+  }
+}
+
+let typeScriptRegistered: Promise<void> | undefined
+
+/**
+ * Lets this process import TypeScript: tsx's loader registered once, for ES modules and CommonJS
+ * (`.cts`, and `.ts` outside a `"type": "module"` package). Registered for the whole process, not
+ * per import (`tsImport`'s namespaces): a namespaced load gives the CommonJS dependencies a plugin
+ * loads first (e.g. undici, through the viewer) a second module instance beside the first, which
+ * breaks packages that check their own symbols (undici: "Illegal constructor").
+ */
+const registerTypeScript = (): Promise<void> =>
+  typeScriptRegistered ??= (async () => {
+    const [esm, cjs] = await Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")])
+    esm.register()
+    cjs.register()
+  })()
+
 /**
  * Imports one plugin file and checks its export.
  *
@@ -83,11 +117,11 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
     installResolveFallback()
     const module = yield* Effect.tryPromise({
       try: async () => {
-        if (TS_EXTENSIONS.has(path.extname(absolute))) {
-          const { tsImport } = await import("tsx/esm/api")
-          return (await tsImport(url, import.meta.url)) as unknown
-        }
-        return (await import(url)) as unknown
+        if (!TS_EXTENSIONS.has(path.extname(absolute))) return (await import(url)) as unknown
+        await registerTypeScript()
+        // CommonJS TypeScript (`.cts`, or `.ts` in a package that is not `"type": "module"`) is
+        // required: tsx's CommonJS loader can require the ES modules it imports (effect-gym).
+        return isCommonJs(absolute) ? createRequire(import.meta.url)(absolute) as unknown : (await import(url)) as unknown
       },
       catch: (cause) =>
         new Plugin.PluginError({

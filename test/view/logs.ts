@@ -20,7 +20,7 @@ const jsonl = (dir: string, name: string, rows: ReadonlyArray<unknown>) => {
 }
 
 const run = (args: ReadonlyArray<string>) =>
-  Effect.flatMap(cli("run", ...args, "--json"), (result) =>
+  Effect.flatMap(cli("run", ...args, "--json", "--overwrite"), (result) =>
     result.code > 1 ? Effect.die(new Error(`run failed (${result.code}): ${result.stderr}`)) : Effect.succeed(JSON.parse(result.stdout) as Record<string, unknown>))
 
 /** FrozenLake, `rows` rows: the solver (all succeed) or the random policy (holes, max_turns). */
