@@ -99,6 +99,12 @@ export class EnvError extends Schema.TaggedError<EnvError>("effect-gym/EnvError"
   env: Schema.String,
   phase: Schema.Literal("create", "reset", "step", "close"),
   detail: Schema.String,
+  /**
+   * Machine-readable facts about the failure, written to the log with the error: e.g. an OpenEnv
+   * server's `code`, `active_sessions`, `max_sessions`; an isolated env's `reason` (`Timeout`,
+   * `WorkerLost`).
+   */
+  details: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   cause: Schema.optional(Schema.Defect)
 }) {
   override get message(): string {

@@ -1,0 +1,403 @@
+/**
+ * Envs off the main thread: a pool of worker threads, each holding the same registry as the main
+ * thread (the built-ins plus the same plugins, loaded again by path in each worker), and an
+ * adapter that turns any registered `Env.Definition` into one whose envs live in a worker.
+ *
+ * An isolated env is just another `Env`: its `reset` and `step` are requests to its worker (typed,
+ * over `@effect/platform`'s serialized `Worker` on `NodeWorker`), its close is the finalizer of the
+ * scope it was created in, as for any env. The engine, the schedulers and the servers do not
+ * change; an env that blocks its thread (a synchronous loop, a runaway generator) blocks only its
+ * worker, and the main thread keeps answering.
+ *
+ * - Each env is pinned to one worker for its life (its state lives there); a new env goes to the
+ *   worker with the fewest envs.
+ * - A create, reset or step that does not answer within `timeout` ends that env with an `EnvError`
+ *   (`details.reason: "Timeout"`), and its worker is terminated and replaced. The other envs of that
+ *   worker cannot go on either (their state was in the terminated thread): their next call fails
+ *   with an `EnvError` whose `details.reason` is `"WorkerLost"`. A close gets `closeTimeout`.
+ * - A worker that exits by itself (an env called `process.exit`, ran out of memory) is replaced the
+ *   same way.
+ * - Closing the pool's scope terminates every worker.
+ *
+ * @since 0.1.0
+ */
+import * as Worker from "@effect/platform/Worker"
+import * as NodeWorker from "@effect/platform-node/NodeWorker"
+import {
+  Cause,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  FiberId,
+  Layer,
+  Logger,
+  LogLevel,
+  Schema,
+  Scope
+} from "effect"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import * as WorkerThreads from "node:worker_threads"
+import * as Env from "../Env.js"
+import { describe } from "../internal/lift.js"
+import type * as Message from "../Message.js"
+import type * as Registry from "../Registry.js"
+import * as Protocol from "./internal/protocol.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The plugin files the main thread loaded (each worker loads them too, in this order). */
+  readonly plugins: ReadonlyArray<string>
+  /** Worker threads (default: the machine's available parallelism). */
+  readonly workers?: number | undefined
+  /** How long a create, reset or step may take before its worker is terminated (default 60 s). */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** How long a close may take (default 10 s). */
+  readonly closeTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Live counts, for tests and monitoring.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Stats {
+  /** Workers started, replacements included. */
+  readonly started: number
+  /** Workers terminated because a call timed out or the worker exited. */
+  readonly replaced: number
+  /** Calls that timed out. */
+  readonly timedOut: number
+  /** Envs alive in workers now. */
+  readonly envs: number
+}
+
+/**
+ * The pool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EnvWorkers {
+  /** The same env, its instances in the pool's workers (the config is still checked here). */
+  readonly wrap: (definition: Env.Definition) => Env.Definition
+  /** The same registry, every env wrapped. */
+  readonly registry: (registry: Registry.Registry) => Registry.Registry
+  readonly stats: Stats
+}
+
+/**
+ * A worker could not be started (its plugins do not load there, the thread failed).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkerStartError extends Schema.TaggedError<WorkerStartError>("effect-gym/WorkerStartError")(
+  "WorkerStartError",
+  { detail: Schema.String }
+) {
+  override get message(): string {
+    return `env worker: cannot start: ${this.detail}`
+  }
+}
+
+class Counts implements Stats {
+  started = 0
+  replaced = 0
+  timedOut = 0
+  envs = 0
+}
+
+/** One worker thread, while it lives. */
+interface Handle {
+  readonly worker: Worker.SerializedWorker<Protocol.Request>
+  readonly scope: Scope.CloseableScope
+  /** Failed (with why) when the worker is terminated: every call in flight on it fails at once. */
+  readonly lost: Deferred.Deferred<never, string>
+  thread: WorkerThreads.Worker | undefined
+  /** Why the worker was terminated, once it was. */
+  dead: string | undefined
+}
+
+/** A place in the pool: its current worker (replaced when it dies) and how many envs it holds. */
+interface Slot {
+  handle: Handle | undefined
+  starting: Deferred.Deferred<Handle, WorkerStartError> | undefined
+  envs: number
+}
+
+/**
+ * The worker's entry: the built `.js` next to this module, or (when running from the TypeScript
+ * sources, as the tests do) the `.ts` file through tsx, as plugins are loaded.
+ */
+const workerThread = (): WorkerThreads.Worker => {
+  const js = new URL("./internal/worker.js", import.meta.url)
+  if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js)
+  const ts = new URL("./internal/worker.ts", import.meta.url)
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => (m.tsImport ?? m.default.tsImport)(` +
+    `${JSON.stringify(ts.href)}, ${JSON.stringify(import.meta.url)}))`
+  return new WorkerThreads.Worker(boot, { eval: true })
+}
+
+const details = (reason: string, extra: Record<string, unknown> = {}) => ({ reason, ...extra })
+
+/**
+ * Starts the pool in the current scope (one worker is started at once, so a plugin that does not
+ * load in a worker is an error here, not at the first env).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const size = Math.max(1, Math.floor(options.workers ?? os.availableParallelism()))
+    const timeout = Duration.decode(options.timeout ?? Duration.seconds(60))
+    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(10))
+    const pool = yield* Effect.scope
+    const counts = new Counts()
+    const threads = new Map<number, WorkerThreads.Worker>()
+    const handles = new Map<number, Handle>()
+    const slots: Array<Slot> = Array.from({ length: size }, () => ({ handle: undefined, starting: undefined, envs: 0 }))
+
+    /** Terminates a worker: its calls in flight fail, its envs are gone, its slot starts a new one. */
+    const kill = (handle: Handle, reason: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (handle.dead !== undefined) return Effect.void
+        handle.dead = reason
+        counts.replaced++
+        Deferred.unsafeDone(handle.lost, Exit.fail(reason))
+        void handle.thread?.terminate()
+        return Effect.asVoid(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool))
+      })
+
+    const spawnThread = (id: number) => {
+      const thread = workerThread()
+      threads.set(id, thread)
+      thread.on("exit", (code) => {
+        threads.delete(id)
+        const handle = handles.get(id)
+        if (handle !== undefined && handle.dead === undefined) {
+          Effect.runFork(kill(handle, `its worker thread exited unexpectedly (code ${code})`))
+        }
+      })
+      return thread
+    }
+    const context = yield* Layer.build(Layer.merge(NodeWorker.layerManager, Worker.layerSpawner(spawnThread)))
+
+    // Runs first when the scope closes: no worker waits for a polite close it may never read.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const handle of handles.values()) {
+          handle.dead ??= "the pool was closed"
+          Deferred.unsafeDone(handle.lost, Exit.fail(handle.dead))
+        }
+        for (const thread of threads.values()) void thread.terminate()
+      })
+    )
+
+    const spawn: Effect.Effect<Handle, WorkerStartError> = Effect.gen(function*() {
+      const scope = yield* Scope.fork(pool, ExecutionStrategy.sequential)
+      const worker = yield* Worker.makeSerialized<Protocol.Request>({
+        initialMessage: () => new Protocol.InitialMessage({ plugins: [...options.plugins] })
+      }).pipe(
+        Scope.extend(scope),
+        Effect.provide(context),
+        // The manager logs a worker's exit as a warning and restarts it; this pool replaces
+        // workers itself (a restarted thread would hold no envs and no plugins) and says why.
+        Logger.withMinimumLogLevel(LogLevel.None),
+        Effect.mapError((error) => new WorkerStartError({ detail: describe(error.cause ?? error) })),
+        Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
+      )
+      counts.started++
+      const handle: Handle = {
+        worker,
+        scope,
+        lost: Deferred.unsafeMake<never, string>(FiberId.none),
+        thread: threads.get(worker.id),
+        dead: undefined
+      }
+      handles.set(worker.id, handle)
+      yield* Scope.addFinalizer(scope, Effect.sync(() => handles.delete(worker.id)))
+      if (handle.thread === undefined) yield* kill(handle, "its worker thread exited while starting")
+      return handle
+    })
+
+    /** The slot's live worker, started (once, shared by every caller) when it has none. */
+    const acquire = (slot: Slot): Effect.Effect<Handle, WorkerStartError> =>
+      Effect.suspend(() => {
+        if (slot.handle !== undefined && slot.handle.dead === undefined) return Effect.succeed(slot.handle)
+        if (slot.starting !== undefined) return Deferred.await(slot.starting)
+        const starting = Deferred.unsafeMake<Handle, WorkerStartError>(FiberId.none)
+        slot.starting = starting
+        // Started in the pool's scope, not the caller's: a caller that is interrupted does not
+        // leave the others waiting for a start that never finishes.
+        return Effect.zipRight(
+          Effect.forkIn(
+            Effect.exit(spawn).pipe(Effect.flatMap((exit) =>
+              Effect.sync(() => {
+                slot.starting = undefined
+                if (Exit.isSuccess(exit)) slot.handle = exit.value
+                Deferred.unsafeDone(starting, exit)
+              })
+            )),
+            pool
+          ),
+          Deferred.await(starting)
+        )
+      })
+
+    const pick = (): Slot => {
+      let best = slots[0]
+      for (const slot of slots) if (slot.envs < best.envs) best = slot
+      return best
+    }
+
+    /** One request to the env's worker, bounded by `limit`; a timeout terminates the worker. */
+    const call = <A>(
+      handle: Handle,
+      env: string,
+      phase: Env.EnvError["phase"],
+      request: Effect.Effect<A, unknown>,
+      limit: Duration.Duration
+    ): Effect.Effect<A, Env.EnvError> => {
+      const failed = (detail: string, info: Record<string, unknown>) =>
+        new Env.EnvError({ env, phase, detail, details: info })
+      if (handle.dead !== undefined) {
+        return Effect.fail(failed(`its worker was terminated earlier: ${handle.dead}`, details("WorkerLost")))
+      }
+      // Interruptible even in a finalizer (a close): otherwise the race and the timeout would wait
+      // for their losing side, which cannot be interrupted there.
+      return Effect.raceFirst(
+        request.pipe(
+          Effect.catchAllCause((cause): Effect.Effect<never, Env.EnvError> => {
+            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+            const failure = Cause.failureOption(cause)
+            if (failure._tag === "Some" && failure.value instanceof Env.EnvError) return Effect.fail(failure.value)
+            const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+            return Effect.fail(failed(`its worker could not run the call: ${describe(error)}`, details("WorkerError")))
+          })
+        ),
+        Effect.flatMap(
+          Effect.flip(Deferred.await(handle.lost)),
+          (reason) => Effect.fail(failed(`its worker was terminated: ${reason}`, details("WorkerLost")))
+        )
+      ).pipe(
+        Effect.timeoutFail({
+          duration: limit,
+          onTimeout: () =>
+            failed(
+              `no answer within ${Duration.format(limit)}: the env's worker was terminated`,
+              details("Timeout", { timeout_ms: Duration.toMillis(limit) })
+            )
+        }),
+        Effect.tapError((error) =>
+          error.details?.reason === "Timeout"
+            ? Effect.zipRight(
+              Effect.sync(() => void counts.timedOut++),
+              kill(handle, `${phase} of env ${env} did not answer within ${Duration.format(limit)}`)
+            )
+            : Effect.void
+        ),
+        Effect.interruptible
+      )
+    }
+
+    let nextId = 0
+    const create = (name: string, config: Env.EnvConfig): Effect.Effect<Env.Env, Env.EnvError, Scope.Scope> =>
+      Effect.gen(function*() {
+        const slot = pick()
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            slot.envs++
+            counts.envs++
+          }),
+          () =>
+            Effect.sync(() => {
+              slot.envs--
+              counts.envs--
+            })
+        )
+        const handle = yield* Effect.mapError(
+          acquire(slot),
+          (error) => new Env.EnvError({ env: name, phase: "create", detail: error.message, details: details("WorkerStart") })
+        )
+        const id = nextId++
+        // Registered before the request goes out: an env created by a request that timed out or
+        // was interrupted is still closed (or dies with its worker).
+        yield* Effect.addFinalizer(() =>
+          handle.dead !== undefined
+            ? Effect.void
+            : call(handle, name, "close", handle.worker.executeEffect(new Protocol.Close({ id })), closeTimeout).pipe(
+              Effect.catchAll((error) => Effect.logWarning(error.message))
+            )
+        )
+        yield* call(handle, name, "create", handle.worker.executeEffect(new Protocol.Create({ id, env: name, config })), timeout)
+
+        /** The conversation the worker holds (the last one sent), so a step sends only what is new. */
+        let sent: ReadonlyArray<Message.Message> = []
+        let view: typeof Protocol.View.Type | undefined
+        const env: Env.Env & { openenv?: { observation: () => unknown; state: () => unknown } } = {
+          reset: (request) =>
+            Effect.map(
+              call(handle, name, "reset", handle.worker.executeEffect(new Protocol.Reset({ id, request })), timeout),
+              (outcome) => {
+                sent = []
+                observe(outcome.view)
+                return outcome.result as Env.ResetResult
+              }
+            ),
+          step: (messages) =>
+            Effect.suspend(() => {
+              let from = sent.length <= messages.length ? sent.length : 0
+              for (let i = 0; i < from; i++) {
+                if (messages[i] !== sent[i]) {
+                  from = 0
+                  break
+                }
+              }
+              const fresh = from === 0 ? messages : messages.slice(from)
+              return Effect.map(
+                call(handle, name, "step", handle.worker.executeEffect(new Protocol.Step({ id, from, messages: fresh })), timeout),
+                (outcome) => {
+                  sent = messages
+                  observe(outcome.view)
+                  return outcome.result as Env.StepResult
+                }
+              )
+            })
+        }
+        // An env with an OpenEnv view (sudoku) keeps it: the latest one its worker sent.
+        const observe = (next: typeof Protocol.View.Type | undefined) => {
+          view = next
+          if (next !== undefined && env.openenv === undefined) {
+            env.openenv = { observation: () => view?.observation, state: () => view?.state }
+          }
+        }
+        return env
+      })
+
+    const wrap = (definition: Env.Definition): Env.Definition => ({
+      name: definition.name,
+      description: definition.description,
+      prepare: (config) => Either.map(definition.prepare(config), () => create(definition.name, config))
+    })
+
+    // Fail now when the plugins do not load in a worker.
+    yield* acquire(slots[0])
+
+    return {
+      wrap,
+      registry: (registry) => ({ ...registry, envs: new Map([...registry.envs].map(([k, d]) => [k, wrap(d)])) }),
+      stats: counts
+    }
+  })
