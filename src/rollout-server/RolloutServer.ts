@@ -40,7 +40,6 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Chunk, Deferred, Duration, Effect, type Either, type Redacted, Stream } from "effect"
 import type * as Scope from "effect/Scope"
-import * as Http from "node:http"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference } from "../Inference.js"
 import type { SamplingParams, Service as InferenceService } from "../Inference.js"
@@ -55,7 +54,8 @@ import { countPolicyVersions } from "../Summary.js"
 import * as Dashboard from "../view/Dashboard.js"
 import * as Api from "./Api.js"
 import { admit, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
-import { ApiError, authorizer, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
+import * as HttpGuard from "../http/HttpGuard.js"
+import { ApiError, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
 import { decodeInfer, inferOutputs, isTransient, type OnFailure, type Outcome, planInfer, runInfer } from "./internal/infer.js"
 import { type Plan, planBatch, type Planner, runGroups } from "./internal/planning.js"
 import * as Swift from "./internal/swift.js"
@@ -103,8 +103,14 @@ export interface Options {
   readonly maxRequestTrajectories?: number | undefined
   /** Default 8 MiB. */
   readonly maxBodyBytes?: number | undefined
-  /** When set, every request needs `Authorization: Bearer <key>`. */
+  /** When set, every request needs the key (`Authorization: Bearer <key>`; see `HttpGuard`). */
   readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** The address the server is bound to (default 127.0.0.1): a loopback one checks `Host`. */
+  readonly host?: string | undefined
+  /** More `Host` names to answer to (`--allow-host`). */
+  readonly allowHosts?: ReadonlyArray<string> | undefined
+  /** Browser origins allowed cross-origin (`--cors-origin`); others are refused. */
+  readonly corsOrigins?: ReadonlyArray<string> | undefined
   /** How long trajectories in flight may run on at shutdown before they are cut (default 30 s). */
   readonly shutdownGrace?: Duration.DurationInput | undefined
   /** How long shutdown waits for cut responses to be written (default 5 s). */
@@ -416,10 +422,20 @@ const controlOf = (server: Server): Swift.ControlContext => ({
   backend: { mode: server.options.info?.mode ?? "custom", name: server.inference.name }
 })
 
-/** The routes behind authentication, every error turned into its response. */
+const isPage = (pathname: string) => pathname === "/dashboard" || pathname.startsWith("/dashboard/")
+
+/** A refusal of the guard (Host, Origin, key) in this server's error shape. */
+const refusal = (refused: HttpGuard.Refusal) =>
+  json(
+    { error: { type: refused.type, message: refused.message } },
+    refused.status,
+    refused.status === 401 ? { "www-authenticate": "Bearer" } : {}
+  )
+
+/** The routes behind the guard (Host, Origin, key: `HttpGuard`), every error turned into its response. */
 const appOf = (server: Server) =>
   Effect.gen(function*() {
-    const routes = yield* HttpRouter.toHttpApp(HttpRouter.empty.pipe(
+    const api = HttpRouter.empty.pipe(
       HttpRouter.get("/health", health(server.state)),
       HttpRouter.get("/info", info(server)),
       HttpRouter.post("/v1/rollouts", rollouts(server)),
@@ -427,27 +443,9 @@ const appOf = (server: Server) =>
       HttpRouter.post("/infer/", infer(server)),
       Swift.routes(controlOf(server)),
       HttpRouter.concat(server.dashboard.router)
-    ))
-    const authorized = authorizer(server.options.apiKey)
-    return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const pathname = request.url.split("?")[0]
-      const page = pathname === "/dashboard" || pathname.startsWith("/dashboard/")
-      if (!authorized(request.headers.authorization, { basic: page })) {
-        // A browser asks for a user name and password when told to: the key is the password.
-        if (page) {
-          return HttpServerResponse.text("the dashboard needs this server's key: give it as the password", {
-            status: 401,
-            headers: { "www-authenticate": "Basic realm=\"effect-gym dashboard\", charset=\"UTF-8\"" }
-          })
-        }
-        return yield* new ApiError({
-          reason: "Unauthorized",
-          detail: "missing or wrong bearer token (Authorization: Bearer <key>)"
-        })
-      }
-      return yield* routes
-    }).pipe(
+    )
+    const routes = yield* HttpRouter.toHttpApp(api)
+    const app = routes.pipe(
       Effect.catchTags({
         ApiError: (error) => Effect.succeed(errorResponse(error)),
         RouteNotFound: (error) =>
@@ -468,6 +466,23 @@ const appOf = (server: Server) =>
         )
       )
     )
+    return HttpGuard.middleware({
+      host: server.options.host ?? "127.0.0.1",
+      allowHosts: server.options.allowHosts,
+      corsOrigins: server.options.corsOrigins,
+      apiKey: server.options.apiKey,
+      // A browser page (the dashboard) cannot send a bearer token: there the key may come as the
+      // password of HTTP Basic authentication, which the browser asks for and then sends by itself.
+      // The API takes the key as a bearer token (or X-API-Key) only.
+      basic: isPage,
+      reject: (refused, pathname) =>
+        refused.status === 401 && isPage(pathname)
+          ? HttpServerResponse.text("the dashboard needs this server's key: give it as the password", {
+            status: 401,
+            headers: { "www-authenticate": "Basic realm=\"effect-gym dashboard\", charset=\"UTF-8\"" }
+          })
+          : refusal(refused)
+    })(app)
   })
 
 /** Drain, cut what outlives the grace period, then wait (bounded) for the responses. */
@@ -545,9 +560,7 @@ export const make = (
  * @since 0.1.0
  * @category models
  */
-export interface ServeOptions extends Options {
-  /** Default 127.0.0.1 (this machine only). */
-  readonly host?: string | undefined
+export interface ServeOptions extends Options, HttpGuard.Limits {
   /** 0 picks a free port. */
   readonly port: number
 }
@@ -583,7 +596,7 @@ export const serve = (
   Effect.gen(function*() {
     const server = yield* make(options)
     const host = options.host ?? "127.0.0.1"
-    const node = Http.createServer()
+    const node = HttpGuard.createServer(options)
     const http = yield* NodeHttpServer.make(() => node, { host, port: options.port })
     yield* http.serve(server.app)
     // Added last, so it runs first when the scope closes: stop accepting, drain, then disconnect.

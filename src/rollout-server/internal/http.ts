@@ -4,8 +4,7 @@
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, ParseResult, Redacted, Schema, Stream } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { Effect, Either, ParseResult, Schema, Stream } from "effect"
 import * as Json from "../../internal/Json.js"
 import { errorMessage } from "../../internal/lift.js"
 import * as Row from "../../Row.js"
@@ -169,21 +168,5 @@ export const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonl
           path: path === "" ? "(body)" : path
         })
       }))
-  }
-}
-
-/** Constant-time check of `Authorization: Bearer <key>` (digests, so lengths never leak). */
-export const authorizer = (apiKey: Redacted.Redacted<string> | undefined) => {
-  if (apiKey === undefined) return (_header: string | undefined, _options?: { readonly basic?: boolean }) => true
-  const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
-  const expected = digest(Redacted.value(apiKey))
-  return (header: string | undefined, options: { readonly basic?: boolean } = {}): boolean => {
-    const bearer = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header)
-    // A browser page (the dashboard) cannot send a bearer token: there the key may come as the
-    // password of HTTP Basic authentication, which the browser asks for and then sends by itself.
-    const basic = bearer !== null || options.basic !== true || header === undefined ? null : /^Basic +(\S+) *$/i.exec(header)
-    const password = basic === null ? undefined : Buffer.from(basic[1], "base64").toString("utf8").split(":").slice(1).join(":")
-    // A missing header is compared too, so every request costs the same.
-    return timingSafeEqual(digest(bearer?.[1] ?? password ?? ""), expected) && (bearer !== null || basic !== null)
   }
 }

@@ -1,0 +1,60 @@
+/**
+ * Credentials in URLs (`http://user:pass@host/...`, `?token=...`) kept out of everything printed or
+ * logged: the secrets of a URL are its user name, password and query values; `scrub` replaces each
+ * occurrence of them in a text, so a message built by any library (with the URL raw, encoded or
+ * decoded) comes out clean.
+ */
+
+const MASK = "***"
+
+/** The secret parts of a URL (raw and decoded), longest first; none for a URL without any. */
+export const secretsOf = (url: string): ReadonlyArray<string> => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return []
+  }
+  const out = new Set<string>()
+  const add = (value: string) => {
+    if (value.length < 2) return
+    out.add(value)
+    try {
+      const decoded = decodeURIComponent(value)
+      if (decoded.length >= 2) out.add(decoded)
+    } catch {
+      // not percent-encoded
+    }
+    out.add(encodeURIComponent(value))
+  }
+  add(parsed.username)
+  add(parsed.password)
+  for (const [, value] of parsed.searchParams) add(value)
+  for (const part of parsed.search.replace(/^\?/, "").split("&")) add(part.split("=").slice(1).join("="))
+  return [...out].sort((a, b) => b.length - a.length)
+}
+
+/** The URL as it may be shown: no user name or password, query values masked. */
+export const url = (text: string): string => {
+  let parsed: URL
+  try {
+    parsed = new URL(text)
+  } catch {
+    return text
+  }
+  if (parsed.username === "" && parsed.password === "" && parsed.search === "") return text
+  parsed.username = ""
+  parsed.password = ""
+  const keys = [...parsed.searchParams.keys()]
+  parsed.search = ""
+  let shown = parsed.toString()
+  if (keys.length > 0) shown += "?" + keys.map((key) => `${key}=${MASK}`).join("&")
+  return shown
+}
+
+/** The text with every secret replaced. */
+export const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
+  let out = text
+  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(MASK)
+  return out
+}
