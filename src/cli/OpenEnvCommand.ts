@@ -1,34 +1,76 @@
 /**
  * `effect-gym openenv serve`: serves a registered env (built-in or from a plugin) over the OpenEnv
- * WebSocket protocol until interrupted.
+ * protocol until interrupted; SIGTERM or SIGINT end every session (their envs closed) and the
+ * process exits with 0.
+ *
+ * Envs run in worker threads by default (`--in-process-envs` to keep them on the server's thread),
+ * so one that blocks cannot freeze the server; a call that takes longer than `--env-timeout` ends
+ * its session.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Either, Option } from "effect"
+import { Console, Duration, Effect, Either, Exit, Option } from "effect"
 import * as Json from "../internal/Json.js"
-import * as PluginLoader from "../node/PluginLoader.js"
-import * as Registry from "../Registry.js"
 import { isRecord } from "../internal/inspect.js"
-import { cannotListen, checkPort, host, integer, OptionError, parseNumber, plugins, port } from "./common.js"
+import * as PluginLoader from "../node/PluginLoader.js"
+import type * as OpenEnvServer from "../openenv/OpenEnvServer.js"
+import * as Registry from "../Registry.js"
+import {
+  cannotListen,
+  checkPort,
+  host,
+  integer,
+  networkOptions,
+  networkSettings,
+  OptionError,
+  parseNumber,
+  plugins,
+  port,
+  secret,
+  setExitCode
+} from "./common.js"
+import * as RolloutOptions from "./RolloutOptions.js"
 
 const serve = Command.make("serve", {
   env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
   port,
   host,
+  ...networkOptions,
+  apiKeyEnv: Options.text("api-key-env").pipe(
+    Options.withDescription(
+      "The environment variable holding this server's key: every request then needs it (Authorization: Bearer " +
+        "<key>, X-API-Key: <key>, or a base_url of http://user:<key>@host:port from Python clients)"
+    ),
+    Options.optional
+  ),
   maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
     Options.withDescription("Sessions at once; more get CAPACITY_REACHED"),
     Options.withDefault(8)
   ),
   idleTimeout: Options.text("idle-timeout").pipe(
-    Options.withDescription("Seconds without a message after which a session is ended (0: never)"),
-    Options.withDefault("300")
+    Options.withDescription("Seconds without a message after which a session is ended (0: never, as the Python server)"),
+    Options.withDefault("0")
+  ),
+  requireReset: Options.boolean("require-reset").pipe(
+    Options.withDescription("A step or state before any reset is an error (default: played on a fresh env, as Python does)")
+  ),
+  strictReset: Options.boolean("strict-reset").pipe(
+    Options.withDescription("Reset's seed must be an integer >= 0 and episode_id a string (default: any value, as Python)")
+  ),
+  maxFrameBytes: integer("max-frame-bytes").pipe(
+    Options.withDescription("The largest WebSocket message a client may send; larger closes the connection (1009)"),
+    Options.withDefault(16 * 1024 * 1024)
   ),
   envConfig: Options.text("env-config").pipe(
     Options.withDescription("The env's env_config as a JSON object, e.g. '{\"clues\": 40}'"),
     Options.optional
   ),
+  inProcessEnvs: RolloutOptions.inProcessEnvs,
+  ...RolloutOptions.isolationOptions(),
   plugins
 }).pipe(
-  Command.withDescription("Serve an env over the OpenEnv WebSocket protocol (/ws, /health, /metadata, /schema)"),
+  Command.withDescription(
+    "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json)"
+  ),
   Command.withHandler((args) =>
     Effect.gen(function*() {
       yield* checkPort(args.port)
@@ -38,8 +80,16 @@ const serve = Command.make("serve", {
           detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
         })
       }
+      if (args.maxFrameBytes < 1) {
+        return yield* new OptionError({ option: "--max-frame-bytes", detail: `must be >= 1, got ${args.maxFrameBytes}` })
+      }
       const idle = yield* parseNumber("--idle-timeout", args.idleTimeout)
       if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })
+      const callTimeout = yield* parseNumber("--env-timeout", args.envTimeout)
+      if (callTimeout <= 0) {
+        return yield* new OptionError({ option: "--env-timeout", detail: `must be > 0, got ${callTimeout}` })
+      }
+      const network = yield* networkSettings(args)
       const envConfig = yield* Option.match(args.envConfig, {
         onNone: () => Effect.succeed({}),
         onSome: (text) => {
@@ -49,22 +99,48 @@ const serve = Command.make("serve", {
             : Effect.fail(new OptionError({ option: "--env-config", detail: "must be a JSON object" }))
         }
       })
-      const registry = yield* PluginLoader.registry(args.plugins)
+      const apiKey = yield* Option.match(args.apiKeyEnv, {
+        onNone: () => Effect.succeed(undefined),
+        onSome: (name) => secret("--api-key-env", name)
+      })
+      const loaded = yield* PluginLoader.registry(args.plugins)
+      // Checked here first: an unknown name is an error before any worker starts.
+      yield* Registry.env(loaded, args.env)
+      const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
       const env = yield* Registry.env(registry, args.env)
+      let sessions: OpenEnvServer.Sessions | undefined
+      // Registered first, so it runs last: after every session has ended.
+      yield* Effect.addFinalizer((exit) =>
+        Exit.isInterrupted(exit) && sessions !== undefined
+          ? Effect.zipRight(
+            Console.error(`OpenEnv server: stopped (${sessions.accepted} sessions served)`),
+            setExitCode(0)
+          )
+          : Effect.void
+      )
       // The server (HTTP, WebSocket) is loaded when the command runs.
-      const OpenEnvServer = yield* Effect.promise(() => import("../openenv/OpenEnvServer.js"))
-      const running = yield* OpenEnvServer.serve({
+      const OpenEnvServerModule = yield* Effect.promise(() => import("../openenv/OpenEnvServer.js"))
+      const running = yield* OpenEnvServerModule.serve({
         env,
         envConfig,
         host: args.host,
         port: args.port,
         maxConcurrentEnvs: args.maxConcurrentEnvs,
-        idleTimeout: `${idle} seconds`
+        idleTimeout: Duration.millis(Math.round(idle * 1000)),
+        callTimeout: Duration.millis(Math.round(callTimeout * 1000)),
+        requireReset: args.requireReset,
+        strictReset: args.strictReset,
+        maxFrameBytes: args.maxFrameBytes,
+        apiKey,
+        ...network
       }).pipe(
         Effect.catchTag("ServeError", cannotListen(args.host, args.port))
       )
+      sessions = running.sessions
       yield* Console.log(
-        `OpenEnv server: env ${env.name} at ${running.url} (WebSocket /ws, at most ${args.maxConcurrentEnvs} sessions)`
+        `OpenEnv server: env ${env.name} at ${running.url} (WebSocket /ws, /reset, /step, /state, /mcp; at most ` +
+          `${args.maxConcurrentEnvs} sessions; envs ${args.inProcessEnvs ? "in process" : "in worker threads"}` +
+          `${apiKey === undefined ? "" : "; key required"})`
       )
       return yield* Effect.never
     }).pipe(Effect.scoped)

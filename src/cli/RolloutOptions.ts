@@ -4,13 +4,15 @@
  * before anything runs.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
+import type * as Scope from "effect/Scope"
+import * as EnvWorkers from "../isolation/EnvWorkers.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Reward from "../Reward.js"
 import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
-import { integer, keyValues, OptionError, parseNumbers, plugins, seconds } from "./common.js"
+import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, seconds } from "./common.js"
 
 /** Most retries of one trajectory: each can take up to the timeouts' sum. */
 export const MAX_TRAJECTORY_RETRIES = 100
@@ -59,8 +61,87 @@ export const options = {
         "(model transport errors and timeouts, OpenEnv connection and capacity errors, timeouts), up to N times"
     ),
     Options.withDefault(0)
-  )
+  ),
+  ...isolationOptions()
 }
+
+/**
+ * The env workers' options (with `--isolate-envs` for `run`, by default for the servers).
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export function isolationOptions() {
+  return {
+    envWorkers: integer("env-workers").pipe(
+      Options.withDescription("Worker threads that run isolated envs (default: the machine's cores)"),
+      Options.optional
+    ),
+    envTimeout: Options.text("env-timeout").pipe(
+      Options.withDescription(
+        "Seconds an isolated env's create, reset or step may take; then that env fails and its worker is replaced"
+      ),
+      Options.withDefault("60")
+    )
+  }
+}
+
+/**
+ * `run`: envs off the main thread, in worker threads.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export const isolateEnvs = Options.boolean("isolate-envs").pipe(
+  Options.withDescription(
+    "Run envs in worker threads (--env-workers, --env-timeout): an env that blocks or hangs fails alone"
+  )
+)
+
+/**
+ * The servers: envs on the main thread, as `run` does by default (faster; one blocking env then
+ * freezes the server).
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export const inProcessEnvs = Options.boolean("in-process-envs").pipe(
+  Options.withDescription("Run envs on the server's own thread (no worker threads): faster, but an env that blocks freezes the server")
+)
+
+/**
+ * A pool of env workers for the current scope (the same plugins loaded in each), and the registry
+ * with every env wrapped to run there.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const isolate = (
+  registry: Registry.Registry,
+  args: {
+    readonly plugins: ReadonlyArray<string>
+    readonly envWorkers: Option.Option<number>
+    readonly envTimeout: string
+  }
+): Effect.Effect<
+  { readonly registry: Registry.Registry; readonly workers: EnvWorkers.EnvWorkers },
+  OptionError | EnvWorkers.WorkerStartError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const timeout = yield* parseNumber("--env-timeout", args.envTimeout)
+    if (timeout <= 0) return yield* new OptionError({ option: "--env-timeout", detail: `must be > 0, got ${timeout}` })
+    const size = Option.getOrUndefined(args.envWorkers)
+    if (size !== undefined && size < 1) {
+      return yield* new OptionError({ option: "--env-workers", detail: `must be >= 1, got ${size}` })
+    }
+    const workers = yield* EnvWorkers.make({
+      plugins: args.plugins,
+      workers: size,
+      timeout: Duration.millis(Math.round(timeout * 1000))
+    })
+    return { registry: workers.registry(registry), workers }
+  })
 
 /**
  * @since 0.1.0
@@ -86,19 +167,20 @@ export interface Resolved {
 
 /**
  * Loads the plugins, then looks up the scheduler, the reward functions and the default env (an
- * unknown name lists what is registered) and checks the weights against the columns.
+ * unknown name lists what is registered) and checks the weights against the columns. With
+ * `isolate`, the envs run in a pool of worker threads made in the current scope.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const resolve = (args: Args) =>
+export const resolve = (args: Args, options: { readonly isolate?: boolean | undefined } = {}) =>
   Effect.gen(function*() {
-    const registry = yield* PluginLoader.registry(args.plugins)
-    const scheduler = yield* Registry.scheduler(registry, args.scheduler)
-    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(registry, name))
+    const loaded = yield* PluginLoader.registry(args.plugins)
+    const scheduler = yield* Registry.scheduler(loaded, args.scheduler)
+    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(loaded, name))
     const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
-    if (defaultEnv !== undefined && scheduler.usesRegistryEnvs) yield* Registry.env(registry, defaultEnv)
+    if (defaultEnv !== undefined && scheduler.usesRegistryEnvs) yield* Registry.env(loaded, defaultEnv)
     const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
       onNone: () => args.schedulerOptions,
       onSome: (n): Readonly<Record<string, unknown>> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
@@ -115,6 +197,8 @@ export const resolve = (args: Args) =>
       close: args.closeTimeout,
       trajectory: args.trajectoryTimeout
     }
+    // Last, once everything else is known to be right: the env workers take a moment to start.
+    const registry = options.isolate === true ? (yield* isolate(loaded, args)).registry : loaded
     return {
       registry,
       scheduler,

@@ -25,6 +25,7 @@ import * as RunLog from "./RunLog.js"
 export const runOptions = {
   dataset: Options.text("dataset").pipe(Options.withDescription("The dataset, one JSON row per line")),
   ...RolloutOptions.options,
+  isolateEnvs: RolloutOptions.isolateEnvs,
   ...InferenceOptions.options,
   seed: integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
   numGenerations: integer("num-generations").pipe(
@@ -83,7 +84,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     if (args.resume && args.overwrite) {
       return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
     }
-    const resolved = yield* RolloutOptions.resolve(args)
+    const resolved = yield* RolloutOptions.resolve(args, { isolate: args.isolateEnvs })
     const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = resolved
     const sampling = yield* InferenceOptions.sampling(args)
 

@@ -8,10 +8,24 @@
  * is `--inference-api-key-env VAR` here.
  */
 import { Command, Options } from "@effect/cli"
-import { Config, Console, Duration, Effect, Exit, Option, Redacted } from "effect"
+import { Console, Duration, Effect, Exit, Option } from "effect"
 import { Inference } from "../Inference.js"
 import type * as RolloutServer from "../rollout-server/RolloutServer.js"
-import { cannotListen, checkPort, choice, host, integer, OptionError, parseNumber, port, setExitCode, version } from "./common.js"
+import {
+  cannotListen,
+  checkPort,
+  choice,
+  host,
+  integer,
+  networkOptions,
+  networkSettings,
+  OptionError,
+  parseNumber,
+  port,
+  secret,
+  setExitCode,
+  version
+} from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
@@ -27,7 +41,9 @@ export const serveOptions = {
     ),
     Options.optional
   ),
+  ...networkOptions,
   ...RolloutOptions.options,
+  inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...inferenceOptions,
   inferenceApiKeyEnv: Options.text("inference-api-key-env").pipe(
     Options.withDescription("--mode server: the environment variable holding the model server's API key"),
@@ -80,15 +96,6 @@ export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
-const secret = (option: string, name: string) =>
-  Config.redacted(name).pipe(
-    Effect.mapError(() => new OptionError({ option, detail: `the environment variable ${name} is not set` })),
-    Effect.filterOrFail(
-      (key) => Redacted.value(key).trim() !== "",
-      () => new OptionError({ option, detail: `the environment variable ${name} is empty` })
-    )
-  )
-
 /**
  * The `serve` job: checks the options, starts the server in the current scope and gives it back
  * (for reuse by tests and other front ends).
@@ -103,8 +110,9 @@ export const serveJob = (args: ServeArgs) =>
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
     }
-    const { columns, defaultEnv, registry, retries, scheduler, schedulerOptions, timeouts } = yield* RolloutOptions
-      .resolve(args)
+    const network = yield* networkSettings(args)
+    const { columns, defaultEnv, registry: loaded, retries, scheduler, schedulerOptions, timeouts } =
+      yield* RolloutOptions.resolve(args)
     const apiKey = yield* Option.match(args.apiKeyEnv, {
       onNone: () => Effect.succeed(undefined),
       onSome: (name) => secret("--api-key-env", name)
@@ -120,7 +128,7 @@ export const serveJob = (args: ServeArgs) =>
       return yield* new OptionError({ option: "--infer-retries", detail: "only with --on-failure retry" })
     }
     const { control, service: inference } = yield* InferenceOptions.build(upstream, {
-      registry,
+      registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
     }).pipe(
@@ -133,10 +141,10 @@ export const serveJob = (args: ServeArgs) =>
     )
     // The server (HTTP) is loaded when the command runs (startup of the other commands stays light).
     const RolloutServer = yield* Effect.promise(() => import("../rollout-server/RolloutServer.js"))
-    return yield* RolloutServer.serve({
+    const options: RolloutServer.ServeOptions = {
       host: args.host,
       port: args.port,
-      registry,
+      registry: loaded,
       scheduler,
       schedulerOptions,
       defaultEnv,
@@ -151,12 +159,17 @@ export const serveJob = (args: ServeArgs) =>
       maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
       maxBodyBytes: args.maxBody,
       apiKey,
+      ...network,
       shutdownGrace: Duration.millis(grace * 1000),
       control,
       onFailure: args.onFailure,
       inferRetries,
       info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
-    }).pipe(
+    }
+    yield* RolloutServer.checkOptions(options)
+    // Last, once everything else is known to be right: the env workers take a moment to start.
+    const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
+    return yield* RolloutServer.serve({ ...options, registry }).pipe(
       Effect.provideService(Inference, inference),
       Effect.catchTag("ServeError", cannotListen(args.host, args.port))
     )

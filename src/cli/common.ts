@@ -3,7 +3,7 @@
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Context, Effect, HashMap, Option, Schema } from "effect"
+import { Config, Context, Duration, Effect, HashMap, Option, Redacted, Schema } from "effect"
 import { createRequire } from "node:module"
 import { errorMessage } from "../internal/lift.js"
 
@@ -184,3 +184,77 @@ export class Signals extends Context.Tag("effect-gym/cli/Signals")<Signals, {
 
 /** The exit code of a process stopped by a signal. */
 export const signalExitCode = (signal: "SIGINT" | "SIGTERM"): number => (signal === "SIGINT" ? 130 : 143)
+
+
+/** The secret held by an environment variable named by an option (`--api-key-env VAR`). */
+export const secret = (option: string, name: string) =>
+  Config.redacted(name).pipe(
+    Effect.mapError(() => new OptionError({ option, detail: `the environment variable ${name} is not set` })),
+    Effect.filterOrFail(
+      (key) => Redacted.value(key).trim() !== "",
+      () => new OptionError({ option, detail: `the environment variable ${name} is empty` })
+    )
+  )
+
+/** The network options the serving commands share: who may talk to them, and connection limits. */
+export const networkOptions = {
+  allowHost: Options.text("allow-host").pipe(
+    Options.withDescription(
+      "Another Host name this server answers to (repeatable); on a loopback address only loopback names are " +
+        "answered by default (DNS rebinding)"
+    ),
+    Options.repeated
+  ),
+  corsOrigin: Options.text("cors-origin").pipe(
+    Options.withDescription(
+      "A browser origin allowed to call this server cross-origin, e.g. https://app.example (repeatable; * for any)"
+    ),
+    Options.repeated
+  ),
+  maxConnections: integer("max-connections").pipe(
+    Options.withDescription("Connections open at once; more are dropped"),
+    Options.withDefault(1024)
+  ),
+  headerTimeout: Options.text("header-timeout").pipe(
+    Options.withDescription("Seconds a client has to send a request's headers"),
+    Options.withDefault("30")
+  ),
+  bodyTimeout: Options.text("body-timeout").pipe(
+    Options.withDescription("Seconds a client has to send a request's body after its headers"),
+    Options.withDefault("30")
+  )
+}
+
+/** The network options, checked. */
+export const networkSettings = (args: {
+  readonly allowHost: ReadonlyArray<string>
+  readonly corsOrigin: ReadonlyArray<string>
+  readonly maxConnections: number
+  readonly headerTimeout: string
+  readonly bodyTimeout: string
+}) =>
+  Effect.gen(function*() {
+    if (args.maxConnections < 1) {
+      return yield* new OptionError({ option: "--max-connections", detail: `must be >= 1, got ${args.maxConnections}` })
+    }
+    const seconds = (option: string, text: string) =>
+      Effect.flatMap(parseNumber(option, text), (n) =>
+        n > 0
+          ? Effect.succeed(Duration.millis(Math.round(n * 1000)))
+          : Effect.fail(new OptionError({ option, detail: `must be > 0 seconds, got ${n}` })))
+    for (const origin of args.corsOrigin) {
+      if (origin !== "*" && !/^https?:\/\/[^/\s]+\/?$/i.test(origin)) {
+        return yield* new OptionError({
+          option: "--cors-origin",
+          detail: `${JSON.stringify(origin)} is not an origin (scheme://host[:port], or *)`
+        })
+      }
+    }
+    return {
+      allowHosts: args.allowHost,
+      corsOrigins: args.corsOrigin,
+      maxConnections: args.maxConnections,
+      headerTimeout: yield* seconds("--header-timeout", args.headerTimeout),
+      bodyTimeout: yield* seconds("--body-timeout", args.bodyTimeout)
+    }
+  })

@@ -36,6 +36,7 @@ import { Inference, InferenceError } from "../Inference.js"
 import type { Message } from "../Message.js"
 import * as HfTokenizer from "./HfTokenizer.js"
 import * as PromptTokens from "./PromptTokens.js"
+import * as Redact from "../internal/redact.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
 import * as Transport from "./internal/transport.js"
@@ -465,11 +466,11 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
     url = new URL(options.baseUrl)
   } catch {
     return Either.left(
-      invalid(`--base-url ${JSON.stringify(options.baseUrl)} is not a URL (e.g. http://127.0.0.1:8000/v1)`)
+      invalid(`--base-url ${JSON.stringify(Redact.url(options.baseUrl))} is not a URL (e.g. http://127.0.0.1:8000/v1)`)
     )
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    return Either.left(invalid(`--base-url ${options.baseUrl}: only http:// and https:// URLs are supported`))
+    return Either.left(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
   }
   if (options.model.trim() === "") return Either.left(invalid("--model: the model name must not be empty"))
   const problem = optionProblem("--retries", options.retries, 0) ??
@@ -497,7 +498,40 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<Service, InferenceError, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<Service, InferenceError, HttpClient.HttpClient> => {
+  // Credentials in the base URL never reach a message, a log line or /info: a user name and
+  // password go as Basic auth (fetch refuses URLs that hold them); every error is scrubbed of them
+  // and of query values.
+  const secrets = Redact.secretsOf(options.baseUrl)
+  if (secrets.length === 0) return makeWith(options, undefined)
+  let basic: readonly [string, string] | undefined
+  let plain = options.baseUrl
+  try {
+    const target = new URL(options.baseUrl)
+    if (target.username !== "" || target.password !== "") {
+      basic = [decodeURIComponent(target.username), decodeURIComponent(target.password)]
+      target.username = ""
+      target.password = ""
+      plain = target.toString().replace(/\/+$/, "")
+    }
+  } catch {
+    // validate says what is wrong with it
+  }
+  const scrubbed = (error: InferenceError) => Transport.withDetail(error, Redact.scrub(error.detail, secrets))
+  return makeWith({ ...options, baseUrl: plain }, basic).pipe(
+    Effect.mapError(scrubbed),
+    Effect.map((service): Service => ({
+      ...service,
+      name: Redact.scrub(service.name, secrets),
+      chat: (request) => Effect.mapError(service.chat(request), scrubbed)
+    }))
+  )
+}
+
+const makeWith = (
+  options: Options,
+  basic: readonly [string, string] | undefined
+): Effect.Effect<Service, InferenceError, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     yield* validate(options)
     const defaults: SamplingParams = options.sampling ?? {}
@@ -508,6 +542,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       backend: BACKEND,
       server: `the inference server at ${options.baseUrl}`,
       apiKey: options.apiKey,
+      basic,
       requestTimeout: options.requestTimeout,
       retries: options.retries,
       backoff: options.backoff,

@@ -1,26 +1,28 @@
 /**
  * An OpenEnv-compatible server for any registered env, so Python OpenEnv clients (TRL, ms-swift)
- * can train against envs written in TypeScript.
+ * and OpenEnv's own tools can use envs written in TypeScript.
  *
- * - `GET /ws`: one WebSocket connection is one session with its own env. Frames and error codes are
- *   the protocol's (see `Protocol`). The env is created at each `reset` in its own `Scope` (closing
- *   the previous one) and closed when the connection ends, however it ends. Sessions silent for
- *   `idleTimeout` are ended with a `SESSION_ERROR` frame, so half-open connections do not hold
- *   their slot forever.
- * - Over `maxConcurrentEnvs` sessions the handshake still succeeds; the server then sends an
- *   unsolicited `CAPACITY_REACHED` frame (`active_sessions`, `max_sessions`) and closes with 1000.
- * - `GET /health` (`{"status":"healthy"}`), `GET /metadata`, `GET /schema` (`action`,
- *   `observation`, `state` JSON schemas).
+ * - `GET /ws`: one WebSocket connection is one session with its own env (the protocol's frames and
+ *   error codes, see `OpenEnvProtocol`), plus `{"type":"mcp"}` frames (JSON-RPC on the session).
+ *   Over `maxConcurrentEnvs` sessions the handshake succeeds, then `CAPACITY_REACHED` and a close.
+ * - `POST /reset`, `POST /step`, `GET /state`: the HTTP simulation endpoints (each request builds a
+ *   fresh env and closes it, as the Python server does).
+ * - `POST /mcp`: JSON-RPC 2.0 (`tools/list`, `tools/call`, `openenv/session/create|close`).
+ * - `GET /health`, `GET /metadata` (exactly OpenEnv's `EnvironmentMetadata`), `GET /schema`,
+ *   `GET /openapi.json` (built from the env's schemas), `GET /sessions` (live counts; this
+ *   project's addition).
  *
- * Actions are `{"message": "<text>"}` (TextArena's shape, which the Sudoku scheduler and TRL's
- * TextArena client send). The text becomes an assistant message and the env is stepped with the
- * whole conversation, as the gym scheduler does. Observations: an env that carries an OpenEnv view
- * (an `openenv` property with `observation()` and `state()`, as the `sudoku` env does) sends its own
- * JSON; any other env sends TextArena's observation shape built from its text.
+ * Behaviour follows the Python server by default (a step or state before reset plays on a fresh
+ * env, reset kwargs are not type-checked, sessions are never reaped for idleness); `requireReset`,
+ * `strictReset` and `idleTimeout` are the stricter variants. Every env call has `callTimeout`: a
+ * call that does not answer ends its session (`SESSION_ERROR`, then a close). Frames over
+ * `maxFrameBytes` close the connection (1009). Every route is behind `HttpGuard` (Host, Origin,
+ * an optional key).
  *
- * Built on `@effect/platform`'s `HttpRouter` on `NodeHttpServer`: `HttpServerRequest.upgrade` gives
- * a `Socket` whose writer can send the capacity frame and a close (1000) right after the handshake,
- * which is all the protocol needs, so no raw `ws` server is used.
+ * Actions are `{"message": "<text>"}` (TextArena's shape): the text becomes an assistant message
+ * and the env is stepped with the whole conversation, as the gym scheduler does. An env that
+ * carries an OpenEnv view (an `openenv` property with `observation()` and `state()`, as `sudoku`
+ * does) sends its own JSON; any other env sends TextArena's observation shape built from its text.
  *
  * @since 0.1.0
  */
@@ -30,26 +32,16 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Socket from "@effect/platform/Socket"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import {
-  Cause,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  JSONSchema,
-  ParseResult,
-  Random,
-  Schema,
-  Scope
-} from "effect"
-import * as Http from "node:http"
-import * as Env from "../Env.js"
+import { Cause, Deferred, Duration, Effect, Either, JSONSchema, type Redacted, Schema, Scope } from "effect"
+import type * as Env from "../Env.js"
+import * as HttpGuard from "../http/HttpGuard.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
-import * as Message from "../Message.js"
-import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { errorMessage } from "../internal/lift.js"
+import { Episode, type Failure, invalid, validationIssues, type View as EpisodeView } from "./internal/episode.js"
+import * as Mcp from "./internal/mcp.js"
+import * as OpenApi from "./internal/openapi.js"
+import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 
 /**
  * The structured view an env may carry (as an `openenv` property of the live env) to answer with
@@ -58,21 +50,7 @@ import { errorMessage } from "../internal/lift.js"
  * @since 0.1.0
  * @category models
  */
-export interface View {
-  /** The observation after the latest reset or step. */
-  readonly observation: () => OpenEnvProtocol.JsonObject
-  /** Env-specific state fields, sent after `episode_id` and `step_count`. */
-  readonly state: () => OpenEnvProtocol.JsonObject
-}
-
-const viewOf = (env: Env.Env): View | undefined => {
-  const candidate = (env as { readonly openenv?: unknown }).openenv
-  if (typeof candidate !== "object" || candidate === null) return undefined
-  const view = candidate as Record<string, unknown>
-  return typeof view.observation === "function" && typeof view.state === "function"
-    ? (view as unknown as View)
-    : undefined
-}
+export type View = EpisodeView
 
 /**
  * The action of a served env: the model's text.
@@ -112,7 +90,7 @@ const StateSchema = Schema.Struct(
  * @category models
  */
 export interface Sessions {
-  /** Sessions holding a slot now. */
+  /** Sessions holding a slot now (WebSocket and MCP). */
   readonly active: number
   /** The most sessions ever active at once. */
   readonly maxSeen: number
@@ -121,6 +99,8 @@ export interface Sessions {
   readonly rejected: number
   /** Sessions ended for being idle. */
   readonly reaped: number
+  /** Sessions ended because an env call did not answer in time. */
+  readonly stuck: number
   readonly max: number
 }
 
@@ -130,6 +110,7 @@ class Counter implements Sessions {
   accepted = 0
   rejected = 0
   reaped = 0
+  stuck = 0
   constructor(readonly max: number) {}
 
   /** Takes a slot when one is free (check and increment in one synchronous step). */
@@ -179,6 +160,7 @@ class Inbox {
   )
 }
 
+
 /**
  * @since 0.1.0
  * @category models
@@ -188,12 +170,28 @@ export interface Options {
   readonly env: Env.Definition
   /** Its `env_config` (reset kwargs other than `seed` and `episode_id` override fields of it). */
   readonly envConfig?: Env.EnvConfig | undefined
-  /** Sessions served at once; more get `CAPACITY_REACHED`. */
+  /** Sessions served at once (WebSocket and MCP); more get `CAPACITY_REACHED`. */
   readonly maxConcurrentEnvs: number
-  /** Sessions with no frame for this long are ended (default 300 s; 0 never ends them). */
+  /** Sessions with no message for this long are ended (default 0: never, as the Python server). */
   readonly idleTimeout?: Duration.DurationInput | undefined
   /** How long a closing session waits for the client to close the connection (default 5 s). */
   readonly closeTimeout?: Duration.DurationInput | undefined
+  /** How long an env's create, reset or step may take; then its session ends (default 60 s). */
+  readonly callTimeout?: Duration.DurationInput | undefined
+  /** A step or state before any reset is an error (default: played on a fresh env, as Python does). */
+  readonly requireReset?: boolean | undefined
+  /** Reset's `seed` must be an integer >= 0 and `episode_id` a string (default: any value). */
+  readonly strictReset?: boolean | undefined
+  /** The largest frame a client may send (default 16 MiB, uvicorn's); larger closes with 1009. */
+  readonly maxFrameBytes?: number | undefined
+  /** The address the server is bound to (a loopback one checks `Host`; default 127.0.0.1). */
+  readonly host?: string | undefined
+  readonly allowHosts?: ReadonlyArray<string> | undefined
+  readonly corsOrigins?: ReadonlyArray<string> | undefined
+  /** When set, every request needs it (see `HttpGuard`: bearer, basic password or `X-API-Key`). */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** The env's version in `/metadata` (default 1.0.0). */
+  readonly version?: string | undefined
 }
 
 /**
@@ -203,59 +201,27 @@ export interface Options {
  * @category models
  */
 export interface OpenEnvServer {
-  readonly app: HttpRouter.HttpRouter
+  readonly app: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
   readonly sessions: Sessions
+  /** Ends every session (their envs are closed). Also run when the scope closes. */
+  readonly shutdown: Effect.Effect<void>
 }
 
-const errorFrame = (code: OpenEnvProtocol.ErrorCode, message: string, extra: OpenEnvProtocol.JsonObject = {}) => ({
+const errorFrame = (failure: Failure) => ({
   type: "error",
-  data: { message, code, ...extra }
+  data: { message: failure.message, code: failure.code, ...failure.extra }
 })
-
-/**
- * Pydantic-style problems from a schema's parse error (the shape Python clients know), in
- * pydantic's order: problems with declared fields first, then extra fields.
- */
-const validationIssues = (error: ParseResult.ParseError, input: unknown): Array<OpenEnvProtocol.ValidationIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue): OpenEnvProtocol.ValidationIssue => {
-    const at = (path: ReadonlyArray<PropertyKey>) =>
-      path.reduce<unknown>(
-        (value, key) =>
-          typeof value === "object" && value !== null ? (value as Record<PropertyKey, unknown>)[key] : undefined,
-        input
-      )
-    const loc = issue.path.map((key) => (typeof key === "number" ? key : String(key)))
-    switch (issue._tag) {
-      case "Missing":
-        return { type: "missing", loc, msg: "Field required", input: at(issue.path.slice(0, -1)) }
-      case "Unexpected":
-        return { type: "extra_forbidden", loc, msg: "Extra inputs are not permitted", input: at(issue.path) }
-      default:
-        return { type: "type_error", loc, msg: issue.message, input: at(issue.path) }
-    }
-  }).sort((a, b) => Number(a.type === "extra_forbidden") - Number(b.type === "extra_forbidden"))
 
 const decodeAction = Schema.decodeUnknownEither(Action, { errors: "all", onExcessProperty: "error" })
-const decodeReset = Schema.decodeUnknownEither(OpenEnvProtocol.ResetMessage, { errors: "all", onExcessProperty: "ignore" })
-const decodeStep = Schema.decodeUnknownEither(OpenEnvProtocol.StepMessage, { errors: "all", onExcessProperty: "ignore" })
-const ResetKwargs = Schema.Struct({
-  seed: Schema.optional(Schema.NullOr(Schema.Int)),
-  episode_id: Schema.optional(Schema.NullOr(Schema.String))
-})
-const decodeKwargs = Schema.decodeUnknownEither(ResetKwargs, { errors: "all", onExcessProperty: "ignore" })
-
-/** The observation of an env that has no view of its own: its text, as a single-player game. */
-const genericObservation = (text: string, info: Env.Info, systemPrompt?: string): OpenEnvProtocol.JsonObject => ({
-  prompt: text,
-  messages: [{ sender_id: -1, content: text, category: "MESSAGE" }],
-  current_player_id: 0,
-  legal_players: [0],
-  info,
-  ...(systemPrompt === undefined ? {} : { system_prompt: systemPrompt })
-})
+const decodeReset = Schema.decodeUnknownEither(OpenEnvProtocol.ResetMessage, { errors: "all", onExcessProperty: "error" })
+const decodeStep = Schema.decodeUnknownEither(OpenEnvProtocol.StepMessage, { errors: "all", onExcessProperty: "error" })
+const decodeBare = Schema.decodeUnknownEither(
+  Schema.Struct({ type: Schema.String }),
+  { errors: "all", onExcessProperty: "error" }
+)
 
 /** The action of a step: `{"message": "..."}`, the usual one, without the schema; anything else with it. */
-const actionOf = (data: OpenEnvProtocol.JsonObject): Either.Either<typeof Action.Type, ParseResult.ParseError> => {
+const actionOf = (data: OpenEnvProtocol.JsonObject): Either.Either<typeof Action.Type, ParseErrorLike> => {
   const message = data.message
   if (typeof message === "string") {
     let keys = 0
@@ -264,26 +230,96 @@ const actionOf = (data: OpenEnvProtocol.JsonObject): Either.Either<typeof Action
   }
   return decodeAction(data)
 }
+type ParseErrorLike = Parameters<typeof validationIssues>[0]
 
 const pythonName = (value: unknown): string =>
   value === undefined || value === null ? "None" : typeof value === "string" ? value : Json.stringify(value)
 
+const jsonResponse = (value: unknown, status = 200) =>
+  HttpServerResponse.text(Json.stringify(value), { status, contentType: "application/json" })
+
 /**
- * Builds the server's HTTP app. Fails when the env's config is not valid for it.
+ * Builds the server's HTTP app in the current scope (MCP sessions live there). Fails when the
+ * env's config is not valid for it.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConfigError> =>
+export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const baseConfig: Env.EnvConfig = options.envConfig ?? {}
     // Fail now, not at the first reset, when the server's own config is wrong.
     yield* options.env.prepare(baseConfig)
     const counter = new Counter(options.maxConcurrentEnvs)
-    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.seconds(300))
+    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.zero)
     const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
-    const envName = options.env.name
+    const maxFrame = options.maxFrameBytes ?? 16 * 1024 * 1024
+    const settings = {
+      env: options.env,
+      baseConfig,
+      callTimeout: Duration.decode(options.callTimeout ?? Duration.seconds(60)),
+      requireReset: options.requireReset === true,
+      strictReset: options.strictReset === true
+    }
     const clock = yield* Effect.clock
+    const serverScope = yield* Effect.scope
+    /** Failed at shutdown: every session ends. */
+    const stopping = yield* Deferred.make<void>()
+    const closing = yield* Deferred.make<void>()
+
+    const capacityFailure = (): Failure => ({
+      code: "CAPACITY_REACHED",
+      message: `Server at capacity: ${counter.active}/${counter.max} sessions active. Cannot accept new connections.`,
+      extra: { active_sessions: counter.active, max_sessions: counter.max },
+      fatal: true
+    })
+
+    // MCP-managed sessions (openenv/session/create), in the server's scope.
+    const mcpSessions = new Map<string, { readonly episode: Episode; lastActive: number }>()
+    const closeMcp = (id: string) =>
+      Effect.suspend(() => {
+        const session = mcpSessions.get(id)
+        if (session === undefined) return Effect.succeed(false)
+        mcpSessions.delete(id)
+        counter.release()
+        return Effect.as(session.episode.close, true)
+      })
+    yield* Effect.addFinalizer(() => Effect.forEach([...mcpSessions.keys()], closeMcp, { discard: true }))
+    const sessions: Mcp.Sessions = {
+      create: Effect.gen(function*() {
+        if (!counter.tryAcquire()) return { capacity: { active: counter.active, max: counter.max } }
+        const episode = new Episode(settings)
+        const started = yield* Effect.either(episode.state)
+        if (Either.isLeft(started)) {
+          counter.release()
+          yield* episode.close
+          return { failure: started.left }
+        }
+        const id = crypto.randomUUID()
+        mcpSessions.set(id, { episode, lastActive: clock.unsafeCurrentTimeMillis() })
+        return { id }
+      }),
+      close: closeMcp,
+      get: (id) => mcpSessions.get(id)?.episode,
+      touch: (id) => {
+        const session = mcpSessions.get(id)
+        if (session !== undefined) session.lastActive = clock.unsafeCurrentTimeMillis()
+      },
+      fresh: (use) => Effect.acquireUseRelease(Effect.sync(() => new Episode(settings)), use, (e) => e.close)
+    }
+    const idleMillis = Duration.toMillis(idleTimeout)
+    if (idleMillis > 0) {
+      const reap = Effect.suspend(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const stale = [...mcpSessions].filter(([, s]) => now - s.lastActive > idleMillis).map(([id]) => id)
+        counter.reaped += stale.length
+        return Effect.forEach(stale, closeMcp, { discard: true })
+      })
+      yield* Effect.forkIn(
+        Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(Math.max(100, idleMillis / 4))), reap)),
+        serverScope
+      )
+    }
 
     const session = (socket: Socket.Socket): Effect.Effect<void> =>
       Effect.scoped(Effect.gen(function*() {
@@ -301,24 +337,17 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
             Effect.ignore(write(Socket.isCloseEvent(frame) ? frame : Json.stringify(frame))),
             Deferred.await(ended)
           )
-        /**
-         * Sends a reply from the frame loop. The loop is raced with the end of the connection, so a
-         * write that a closed socket would never take is interrupted with the loop: no race per reply.
-         */
+        /** A reply from the frame loop (raced with the connection's end as a whole). */
         const sendReply = (frame: object): Effect.Effect<void> => Effect.ignore(write(Json.stringify(frame)))
-        const finish = (...last: ReadonlyArray<object>) =>
+        const finish = (code: number, ...last: ReadonlyArray<object>) =>
           Effect.gen(function*() {
             for (const frame of last) yield* send(frame)
-            yield* send(new Socket.CloseEvent(1000))
+            yield* send(new Socket.CloseEvent(code))
             yield* Effect.ignore(Effect.timeout(Deferred.await(ended), closeTimeout))
           })
 
         if (!counter.tryAcquire()) {
-          yield* finish(errorFrame(
-            "CAPACITY_REACHED",
-            `Server at capacity: ${counter.active}/${counter.max} sessions active. Cannot accept new connections.`,
-            { active_sessions: counter.active, max_sessions: counter.max }
-          ))
+          yield* finish(1000, errorFrame(capacityFailure()))
           return
         }
         let released = false
@@ -329,145 +358,68 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           }
         })
         yield* Effect.addFinalizer(() => release)
+        const episode = new Episode(settings)
+        yield* Effect.addFinalizer(() => episode.close)
 
-        // The env of the current episode lives in its own scope: a reset closes it and opens a new one.
-        let envScope: Scope.CloseableScope | undefined
-        let env: Env.Env | undefined
-        let view: View | undefined
-        /**
-         * The conversation up to the last step's reply, and the observation that followed it (not
-         * yet in `conversation`): each step copies the conversation once, not twice.
-         */
-        let conversation: ReadonlyArray<Message.Message> = []
-        let observed: Message.Message | undefined
-        let episodeId: string | null = null
-        let stepCount = 0
-        const closeEnv = Effect.suspend(() => {
-          const scope = envScope
-          envScope = undefined
-          env = undefined
-          view = undefined
-          // A failing close is the env's problem, reported, not the session's.
-          return scope === undefined
-            ? Effect.void
-            : Effect.catchAllCause(Scope.close(scope, Exit.void), (cause) => Effect.logWarning(errorMessage(Cause.squash(cause))))
-        })
-        yield* Effect.addFinalizer(() => closeEnv)
-
-        type Next = "continue" | "close" | "fatal"
+        type Next = "continue" | "close" | { readonly fatal: Failure } | { readonly tooLarge: number }
         const reply = (frame: object): Effect.Effect<Next> => Effect.as(sendReply(frame), "continue" as const)
-        const invalid = (issues: Array<OpenEnvProtocol.ValidationIssue>) =>
-          reply(errorFrame("VALIDATION_ERROR", "Invalid message", { errors: issues }))
-        const executionError = (detail: string) => reply(errorFrame("EXECUTION_ERROR", `Execution error: ${detail}`))
-
-        const reset = (data: OpenEnvProtocol.JsonObject): Effect.Effect<Next> =>
-          Effect.gen(function*() {
-            const kwargs = decodeKwargs(data)
-            if (Either.isLeft(kwargs)) return yield* invalid(validationIssues(kwargs.left, data))
-            const { episode_id: _episode, seed: _seed, ...overrides } = data
-            const config: Env.EnvConfig = { ...baseConfig, ...overrides }
-            const prepared = options.env.prepare(config)
-            if (Either.isLeft(prepared)) {
-              const path = prepared.left.path.split(".").slice(1)
-              return yield* invalid([{
-                type: "value_error",
-                loc: path,
-                msg: prepared.left.reason,
-                input: path.length > 0 ? config[path[0]] : config
-              }])
-            }
-            yield* closeEnv
-            const scope = yield* Scope.make()
-            envScope = scope
-            const created = yield* Effect.either(Scope.extend(prepared.right, scope))
-            if (Either.isLeft(created)) {
-              yield* closeEnv
-              yield* sendReply(errorFrame("FACTORY_ERROR", `Failed to create environment: ${created.left.detail}`))
-              return "fatal" as const
-            }
-            const live = created.right
-            const seed = kwargs.right.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31 - 1))
-            episodeId = kwargs.right.episode_id ?? crypto.randomUUID()
-            stepCount = 0
-            const out = yield* Effect.either(live.reset({
-              trajectoryId: episodeId,
-              seed,
-              messages: [],
-              dataDict: { ...data, env_config: config },
-              envConfig: config
-            }))
-            if (Either.isLeft(out)) return yield* executionError(out.left.message)
-            if (typeof out.right?.observation !== "string") {
-              return yield* executionError("reset gave no text observation")
-            }
-            env = live
-            view = viewOf(live)
-            const systemPrompt = out.right.systemPrompt ?? undefined
-            conversation = systemPrompt ? [Message.system(systemPrompt)] : []
-            observed = Message.user(out.right.observation)
-            const observation = view?.observation() ??
-              genericObservation(out.right.observation, out.right.info ?? {}, systemPrompt || undefined)
-            return yield* reply({ type: "observation", data: { observation, reward: 0, done: false } })
+        const answer = <A>(effect: Effect.Effect<A, Failure>, frame: (a: A) => object): Effect.Effect<Next> =>
+          Effect.matchEffect(effect, {
+            onFailure: (failure): Effect.Effect<Next> =>
+              failure.fatal ? Effect.succeed({ fatal: failure }) : reply(errorFrame(failure)),
+            onSuccess: (a) => reply(frame(a))
           })
-
-        const step = (data: OpenEnvProtocol.JsonObject): Effect.Effect<Next> => {
-          const action = actionOf(data)
-          if (Either.isLeft(action)) return invalid(validationIssues(action.left, data))
-          const live = env
-          if (live === undefined) return executionError("no episode: send reset before step")
-          const said = Message.assistant(action.right.message)
-          const messages = observed === undefined ? [...conversation, said] : [...conversation, observed, said]
-          return Effect.matchEffect(live.step(messages), {
-            onFailure: (error) => executionError(error.message),
-            onSuccess: (result) => {
-              if (typeof result?.observation !== "string" || typeof result.done !== "boolean") {
-                return executionError("step gave no text observation and done flag")
-              }
-              stepCount++
-              conversation = messages
-              observed = result.done ? undefined : Message.user(result.observation)
-              const observation = view?.observation() ?? genericObservation(result.observation, result.info ?? {})
-              const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
-              return reply({ type: "observation", data: { observation, reward, done: result.done } })
-            }
-          })
-        }
+        const observation = (data: OpenEnvProtocol.ObservationData) => ({ type: "observation", data })
 
         const handle = (data: string | Uint8Array): Effect.Effect<Next> => {
+          if (data.length > maxFrame) return Effect.succeed({ tooLarge: data.length })
           if (typeof data !== "string") {
-            return reply(errorFrame("INVALID_JSON", "Invalid JSON: binary frames are not supported"))
+            return reply(errorFrame({ code: "INVALID_JSON", message: "Invalid JSON: binary frames are not supported", fatal: false }))
           }
           let frame: unknown
           try {
             frame = Json.parse(data)
           } catch (e) {
-            return reply(errorFrame("INVALID_JSON", `Invalid JSON: ${errorMessage(e)}`))
+            return reply(errorFrame({ code: "INVALID_JSON", message: `Invalid JSON: ${errorMessage(e)}`, fatal: false }))
           }
           if (!isRecord(frame)) {
-            return invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])
+            return reply(errorFrame(invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])))
           }
           const type = frame.type
           switch (type) {
             case "reset": {
               const message = decodeReset(frame)
-              return Either.isLeft(message) ? invalid(validationIssues(message.left, frame)) : reset(message.right.data)
+              if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
+              return answer(episode.reset(message.right.data), observation)
             }
             case "step": {
               // the usual frame, {"type":"step","data":{...}}, needs no schema to say so
-              const data = frame.data
-              if (isRecord(data)) return step(data)
-              const message = decodeStep(frame)
-              return Either.isLeft(message) ? invalid(validationIssues(message.left, frame)) : step(message.right.data)
+              let data = frame.data
+              if (!isRecord(data) || Object.keys(frame).length !== 2) {
+                const message = decodeStep(frame)
+                if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
+                data = message.right.data
+              }
+              const action = actionOf(data as OpenEnvProtocol.JsonObject)
+              if (Either.isLeft(action)) return reply(errorFrame(invalid(validationIssues(action.left, data))))
+              return answer(episode.step(action.right.message), observation)
             }
-            case "state":
-              return reply({
-                type: "state",
-                data: { episode_id: episodeId, step_count: stepCount, ...(view?.state() ?? {}) }
-              })
+            case "state": {
+              const message = decodeBare(frame)
+              if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
+              return answer(episode.state, (state) => ({ type: "state", data: state }))
+            }
             case "close":
               return Effect.succeed("close")
+            case "mcp": {
+              const rpc = isRecord(frame.data) ? Mcp.parseRequest(frame.data) : Either.left(
+                Mcp.error(null, Mcp.INVALID_REQUEST, "Invalid request: data should be an object")
+              )
+              const response = Either.isLeft(rpc) ? Effect.succeed(rpc.left) : Mcp.handle(rpc.right, sessions, episode)
+              return Effect.flatMap(response, (data) => reply({ type: "mcp", data }))
+            }
             default:
-              return reply(errorFrame("UNKNOWN_TYPE", `Unknown message type: ${pythonName(type)}`))
+              return reply(errorFrame({ code: "UNKNOWN_TYPE", message: `Unknown message type: ${pythonName(type)}`, fatal: false }))
           }
         }
 
@@ -475,26 +427,23 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         /** Whether a frame is being handled, and when the last one was (clock millis). */
         let busy = false
         let lastActive = clock.unsafeCurrentTimeMillis()
-        // One frame at a time, in arrival order: replies go out in request order.
-        // a bug in an env (a failure, a defect, a throw) must not take the server down: it becomes
-        // this request's error
+        // a bug in an env (a defect, a throw) must not take the server down: it is this request's error
         const onDefect = (cause: Cause.Cause<never>): Effect.Effect<Next> =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
-            : executionError(Cause.pretty(cause).split("\n")[0] ?? "unexpected failure")
+            : reply(errorFrame({ code: "EXECUTION_ERROR", message: Cause.pretty(cause).split("\n")[0] ?? "unexpected failure", fatal: false }))
         const handled = (next: Next): Effect.Effect<Next> => {
           busy = false
           lastActive = clock.unsafeCurrentTimeMillis()
           return next === "continue" ? loop : Effect.succeed(next)
         }
+        // One frame at a time, in arrival order: replies go out in request order.
         const loop: Effect.Effect<Next> = Effect.flatMap(frames.take, (frame) => {
           busy = true
           return Effect.flatMap(Effect.catchAllCause(Effect.suspend(() => handle(frame)), onDefect), handled)
         })
-        // One timer per session for idleness, not one per frame: it sleeps until the earliest time
-        // the session could have been silent for `idleTimeout` (a whole timeout while a frame is
-        // being handled) and looks again.
-        const idleMillis = Duration.toMillis(idleTimeout)
+        // One timer per session for idleness: it sleeps until the earliest time the session could
+        // have been silent for `idleTimeout` (a whole timeout while a frame is being handled).
         const idle: Effect.Effect<typeof IDLE> = Effect.suspend(() => {
           const wait = busy ? idleMillis : lastActive + idleMillis - clock.unsafeCurrentTimeMillis()
           return wait <= 0 ? Effect.succeed(IDLE) : Effect.zipRight(Effect.sleep(wait), idle)
@@ -502,21 +451,34 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
 
         const outcome = yield* Effect.raceFirst(
           Effect.as(Deferred.await(ended), "disconnected" as const),
-          idleMillis > 0 ? Effect.raceFirst(loop, idle) : loop
+          Effect.raceFirst(
+            Effect.as(Deferred.await(stopping), "stopping" as const),
+            idleMillis > 0 ? Effect.raceFirst(loop, idle) : loop
+          )
         )
         if (outcome === "disconnected") return
+        const ending = outcome as Exclude<typeof outcome, "disconnected" | "continue">
         // The slot is free before the close goes out, so a client that waits for the close (as
         // this project's client does) can start its next session without meeting a full server.
-        yield* closeEnv
+        yield* episode.close
         yield* release
-        if (outcome === IDLE) {
+        if (ending === IDLE) {
           counter.reaped++
-          yield* finish(errorFrame(
-            "SESSION_ERROR",
-            `Session closed after ${Duration.format(idleTimeout)} without a message`
-          ))
+          yield* finish(1000, errorFrame({
+            code: "SESSION_ERROR",
+            message: `Session closed after ${Duration.format(idleTimeout)} without a message`,
+            fatal: true
+          }))
+        } else if (ending === "stopping") {
+          yield* finish(1001, errorFrame({ code: "SESSION_ERROR", message: "the server is shutting down", fatal: true }))
+        } else if (ending === "close") {
+          yield* finish(1000)
+        } else if ("tooLarge" in ending) {
+          yield* send(new Socket.CloseEvent(1009, `message too big: ${ending.tooLarge} bytes (limit ${maxFrame})`))
+          yield* Effect.ignore(Effect.timeout(Deferred.await(ended), closeTimeout))
         } else {
-          yield* finish()
+          if (ending.fatal.code === "SESSION_ERROR") counter.stuck++
+          yield* finish(1000, errorFrame(ending.fatal))
         }
       }))
 
@@ -525,47 +487,154 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       (socket): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
         Either.isLeft(socket)
           ? Effect.succeed(HttpServerResponse.text("Expected a WebSocket upgrade", { status: 426 }))
-          : Effect.as(session(socket.right), HttpServerResponse.empty())
+          : Deferred.isDone(closing).pipe(
+            Effect.flatMap((done) =>
+              done
+                ? Effect.succeed(HttpServerResponse.text("Shutting down", { status: 503 }))
+                : Effect.as(session(socket.right), HttpServerResponse.empty())
+            )
+          )
     )
 
+    const version = options.version ?? "1.0.0"
     const metadata = {
-      name: envName,
-      description: options.env.description,
-      version: "0.1.0",
-      max_concurrent_envs: options.maxConcurrentEnvs,
-      server: "effect-gym"
+      name: options.env.name,
+      description: options.env.description || `${options.env.name} environment`,
+      readme_content: null,
+      version,
+      author: null,
+      documentation_url: null
     }
     const schemas = {
       action: JSONSchema.make(Action),
       observation: JSONSchema.make(Observation),
       state: JSONSchema.make(StateSchema)
     }
-    const app = HttpRouter.empty.pipe(
-      HttpRouter.get("/health", Effect.succeed(HttpServerResponse.unsafeJson({ status: "healthy" }))),
-      // the live counts are this project's addition (monitoring, tests); Python clients ignore them
+    const openapi = OpenApi.document({
+      env: options.env.name,
+      description: metadata.description,
+      version: "1.0.0",
+      action: schemas.action as unknown as Record<string, unknown>,
+      observation: schemas.observation as unknown as Record<string, unknown>,
+      state: schemas.state as unknown as Record<string, unknown>
+    })
+
+    /** FastAPI's 422 body: `{"detail": [problems]}` with `loc` from `body`. */
+    const unprocessable = (issues: ReadonlyArray<OpenEnvProtocol.ValidationIssue>) =>
+      jsonResponse({ detail: issues }, 422)
+    const simulation = <A>(effect: Effect.Effect<A, Failure>) =>
+      Effect.match(effect, {
+        onFailure: (failure) =>
+          failure.code === "VALIDATION_ERROR"
+            ? unprocessable(((failure.extra?.errors ?? []) as Array<OpenEnvProtocol.ValidationIssue>).map((issue) => ({
+              ...issue,
+              loc: ["body", ...issue.loc]
+            })))
+            : jsonResponse({ detail: failure.message }, 500),
+        onSuccess: (value) => jsonResponse(value)
+      })
+    const bodyJson = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Effect.map(Effect.either(request.text), (text) => {
+        if (Either.isLeft(text)) return Either.left("the body could not be read")
+        if (text.right.trim() === "") return Either.right(undefined)
+        return Either.try({ try: () => Json.parse(text.right) as unknown, catch: (e) => errorMessage(e) })
+      }))
+    const jsonError = (detail: string) =>
+      unprocessable([{ type: "json_invalid", loc: ["body"], msg: `JSON decode error: ${detail}`, input: {} }])
+
+    const resetRoute = Effect.flatMap(bodyJson, (body) => {
+      if (Either.isLeft(body)) return Effect.succeed(jsonError(body.left))
+      const kwargs = body.right === undefined ? {} : body.right
+      if (!isRecord(kwargs)) {
+        return Effect.succeed(unprocessable([{ type: "model_attributes_type", loc: ["body"], msg: "Input should be a valid dictionary", input: kwargs }]))
+      }
+      return sessions.fresh((episode) => simulation(episode.reset(kwargs)))
+    })
+    const stepRoute = Effect.flatMap(bodyJson, (body) => {
+      if (Either.isLeft(body)) return Effect.succeed(jsonError(body.left))
+      const request = body.right
+      if (!isRecord(request) || !isRecord(request.action)) {
+        return Effect.succeed(unprocessable([{
+          type: "missing",
+          loc: ["body", "action"],
+          msg: "Field required",
+          input: request ?? null
+        }]))
+      }
+      const action = actionOf(request.action)
+      if (Either.isLeft(action)) {
+        return Effect.succeed(unprocessable(validationIssues(action.left, request.action, ["body", "action"])))
+      }
+      return sessions.fresh((episode) => simulation(episode.step(action.right.message)))
+    })
+    const stateRoute = sessions.fresh((episode) => simulation(episode.state))
+    const mcpRoute = Effect.flatMap(bodyJson, (body) => {
+      if (Either.isLeft(body)) return Effect.succeed(jsonResponse(Mcp.error(null, Mcp.PARSE_ERROR)))
+      const rpc = Mcp.parseRequest(body.right ?? null)
+      if (Either.isLeft(rpc)) return Effect.succeed(jsonResponse(rpc.left))
+      return Effect.map(Mcp.handle(rpc.right, sessions), jsonResponse)
+    })
+
+    const router = HttpRouter.empty.pipe(
+      HttpRouter.get("/health", Effect.succeed(jsonResponse({ status: "healthy" }))),
+      HttpRouter.get("/metadata", Effect.succeed(jsonResponse(metadata))),
+      HttpRouter.get("/schema", Effect.succeed(jsonResponse(schemas))),
+      HttpRouter.get("/openapi.json", Effect.succeed(jsonResponse(openapi))),
       HttpRouter.get(
-        "/metadata",
+        "/sessions",
         Effect.sync(() =>
-          HttpServerResponse.unsafeJson({
-            ...metadata,
+          jsonResponse({
             active_sessions: counter.active,
-            max_seen_sessions: counter.maxSeen
+            max_sessions: counter.max,
+            max_seen_sessions: counter.maxSeen,
+            accepted: counter.accepted,
+            rejected: counter.rejected,
+            reaped: counter.reaped,
+            stuck: counter.stuck
           })
         )
       ),
-      HttpRouter.get("/schema", Effect.succeed(HttpServerResponse.unsafeJson(schemas))),
+      HttpRouter.post("/reset", resetRoute),
+      HttpRouter.post("/step", stepRoute),
+      HttpRouter.get("/state", stateRoute),
+      HttpRouter.post("/mcp", mcpRoute),
       HttpRouter.get("/ws", ws)
     )
-    return { app, sessions: counter }
+    const routes = yield* HttpRouter.toHttpApp(router)
+    const app = HttpGuard.middleware({
+      host: options.host ?? "127.0.0.1",
+      allowHosts: options.allowHosts,
+      corsOrigins: options.corsOrigins,
+      apiKey: options.apiKey,
+      reject: (refused) => jsonResponse({ detail: refused.message, type: refused.type }, refused.status)
+    })(
+      routes.pipe(
+        Effect.catchTag("RouteNotFound", () => Effect.succeed(jsonResponse({ detail: "Not Found" }, 404))),
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.as(
+              Effect.logError("OpenEnv server: unexpected error", cause),
+              jsonResponse({ detail: "Internal Server Error" }, 500)
+            )
+        )
+      )
+    ) as OpenEnvServer["app"]
+
+    const shutdown = Effect.gen(function*() {
+      yield* Deferred.succeed(closing, void 0)
+      yield* Deferred.succeed(stopping, void 0)
+      yield* Effect.forEach([...mcpSessions.keys()], closeMcp, { discard: true })
+    })
+    yield* Effect.addFinalizer(() => shutdown)
+    return { app, sessions: counter, shutdown }
   })
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface ServeOptions extends Options {
-  /** Default 127.0.0.1 (local only). */
-  readonly host?: string | undefined
+export interface ServeOptions extends Options, HttpGuard.Limits {
   /** 0 picks a free port. */
   readonly port: number
 }
@@ -584,7 +653,8 @@ export interface Running {
 }
 
 /**
- * Serves an env until the scope closes (closing interrupts every session, which closes its env).
+ * Serves an env until the scope closes. Closing it stops accepting connections, ends every
+ * session (`SESSION_ERROR`, close 1001; their envs are closed) and then closes what is left.
  *
  * @since 0.1.0
  * @category constructors
@@ -595,8 +665,21 @@ export const serve = (
   Effect.gen(function*() {
     const server = yield* make(options)
     const host = options.host ?? "127.0.0.1"
-    const http = yield* NodeHttpServer.make(() => Http.createServer(), { host, port: options.port })
+    const node = HttpGuard.createServer(options)
+    const http = yield* NodeHttpServer.make(() => node, { host, port: options.port })
     yield* http.serve(server.app)
+    // Added last, so it runs first when the scope closes: stop accepting, end the sessions, disconnect.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Effect.sync(() => {
+          node.close()
+          node.closeIdleConnections()
+        })
+        yield* server.shutdown
+        yield* Effect.sleep("50 millis")
+        yield* Effect.sync(() => node.closeAllConnections())
+      })
+    )
     const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
     const shown = host.includes(":") ? `[${host}]` : host
     return { url: `http://${shown}:${port}`, port, sessions: server.sessions }

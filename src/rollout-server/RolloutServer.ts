@@ -203,6 +203,16 @@ const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfig
     }
   })
 
+/**
+ * Checks the options as `make` does, without building anything (a front end can fail fast before
+ * it starts what the server needs, e.g. env workers).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkOptions = (options: Options): Effect.Effect<void, Rollout.RunConfigError> =>
+  Effect.asVoid(settingsOf(options))
+
 /** One server: its settings, counts, scheduler and backend, shared by the handlers. */
 interface Server {
   readonly options: Options

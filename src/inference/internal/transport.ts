@@ -47,6 +47,8 @@ export interface Options {
   readonly hint?: ((status: number) => string) | undefined
   /** The option that sets `maxTransportFailures`, for the message. */
   readonly failuresOption?: string | undefined
+  /** User name and password for Basic auth (from a base URL that held them), when there is no API key. */
+  readonly basic?: readonly [string, string] | undefined
 }
 
 /** One failed attempt: the error it becomes, whether another attempt may help, how long to wait. */
@@ -251,7 +253,8 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
     const client = context.pipe(
       HttpClient.mapRequest((request) => {
         const shaped = HttpClientRequest.acceptJson(request)
-        return apiKey === undefined ? shaped : HttpClientRequest.bearerToken(shaped, apiKey)
+        if (apiKey !== undefined) return HttpClientRequest.bearerToken(shaped, apiKey)
+        return options.basic === undefined ? shaped : HttpClientRequest.basicAuth(shaped, options.basic[0], options.basic[1])
       }),
       HttpClient.filterStatusOk,
       (client) =>
