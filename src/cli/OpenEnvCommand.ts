@@ -104,8 +104,8 @@ const serve = Command.make("serve", {
         onSome: (name) => secret("--api-key-env", name)
       })
       const loaded = yield* PluginLoader.registry(args.plugins)
-      // Checked here first: an unknown name is an error before any worker starts.
-      yield* Registry.env(loaded, args.env)
+      // Checked here first: an unknown name or a bad --env-config is an error before any worker starts.
+      yield* (yield* Registry.env(loaded, args.env)).prepare(envConfig)
       const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
       const env = yield* Registry.env(registry, args.env)
       let sessions: OpenEnvServer.Sessions | undefined

@@ -22,6 +22,7 @@
  * @since 0.1.0
  */
 import * as Worker from "@effect/platform/Worker"
+import * as WorkerError from "@effect/platform/WorkerError"
 import * as NodeWorker from "@effect/platform-node/NodeWorker"
 import {
   Cause,
@@ -31,6 +32,7 @@ import {
   Either,
   ExecutionStrategy,
   Exit,
+  Fiber,
   FiberId,
   Layer,
   Logger,
@@ -136,14 +138,23 @@ interface Slot {
 }
 
 /**
- * The worker's entry: the built `.js` next to this module, or (when running from the TypeScript
- * sources, as the tests do) the `.ts` file through tsx, as plugins are loaded.
+ * The worker's entry: the built `.js` next to this module; when running from the TypeScript
+ * sources (as the tests do), the package's built `dist/` one if there is one (compiling the
+ * sources in each thread takes seconds; `npm test` builds first), else the `.ts` file through tsx,
+ * as plugins are loaded.
  */
 const workerThread = (): WorkerThreads.Worker => {
   const js = new URL("./internal/worker.js", import.meta.url)
   if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js)
+  const built = new URL("../../dist/isolation/internal/worker.js", import.meta.url)
+  if (process.env.EFFECT_GYM_WORKER_FROM_SOURCES === undefined && fs.existsSync(fileURLToPath(built))) {
+    return new WorkerThreads.Worker(built)
+  }
   const ts = new URL("./internal/worker.ts", import.meta.url)
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
+  // `require.resolve` gives tsx's CommonJS entry; its ES module sits next to it.
+  const required = createRequire(import.meta.url).resolve("tsx/esm/api")
+  const esm = required.replace(/\.cjs$/, ".mjs")
+  const tsx = pathToFileURL(fs.existsSync(esm) ? esm : required).href
   const boot = `import(${JSON.stringify(tsx)}).then((m) => (m.tsImport ?? m.default.tsImport)(` +
     `${JSON.stringify(ts.href)}, ${JSON.stringify(import.meta.url)}))`
   return new WorkerThreads.Worker(boot, { eval: true })
@@ -152,8 +163,8 @@ const workerThread = (): WorkerThreads.Worker => {
 const details = (reason: string, extra: Record<string, unknown> = {}) => ({ reason, ...extra })
 
 /**
- * Starts the pool in the current scope (one worker is started at once, so a plugin that does not
- * load in a worker is an error here, not at the first env).
+ * Starts the pool in the current scope, every worker at once (so a plugin that does not load in
+ * a worker is an error here, not at the first env).
  *
  * @since 0.1.0
  * @category constructors
@@ -166,6 +177,8 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
     const pool = yield* Effect.scope
     const counts = new Counts()
     const threads = new Map<number, WorkerThreads.Worker>()
+    /** Why a thread that has not started yet failed (its error event, or its exit). */
+    const startFailures = new Map<number, Deferred.Deferred<never, string>>()
     const handles = new Map<number, Handle>()
     const slots: Array<Slot> = Array.from({ length: size }, () => ({ handle: undefined, starting: undefined, envs: 0 }))
 
@@ -183,7 +196,15 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
     const spawnThread = (id: number) => {
       const thread = workerThread()
       threads.set(id, thread)
+      let failed = startFailures.get(id)
+      if (failed === undefined) {
+        failed = Deferred.unsafeMake<never, string>(FiberId.none)
+        startFailures.set(id, failed)
+      }
+      const startFailed = failed
+      thread.on("error", (error) => Deferred.unsafeDone(startFailed, Exit.fail(describe(error))))
       thread.on("exit", (code) => {
+        Deferred.unsafeDone(startFailed, Exit.fail(`the thread exited with code ${code}`))
         threads.delete(id)
         const handle = handles.get(id)
         if (handle !== undefined && handle.dead === undefined) {
@@ -205,11 +226,27 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       })
     )
 
+    let spawned = 0
     const spawn: Effect.Effect<Handle, WorkerStartError> = Effect.gen(function*() {
       const scope = yield* Scope.fork(pool, ExecutionStrategy.sequential)
-      const worker = yield* Worker.makeSerialized<Protocol.Request>({
-        initialMessage: () => new Protocol.InitialMessage({ plugins: [...options.plugins] })
-      }).pipe(
+      // The manager numbers workers from 0 in spawn order, as this count does: a thread that fails
+      // before it is ready (a bad entry, a crash while loading) fails its start instead of being
+      // retried forever by the manager.
+      const id = spawned++
+      const startFailed = Deferred.unsafeMake<never, string>(FiberId.none)
+      startFailures.set(id, startFailed)
+      const worker = yield* Effect.raceFirst(
+        Worker.makeSerialized<Protocol.Request>({
+          initialMessage: () => new Protocol.InitialMessage({ plugins: [...options.plugins] })
+        }),
+        Effect.flatMap(Effect.flip(Deferred.await(startFailed)), (reason) =>
+          Effect.fail(new WorkerError.WorkerError({ reason: "spawn", cause: new Error(reason) })))
+      ).pipe(
+        Effect.timeoutFail({
+          duration: Duration.seconds(60),
+          onTimeout: () => new WorkerError.WorkerError({ reason: "spawn", cause: new Error("not ready within 60 s") })
+        }),
+        Effect.ensuring(Effect.sync(() => startFailures.delete(id))),
         Scope.extend(scope),
         Effect.provide(context),
         // The manager logs a worker's exit as a warning and restarts it; this pool replaces
@@ -275,8 +312,6 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       if (handle.dead !== undefined) {
         return Effect.fail(failed(`its worker was terminated earlier: ${handle.dead}`, details("WorkerLost")))
       }
-      // Interruptible even in a finalizer (a close): otherwise the race and the timeout would wait
-      // for their losing side, which cannot be interrupted there.
       return Effect.raceFirst(
         request.pipe(
           Effect.catchAllCause((cause): Effect.Effect<never, Env.EnvError> => {
@@ -307,8 +342,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
               kill(handle, `${phase} of env ${env} did not answer within ${Duration.format(limit)}`)
             )
             : Effect.void
-        ),
-        Effect.interruptible
+        )
       )
     }
 
@@ -334,11 +368,19 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
         const id = nextId++
         // Registered before the request goes out: an env created by a request that timed out or
         // was interrupted is still closed (or dies with its worker).
+        // The close runs in a fiber of its own, interruptible: a finalizer runs uninterruptibly,
+        // maybe in a fiber being interrupted (a cut trajectory), where the request's race and
+        // timeout could not stop their losing side.
         yield* Effect.addFinalizer(() =>
           handle.dead !== undefined
             ? Effect.void
-            : call(handle, name, "close", handle.worker.executeEffect(new Protocol.Close({ id })), closeTimeout).pipe(
-              Effect.catchAll((error) => Effect.logWarning(error.message))
+            : Effect.flatMap(
+              Effect.forkDaemon(Effect.interruptible(
+                call(handle, name, "close", handle.worker.executeEffect(new Protocol.Close({ id })), closeTimeout).pipe(
+                  Effect.catchAll((error) => Effect.logWarning(error.message))
+                )
+              )),
+              Fiber.join
             )
         )
         yield* call(handle, name, "create", handle.worker.executeEffect(new Protocol.Create({ id, env: name, config })), timeout)
@@ -392,8 +434,9 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       prepare: (config) => Either.map(definition.prepare(config), () => create(definition.name, config))
     })
 
-    // Fail now when the plugins do not load in a worker.
-    yield* acquire(slots[0])
+    // Every worker now, in parallel: a plugin that does not load in a worker fails here, and the
+    // first requests do not wait for threads to start.
+    yield* Effect.forEach(slots, acquire, { concurrency: "unbounded", discard: true })
 
     return {
       wrap,

@@ -53,11 +53,12 @@ describe("OpenEnv client", () => {
 
   it.scopedLive("validation and execution errors are typed and keep the session usable", () =>
     Effect.gen(function*() {
-      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
+      // --require-reset: a step before reset is an execution error (by default it is played, as Python does)
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, requireReset: true })
       yield* Effect.scoped(Effect.gen(function*() {
         const session = yield* OpenEnvClient.connect(server.url)
         const early = yield* Effect.flip(session.step({ message: "[1 1 1]" }))
-        expect(early).toMatchObject({ reason: "ExecutionError", code: "EXECUTION_ERROR" })
+        expect(early).toMatchObject({ reason: "ExecutionError", code: "EXECUTION_ERROR", detail: "no episode: send reset before step" })
         const bad = yield* Effect.flip(session.step({ text: "[1 1 1]" }))
         expect(bad.reason).toBe("ValidationError")
         expect(bad.errors).toEqual([

@@ -75,10 +75,18 @@ describe("this project's server speaks the recorded protocol", () => {
         const type = Either.isRight(parsed) ? parsed.right.type : undefined
         // steps with an action and MCP calls are the echo env's own tools: env-specific, not protocol
         if ((type === "step" && parsed.pipe(Either.getOrThrow).data !== undefined) || type === "mcp") {
-          // here the action is {message}: tool calls are invalid actions, MCP is not served
+          // here the action is {message}: tool calls are invalid actions; MCP frames are answered
+          // with JSON-RPC on the session (this env's tool is `act`, so the echo tool is not found)
           const got = (yield* Effect.promise(() => peer.request(request))) as any
           const data = Either.getOrThrow(parsed).data
-          const code = type === "mcp" ? "UNKNOWN_TYPE" : typeof data.message === "string" ? undefined : "VALIDATION_ERROR"
+          if (type === "mcp") {
+            expect(got, request).toEqual({
+              type: "mcp",
+              data: { jsonrpc: "2.0", id: 7, error: { code: -32602, message: "Tool not found: echo_message", data: null } }
+            })
+            continue
+          }
+          const code = typeof data.message === "string" ? undefined : "VALIDATION_ERROR"
           if (code === undefined) expect(got.type, request).toBe("observation")
           else expect(got.data.code, request).toBe(code)
           continue
@@ -203,7 +211,12 @@ describe("this project's server speaks the recorded protocol", () => {
       const get = (p: string) => Effect.promise(() => fetch(`${server.url}${p}`).then(async (r) => ({ status: r.status, body: (await r.json()) as any })))
       expect(yield* get("/health")).toEqual({ status: 200, body: { status: "healthy" } })
       const metadata = yield* get("/metadata")
-      expect(metadata.body).toMatchObject({ name: "sudoku", max_concurrent_envs: 3, active_sessions: 0 })
+      // exactly OpenEnv's EnvironmentMetadata (its model forbids extra fields); live counts are at /sessions
+      expect(Object.keys(metadata.body as object).sort()).toEqual(
+        ["author", "description", "documentation_url", "name", "readme_content", "version"]
+      )
+      expect(metadata.body).toMatchObject({ name: "sudoku", version: "1.0.0" })
+      expect((yield* get("/sessions")).body).toMatchObject({ max_sessions: 3, active_sessions: 0 })
       const schema = (yield* get("/schema")).body
       expect(Object.keys(schema)).toEqual(["action", "observation", "state"])
       expect(schema.action).toMatchObject({ type: "object", required: ["message"], additionalProperties: false })

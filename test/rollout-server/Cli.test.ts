@@ -142,7 +142,8 @@ describe("effect-gym serve (the built binary)", () => {
         headers: { accept: Api.NDJSON },
         body: { requests: [{ num_generations: 3 }, {}] }
       }))
-      expect(yield* eventually(() => counts().created === 4)).toBe(true)
+      // (envs start in worker threads: the second worker starts with the request, slowly on a loaded machine)
+      expect(yield* eventually(() => counts().created === 4, 30_000)).toBe(true)
       const signalled = Date.now()
       server.child.kill("SIGTERM")
       const [code, signal] = yield* Effect.promise(() => server.exit)
