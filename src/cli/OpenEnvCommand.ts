@@ -142,7 +142,9 @@ const serve = Command.make("serve", {
           `${args.maxConcurrentEnvs} sessions; envs ${args.inProcessEnvs ? "in process" : "in worker threads"}` +
           `${apiKey === undefined ? "" : "; key required"})`
       )
-      return yield* Effect.never
+      // A signal interrupts the command: end the sessions at once (closing the scope alone waits
+      // on the open WebSockets first).
+      return yield* Effect.onInterrupt(Effect.never, () => running.shutdown)
     }).pipe(Effect.scoped)
   )
 )

@@ -14,7 +14,7 @@
  * - A create, reset or step that does not answer within `timeout` ends that env with an `EnvError`
  *   (`details.reason: "Timeout"`), and its worker is terminated and replaced. The other envs of that
  *   worker cannot go on either (their state was in the terminated thread): their next call fails
- *   with an `EnvError` whose `details.reason` is `"WorkerLost"`. A close gets `closeTimeout`.
+ *   with an `EnvError` whose `details.reason` is `"WorkerLost"`. A close gets `closeTimeout` (3 s).
  * - A worker that exits by itself (an env called `process.exit`, ran out of memory) is replaced the
  *   same way.
  * - Closing the pool's scope terminates every worker.
@@ -62,7 +62,10 @@ export interface Options {
   readonly workers?: number | undefined
   /** How long a create, reset or step may take before its worker is terminated (default 60 s). */
   readonly timeout?: Duration.DurationInput | undefined
-  /** How long a close may take (default 10 s). */
+  /**
+   * How long a close may take (default 3 s: less than the servers wait for cut responses, so a
+   * server that shuts down while an env blocks its worker still answers).
+   */
   readonly closeTimeout?: Duration.DurationInput | undefined
 }
 
@@ -173,7 +176,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
   Effect.gen(function*() {
     const size = Math.max(1, Math.floor(options.workers ?? os.availableParallelism()))
     const timeout = Duration.decode(options.timeout ?? Duration.seconds(60))
-    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(10))
+    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(3))
     const pool = yield* Effect.scope
     const counts = new Counts()
     const threads = new Map<number, WorkerThreads.Worker>()

@@ -32,7 +32,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Socket from "@effect/platform/Socket"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Cause, Deferred, Duration, Effect, Either, JSONSchema, type Redacted, Schema, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, ExecutionStrategy, JSONSchema, type Redacted, Schema, Scope } from "effect"
 import type * as Env from "../Env.js"
 import * as HttpGuard from "../http/HttpGuard.js"
 import { isRecord } from "../internal/inspect.js"
@@ -650,6 +650,8 @@ export interface Running {
   readonly url: string
   readonly port: number
   readonly sessions: Sessions
+  /** Stops accepting connections and ends every session (also run when the scope closes). */
+  readonly shutdown: Effect.Effect<void>
 }
 
 /**
@@ -663,24 +665,27 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<Running, Env.EnvConfigError | HttpServerError.ServeError, Scope.Scope> =>
   Effect.gen(function*() {
-    const server = yield* make(options)
+    // The HTTP server lives in an inner scope, closed after the sessions have ended: the platform's
+    // WebSocket server (made at the first upgrade, in the HTTP server's scope) waits for its
+    // clients when it closes, so the sessions must end first.
+    const inner = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const server = yield* Scope.extend(make(options), inner)
     const host = options.host ?? "127.0.0.1"
     const node = HttpGuard.createServer(options)
-    const http = yield* NodeHttpServer.make(() => node, { host, port: options.port })
-    yield* http.serve(server.app)
-    // Added last, so it runs first when the scope closes: stop accepting, end the sessions, disconnect.
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        yield* Effect.sync(() => {
-          node.close()
-          node.closeIdleConnections()
-        })
-        yield* server.shutdown
-        yield* Effect.sleep("50 millis")
-        yield* Effect.sync(() => node.closeAllConnections())
+    const http = yield* Scope.extend(NodeHttpServer.make(() => node, { host, port: options.port }), inner)
+    yield* Scope.extend(http.serve(server.app), inner)
+    // Stop accepting, end the sessions (their WebSockets close), disconnect the rest.
+    const shutdown = yield* Effect.cached(Effect.gen(function*() {
+      yield* Effect.sync(() => {
+        node.close()
+        node.closeIdleConnections()
       })
-    )
+      yield* server.shutdown
+      yield* Effect.sleep("50 millis")
+      yield* Effect.sync(() => node.closeAllConnections())
+    }))
+    yield* Effect.addFinalizer(() => shutdown)
     const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
     const shown = host.includes(":") ? `[${host}]` : host
-    return { url: `http://${shown}:${port}`, port, sessions: server.sessions }
+    return { url: `http://${shown}:${port}`, port, sessions: server.sessions, shutdown }
   })

@@ -106,7 +106,11 @@ export class Episode {
   }
 
   private timed<A>(phase: string, effect: Effect.Effect<A, Env.EnvError>): Effect.Effect<A, Failure> {
-    const limit = this.settings.callTimeout
+    // A create may first wait for an env worker to start (seconds on a loaded machine); the
+    // worker pool times the create itself.
+    const limit = phase === "create"
+      ? Duration.sum(this.settings.callTimeout, Duration.seconds(60))
+      : this.settings.callTimeout
     const stuck = () =>
       failure(
         "SESSION_ERROR",
