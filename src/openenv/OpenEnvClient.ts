@@ -434,7 +434,8 @@ export const connect = (
   })
 
 /**
- * What to do when the server is full: reconnect and reset again on this schedule (e.g.
+ * What to do when the server is full (or, with `retryWhile`, other failures of connecting): reconnect
+ * and reset again on this schedule (e.g.
  * `Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(5)))`).
  *
  * @since 0.1.0
@@ -454,7 +455,11 @@ export type CapacityRetry = Schedule.Schedule<unknown, OpenEnvError>
 export const connectAndReset = (
   baseUrl: string,
   kwargs: OpenEnvProtocol.JsonObject,
-  options: Options & { readonly retry?: CapacityRetry | undefined } = {}
+  options: Options & {
+    readonly retry?: CapacityRetry | undefined
+    /** Which failures the schedule retries (default: `CapacityReached` only). */
+    readonly retryWhile?: ((error: OpenEnvError) => boolean) | undefined
+  } = {}
 ): Effect.Effect<
   { readonly session: Session; readonly observation: OpenEnvProtocol.ObservationData },
   OpenEnvError,
@@ -475,5 +480,8 @@ export const connectAndReset = (
     })
     return yield* options.retry === undefined
       ? attempt
-      : Effect.retry(attempt, { schedule: options.retry, while: (error) => error.reason === "CapacityReached" })
+      : Effect.retry(attempt, {
+        schedule: options.retry,
+        while: options.retryWhile ?? ((error) => error.reason === "CapacityReached")
+      })
   })

@@ -101,7 +101,10 @@ export const RunOptions = Schema.Struct({
   reply_timeout_s: Schema.optionalWith(positive("a timeout"), { default: () => 60 }),
   close_timeout_s: Schema.optionalWith(positive("a timeout"), { default: () => 5 }),
   capacity_retries: Schema.optionalWith(count(0), { default: () => 0 }),
-  capacity_backoff_ms: Schema.optionalWith(positive("a backoff"), { default: () => 500 })
+  capacity_backoff_ms: Schema.optionalWith(positive("a backoff"), { default: () => 500 }),
+  connect_retries: Schema.optionalWith(count(0), { default: () => 5 }),
+  connect_backoff_ms: Schema.optionalWith(positive("a backoff"), { default: () => 250 }),
+  orphan_capacity_retries: Schema.optionalWith(count(0), { default: () => 20 })
 })
 
 /**
@@ -161,6 +164,16 @@ const firstIssue = (error: ParseResult.ParseIssue): { readonly path: string; rea
   return { path: (issue?.path ?? []).map(String).join("."), message: issue?.message ?? "invalid" }
 }
 
+/** An OpenEnv failure's facts as the env error's `details` (written to the log as fields). */
+const detailsOf = (error: OpenEnvProtocol.OpenEnvError): Record<string, unknown> => {
+  const out: Record<string, unknown> = { reason: error.reason, url: error.url }
+  if (error.code !== undefined) out.code = error.code
+  if (error.activeSessions !== undefined) out.active_sessions = error.activeSessions
+  if (error.maxSessions !== undefined) out.max_sessions = error.maxSessions
+  if (error.errors !== undefined) out.errors = error.errors
+  return out
+}
+
 const infoOf = (reply: OpenEnvProtocol.ObservationData): Env.Info => {
   const info: Record<string, unknown> = { openenv_reward: reply.reward }
   const extra = reply.observation.info
@@ -198,16 +211,52 @@ export const make = (options: Options = {}): Scheduler.Definition => {
         const settings = decoded.right
         const constructor = options.webSocketConstructor ??
           (yield* Effect.provide(Socket.WebSocketConstructor, OpenEnvClient.layerWebSocketConstructor))
-        const clientOptions: OpenEnvClient.Options & { readonly retry?: OpenEnvClient.CapacityRetry | undefined } = {
+        const clientOptions: OpenEnvClient.Options = {
           connectTimeout: Duration.seconds(settings.connect_timeout_s),
           replyTimeout: Duration.seconds(settings.reply_timeout_s),
-          closeTimeout: Duration.seconds(settings.close_timeout_s),
-          retry: settings.capacity_retries > 0
-            ? Schedule.exponential(Duration.millis(settings.capacity_backoff_ms)).pipe(
+          closeTimeout: Duration.seconds(settings.close_timeout_s)
+        }
+        /**
+         * Sessions of this run the server may still hold: dropped after a reply timeout (the
+         * server, frozen or slow, had not seen the close). A full server is then likely full of
+         * them, so CAPACITY_REACHED is retried (up to `orphan_capacity_retries`) while any is recent.
+         */
+        const orphans = new Map<string, Array<number>>()
+        const orphanWindow = 2 * settings.reply_timeout_s * 1000 + 60_000
+        const recentOrphans = (url: string) => {
+          const now = Date.now()
+          const kept = (orphans.get(url) ?? []).filter((at) => now - at < orphanWindow)
+          orphans.set(url, kept)
+          return kept.length
+        }
+        /**
+         * One connect-and-reset's retry policy: connection failures (refused, reset, lost before
+         * the reset's reply: a server restarting) up to `connect_retries`; CAPACITY_REACHED up to
+         * `capacity_retries`, or `orphan_capacity_retries` while this run's own dropped sessions may
+         * hold the server's slots. Backoff: exponential from the smaller base, jittered, at most 10 s.
+         */
+        const retryFor = (url: string) => {
+          let connectFailures = 0
+          let capacityFailures = 0
+          const limit = settings.connect_retries + Math.max(settings.capacity_retries, settings.orphan_capacity_retries)
+          return {
+            retry: Schedule.exponential(Duration.millis(Math.min(settings.connect_backoff_ms, settings.capacity_backoff_ms))).pipe(
+              Schedule.either(Schedule.spaced("10 seconds")),
               Schedule.jittered,
-              Schedule.intersect(Schedule.recurs(settings.capacity_retries))
-            )
-            : undefined
+              Schedule.intersect(Schedule.recurs(limit))
+            ),
+            retryWhile: (error: OpenEnvProtocol.OpenEnvError) => {
+              if (error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost") {
+                return ++connectFailures <= settings.connect_retries
+              }
+              if (error.reason === "CapacityReached") {
+                capacityFailures++
+                return capacityFailures <= settings.capacity_retries ||
+                  (recentOrphans(url) > 0 && capacityFailures <= settings.orphan_capacity_retries)
+              }
+              return false
+            }
+          }
         }
 
         // One limit per server for the whole run: this map lives as long as the run's instance.
@@ -246,8 +295,10 @@ export const make = (options: Options = {}): Scheduler.Definition => {
               Effect.zipRight(restore(limit.take(1)), Effect.addFinalizer(() => limit.release(1)))
             )
             const scope = yield* Effect.scope
-            const toEnvError = (phase: Env.EnvError["phase"]) => (error: OpenEnvProtocol.OpenEnvError) =>
-              new Env.EnvError({ env: name, phase, detail: error.message, cause: error })
+            const toEnvError = (phase: Env.EnvError["phase"]) => (error: OpenEnvProtocol.OpenEnvError) => {
+              if (error.reason === "ReplyTimeout") (orphans.get(url) ?? orphans.set(url, []).get(url)!).push(Date.now())
+              return new Env.EnvError({ env: name, phase, detail: error.message, details: detailsOf(error), cause: error })
+            }
 
             let live: { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData } | undefined
             const env: Env.Env = {
@@ -255,7 +306,7 @@ export const make = (options: Options = {}): Scheduler.Definition => {
                 OpenEnvClient.connectAndReset(
                   envConfig.base_url,
                   { seed: reset.seed, episode_id: reset.trajectoryId, ...envConfig.reset_kwargs },
-                  clientOptions
+                  { ...clientOptions, ...retryFor(url) }
                 ).pipe(
                   Effect.provideService(Socket.WebSocketConstructor, constructor),
                   Scope.extend(scope),

@@ -10,6 +10,7 @@ import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
 import * as OpenEnvScheduler from "../../src/openenv/OpenEnvScheduler.js"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Rollout from "../../src/Rollout.js"
 import type * as Scheduler from "../../src/Scheduler.js"
 import { randomPolicy, records, rows, runConfig } from "../helpers.js"
@@ -161,5 +162,57 @@ describe("openenv scheduler: a server killed mid-trajectory", () => {
       expect(after.map((r) => r.error?.message)).toEqual([undefined, undefined])
       expect(server.sessions.maxSeen).toBe(1)
       expect(yield* settled(server.sessions)).toBe(0)
+    }))
+})
+
+describe("openenv scheduler: connecting is retried, failures are fields in the log", () => {
+  it.scopedLive("a server that comes up late, or restarts between trajectories: connect_retries with backoff", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const base = `http://127.0.0.1:${port}`
+      const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: "2", connect_backoff_ms: "100" }, { numGenerations: 4 })
+      // nothing listens yet: the server starts 600 ms into the run
+      const late = yield* Effect.fork(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
+      yield* Effect.sleep("600 millis")
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2, port })
+        return records(yield* late.await.pipe(Effect.flatten))
+      }))
+      expect(first.map((r) => r.error?.message)).toEqual([undefined, undefined, undefined, undefined])
+      // the server is gone (restarting): without retries a trajectory fails at once with ConnectFailed
+      const none = yield* config(OpenEnvScheduler.openenv, { connect_retries: "0" }, { numGenerations: 1 })
+      const [refused] = records(yield* Effect.provide(Rollout.runAll(none, rows([{ env_config: { base_url: base } }])), randomPolicy()))
+      expect(refused.error).toMatchObject({ _tag: "EnvError", phase: "reset", details: { reason: "ConnectFailed" } })
+      // with them (the default), the restarted server serves every trajectory
+      const restarted = yield* Effect.fork(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
+      yield* Effect.sleep("500 millis")
+      const second = yield* Effect.scoped(Effect.gen(function*() {
+        yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2, port })
+        return records(yield* restarted.await.pipe(Effect.flatten))
+      }))
+      expect(second.every((r) => r.error === undefined)).toBe(true)
+    }))
+
+  it.scopedLive("CAPACITY_REACHED from another client: code, active_sessions and max_sessions are fields of the logged error", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
+      // another client holds the only slot
+      const ws = yield* Effect.promise(() =>
+        new Promise<import("ws").WebSocket>((resolve) => {
+          void import("ws").then(({ WebSocket }) => {
+            const socket = new WebSocket(`${server.url.replace("http", "ws")}/ws`)
+            socket.on("open", () => resolve(socket))
+          })
+        })
+      )
+      const run = yield* config(OpenEnvScheduler.openenv, {}, { numGenerations: 1 })
+      const [full] = records(yield* Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: server.url } }])), randomPolicy()))
+      const logged = CompletionsLog.toLine(full)
+      expect(logged.error).toMatchObject({
+        _tag: "EnvError",
+        phase: "reset",
+        details: { reason: "CapacityReached", code: "CAPACITY_REACHED", active_sessions: 1, max_sessions: 1 }
+      })
+      ws.close()
     }))
 })
