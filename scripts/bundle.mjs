@@ -15,7 +15,12 @@ const root = path.resolve(import.meta.dirname, "..")
 const outdir = path.join(root, "dist/bundle")
 fs.rmSync(outdir, { recursive: true, force: true })
 await esbuild.build({
-  entryPoints: [path.join(root, "dist/cli/bin.js")],
+  entryPoints: {
+    bin: path.join(root, "dist/cli/bin.js"),
+    // The env worker threads' entry (isolation/EnvWorkers looks for it beside its own chunk): it
+    // shares the bundle's chunks, so a worker starts as fast as the command line does.
+    "env-worker": path.join(root, "dist/isolation/internal/worker.js")
+  },
   outdir,
   bundle: true,
   splitting: true,

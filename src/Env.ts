@@ -110,6 +110,17 @@ export class EnvError extends Schema.TaggedError<EnvError>("effect-gym/EnvError"
   override get message(): string {
     return `env ${this.env}: ${this.phase} failed: ${this.detail}`
   }
+
+  /**
+   * An isolated env that did not answer in time (`details.reason: "Timeout"`) or whose worker
+   * thread was lost (`"WorkerLost"`: another env of that worker blocked it, or the thread died)
+   * may well run on a fresh worker: transient, as `Scheduler.Timeout` is (see
+   * `Scheduler.isTransient`; an OpenEnv failure says so through its `cause`).
+   */
+  get transient(): boolean {
+    const reason = this.details?.["reason"]
+    return reason === "Timeout" || reason === "WorkerLost"
+  }
 }
 
 /**

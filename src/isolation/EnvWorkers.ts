@@ -141,14 +141,17 @@ interface Slot {
 }
 
 /**
- * The worker's entry: the built `.js` next to this module; when running from the TypeScript
- * sources (as the tests do), the package's built `dist/` one if there is one (compiling the
- * sources in each thread takes seconds; `npm test` builds first), else the `.ts` file through tsx,
- * as plugins are loaded.
+ * The worker's entry: the built `.js` next to this module (dist/isolation), or beside the chunk
+ * of the command line's bundle that holds this module (dist/bundle/env-worker.js, see
+ * scripts/bundle.mjs); when running from the TypeScript sources (as the tests do), the package's
+ * built `dist/` one if there is one (compiling the sources in each thread takes seconds; `npm test`
+ * builds first), else the `.ts` file through tsx, as plugins are loaded.
  */
 const workerThread = (): WorkerThreads.Worker => {
-  const js = new URL("./internal/worker.js", import.meta.url)
-  if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js)
+  for (const entry of ["./internal/worker.js", "./env-worker.js"]) {
+    const js = new URL(entry, import.meta.url)
+    if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js)
+  }
   const built = new URL("../../dist/isolation/internal/worker.js", import.meta.url)
   if (process.env.EFFECT_GYM_WORKER_FROM_SOURCES === undefined && fs.existsSync(fileURLToPath(built))) {
     return new WorkerThreads.Worker(built)

@@ -8,6 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { WebSocket } from "ws"
 import { linesOf } from "../rollout-server/helpers.js"
@@ -171,5 +172,57 @@ describe("effect-gym openenv serve: an env that blocks its thread", () => {
       expect(ended.frames[0]).toMatchObject({ type: "observation" })
       expect(ended.frames[1]).toEqual({ type: "error", data: { code: "SESSION_ERROR", message: "the server is shutting down" } })
       expect(ended.code).toBe(1001)
+    }).pipe(Effect.scoped))
+})
+
+describe("effect-gym run --isolate-envs, from the bundle alone", () => {
+  /**
+   * The command line as installed: bin/ and dist/bundle/ copied to a fresh folder (inside the
+   * package, so that node_modules is found), without dist/isolation: the worker threads must start
+   * from the bundle's own entry (dist/bundle/env-worker.js).
+   */
+  it.live("an env that blocks its reset fails that trajectory with a typed Timeout; the others (one lost with the terminated worker, run again) are written", () =>
+    Effect.gen(function*() {
+      const copy = fs.mkdtempSync(path.join(root, "scratch-bundle-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(copy, { recursive: true, force: true })))
+      fs.cpSync(path.join(root, "bin"), path.join(copy, "bin"), { recursive: true })
+      fs.cpSync(path.join(root, "dist/bundle"), path.join(copy, "dist/bundle"), { recursive: true })
+      fs.copyFileSync(path.join(root, "package.json"), path.join(copy, "package.json"))
+      expect(fs.existsSync(path.join(copy, "dist/isolation"))).toBe(false)
+      const dataset = path.join(copy, "rows.jsonl")
+      fs.writeFileSync(
+        dataset,
+        [{ block: "reset" }, {}, {}].map((env_config) => JSON.stringify({ messages: [], env_config })).join("\n") + "\n"
+      )
+      const output = path.join(copy, "out.jsonl")
+      const ran = yield* Effect.promise(() =>
+        new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
+          const child = spawn(process.execPath, [
+            path.join(copy, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "blocking",
+            "--policy", "random", "--num-generations", "1", "--max-turns", "3", "--output", output, "--isolate-envs",
+            "--env-workers", "2", "--env-timeout", "2", "--trajectory-retries", "1", "--json"
+          ], { cwd: copy, stdio: ["ignore", "pipe", "pipe"] })
+          let stdout = ""
+          let stderr = ""
+          child.stdout.on("data", (chunk) => void (stdout += String(chunk)))
+          child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
+          child.on("exit", (code) => resolve({ code, stdout, stderr }))
+        })
+      )
+      const lines = fs.readFileSync(output, "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      expect(lines, ran.stderr).toHaveLength(3)
+      const failed = lines.filter((line) => line.error != null)
+      expect(failed, JSON.stringify(lines)).toHaveLength(1)
+      expect(failed[0].error).toMatchObject({
+        _tag: "EnvError",
+        env: "blocking",
+        phase: "reset",
+        details: { reason: "Timeout", timeout_ms: 2000 }
+      })
+      // the two others ran in a worker thread (the env says where it runs), also the one that was
+      // queued behind the blocked reset on the same worker (WorkerLost, transient: run again)
+      const fine = lines.filter((line) => line.error == null)
+      expect(fine.map((line) => line.rollout_infos.reset_info)).toEqual([{ thread: "worker" }, { thread: "worker" }])
+      expect(ran.code, ran.stderr).toBe(1)
     }).pipe(Effect.scoped))
 })

@@ -1,0 +1,62 @@
+/**
+ * Graceful shutdown in colocate mode (issue 13): `serve --mode colocate` (node-llama-cpp loaded in
+ * the process, with its signal-exit handlers) drains on SIGTERM and on SIGINT and exits 0, as the
+ * other modes do, with a trajectory in flight answered before it exits.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as path from "node:path"
+import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
+import { tmp } from "../inference/cli.js"
+import { writeTinyLlama } from "../inference/gguf.js"
+
+const support = await Effect.runPromise(LlamaCpp.probe)
+const root = path.resolve(import.meta.dirname, "../..")
+const modelPath = writeTinyLlama(path.join(tmp(), "tiny.gguf"))
+
+const launch = (args: ReadonlyArray<string>) =>
+  new Promise<{ url: string; child: ReturnType<typeof spawn>; exit: Promise<[number | null, string | null]>; stderr: () => string }>(
+    (resolve, reject) => {
+      const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      const exit = new Promise<[number | null, string | null]>((done) => child.on("exit", (code, signal) => done([code, signal])))
+      child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
+      child.stdout.on("data", (chunk) => {
+        stdout += String(chunk)
+        const url = /http:\/\/127\.0\.0\.1:\d+/.exec(stdout)?.[0]
+        if (url !== undefined) resolve({ url, child, exit, stderr: () => stderr })
+      })
+      void exit.then(([code]) => reject(new Error(`exited with ${code} before it started: ${stderr}`)))
+    }
+  )
+
+describe.skipIf(!support.available)("serve --mode colocate: graceful shutdown", () => {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    it(`${signal} with a trajectory in flight: it is answered, the server exits 0`, { timeout: 120_000 }, async () => {
+      const server = await launch([
+        "serve", "--mode", "colocate", "--model", modelPath, "--gym-env", "frozen_lake", "--port", "0", "--max-turns", "3",
+        "--max-tokens", "16", "--shutdown-grace", "60"
+      ])
+      try {
+        // one request first: the model is loaded (node-llama-cpp and its signal handlers are in the process)
+        const first = await fetch(`${server.url}/v1/rollouts`, { method: "POST", body: JSON.stringify({ requests: [{ env_config: { seed: 1 } }] }) })
+        expect(first.status).toBe(200)
+        const inFlight = fetch(`${server.url}/v1/rollouts`, {
+          method: "POST",
+          body: JSON.stringify({ requests: [{ env_config: { seed: 2 } }, { env_config: { seed: 3 } }] })
+        }).then(async (r) => ({ status: r.status, body: (await r.json()) as Array<{ end_reason: string }> }))
+        await new Promise((done) => setTimeout(done, 100))
+        server.child.kill(signal)
+        expect(await server.exit, server.stderr()).toEqual([0, null])
+        const answered = await inFlight
+        expect(answered.status).toBe(200)
+        expect(answered.body.map((t) => t.end_reason).every((reason) => reason !== "cancelled")).toBe(true)
+        expect(server.stderr()).toContain("rollout server: stopped")
+      } finally {
+        if (server.child.exitCode === null) server.child.kill("SIGKILL")
+      }
+    })
+  }
+})
