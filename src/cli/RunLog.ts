@@ -13,6 +13,7 @@ import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
+import * as Redact from "../internal/redact.js"
 import * as Row from "../Row.js"
 import { FileError, OptionError } from "./common.js"
 
@@ -76,7 +77,8 @@ export const identityOf = (
   policy: args.mode === "scripted" ? Option.getOrElse(args.policy, () => "random") : null,
   policy_options: args.policyOptions,
   model: Option.getOrNull(Option.map(args.model, (model) => (args.mode === "colocate" ? path.resolve(model) : model))),
-  base_url: Option.getOrNull(args.baseUrl),
+  // Without the credentials a URL may hold (user:pass@, query values): the file is not a secret.
+  base_url: Option.getOrNull(Option.map(args.baseUrl, Redact.url)),
   num_generations: args.numGenerations,
   max_turns: args.maxTurns,
   sampling: resolved.sampling as Readonly<Record<string, unknown>>,

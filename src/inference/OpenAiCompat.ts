@@ -505,6 +505,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
   const secrets = Redact.secretsOf(options.baseUrl)
   if (secrets.length === 0) return makeWith(options, undefined)
   let basic: readonly [string, string] | undefined
+  let query: ReadonlyArray<readonly [string, string]> = []
   let plain = options.baseUrl
   try {
     const target = new URL(options.baseUrl)
@@ -512,25 +513,46 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
       basic = [decodeURIComponent(target.username), decodeURIComponent(target.password)]
       target.username = ""
       target.password = ""
-      plain = target.toString().replace(/\/+$/, "")
     }
+    // The query goes with every request, after its path (not in the middle of it).
+    query = [...target.searchParams]
+    target.search = ""
+    target.hash = ""
+    plain = target.toString().replace(/\/+$/, "")
   } catch {
     // validate says what is wrong with it
   }
   const scrubbed = (error: InferenceError) => Transport.withDetail(error, Redact.scrub(error.detail, secrets))
-  return makeWith({ ...options, baseUrl: plain }, basic).pipe(
+  const warn = options.onWarning ?? ((message: string) => Console.error(`warning: ${message}`))
+  const onWarning = (message: string) => warn(Redact.scrub(message, secrets))
+  return makeWith({ ...options, baseUrl: plain, onWarning }, basic, query).pipe(
     Effect.mapError(scrubbed),
-    Effect.map((service): Service => ({
-      ...service,
-      name: Redact.scrub(service.name, secrets),
-      chat: (request) => Effect.mapError(service.chat(request), scrubbed)
-    }))
+    Effect.map((service): Service => {
+      const { halted, retokenize } = service
+      return {
+        ...service,
+        name: Redact.scrub(service.name, secrets),
+        chat: (request) =>
+          Effect.mapBoth(service.chat(request), {
+            onFailure: scrubbed,
+            onSuccess: (completion) =>
+              completion.tokensUnavailable === undefined
+                ? completion
+                : { ...completion, tokensUnavailable: Redact.scrub(completion.tokensUnavailable, secrets) }
+          }),
+        ...(retokenize === undefined ? {} : {
+          retokenize: (messages, kwargs) => Effect.mapError(retokenize(messages, kwargs), scrubbed)
+        }),
+        ...(halted === undefined ? {} : { halted: Effect.mapError(halted, scrubbed) })
+      }
+    })
   )
 }
 
 const makeWith = (
   options: Options,
-  basic: readonly [string, string] | undefined
+  basic: readonly [string, string] | undefined,
+  query: ReadonlyArray<readonly [string, string]> = []
 ): Effect.Effect<Service, InferenceError, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     yield* validate(options)
@@ -543,6 +565,7 @@ const makeWith = (
       server: `the inference server at ${options.baseUrl}`,
       apiKey: options.apiKey,
       basic,
+      query,
       requestTimeout: options.requestTimeout,
       retries: options.retries,
       backoff: options.backoff,

@@ -31,6 +31,7 @@ import type { ChatRequest, Completion, Feature, FinishReason, PromptTokens, Samp
 import { Inference, InferenceError } from "../Inference.js"
 import { optionProblem } from "../internal/whole.js"
 import * as Transport from "./internal/transport.js"
+import * as Redact from "../internal/redact.js"
 import * as Sampling from "./Sampling.js"
 
 const BACKEND = "swift-rollout"
@@ -329,10 +330,10 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
   try {
     url = new URL(options.baseUrl)
   } catch {
-    return Either.left(invalid(`--base-url ${JSON.stringify(options.baseUrl)} is not a URL (e.g. http://127.0.0.1:8000)`))
+    return Either.left(invalid(`--base-url ${JSON.stringify(Redact.url(options.baseUrl))} is not a URL (e.g. http://127.0.0.1:8000)`))
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    return Either.left(invalid(`--base-url ${options.baseUrl}: only http:// and https:// URLs are supported`))
+    return Either.left(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
   }
   const problem = optionProblem("--retries", options.retries, 0) ??
     optionProblem("--inference-concurrency", options.concurrency, 1)
@@ -351,7 +352,52 @@ const rootOf = (baseUrl: string): string => baseUrl.replace(/\/+$/, "")
  * @since 0.2.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<SwiftRollout, InferenceError, HttpClient.HttpClient> =>
+export const make = (options: Options): Effect.Effect<SwiftRollout, InferenceError, HttpClient.HttpClient> => {
+  // Credentials in the base URL never reach a message, a log line or /info (as for OpenAiCompat):
+  // a user name and password go as Basic auth; every error is scrubbed of them and of query values.
+  const secrets = Redact.secretsOf(options.baseUrl)
+  if (secrets.length === 0) return makeWith(options, undefined)
+  let basic: readonly [string, string] | undefined
+  let query: ReadonlyArray<readonly [string, string]> = []
+  let plain = options.baseUrl
+  try {
+    const target = new URL(options.baseUrl)
+    if (target.username !== "" || target.password !== "") {
+      basic = [decodeURIComponent(target.username), decodeURIComponent(target.password)]
+      target.username = ""
+      target.password = ""
+    }
+    // The query goes with every request, after its path (not in the middle of it).
+    query = [...target.searchParams]
+    target.search = ""
+    target.hash = ""
+    plain = target.toString().replace(/\/+$/, "")
+  } catch {
+    // validate says what is wrong with it
+  }
+  const scrubbed = (error: InferenceError) => Transport.withDetail(error, Redact.scrub(error.detail, secrets))
+  return makeWith({ ...options, baseUrl: plain }, basic, query).pipe(
+    Effect.mapError(scrubbed),
+    Effect.map(({ control, service }): SwiftRollout => {
+      const name = Redact.scrub(service.name, secrets)
+      return {
+        service: { ...service, name, chat: (request) => Effect.mapError(service.chat(request), scrubbed) },
+        control: {
+          ...control,
+          name,
+          baseUrl: Redact.url(control.baseUrl),
+          forward: (request) => Effect.mapError(control.forward(request), scrubbed)
+        }
+      }
+    })
+  )
+}
+
+const makeWith = (
+  options: Options,
+  basic: readonly [string, string] | undefined,
+  query: ReadonlyArray<readonly [string, string]> = []
+): Effect.Effect<SwiftRollout, InferenceError, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     yield* validate(options)
     const root = rootOf(options.baseUrl)
@@ -360,6 +406,8 @@ export const make = (options: Options): Effect.Effect<SwiftRollout, InferenceErr
       backend: BACKEND,
       server: `the swift rollout server at ${root}`,
       apiKey: options.apiKey,
+      basic,
+      query,
       requestTimeout: options.requestTimeout,
       retries: options.retries,
       backoff: options.backoff,
@@ -388,7 +436,11 @@ export const make = (options: Options): Effect.Effect<SwiftRollout, InferenceErr
     const forward = (request: Forward): Effect.Effect<Forwarded, InferenceError> => {
       const url = `${root}${request.path}`
       const base = HttpClientRequest.make(request.method)(url)
-      const withKey = options.apiKey === undefined ? base : HttpClientRequest.bearerToken(base, options.apiKey)
+      const withKey = options.apiKey !== undefined
+        ? HttpClientRequest.bearerToken(base, options.apiKey)
+        : basic === undefined
+        ? base
+        : HttpClientRequest.basicAuth(base, basic[0], basic[1])
       const sent = request.method === "GET" || request.body.length === 0
         ? withKey
         : HttpClientRequest.bodyUint8Array(withKey, request.body, request.contentType ?? "application/json")

@@ -56,7 +56,7 @@ import * as Api from "./Api.js"
 import { admit, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
 import * as HttpGuard from "../http/HttpGuard.js"
 import { ApiError, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
-import { decodeInfer, inferOutputs, isTransient, type OnFailure, type Outcome, planInfer, runInfer } from "./internal/infer.js"
+import { decodeInfer, inferOutputs, type OnFailure, planInfer, runInfer } from "./internal/infer.js"
 import { type Plan, planBatch, type Planner, runGroups } from "./internal/planning.js"
 import * as Swift from "./internal/swift.js"
 
@@ -237,8 +237,7 @@ const decodeBatch = decodeBody(Api.RolloutBatch, { excess: "error" })
 const runPlan = (
   server: Server,
   plan: Plan,
-  reservation: Pick<Reservation, "finished" | "remaining">,
-  observe?: (record: Rollout.TrajectoryRecord, line: Api.RolloutResult) => void
+  reservation: Pick<Reservation, "finished" | "remaining">
 ): Stream.Stream<Array<Api.RolloutResult>, ApiError> => {
   const uuids = new Map<number, string>()
   for (const planned of plan.rows) uuids.set(planned.row.index, planned.uuid)
@@ -266,7 +265,6 @@ const runPlan = (
       return Effect.succeed(item.records.map((record) => {
         const line = { ...CompletionsLog.toLine(record), uuid }
         countPolicyVersions(server.policy.seen, record.result.turns)
-        observe?.(record, line)
         return line
       }))
     }),
@@ -352,25 +350,12 @@ const infer = (server: Server) => {
       const accepted = yield* accept(server, decodeInfer, planInfer)
       if (accepted === undefined) return json([])
       const { plan, reservation } = accepted
-      // Released at the end: retried trajectories stay counted until then.
-      const held = { finished: () => {}, get remaining() { return reservation.remaining } }
-      const run = (part: Plan) =>
-        Effect.suspend(() => {
-          const outcomes: Array<Outcome> = []
-          const observe = (record: Rollout.TrajectoryRecord, line: Api.RolloutResult) =>
-            void outcomes.push({ line, transient: record.error !== undefined && isTransient(record.error) })
-          return Effect.as(Stream.runDrain(runPlan(server, part, held, observe)), outcomes)
-        })
+      const run = (retried: Plan) =>
+        Effect.map(Stream.runCollect(runPlan(server, retried, reservation)), (groups) => Chunk.toReadonlyArray(groups).flat())
       const byRow = yield* runInfer(plan, run, {
         onFailure: server.options.onFailure ?? "retry",
         retries: server.options.inferRetries ?? 2
-      }).pipe(
-        // Trajectories that ran to their end and failed are completed, not cut.
-        Effect.tapError((error) =>
-          Effect.sync(() => error.reason === "TrajectoriesFailed" && reservation.finished(plan.trajectories))
-        )
-      )
-      reservation.finished(plan.trajectories)
+      })
       return json(inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true))
     })
   )

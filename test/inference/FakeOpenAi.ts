@@ -36,6 +36,8 @@ export interface Recorded {
   readonly body: Record<string, unknown>
   readonly headers: Readonly<Record<string, string | undefined>>
   readonly at: number
+  /** The request's URL as the server saw it (path and query). */
+  readonly url?: string
 }
 
 /** What the fake needs of a real tokenizer for the token-level routes (see `HfTokenizer`). */
@@ -244,7 +246,7 @@ const app = (state: FakeServerState) =>
         detail: rejected.map((key) => ({ type: "extra_forbidden", loc: ["body", key], msg: "Extra inputs are not permitted", input: body[key] }))
       }, 422)
     }
-    state.requests.push({ body, headers: request.headers, at: performance.now() })
+    state.requests.push({ body, headers: request.headers, at: performance.now(), url: request.url })
     state.inFlight++
     state.maxInFlight = Math.max(state.maxInFlight, state.inFlight)
     return yield* Effect.gen(function*() {

@@ -150,11 +150,25 @@ describe("credentials in --base-url never show", () => {
       const dir = tmp()
       const dataset = path.join(dir, "rows.jsonl")
       fs.writeFileSync(dataset, `${JSON.stringify({ env_config: { seed: 1 } })}\n`)
+      const failedRun = yield* cli(
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", dead, "--model", "m",
+        "--num-generations", "1", "--retries", "0", "--output", path.join(dir, "never.jsonl")
+      )
+      expect(failedRun.code).toBe(2)
+      expect(failedRun.stderr).toContain("127.0.0.1:9")
+      // a run that reaches the server through a URL with credentials and a token: its log and the
+      // run's identity next to it (out.jsonl.run.json) are written
       const output = path.join(dir, "out.jsonl")
       const run = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", dead, "--model", "m",
-        "--num-generations", "1", "--retries", "0", "--output", output
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url",
+        `${withCreds}?token=${secretToken}`, "--model", "m", "--num-generations", "1", "--max-tokens", "8", "--output", output
       )
+      expect(run.code, run.stderr).toBe(0)
+      // the token went as a query parameter after the path, the user and password as Basic auth
+      const sent = upstream.state.requests[0]
+      expect(sent.url).toMatch(new RegExp(`/chat/completions\\?token=${secretToken}$`))
+      expect(sent.headers.authorization).toBe(`Basic ${Buffer.from(`${secretUser}:${secretPass}`).toString("base64")}`)
+      upstream.state.requests.length = 0
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const served = yield* Effect.fork(cli(
@@ -165,14 +179,28 @@ describe("credentials in --base-url never show", () => {
       const info = (yield* request(`${base}/info`)).text
       const rollouts = (yield* request(`${base}/v1/rollouts`, { body: { requests: [{ env_config: { seed: 2 } }] } })).text
       const bad = yield* cli("serve", "--port", "0", "--mode", "server", "--base-url", "ftp://" + secretUser + ":" + secretPass + "@x", "--model", "m")
-      const outputs = { runStdout: run.stdout, runStderr: run.stderr, log: fs.readFileSync(output, "utf8"), info, rollouts, badStderr: bad.stderr }
+      // swift-rollout mode: the same URL handling (here a server that is not there)
+      const swift = yield* cli("serve", "--port", "0", "--mode", "swift-rollout", "--base-url", dead)
+      expect(swift.code).not.toBe(0)
+      const outputs = {
+        failedRunStderr: failedRun.stderr,
+        runStdout: run.stdout,
+        runStderr: run.stderr,
+        log: fs.readFileSync(output, "utf8"),
+        identity: fs.readFileSync(`${output}.run.json`, "utf8"),
+        info,
+        rollouts,
+        badStderr: bad.stderr,
+        swiftStderr: swift.stderr
+      }
       for (const [where, text] of Object.entries(outputs)) {
         for (const secret of [secretUser, secretPass, secretToken]) expect(text, `${where} shows ${secret}`).not.toContain(secret)
       }
       // the errors are there, with the URL redacted
-      expect(outputs.log).toContain("127.0.0.1:9")
+      expect(outputs.swiftStderr).toContain("127.0.0.1:9")
+      expect(JSON.parse(outputs.identity)).toMatchObject({ base_url: `${upstream.baseUrl}?token=***` })
       expect(JSON.parse(info).inference.backend).toBe(`server ${upstream.baseUrl} model tiny`)
-      // the credentials were used: the upstream server saw them as Basic auth, the token in the query
+      // the credentials were used: the upstream server saw them as Basic auth
       const seen = upstream.state.requests[0]
       expect(seen, JSON.stringify(JSON.parse(rollouts)[0].error)).toBeDefined()
       expect(seen.headers.authorization).toBe(`Basic ${Buffer.from(`${secretUser}:${secretPass}`).toString("base64")}`)

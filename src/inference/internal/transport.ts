@@ -49,6 +49,8 @@ export interface Options {
   readonly failuresOption?: string | undefined
   /** User name and password for Basic auth (from a base URL that held them), when there is no API key. */
   readonly basic?: readonly [string, string] | undefined
+  /** Query parameters of a base URL that held them (`?token=...`), sent with every request. */
+  readonly query?: ReadonlyArray<readonly [string, string]> | undefined
 }
 
 /** One failed attempt: the error it becomes, whether another attempt may help, how long to wait. */
@@ -249,10 +251,17 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
       Effect.flatMap(classify(error), Effect.fail)
 
     const context = yield* HttpClient.HttpClient
-    const raw = context.pipe(HttpClient.withTracerDisabledWhen(() => true), HttpClient.withTracerPropagation(false))
+    const query = options.query ?? []
+    const withQuery = (request: HttpClientRequest.HttpClientRequest) =>
+      query.length === 0 ? request : HttpClientRequest.appendUrlParams(request, query)
+    const raw = context.pipe(
+      HttpClient.withTracerDisabledWhen(() => true),
+      HttpClient.withTracerPropagation(false),
+      HttpClient.mapRequest(withQuery)
+    )
     const client = context.pipe(
       HttpClient.mapRequest((request) => {
-        const shaped = HttpClientRequest.acceptJson(request)
+        const shaped = HttpClientRequest.acceptJson(withQuery(request))
         if (apiKey !== undefined) return HttpClientRequest.bearerToken(shaped, apiKey)
         return options.basic === undefined ? shaped : HttpClientRequest.basicAuth(shaped, options.basic[0], options.basic[1])
       }),

@@ -7,12 +7,12 @@
  *   each request's `chat_template_kwargs` reaches its calls.
  * - A failed trajectory must not reach the trainer as a reward-0 sample (it cannot tell it from a
  *   real zero): by default (`retry`) a trajectory that failed with a transient error is run again
- *   with a fresh env (the same seed), and if some still fail the request fails with a 500 whose body
+ *   with a fresh env (the same seed: the engine's trajectory retries, `Rollout.Config.retries`,
+ *   `--infer-retries` times), and if some still fail the request fails with a 500 whose body
  *   lists each failed request's uuid and error. `zero-reward` answers every request, failed ones as
  *   outputs with reward 0 and the error in `rollout_infos.error` (the behaviour before).
  */
-import { Duration, Effect, Either } from "effect"
-import * as Scheduler from "../../Scheduler.js"
+import { Effect, Either } from "effect"
 import * as Api from "../Api.js"
 import { ApiError, decodeBody } from "./http.js"
 import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, unsupported } from "./planning.js"
@@ -69,53 +69,25 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Either.Either<
 }
 
 /**
- * Whether a failure may go away on its own, so that running the trajectory again with a fresh env
- * may succeed: the run's rule for trajectory retries (`Scheduler.isTransient`: errors that say
- * `transient: true`, also on their `cause`: model transport errors and timeouts, OpenEnv connection
- * and capacity errors, timeouts).
- */
-export const isTransient = (error: Scheduler.TrajectoryError | { readonly _tag: string }): boolean =>
-  Scheduler.isTransient(error)
-
-/** One result with whether its failure (if any) is transient. */
-export interface Outcome {
-  readonly line: Api.RolloutResult
-  readonly transient: boolean
-}
-
-/**
  * Runs the plan under the failure policy: the results by row index, or the 500 listing the
- * trajectories that still failed. `run` runs a plan (or a part of it: the rows to retry).
+ * trajectories that still failed. Under `retry`, the engine runs a transiently failed trajectory
+ * again (`Rollout.Config.retries`: a fresh env, the same seed, backoff; `Scheduler.isTransient`
+ * decides what is transient) up to `retries` times; `run` runs the plan with that config.
  */
 export const runInfer = (
   plan: Plan,
-  run: (plan: Plan) => Effect.Effect<ReadonlyArray<Outcome>, ApiError>,
+  run: (plan: Plan) => Effect.Effect<ReadonlyArray<Api.RolloutResult>, ApiError>,
   policy: { readonly onFailure: OnFailure; readonly retries: number }
 ): Effect.Effect<Map<number, Api.RolloutResult>, ApiError> =>
   Effect.gen(function*() {
-    const results = new Map<number, Outcome>()
-    const attempts = new Map<number, number>()
-    const take = (outcomes: ReadonlyArray<Outcome>) => {
-      for (const outcome of outcomes) {
-        results.set(outcome.line.row, outcome)
-        attempts.set(outcome.line.row, (attempts.get(outcome.line.row) ?? 0) + 1)
-      }
-    }
-    take(yield* run(plan))
+    const retried = policy.onFailure === "retry" ? { ...plan, config: { ...plan.config, retries: policy.retries } } : plan
+    const results = new Map<number, Api.RolloutResult>()
+    for (const line of yield* run(retried)) results.set(line.row, line)
     if (policy.onFailure === "retry") {
-      for (let attempt = 1; attempt <= policy.retries; attempt++) {
-        const again = plan.rows.filter((row) => {
-          const outcome = results.get(row.row.index)
-          return outcome !== undefined && outcome.line.error !== null && outcome.transient
-        })
-        if (again.length === 0) break
-        yield* Effect.sleep(Duration.millis(Math.min(100 * 2 ** (attempt - 1), 5000)))
-        take(yield* run({ ...plan, rows: again, trajectories: again.length }))
-      }
       const failed = plan.rows.flatMap((row) => {
-        const line = results.get(row.row.index)?.line
+        const line = results.get(row.row.index)
         if (line === undefined || line.error === null) return []
-        return [{ index: row.row.index, uuid: line.uuid, attempts: attempts.get(row.row.index) ?? 1, error: line.error }]
+        return [{ index: row.row.index, uuid: line.uuid, attempts: line.attempts ?? 1, error: line.error }]
       })
       if (failed.length > 0) {
         const first = failed[0]
@@ -129,9 +101,7 @@ export const runInfer = (
         })
       }
     }
-    const out = new Map<number, Api.RolloutResult>()
-    for (const [row, outcome] of results) out.set(row, outcome.line)
-    return out
+    return results
   })
 
 /** The results of a plan, in request order, in the reference's shape. */
