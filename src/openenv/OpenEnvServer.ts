@@ -372,7 +372,9 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         const observation = (data: OpenEnvProtocol.ObservationData) => ({ type: "observation", data })
 
         const handle = (data: string | Uint8Array): Effect.Effect<Next> => {
-          if (data.length > maxFrame) return Effect.succeed({ tooLarge: data.length })
+          // bytes, as the limit says (a string's length counts UTF-16 units, fewer than its UTF-8 bytes)
+          const size = typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.length
+          if (size > maxFrame) return Effect.succeed({ tooLarge: size })
           if (typeof data !== "string") {
             return reply(errorFrame({ code: "INVALID_JSON", message: "Invalid JSON: binary frames are not supported", fatal: false }))
           }

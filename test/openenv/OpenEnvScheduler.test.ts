@@ -6,6 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
+import * as Env from "../../src/Env.js"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
@@ -215,4 +216,46 @@ describe("openenv scheduler: connecting is retried, failures are fields in the l
       })
       ws.close()
     }))
+})
+
+describe("openenv scheduler: its own sessions dropped after a reply timeout", () => {
+  /**
+   * Steps slowly when `slow_ms` is set, and cannot be cut meanwhile (a stuck env: the server holds
+   * the session's slot until the step ends, after its client has gone); done after one step.
+   */
+  class Slow {
+    constructor(readonly config: { readonly slow_ms?: number }) {}
+    reset() {
+      return { observation: "go" }
+    }
+    step() {
+      return Effect.uninterruptible(
+        Effect.as(Effect.sleep(this.config.slow_ms ?? 0), { observation: "ok", reward: 1, done: true })
+      )
+    }
+  }
+  const SlowEnv = Env.fromClass({ name: "slow", description: "steps slowly on demand", class: Slow })
+
+  it.scopedLive("the server still holds them: CAPACITY_REACHED is retried by default (no capacity_retries), no trajectory fails with it", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: SlowEnv, maxConcurrentEnvs: 2 })
+      // two trajectories whose step outlasts the client's reply timeout, then six quick ones: the
+      // server holds the two dropped sessions until their steps end
+      const dataset = [
+        ...Array.from({ length: 2 }, () => ({ env_config: { base_url: server.url, reset_kwargs: { slow_ms: 1500 } } })),
+        ...Array.from({ length: 6 }, () => ({ env_config: { base_url: server.url } }))
+      ]
+      const run = yield* config(
+        OpenEnvScheduler.openenv,
+        { max_concurrent_envs: 2, reply_timeout_s: 0.3, capacity_backoff_ms: 50 },
+        { numGenerations: 1 }
+      )
+      const out = records(yield* Rollout.runAll(run, rows(dataset)))
+      const errors = out.filter((r) => r.error !== undefined).map((r) => r.error!.message)
+      expect(errors.length, errors.join("\n")).toBe(2)
+      for (const message of errors) expect(message).toContain("ReplyTimeout")
+      expect(errors.join("\n")).not.toContain("CapacityReached")
+      expect(server.sessions.rejected, "the server did refuse sessions meanwhile").toBeGreaterThan(0)
+      expect(yield* settled(server.sessions)).toBe(0)
+    }).pipe(Effect.provide(randomPolicy({ latency_ms: 5 }))))
 })
