@@ -47,6 +47,23 @@ describe("Host and Origin, on both servers", () => {
         expect(rebound.status).toBe(403)
         expect(rebound.text).toContain("forbidden_host")
         expect((yield* raw(port, ["GET /health HTTP/1.1", "host: 10.0.0.1"])).status).toBe(403)
+        // loopback names in other spellings are loopback; names that only contain one are not
+        for (const host of ["[::1]", "LOCALHOST", `localhost.:${port}`, "127.1.2.3", "app.localhost"]) {
+          expect((yield* raw(port, ["GET /health HTTP/1.1", `host: ${host}`])).status, host).toBe(200)
+        }
+        for (
+          const host of [
+            "[::1].attacker.example",
+            `127.0.0.1.nip.io:${port}`,
+            "localhost.attacker.example",
+            `[::1]:${port}@attacker.example`,
+            `127.0.0.1:${port}, attacker.example`,
+            "[::1]:notaport",
+            ""
+          ]
+        ) {
+          expect((yield* raw(port, ["GET /health HTTP/1.1", `host: ${host}`])).status, JSON.stringify(host)).not.toBe(200)
+        }
         const allowed = yield* serve({ allowHosts: ["rollouts.internal"] })
         expect((yield* raw(allowed, ["GET /health HTTP/1.1", "host: rollouts.internal:8000"])).status).toBe(200)
         expect((yield* raw(allowed, ["GET /health HTTP/1.1", "host: other.internal"])).status).toBe(403)
@@ -74,6 +91,16 @@ describe("Host and Origin, on both servers", () => {
         ])
         expect(preflight.status).toBe(204)
         expect((yield* raw(open, ["GET /health HTTP/1.1", `host: 127.0.0.1:${open}`, "origin: https://evil.example"])).status).toBe(403)
+        // a page's WebSocket (cross-site WebSocket hijacking): the upgrade is refused before it happens
+        const upgrade = (origin: string) =>
+          raw(port, [
+            "GET /ws HTTP/1.1", host, `origin: ${origin}`, "upgrade: websocket", "connection: Upgrade",
+            "sec-websocket-version: 13", "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ=="
+          ])
+        if (name === "openenv") {
+          expect((yield* upgrade("https://evil.example")).status).toBe(403)
+          expect((yield* upgrade(`http://127.0.0.1:${port}`)).status).toBe(101)
+        }
       }))
   }
 
