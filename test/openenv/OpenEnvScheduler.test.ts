@@ -226,11 +226,11 @@ describe("openenv scheduler: its own sessions dropped after a reply timeout", ()
   class Slow {
     constructor(readonly config: { readonly slow_ms?: number }) {}
     reset() {
-      return { observation: "go" }
+      return { observation: "go", info: {} }
     }
     step() {
       return Effect.uninterruptible(
-        Effect.as(Effect.sleep(this.config.slow_ms ?? 0), { observation: "ok", reward: 1, done: true })
+        Effect.as(Effect.sleep(this.config.slow_ms ?? 0), { observation: "ok", reward: 1, done: true, info: {} })
       )
     }
   }
