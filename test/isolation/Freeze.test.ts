@@ -183,7 +183,8 @@ describe("effect-gym run --isolate-envs, from the bundle alone", () => {
    */
   it.live("an env that blocks its reset fails that trajectory with a typed Timeout; the others (one lost with the terminated worker, run again) are written", () =>
     Effect.gen(function*() {
-      const copy = fs.mkdtempSync(path.join(root, "scratch-bundle-"))
+      fs.mkdirSync(path.join(root, "scratch"), { recursive: true })
+      const copy = fs.mkdtempSync(path.join(root, "scratch", "bundle-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(copy, { recursive: true, force: true })))
       fs.cpSync(path.join(root, "bin"), path.join(copy, "bin"), { recursive: true })
       fs.cpSync(path.join(root, "dist/bundle"), path.join(copy, "dist/bundle"), { recursive: true })
