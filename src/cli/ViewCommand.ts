@@ -8,6 +8,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Option } from "effect"
+import * as nodeFs from "node:fs"
 import * as path from "node:path"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type { Problem } from "../view/Model.js"
@@ -48,6 +49,18 @@ export type ViewArgs = Command.Command.ParseConfig<typeof viewOptions>
 
 const MAX_PRINTED = 20
 
+/** Whether two paths name one file: the same path, or (through a symlink or a hard link) the same inode. */
+const sameFile = (a: string, b: string): boolean => {
+  if (path.resolve(a) === path.resolve(b)) return true
+  try {
+    const x = nodeFs.statSync(a)
+    const y = nodeFs.statSync(b)
+    return x.dev === y.dev && x.ino === y.ino
+  } catch {
+    return false
+  }
+}
+
 const where = (p: Problem) => `${p.file}${p.line === null ? "" : `:${p.line}`}`
 
 /** Prints each log's index summary and problems; says whether any log had problems. */
@@ -87,7 +100,7 @@ export const viewJob = (args: ViewArgs) =>
       return yield* new OptionError({ option: "--html-max-mb", detail: `must be at least 1, got ${args.htmlMaxMb}` })
     }
     const htmlOut = Option.getOrUndefined(args.html)
-    if (htmlOut !== undefined && args.files.some((file) => path.resolve(file) === path.resolve(htmlOut))) {
+    if (htmlOut !== undefined && args.files.some((file) => sameFile(file, htmlOut))) {
       return yield* new OptionError({ option: "--html", detail: `${htmlOut} is a log given to view: it would be overwritten` })
     }
     // The viewer (its HTTP server, tokenizers) loads only when this command runs.
