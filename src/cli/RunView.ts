@@ -5,6 +5,7 @@
  */
 import { Options } from "@effect/cli"
 import { Console, Effect, Scope } from "effect"
+import * as Net from "node:net"
 import type * as Live from "../view/Live.js"
 import { cannotListen, checkPort, FileError, OptionError, version } from "./common.js"
 import type * as Progress from "./Progress.js"
@@ -33,11 +34,22 @@ export interface Handle {
   readonly hold: Effect.Effect<void>
 }
 
+/** Fails (as a `--view-port` error) when 127.0.0.1:port cannot be listened on now. */
+const portFree = (port: number): Effect.Effect<void, OptionError> =>
+  Effect.async<void, OptionError>((resume) => {
+    const server = Net.createServer()
+    server.once("error", (cause) => resume(cannotListen("127.0.0.1", port, "--view-port")({ cause })))
+    server.listen({ host: "127.0.0.1", port, exclusive: true }, () => server.close(() => resume(Effect.void)))
+  })
+
 /** The `--view` of a run; the page lives in the current scope (the command's, beyond the run's). */
 export const make = (args: { readonly view: boolean; readonly viewPort: number }): Effect.Effect<Handle, OptionError, Scope.Scope> =>
   Effect.gen(function*() {
     if (!args.view) return { attach: () => Effect.void, finish: Effect.void, hold: Effect.void }
     yield* checkPort(args.viewPort)
+    // The page can only be served once the run has opened (and so truncated) its log: a port that
+    // is taken must stop the run before that, or an earlier log under --output would be lost.
+    if (args.viewPort !== 0) yield* portFree(args.viewPort)
     // The viewer's server loads only with --view.
     const [Live, Server] = yield* Effect.promise(() => Promise.all([import("../view/Live.js"), import("../view/Server.js")]))
     const scope = yield* Effect.scope
@@ -62,7 +74,7 @@ export const make = (args: { readonly view: boolean; readonly viewPort: number }
         }).pipe(
           Scope.extend(scope),
           Effect.catchTags({
-            ServeError: cannotListen("127.0.0.1", args.viewPort),
+            ServeError: cannotListen("127.0.0.1", args.viewPort, "--view-port"),
             LogError: (error) => Effect.fail(new FileError({ option: "--output", file: error.file, detail: error.detail })),
             AssetsError: (error) => Effect.fail(new OptionError({ option: "--view", detail: error.message }))
           }),

@@ -126,11 +126,11 @@ export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
 /** One number given as text (see {@link parseNumbers}). */
 export const parseNumber = (option: string, text: string) => Effect.map(parseNumbers(option, [text]), ([n]) => n)
 
-/** A serving command that cannot listen on its address says so as a `--port` error. */
-export const cannotListen = (host: string, port: number) => (error: { readonly cause: unknown }) =>
+/** A serving command that cannot listen on its address says so as an error of its port option. */
+export const cannotListen = (host: string, port: number, option = "--port") => (error: { readonly cause: unknown }) =>
   Effect.fail(
     new OptionError({
-      option: "--port",
+      option,
       detail: `cannot listen on ${host}:${port}: ${errorMessage(error.cause)}`
     })
   )
