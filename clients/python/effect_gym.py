@@ -100,6 +100,11 @@ class Client:
             if response.status >= 400:
                 raise _error_of(response.status, response.read().decode("utf-8"))
             expected = response.getheader(TRAJECTORIES_HEADER)
+            if not (response.getheader("content-type") or "").startswith(NDJSON):
+                # Not a stream (the server answers an empty batch with a JSON array): its results as they are.
+                for value in json.loads(response.read().decode("utf-8") or "[]"):
+                    yield value
+                return
             seen = 0
             while True:
                 line = response.readline()
@@ -128,7 +133,7 @@ def _error_of(status, text):
     except ValueError:
         error = {"message": text}
     message = error.get("message", text)
-    if error.get("path"):
+    if error.get("path") and not message.startswith(error["path"]):
         message = "%s: %s" % (error["path"], message)
     return EffectGymError("HTTP %d: %s" % (status, message), status, error)
 
@@ -183,6 +188,9 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
     calls = [0]
 
     def rollout_func(prompts, trainer=None):
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "env_reward": [], "num_turns": [], "policy_version": []}
+        if len(prompts) == 0:
+            return out
         requests = []
         for index, prompt in enumerate(prompts):
             request = row(prompt, index)
@@ -202,7 +210,6 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
                 % (len(failed), len(results), failed[0]["id"], failed[0]["error"].get("message")),
                 error={"failed": [{"id": r["id"], "uuid": r.get("uuid"), "error": r["error"]} for r in failed]},
             )
-        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "env_reward": [], "num_turns": [], "policy_version": []}
         for result in results:
             prompt_ids, completion_ids, logprobs, env_mask = token_fields(result)
             out["prompt_ids"].append(prompt_ids)
