@@ -319,7 +319,14 @@ const rollouts = (server: Server) =>
     server,
     Effect.gen(function*() {
       const accepted = yield* accept(server, decodeBatch, planBatch)
-      if (accepted === undefined) return json([])
+      if (accepted === undefined) {
+        // No trajectory to run: an empty stream for a client that asked for one, else [].
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const headers = { [Api.TRAJECTORIES_HEADER]: "0" }
+        return (request.headers.accept ?? "").includes(Api.NDJSON)
+          ? HttpServerResponse.text("", { contentType: Api.NDJSON, headers: { ...headers, "cache-control": "no-store" } })
+          : json([], 200, headers)
+      }
       const { plan, request, reservation } = accepted
       const results = runPlan(server, plan, reservation)
       const headers = { [Api.TRAJECTORIES_HEADER]: String(plan.trajectories) }
