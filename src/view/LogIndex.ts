@@ -220,7 +220,14 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
       if (problems.length < MAX_PROBLEMS) problems.push(problem)
     }
 
-    const addLine = (buffer: Buffer, start: number, end: number, offset: number) => {
+    const addLine = (buffer: Buffer, begin: number, end: number, at: number) => {
+      let start = begin
+      let offset = at
+      // A UTF-8 byte order mark (an editor's, PowerShell's) before the first line is not part of it.
+      if (at === 0 && end - begin >= 3 && buffer[begin] === 0xef && buffer[begin + 1] === 0xbb && buffer[begin + 2] === 0xbf) {
+        start += 3
+        offset += 3
+      }
       let stop = end
       if (stop > start && buffer[stop - 1] === 13) stop-- // CRLF
       const line = starts.length
@@ -254,7 +261,12 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
       if (indexedBytes === 0 && bytes > 0) {
         // A binary file is not JSONL: say so once instead of a malformed line per newline.
         const head = yield* readAt(fd, 0, Math.min(bytes, 8192), file)
-        if (head.includes(0)) {
+        // A log that begins with a JSON object and has NUL bytes later (the zero-filled tail a crash
+        // can leave) is still a log: those lines are bad lines, the others are shown.
+        let first = 0
+        if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) first = 3
+        while (first < head.length && (head[first] === 32 || head[first] === 9 || head[first] === 10 || head[first] === 13)) first++
+        if (head.includes(0) && head[first] !== 0x7b) {
           indexedBytes = bytes
           addProblem({
             file,

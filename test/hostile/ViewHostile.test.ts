@@ -52,3 +52,33 @@ describe("effect-gym run --view, hostile input", () => {
       }
     }))
 })
+
+describe("effect-gym view, damaged logs", () => {
+  const dir = Logs.tmp()
+
+  it.live("a UTF-8 byte order mark before the first line is skipped; NUL bytes after a first JSON line are bad lines, not a binary file", () =>
+    Effect.gen(function*() {
+      const { file } = yield* Logs.frozenLake(dir, { rows: 2, policy: "frozen-lake-solver", generations: 2 })
+      const lines = fs.readFileSync(file, "utf8").trim().split("\n")
+      expect(lines.length).toBe(4)
+      const bom = path.join(dir, "bom.jsonl")
+      fs.writeFileSync(bom, "\uFEFF" + lines.join("\n") + "\n")
+      const a = yield* cli("view", bom, "--html", path.join(dir, "bom.html"))
+      expect(a.stdout).toMatch(/bom\.jsonl: 4 trajectories, 4 in full$/)
+      expect(a.stderr).not.toContain("not JSON")
+      expect(a.code).toBe(0)
+      // a crash can leave a zero-filled block after the lines that were written
+      const zeros = path.join(dir, "zeros.jsonl")
+      fs.writeFileSync(zeros, Buffer.concat([Buffer.from(lines.slice(0, 3).join("\n") + "\n"), Buffer.alloc(100), Buffer.from("\n" + lines[3] + "\n")]))
+      const b = yield* cli("view", zeros, "--html", path.join(dir, "zeros.html"))
+      expect(b.stdout).toMatch(/zeros\.jsonl: 4 trajectories, 4 in full$/)
+      expect(b.stderr).toMatch(/warning: .*zeros\.jsonl:4: /)
+      expect(b.code).toBe(1)
+      // a real binary file is still said to be one
+      const binary = path.join(dir, "binary.jsonl")
+      fs.writeFileSync(binary, Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0, 0, 0, 10, 0, 1]))
+      const c = yield* cli("view", binary, "--html", path.join(dir, "binary.html"))
+      expect(c.stderr).toContain("is a binary file (it holds NUL bytes)")
+      expect(c.code).toBe(1)
+    }))
+})
