@@ -22,7 +22,7 @@
  */
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import type { ConfigError } from "effect"
-import { Config, Console, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Config, Console, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import type {
   ChatRequest,
   Completion,
@@ -745,6 +745,14 @@ const checkModels = (
       RequestError: (error) => Effect.flatMap(classify(error), Effect.fail),
       ResponseError: (error) => Effect.flatMap(classify(error), Effect.fail),
       ParseError: () => Effect.succeed(undefined)
+    }),
+    // A connection dropped or reset once (a keep-alive socket the server closed, a restarting proxy)
+    // is not a server that is down: ask again, twice, before saying so.
+    Effect.retry({
+      times: 2,
+      schedule: Schedule.spaced(Duration.millis(250)),
+      while: (failure: Transport.AttemptError) =>
+        failure.error.status === undefined && failure.error.reason === "Transport"
     }),
     Effect.catchAll((failure: Transport.AttemptError) => {
       const error = failure.error
