@@ -594,6 +594,7 @@ export interface Comparison {
   readonly common: number
   readonly onlyA: number
   readonly onlyB: number
+  /** A's and B's mean reward and success rate over the rows in both logs (so that B − A is a change, not a change of dataset). */
   readonly meanA: number | null
   readonly meanB: number | null
   readonly successRateA: number
@@ -690,12 +691,13 @@ export const compare = (
     const dy = options.sort === "change" ? Math.abs(y.delta) : y.delta
     return dx === dy ? x.row - y.row : (options.sort === "change" ? -1 : sign) * (dx - dy)
   })
-  const all = (side: Map<number, Side>) => {
+  const all = (side: Map<number, Side>, other: Map<number, Side>) => {
     let sum = 0
     let n = 0
     let successes = 0
     let total = 0
-    for (const s of side.values()) {
+    for (const [row, s] of side) {
+      if (!other.has(row)) continue
       sum += s.sum
       n += s.scored
       successes += s.successes
@@ -703,8 +705,8 @@ export const compare = (
     }
     return { mean: n === 0 ? null : sum / n, successRate: total === 0 ? 0 : successes / total }
   }
-  const totalA = all(left)
-  const totalB = all(right)
+  const totalA = all(left, right)
+  const totalB = all(right, left)
   return {
     common: rows.length,
     onlyA: [...left.keys()].filter((row) => !right.has(row)).length,

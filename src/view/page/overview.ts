@@ -225,8 +225,8 @@ export const compare = async (ctx: Context, el: HTMLElement) => {
     h(
       "section",
       { class: "stats" },
-      stat("compare-a", `A: ${a?.name ?? ""}`, num(c.meanA, 4), `mean reward · success ${pct(c.successRateA)}`),
-      stat("compare-b", `B: ${b?.name ?? ""}`, num(c.meanB, 4), `mean reward · success ${pct(c.successRateB)}`),
+      stat("compare-a", `A: ${a?.name ?? ""}`, num(c.meanA, 4), `mean reward over the rows in both · success ${pct(c.successRateA)}`),
+      stat("compare-b", `B: ${b?.name ?? ""}`, num(c.meanB, 4), `mean reward over the rows in both · success ${pct(c.successRateB)}`),
       stat("compare-delta", "change", c.meanA === null || c.meanB === null ? "–" : num(c.meanB - c.meanA, 4), `${num(c.improved)} rows up · ${num(c.worsened)} down · ${num(c.unchanged)} same`),
       stat("compare-rows", "rows in both", num(c.common), `${num(c.onlyA)} only in A · ${num(c.onlyB)} only in B`)
     ),
