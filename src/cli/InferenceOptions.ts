@@ -192,8 +192,9 @@ const SWIFT_TAKES: ReadonlySet<string> = new Set([
   "--retries",
   "--max-transport-failures"
 ])
-const NOT_SWIFT = [
-  ...SERVER_ONLY.filter(([flag]) => !SWIFT_TAKES.has(flag)),
+const NOT_SWIFT = SERVER_ONLY.filter(([flag]) => !SWIFT_TAKES.has(flag))
+/** What swift-rollout mode does not take of the options of both server and colocate mode. */
+const MODEL_NOT_SWIFT = [
   ["--model", "model"],
   ["--tito-check", "titoCheck"]
 ] as const
@@ -392,7 +393,7 @@ export const build = (
         )
       }
       case "swift-rollout": {
-        yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"], [NOT_SWIFT, "--mode server"]])
+        yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"], [NOT_SWIFT, "--mode server"], [MODEL_NOT_SWIFT, "--mode server or --mode colocate"]])
         const baseUrl = yield* required("--base-url", args.baseUrl, "swift-rollout")
         const apiKey = yield* apiKeyOf(args)
         const timeout = yield* requestTimeoutOf(args)
