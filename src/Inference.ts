@@ -19,7 +19,10 @@ import type { Message } from "./Message.js"
 export interface SamplingParams {
   readonly temperature?: number | undefined
   readonly topP?: number | undefined
-  /** A whole number >= 1, or -1: no limit (as in vLLM; absent: the backend's default, which may be the model's). */
+  /**
+   * A whole number >= 1, or -1: no limit (as in vLLM; absent: the backend's default, which may be the
+   * model's). Only backends that list `topK` in `Service.honours` take a limit (the OpenAI API has none).
+   */
   readonly topK?: number | undefined
   /** Tokens per turn (per completion). */
   readonly maxTokens?: number | undefined
@@ -48,7 +51,7 @@ export interface SamplingParams {
  * @since 0.2.0
  * @category models
  */
-export type Feature = "minP" | "repetitionPenalty" | "structuredOutputsRegex" | "chatTemplateKwargs"
+export type Feature = "topK" | "minP" | "repetitionPenalty" | "structuredOutputsRegex" | "chatTemplateKwargs"
 
 /**
  * One model call of a trajectory.

@@ -352,6 +352,19 @@ export const build = (
       }
       case "server": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"]])
+        if (args.strictOpenai) {
+          // What --strict-openai never sends: asked for on the command line, an error, not a silent drop.
+          const topK = Option.getOrUndefined(args.topK)
+          if (topK !== undefined && topK !== -1) {
+            return yield* new OptionError({ option: "--top-k", detail: "not part of the OpenAI API: --strict-openai never sends it" })
+          }
+          if (Option.isSome(args.chatTemplateKwargs)) {
+            return yield* new OptionError({
+              option: "--chat-template-kwargs",
+              detail: "not part of the OpenAI API: --strict-openai never sends it"
+            })
+          }
+        }
         const baseUrl = yield* required("--base-url", args.baseUrl, "server")
         const model = yield* required("--model", args.model, "server")
         const apiKey = yield* apiKeyOf(args)

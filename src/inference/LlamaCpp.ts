@@ -97,7 +97,7 @@ export interface Engine {
 const BACKEND = Binding.BACKEND
 
 /** llama.cpp's min-p sampler is vLLM's; its repeat penalty is not vLLM's repetition_penalty, and there is no regex. */
-const HONOURS: ReadonlySet<Feature> = new Set(["minP", "chatTemplateKwargs"])
+const HONOURS: ReadonlySet<Feature> = new Set(["topK", "minP", "chatTemplateKwargs"])
 /** vLLM's floor for a logprob: keeps `-Infinity` (a probability that underflowed) out of the JSON log. */
 const MIN_LOGPROB = -9999
 

@@ -606,15 +606,18 @@ const makeWith = (
       schema: Schema.Schema<A, I>
     ): Effect.Effect<A, InferenceError> => transport.send(url, body, schema, dropRejected)
 
-    // min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends neither,
-    // nor chat_template_kwargs. A regex has no one form across servers.
+    // top_k, min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends
+    // none of them, nor chat_template_kwargs, and says so (`honours`: the rollout server refuses a request's
+    // top_k with a 400 rather than dropping it). A regex has no one form across servers.
     const honours: ReadonlySet<Feature> = options.strict === true
       ? new Set()
-      : new Set(["minP", "repetitionPenalty", "chatTemplateKwargs"])
+      : new Set(["topK", "minP", "repetitionPenalty", "chatTemplateKwargs"])
+    // A call's own top_k under --strict-openai is dropped, never sent (as the library always did).
+    const accepts: ReadonlySet<Feature> = options.strict === true ? new Set(["topK"]) : honours
     const checkSampling = Sampling.checker(BACKEND, defaults)
     const samplingOf = (call: SamplingParams): Either.Either<SamplingParams, InferenceError> =>
       Either.flatMap(checkSampling(call), (sampling) => {
-        const unsupported = Sampling.requireHonoured(BACKEND, sampling, honours)
+        const unsupported = Sampling.requireHonoured(BACKEND, sampling, accepts)
         return unsupported === undefined ? Either.right(sampling) : Either.left(unsupported)
       })
 

@@ -59,7 +59,7 @@ export const problems = (params: SamplingParams): Array<Problem> => {
 }
 
 /**
- * The optional features a call's parameters ask for (see `Inference.Feature`): `min_p` above 0, a
+ * The optional features a call's parameters ask for (see `Inference.Feature`): a `top_k` limit, `min_p` above 0, a
  * `repetition_penalty` other than 1, a regex. Values that mean "no limit" ask for nothing.
  *
  * @since 0.2.0
@@ -67,6 +67,7 @@ export const problems = (params: SamplingParams): Array<Problem> => {
  */
 export const features = (params: SamplingParams): Array<Feature> => {
   const out: Array<Feature> = []
+  if (params.topK !== undefined && params.topK !== -1) out.push("topK")
   if (params.minP !== undefined && params.minP !== 0) out.push("minP")
   if (params.repetitionPenalty !== undefined && params.repetitionPenalty !== 1) out.push("repetitionPenalty")
   if (params.structuredOutputsRegex !== undefined) out.push("structuredOutputsRegex")
@@ -80,6 +81,7 @@ export const features = (params: SamplingParams): Array<Feature> => {
  * @category validation
  */
 export const FEATURE_NAMES: Readonly<Record<Feature, string>> = {
+  topK: "top_k",
   minP: "min_p",
   repetitionPenalty: "repetition_penalty",
   structuredOutputsRegex: "structured_outputs_regex",

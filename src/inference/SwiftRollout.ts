@@ -341,7 +341,7 @@ export const validate = (options: Options): Either.Either<Options, InferenceErro
   return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
-const HONOURS: ReadonlySet<Feature> = new Set(["minP", "repetitionPenalty", "structuredOutputsRegex", "chatTemplateKwargs"])
+const HONOURS: ReadonlySet<Feature> = new Set(["topK", "minP", "repetitionPenalty", "structuredOutputsRegex", "chatTemplateKwargs"])
 
 /** `http://host:8000` from `http://host:8000/` (swift rollout serves at its root, not under /v1). */
 const rootOf = (baseUrl: string): string => baseUrl.replace(/\/+$/, "")

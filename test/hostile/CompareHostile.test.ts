@@ -9,7 +9,7 @@ const summary = (over: Partial<Summary> & { line: number; row: number }): Summar
   env: "frozen_lake",
   endReason: over.reward === null ? "error" : "done",
   reward: 0,
-  envReward: over.reward ?? null,
+  envReward: over.reward ?? 0,
   advantage: 0,
   turns: 1,
   totalMs: 1,

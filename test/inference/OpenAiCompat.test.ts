@@ -316,7 +316,7 @@ describe("OpenAiCompat: limits and validation", () => {
   live("min_p and repetition_penalty go as vLLM's extra parameters (values that mean none are not sent); a regex, or --strict-openai, is refused, not ignored", () =>
     Effect.gen(function*() {
       const { client, state } = yield* setup()
-      expect(client.honours).toEqual(new Set(["minP", "repetitionPenalty", "chatTemplateKwargs"]))
+      expect(client.honours).toEqual(new Set(["topK", "minP", "repetitionPenalty", "chatTemplateKwargs"]))
       yield* client.chat(request({ sampling: { minP: 0.05, repetitionPenalty: 1.1, topK: -1 } }))
       expect(state.requests.at(-1)!.body).toMatchObject({ min_p: 0.05, repetition_penalty: 1.1, top_k: -1 })
       yield* client.chat(request({ sampling: { minP: 0, repetitionPenalty: 1 } }))
