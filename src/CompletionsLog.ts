@@ -221,8 +221,15 @@ export const check = (record: TrajectoryRecord): EncodeError | undefined => {
     jsonIssue(result.stepInfos, "rollout_infos.step_infos") ??
     jsonIssue(result.rolloutInfos, "rollout_infos") ??
     turnsIssue(record)
-  return issue === undefined ? undefined : new EncodeError(issue)
+  return issue === undefined ? undefined : new EncodeError({ path: cut(issue.path), detail: cut(issue.detail) })
 }
+
+/**
+ * A path or detail of at most about 300 characters: an info nested thousands of levels deep made
+ * a path of tens of kilobytes, written into every line and the summary.
+ */
+const cut = (text: string): string =>
+  text.length <= 300 ? text : `${text.slice(0, 150)}…(${text.length - 300} characters)…${text.slice(-150)}`
 
 /** Rows whose `env_config` was found plain JSON (checked once per row, not per trajectory). */
 const plainConfigs = new WeakSet<object>()
@@ -395,6 +402,9 @@ export const open = (
     const file = yield* fs.open(path, { flag: options.append === true ? "a" : "w" })
     const encoder = new TextEncoder()
     const policy = options.failedGroups ?? "keep"
+    // The size of the whole lines written: a write that fails half way (a full disk) is cut back
+    // to it, so the log never ends in a torn line.
+    let size = options.append === true ? Number((yield* file.stat).size) : 0
     let dirty = false
     const flush = Effect.suspend(() => {
       if (!dirty) return Effect.void
@@ -410,7 +420,11 @@ export const open = (
         }
         if (text === "") return Effect.void
         dirty = true
-        return file.writeAll(encoder.encode(text))
+        const bytes = encoder.encode(text)
+        return file.writeAll(bytes).pipe(
+          Effect.tap(() => void (size += bytes.length)),
+          Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
+        )
       },
       flush
     }

@@ -8,7 +8,9 @@
  */
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
+import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Console, Effect, Exit, Option, Schedule, Stream } from "effect"
+import * as NodeFs from "node:fs"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
 import * as Json from "../internal/Json.js"
@@ -155,7 +157,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     const done = resumed?.done
     const rows = Row.decodeStream(
       args.dataset,
-      fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
+      datasetBytes(fs, args.dataset, scan.sha256 === null),
       { skip: done === undefined ? undefined : (index) => done.has(index) }
     ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
     const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
@@ -196,6 +198,18 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     }
     return { summary, exitCode: exitCode(summary, error !== undefined) }
   }).pipe(Effect.scoped)
+
+/**
+ * The dataset's bytes. A pipe, a FIFO or `/dev/stdin` cannot be read at positions (the platform's
+ * file stream fails with ESPIPE there), so it is read as a Node stream, in order, once.
+ */
+const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
+  pipe
+    ? NodeStream.fromReadable<Error>(
+      () => NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 }),
+      (error) => error instanceof Error ? error : new Error(String(error))
+    )
+    : fs.stream(file, { chunkSize: FileSystem.KiB(256) })
 
 const stopMessage = (cause: Cause.Cause<{ readonly message: string }>): string => {
   const failure = Cause.failureOption(cause)

@@ -1,0 +1,134 @@
+/**
+ * A hostile user against issue 11's guarantees: datasets with a byte order mark, CRLF and blank
+ * lines; a dataset that is a FIFO; a 64 MB line; a full disk under the log; infos no JSON can hold.
+ * Each test failed before its fix (see the commit that added it).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Stream } from "effect"
+import { execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { cli, readLines, tmp as makeTmp } from "./cli.js"
+import * as Row from "../src/Row.js"
+
+const root = path.resolve(import.meta.dirname, "..")
+const hostile = path.join(root, "test/fixtures/plugins/hostile.mjs")
+const tmp = () => makeTmp("effect-gym-hostile-")
+
+const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 60) =>
+  Effect.timeoutFail(effect, { duration: `${seconds} seconds`, onTimeout: () => new Error(`did not end within ${seconds} s`) })
+
+const row = (seed: number) => JSON.stringify({ messages: [{ role: "user", content: "x" }], env_config: { seed } })
+const lakeWith = (n: number) => ["--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
+const lake = lakeWith(2)
+
+describe("run: datasets as editors and shells write them", () => {
+  it.live("a byte order mark, CRLF line ends and blank lines: every row runs, none is a bad row", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "bom.jsonl")
+      fs.writeFileSync(dataset, `\uFEFF${row(1)}\r\n\r\n   \n${row(2)}\r\n`)
+      const output = path.join(dir, "out.jsonl")
+      const result = yield* within(cli("run", "--dataset", dataset, "--output", output, ...lake))
+      expect(result.stderr).not.toContain("bad row")
+      const summary = JSON.parse(result.stdout)
+      expect(summary.badRows).toBe(0)
+      expect(summary.groups).toBe(2)
+      expect(result.code).toBe(0)
+      expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([1, 1, 2, 2])
+    }))
+
+  it("Row.streamLines drops a leading byte order mark only on the first line", async () => {
+    const bytes = new TextEncoder().encode(`\uFEFFa\n\uFEFFb\n`)
+    const lines = await Effect.runPromise(Stream.runCollect(Row.streamLines(Stream.make(bytes))))
+    expect(Chunk.toReadonlyArray(lines).map(([, text]) => text)).toEqual(["a", "\uFEFFb", ""])
+    expect([...Row.lines(`\uFEFFa\n\uFEFFb`)].map(([, text]) => text)).toEqual(["a", "\uFEFFb"])
+  })
+
+  it.live("a dataset that is a FIFO (a shell's <(...) or a pipe) runs; it was ESPIPE: invalid seek", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const fifo = path.join(dir, "rows.fifo")
+      execFileSync("mkfifo", [fifo])
+      const writer = spawn("sh", ["-c", `printf '%s\\n%s\\n' '${row(3)}' '${row(4)}' > '${fifo}'`])
+      const output = path.join(dir, "out.jsonl")
+      const result = yield* within(cli("run", "--dataset", fifo, "--output", output, ...lake))
+      writer.kill()
+      expect(result.stderr).not.toContain("ESPIPE")
+      expect(JSON.parse(result.stdout).groups).toBe(2)
+      expect(result.code).toBe(0)
+      expect(readLines(output)).toHaveLength(4)
+    }))
+
+  it("a 64 MB line read in 8 KB chunks is joined once (joining at every chunk copied ~256 GB)", async () => {
+    const size = 64 * 1024 * 1024
+    const chunkSize = 8 * 1024
+    const line = new Uint8Array(size).fill(0x61)
+    const chunks: Array<Uint8Array> = []
+    for (let at = 0; at < size; at += chunkSize) chunks.push(line.subarray(at, at + chunkSize))
+    chunks.push(new TextEncoder().encode("\nb\n"))
+    const lines = await Effect.runPromise(Stream.runCollect(Row.streamLines(Stream.fromIterable(chunks))))
+    const texts = Chunk.toReadonlyArray(lines).map(([, text]) => text)
+    expect(texts).toHaveLength(3)
+    expect(texts[0]!.length).toBe(size)
+    expect(texts.slice(1)).toEqual(["b", ""])
+  }, 60_000)
+})
+
+/** A 16 KB tmpfs (root only; skipped where mounting is not allowed). */
+const tinyDisk = (): string | undefined => {
+  const dir = tmp()
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", dir], { stdio: "ignore" })
+    return dir
+  } catch {
+    return undefined
+  }
+}
+
+describe("run: a full disk under the log", () => {
+  const disk = tinyDisk()
+  it.live.skipIf(disk === undefined)("the run stops with exit 3, and the log ends on a whole line (it ended in a torn one)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "d.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 40 }, (_, i) => row(i)).join("\n") + "\n")
+      const output = path.join(disk!, "out.jsonl")
+      const result = yield* within(cli("run", "--dataset", dataset, "--output", output, ...lakeWith(8)))
+      try {
+        expect(result.stderr).toContain("no space left on device")
+        expect(result.code).toBe(3)
+        expect(JSON.parse(result.stdout).error).toContain("no space left on device")
+        const text = fs.readFileSync(output, "utf8")
+        expect(text === "" || text.endsWith("\n")).toBe(true)
+        for (const line of text.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line)).not.toThrow()
+      } finally {
+        execFileSync("umount", [disk!])
+      }
+    }))
+})
+
+describe("run: infos no JSON can hold become EncodeError records", () => {
+  it.live("getters and Proxies that throw, toJSON that throws, Map, symbol, Infinity, sparse arrays, deep nesting", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "d.jsonl")
+      const faults = ["getter_throws", "proxy_throws", "tojson_throws", "map", "symbol", "infinity", "sparse", "deep", "date", "nullproto"]
+      fs.writeFileSync(dataset, faults.map((fault) => JSON.stringify({ env_config: { name: "hostile", fault } })).join("\n") + "\n")
+      const output = path.join(dir, "out.jsonl")
+      const result = yield* within(cli("run", "--dataset", dataset, "--output", output, "--plugin", hostile, "--num-generations", "1", "--json"))
+      const summary = JSON.parse(result.stdout)
+      expect(result.code).toBe(1)
+      expect(summary.failuresByError).toEqual({ EncodeError: 8 })
+      const lines = readLines(output)
+      expect(lines).toHaveLength(faults.length)
+      for (const line of lines) {
+        const fault = faults[line.row]
+        if (fault === "date" || fault === "nullproto") expect(line.error ?? undefined).toBeUndefined()
+        else expect(line.error?._tag ?? line.error?.tag ?? JSON.stringify(line.error)).toContain("EncodeError")
+      }
+      // a path thousands of levels deep is cut, not written whole into every line and the summary
+      const deep = lines.find((l) => faults[l.row] === "deep")!
+      expect(JSON.stringify(deep).length).toBeLessThan(4_000)
+    }))
+})
