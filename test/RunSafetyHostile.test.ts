@@ -86,10 +86,18 @@ const tinyDisk = (): string | undefined => {
   }
 }
 
+/** Whether this machine lets the tests mount a tmpfs (probed once, unmounted at once). */
+const canMount = ((): boolean => {
+  const probe = tinyDisk()
+  if (probe === undefined) return false
+  execFileSync("umount", [probe])
+  return true
+})()
+
 describe("run: a full disk under the log", () => {
-  const disk = tinyDisk()
-  it.live.skipIf(disk === undefined)("the run stops with exit 3, and the log ends on a whole line (it ended in a torn one)", () =>
+  it.live.skipIf(!canMount)("the run stops with exit 3, and the log ends on a whole line (it ended in a torn one)", () =>
     Effect.gen(function*() {
+      const disk = tinyDisk()
       const dir = tmp()
       const dataset = path.join(dir, "d.jsonl")
       fs.writeFileSync(dataset, Array.from({ length: 40 }, (_, i) => row(i)).join("\n") + "\n")
@@ -102,6 +110,29 @@ describe("run: a full disk under the log", () => {
         const text = fs.readFileSync(output, "utf8")
         expect(text === "" || text.endsWith("\n")).toBe(true)
         for (const line of text.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line)).not.toThrow()
+      } finally {
+        execFileSync("umount", [disk!])
+      }
+    }))
+})
+
+describe("run: a disk already full", () => {
+  it.live.skipIf(!canMount)("the run record cannot be written: exit 2, and no temporary file is left behind", () =>
+    Effect.gen(function*() {
+      const disk = tinyDisk()
+      const dir = tmp()
+      const dataset = path.join(dir, "d.jsonl")
+      fs.writeFileSync(dataset, row(1) + "\n")
+      try {
+        try {
+          fs.writeFileSync(path.join(disk!, "filler"), new Uint8Array(64 * 1024))
+        } catch {
+          // full
+        }
+        const result = yield* within(cli("run", "--dataset", dataset, "--output", path.join(disk!, "out.jsonl"), ...lake))
+        expect(result.code).toBe(2)
+        expect(result.stderr).toContain("no space left on device")
+        expect(fs.readdirSync(disk!).filter((name) => name.endsWith(".tmp"))).toEqual([])
       } finally {
         execFileSync("umount", [disk!])
       }

@@ -248,8 +248,11 @@ export const writeIdentity = (output: string, identity: Identity, version: strin
     const file = identityFile(output)
     const temporary = `${file}.${process.pid}.tmp`
     const record = { effect_gym: version, written_at: new Date().toISOString(), ...identity }
-    yield* fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n")
-    yield* fs.rename(temporary, file)
+    // a full disk must not leave the temporary file behind
+    yield* Effect.tapError(
+      Effect.zipRight(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
+      () => Effect.ignore(fs.remove(temporary))
+    )
   }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: error.message })))
 
 /** A set of row indexes, as bits (a million rows take 125 KB). */
