@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
-import type { Service } from "./Inference.js"
+import { Inference, type Service } from "./Inference.js"
 
 /**
  * Options given to a policy that it cannot use.
@@ -69,3 +69,26 @@ export const define = <A, I>(options: {
       })
   }
 }
+
+/**
+ * The `Inference` layer of a policy made with `options` (values as the command line gives them:
+ * strings are decoded by the policy's schema). Options the policy cannot use fail the layer with a
+ * {@link PolicyConfigError}; resources the policy acquires are released when the layer's scope
+ * closes.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Policy, ScriptedPolicies } from "effect-gym"
+ *
+ * const program = Effect.void // a run that needs `Inference`
+ * program.pipe(Effect.provide(Policy.layer(ScriptedPolicies.frozenLakeSolver, { epsilon: 0.3 })))
+ * ```
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layer = (
+  definition: Definition,
+  options: Readonly<Record<string, unknown>> = {}
+): Layer.Layer<Inference, PolicyConfigError> => Layer.scoped(Inference, definition.make(options))

@@ -3,15 +3,16 @@
  * `--mode scripted` (an in-process policy, `--policy NAME`), `--mode server` (an OpenAI-compatible
  * server, `--base-url` and `--model NAME`) or `--mode colocate` (a GGUF file run in-process,
  * `--model FILE`), plus sampling parameters shared by all modes. Commands that run rollouts
- * (`run`, and the rollout server) spread `options` into their own and call `make`.
+ * (`run`, and the rollout server) spread `options` into their own and provide `layer` at their root.
  */
 import { Options } from "@effect/cli"
 import { Config, Context, Duration, Effect, Layer, Option } from "effect"
-import type { SamplingParams, Service } from "../Inference.js"
+import type { InferenceError, SamplingParams, Service } from "../Inference.js"
 import { Inference } from "../Inference.js"
 import * as Sampling from "../inference/Sampling.js"
 import type * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
+import * as Policy from "../Policy.js"
 import * as Registry from "../Registry.js"
 import type { Item } from "../Rollout.js"
 import type { Summary } from "../Summary.js"
@@ -256,17 +257,33 @@ export const chatTemplateKwargs = (
 }
 
 /**
- * An `Inference` service with the control side of its backend, when it has one.
+ * The control side of the backend the options select, when it has one (`--mode swift-rollout`: the
+ * reference trainer's weight-sync endpoints, which the rollout server forwards to it); `None` for
+ * the other modes. Provided by {@link layer} beside `Inference`.
  *
- * @since 0.2.0
+ * @since 0.3.0
+ * @category services
+ */
+export class Control extends Context.Tag("effect-gym/cli/InferenceOptions/Control")<
+  Control,
+  Option.Option<SwiftRollout.Control>
+>() {}
+
+/**
+ * What `--mode scripted` needs beside the options: the registry that names the policies (plugins
+ * add theirs), `--policy` and `--policy-option`.
+ *
+ * @since 0.3.0
  * @category models
  */
-export interface Built {
-  readonly service: Service
-  readonly control: SwiftRollout.Control | undefined
+export interface ScriptedArgs {
+  readonly registry: Registry.Registry
+  readonly policy: Option.Option<string>
+  readonly policyOptions: Readonly<Record<string, unknown>>
 }
 
-const built = (service: Service, control?: SwiftRollout.Control): Built => ({ service, control })
+const noControl = <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference | Control, E> =>
+  Layer.merge(inference, Layer.succeed(Control, Option.none()))
 
 const apiKeyOf = (args: InferenceArgs) =>
   Option.match(args.apiKeyEnv, {
@@ -301,38 +318,21 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
   })
 
 /**
- * The `Inference` service the options select, acquired in the current scope (a colocate model is
- * freed when it closes). `policy` and `policyOptions` serve `--mode scripted`. The sampling options
+ * The `Inference` layer the options select (with its {@link Control}): a scripted policy
+ * (`Policy.layer`), an OpenAI-compatible server, a GGUF model in-process, or a `swift rollout`
+ * server. The options are checked when the layer is built, before anything runs: an option of
+ * another mode, a missing `--base-url`, an unknown `--policy` fail the layer with an
+ * {@link OptionError} (or the registry's, or the policy's, error). Its resources (a colocate model,
+ * an HTTP client's connections) are released when the layer's scope closes. The sampling options
  * are checked by {@link sampling}, which a command runs first.
  *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (
-  args: InferenceArgs,
-  scripted: {
-    readonly registry: Registry.Registry
-    readonly policy: Option.Option<string>
-    readonly policyOptions: Readonly<Record<string, unknown>>
-  }
-) => Effect.map(build(args, scripted), (built) => built.service)
-
-/**
- * {@link make}, with the backend's control side when it has one (`--mode swift-rollout`: the
- * trainer's weight-sync endpoints are forwarded to it).
+ * A command provides it once, at its composition root: `job.pipe(Effect.provide(layer(args, ...)))`.
  *
- * @since 0.2.0
- * @category constructors
+ * @since 0.3.0
+ * @category layers
  */
-export const build = (
-  args: InferenceArgs,
-  scripted: {
-    readonly registry: Registry.Registry
-    readonly policy: Option.Option<string>
-    readonly policyOptions: Readonly<Record<string, unknown>>
-  }
-) =>
-  Effect.gen(function*() {
+export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
     if (args.mode !== "scripted") {
       if (Option.isSome(scripted.policy)) {
         return yield* otherMode("--policy", "--mode scripted", args.mode)
@@ -348,7 +348,7 @@ export const build = (
           "--mode server or --mode colocate"
         ]])
         const policy = yield* Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
-        return built(yield* policy.make(scripted.policyOptions))
+        return noControl<InferenceError | Policy.PolicyConfigError>(Policy.layer(policy, scripted.policyOptions))
       }
       case "server": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"]])
@@ -372,7 +372,7 @@ export const build = (
         const maxTransportFailures = yield* maxTransportFailuresOf(args)
         // Backends are loaded when their mode is used (undici, node-llama-cpp stay out of other commands).
         const OpenAiCompat = yield* Effect.promise(() => import("../inference/OpenAiCompat.js"))
-        const layer = OpenAiCompat.layerUndici({
+        return noControl<InferenceError | Policy.PolicyConfigError>(OpenAiCompat.layerUndici({
           baseUrl,
           model,
           apiKey,
@@ -387,23 +387,20 @@ export const build = (
           tokenizer: Option.getOrUndefined(args.tokenizer),
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
           maxTransportFailures
-        })
-        return built(Context.get(yield* Layer.build(layer), Inference))
+        }))
       }
       case "colocate": {
         yield* rejectOthers(args, [[SERVER_ONLY, "--mode server"]])
         const modelPath = yield* required("--model", args.model, "colocate")
         const LlamaCpp = yield* Effect.promise(() => import("../inference/LlamaCpp.js"))
-        return built(
-          yield* LlamaCpp.make({
-            modelPath,
-            contextSize: Option.getOrUndefined(args.contextSize),
-            gpuLayers: Option.getOrUndefined(args.gpuLayers),
-            threads: Option.getOrUndefined(args.threads),
-            sequences: Option.getOrUndefined(args.inferenceConcurrency),
-            chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
-          })
-        )
+        return noControl<InferenceError | Policy.PolicyConfigError>(LlamaCpp.layer({
+          modelPath,
+          contextSize: Option.getOrUndefined(args.contextSize),
+          gpuLayers: Option.getOrUndefined(args.gpuLayers),
+          threads: Option.getOrUndefined(args.threads),
+          sequences: Option.getOrUndefined(args.inferenceConcurrency),
+          chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
+        }))
       }
       case "swift-rollout": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"], [NOT_SWIFT, "--mode server"], [MODEL_NOT_SWIFT, "--mode server or --mode colocate"]])
@@ -412,7 +409,7 @@ export const build = (
         const timeout = yield* requestTimeoutOf(args)
         const maxTransportFailures = yield* maxTransportFailuresOf(args)
         const SwiftRollout = yield* Effect.promise(() => import("../inference/SwiftRollout.js"))
-        const swift = yield* SwiftRollout.makeScoped({
+        const options = {
           baseUrl,
           apiKey,
           seeded: args.seededSampling,
@@ -422,11 +419,14 @@ export const build = (
           concurrency: Option.getOrUndefined(args.inferenceConcurrency),
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
           maxTransportFailures
-        })
-        return built(swift.service, swift.control)
+        }
+        return Layer.scopedContext(
+          Effect.map(SwiftRollout.makeScoped(options), (swift) =>
+            Context.make(Inference, swift.service).pipe(Context.add(Control, Option.some(swift.control))))
+        ) as Layer.Layer<Inference | Control, InferenceError | Policy.PolicyConfigError>
       }
     }
-  })
+  }))
 
 /**
  * The drift check of `--tito-check`: each trajectory's final conversation re-tokenized by the

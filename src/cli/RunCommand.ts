@@ -99,104 +99,112 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     const resumed = mode === "resume" && existing.size > 0 ? yield* resume(args, identity, scan) : undefined
 
     const instance = yield* definition.make({ options: schedulerOptions })
-    const inference = yield* InferenceOptions.make(args, {
+    // The composition root: the run below gets its `Inference` from the one layer the options
+    // select (built here, before anything is written: a bad option or an unreachable backend fails
+    // the run at start; released after the run's own scope has closed).
+    const inferenceLayer = InferenceOptions.layer(args, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
     })
-    // Recorded before the first line is written, so that a log killed at any moment can be resumed
-    // (not next to a pipe or a device: there is nothing to resume there).
-    if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, identity, version())
-    const outputError = (error: { readonly message: string }) =>
-      new FileError({ option: "--output", file: args.output, detail: error.message })
-    const writer = yield* Effect.mapError(
-      CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
-      outputError
-    )
-    // At least every second, what was written goes to disk (not only to the OS).
-    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(writer.flush), Schedule.spaced("1 second")))
-    const config: Rollout.Config = {
-      registry,
-      scheduler: { definition, instance },
-      defaultEnv,
-      numGenerations: args.numGenerations,
-      maxTurns: args.maxTurns,
-      concurrency: args.concurrency,
-      seed: args.seed,
-      columns,
-      sampling,
-      timeouts: resolved.timeouts,
-      retries: resolved.retries
-    }
-    const accumulator = new Summary.Accumulator()
-    accumulator.resumedGroups = resumed?.done.size ?? 0
-    const drift = yield* InferenceOptions.driftCheck(args, inference)
+    return yield* Effect.provide(
+      Effect.scoped(Effect.gen(function*() {
+        const inference = yield* Inference
+        // Recorded before the first line is written, so that a log killed at any moment can be resumed
+        // (not next to a pipe or a device: there is nothing to resume there).
+        if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, identity, version())
+        const outputError = (error: { readonly message: string }) =>
+          new FileError({ option: "--output", file: args.output, detail: error.message })
+        const writer = yield* Effect.mapError(
+          CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
+          outputError
+        )
+        // At least every second, what was written goes to disk (not only to the OS).
+        yield* Effect.forkScoped(Effect.repeat(Effect.ignore(writer.flush), Schedule.spaced("1 second")))
+        const config: Rollout.Config = {
+          registry,
+          scheduler: { definition, instance },
+          defaultEnv,
+          numGenerations: args.numGenerations,
+          maxTurns: args.maxTurns,
+          concurrency: args.concurrency,
+          seed: args.seed,
+          columns,
+          sampling,
+          timeouts: resolved.timeouts,
+          retries: resolved.retries
+        }
+        const accumulator = new Summary.Accumulator()
+        accumulator.resumedGroups = resumed?.done.size ?? 0
+        const drift = yield* InferenceOptions.driftCheck(args, inference)
 
-    // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM (the second
-    // ends the process at once), or when its backend is declared down (`Service.halted`).
-    const signals = yield* Effect.serviceOption(Signals)
-    const onSignal = Option.map(signals, (s) => {
-      s.handle()
-      return Effect.flatMap(s.received, (signal) =>
-        Effect.zipRight(
-          Effect.sync(() => void (accumulator.interrupted = signal)),
-          Console.error(
-            `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
-              `are written (a second ${signal} exits at once)`
+        // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM (the second
+        // ends the process at once), or when its backend is declared down (`Service.halted`).
+        const signals = yield* Effect.serviceOption(Signals)
+        const onSignal = Option.map(signals, (s) => {
+          s.handle()
+          return Effect.flatMap(s.received, (signal) =>
+            Effect.zipRight(
+              Effect.sync(() => void (accumulator.interrupted = signal)),
+              Console.error(
+                `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
+                  `are written (a second ${signal} exits at once)`
+              )
+            ))
+        })
+        let backendDown: InferenceError | undefined
+        const halted = inference.halted === undefined
+          ? Option.none()
+          : Option.some(Effect.catchAll(inference.halted, (error) => Effect.sync(() => void (backendDown = error))))
+        const stops = [...Option.toArray(onSignal), ...Option.toArray(halted)]
+        const until = stops.length === 0 ? undefined : Effect.raceAll(stops)
+
+        const fs = yield* FileSystem.FileSystem
+        const done = resumed?.done
+        const rows = Row.decodeStream(
+          args.dataset,
+          datasetBytes(fs, args.dataset, scan.sha256 === null),
+          { skip: done === undefined ? undefined : (index) => done.has(index) }
+        ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
+        const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
+        const started = performance.now()
+        const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
+        if (view !== undefined) yield* view.attach(args.output, snapshot)
+        const outcome = yield* Progress.whileRunning(
+          snapshot,
+          Rollout.stream(config, rows, { until }).pipe(
+            Stream.tap((item) => {
+              accumulator.add(item)
+              if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
+              if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
+              return drift.add(item)
+            }),
+            // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
+            Stream.groupedWithin(256, "200 millis"),
+            Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
+            Stream.runDrain,
+            Effect.exit
           )
-        ))
-    })
-    let backendDown: InferenceError | undefined
-    const halted = inference.halted === undefined
-      ? Option.none()
-      : Option.some(Effect.catchAll(inference.halted, (error) => Effect.sync(() => void (backendDown = error))))
-    const stops = [...Option.toArray(onSignal), ...Option.toArray(halted)]
-    const until = stops.length === 0 ? undefined : Effect.raceAll(stops)
-
-    const fs = yield* FileSystem.FileSystem
-    const done = resumed?.done
-    const rows = Row.decodeStream(
-      args.dataset,
-      datasetBytes(fs, args.dataset, scan.sha256 === null),
-      { skip: done === undefined ? undefined : (index) => done.has(index) }
-    ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
-    const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
-    const started = performance.now()
-    const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
-    if (view !== undefined) yield* view.attach(args.output, snapshot)
-    const outcome = yield* Progress.whileRunning(
-      snapshot,
-      Rollout.stream(config, rows, { until }).pipe(
-        Stream.tap((item) => {
-          accumulator.add(item)
-          if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
-          if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-          return drift.add(item)
-        }),
-        // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
-        Stream.groupedWithin(256, "200 millis"),
-        Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
-        Stream.runDrain,
-        Effect.provideService(Inference, inference),
-        Effect.exit
-      )
+        )
+        yield* Effect.ignore(writer.flush)
+        const summary = drift.into(accumulator.summary(performance.now() - started))
+        if (view !== undefined) yield* view.finish
+        const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
+        const error = failed ? stopMessage(outcome.cause) : backendDown?.message
+        yield* Console.log(
+          args.json
+            ? Json.stringify({ ...summary, output: args.output, error: error ?? null })
+            : `${Summary.format(summary)}\ncompletions    ${args.output}`
+        )
+        if (error !== undefined) {
+          yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
+        } else if (Exit.isFailure(outcome)) {
+          return yield* Effect.failCause(outcome.cause)
+        }
+        return { summary, exitCode: exitCode(summary, error !== undefined) }
+      })),
+      inferenceLayer
     )
-    yield* Effect.ignore(writer.flush)
-    const summary = drift.into(accumulator.summary(performance.now() - started))
-    if (view !== undefined) yield* view.finish
-    const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
-    const error = failed ? stopMessage(outcome.cause) : backendDown?.message
-    yield* Console.log(
-      args.json
-        ? Json.stringify({ ...summary, output: args.output, error: error ?? null })
-        : `${Summary.format(summary)}\ncompletions    ${args.output}`
-    )
-    if (error !== undefined) {
-      yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
-    } else if (Exit.isFailure(outcome)) {
-      return yield* Effect.failCause(outcome.cause)
-    }
-    return { summary, exitCode: exitCode(summary, error !== undefined) }
   }).pipe(Effect.scoped)
 
 /**

@@ -8,8 +8,7 @@
  * is `--inference-api-key-env VAR` here.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Duration, Effect, Exit, Option } from "effect"
-import { Inference } from "../Inference.js"
+import { Console, Duration, Effect, Exit, Layer, Option } from "effect"
 import type * as RolloutServer from "../rollout-server/RolloutServer.js"
 import {
   cannotListen,
@@ -127,13 +126,18 @@ export const serveJob = (args: ServeArgs) =>
     if (args.onFailure === "zero-reward" && Option.isSome(args.inferRetries)) {
       return yield* new OptionError({ option: "--infer-retries", detail: "only with --on-failure retry" })
     }
-    const { control, service: inference } = yield* InferenceOptions.build(upstream, {
+    // The composition root: the server gets its `Inference` (and the backend's control side) from
+    // the one layer the options select, built first below (a bad option or an unreachable backend
+    // fails at start) and released with the server's scope, after the server has shut down (its
+    // finalizer is added first, so it runs last).
+    const inferenceLayer = InferenceOptions.layer(upstream, {
       registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
     }).pipe(
+      Layer.extendScope,
       // The upstream key has its own flag here: name it in errors.
-      Effect.mapError((error) =>
+      Layer.mapError((error) =>
         error._tag === "OptionError" && error.option === "--api-key-env"
           ? new OptionError({ option: "--inference-api-key-env", detail: error.detail })
           : error
@@ -141,36 +145,39 @@ export const serveJob = (args: ServeArgs) =>
     )
     // The server (HTTP) is loaded when the command runs (startup of the other commands stays light).
     const RolloutServer = yield* Effect.promise(() => import("../rollout-server/RolloutServer.js"))
-    const options: RolloutServer.ServeOptions = {
-      host: args.host,
-      port: args.port,
-      registry: loaded,
-      scheduler,
-      schedulerOptions,
-      defaultEnv,
-      columns,
-      numGenerations: args.numGenerations,
-      maxTurns: args.maxTurns,
-      seed: args.seed,
-      sampling,
-      timeouts,
-      retries,
-      maxTrajectoriesInFlight: args.concurrency,
-      maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
-      maxBodyBytes: args.maxBody,
-      apiKey,
-      ...network,
-      shutdownGrace: Duration.millis(grace * 1000),
-      control,
-      onFailure: args.onFailure,
-      inferRetries,
-      info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
-    }
-    yield* RolloutServer.checkOptions(options)
-    // Last, once everything else is known to be right: the env workers take a moment to start.
-    const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
-    return yield* RolloutServer.serve({ ...options, registry }).pipe(
-      Effect.provideService(Inference, inference),
+    return yield* Effect.gen(function*() {
+      const control = yield* InferenceOptions.Control
+      const options: RolloutServer.ServeOptions = {
+        host: args.host,
+        port: args.port,
+        registry: loaded,
+        scheduler,
+        schedulerOptions,
+        defaultEnv,
+        columns,
+        numGenerations: args.numGenerations,
+        maxTurns: args.maxTurns,
+        seed: args.seed,
+        sampling,
+        timeouts,
+        retries,
+        maxTrajectoriesInFlight: args.concurrency,
+        maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
+        maxBodyBytes: args.maxBody,
+        apiKey,
+        ...network,
+        shutdownGrace: Duration.millis(grace * 1000),
+        control: Option.getOrUndefined(control),
+        onFailure: args.onFailure,
+        inferRetries,
+        info: { version: version(), mode: args.mode, model: Option.getOrUndefined(args.model) }
+      }
+      yield* RolloutServer.checkOptions(options)
+      // Last, once everything else is known to be right: the env workers take a moment to start.
+      const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
+      return yield* RolloutServer.serve({ ...options, registry })
+    }).pipe(
+      Effect.provide(inferenceLayer),
       Effect.catchTag("ServeError", cannotListen(args.host, args.port))
     )
   })
