@@ -3,8 +3,8 @@
  *
  *   npx tsx examples/compose_streams.ts
  */
-import { Effect, Either, Layer, Stream } from "effect"
-import { Builtins, Inference, Reward, Rollout, Row, Scheduler, ScriptedPolicies, Trajectory } from "effect-gym"
+import { Effect, Either, Stream } from "effect"
+import { Builtins, Policy, Reward, Rollout, Row, Scheduler, ScriptedPolicies, Trajectory } from "effect-gym"
 
 const program = Effect.gen(function*() {
   const instance = yield* Scheduler.gym.make({ options: {} })
@@ -41,9 +41,8 @@ const program = Effect.gen(function*() {
   )
 }).pipe(
   Effect.scoped,
-  Effect.provide(
-    Layer.scoped(Inference.Inference, Effect.orDie(ScriptedPolicies.frozenLakeSolver.make({ epsilon: 0.3 })))
-  )
+  // The policy is a layer of the Inference service (a server or a GGUF model is another layer).
+  Effect.provide(Policy.layer(ScriptedPolicies.frozenLakeSolver, { epsilon: 0.3 }))
 )
 
 Effect.runPromise(program)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, FastCheck, Fiber, Schema, Scope } from "effect"
+import { Context, Effect, Either, ExecutionStrategy, Exit, FastCheck, Fiber, Layer, Schema, Scope } from "effect"
 import * as Builtins from "../../src/Builtins.js"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
 import { observeFinalizers } from "../../src/check/internal/lifecycle.js"
@@ -425,5 +425,26 @@ describe("EnvCheck: the one Effect internal it relies on (canary for an Effect u
       yield* Scope.addFinalizer(scope, Effect.sync(() => void ran.push("late")))
       expect(registered).toBe(5)
       expect(ran.at(-1)).toBe("late")
+    }))
+
+  it.effect("finalizers added to a child scope (Scope.fork, Layer.build in the env's scope) are observed", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const ran: Array<string> = []
+      let registered = 0
+      observeFinalizers(scope, (finalizer) => {
+        registered++
+        return finalizer
+      })
+      const child = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+      yield* Scope.addFinalizer(child, Effect.sync(() => void ran.push("child")))
+      class Resource extends Context.Tag("Resource")<Resource, number>() {}
+      yield* Scope.extend(
+        Layer.build(Layer.scoped(Resource, Effect.acquireRelease(Effect.succeed(1), () => Effect.sync(() => void ran.push("layer"))))),
+        scope
+      )
+      expect(registered).toBeGreaterThanOrEqual(2)
+      yield* Scope.close(scope, Exit.void)
+      expect(ran).toEqual(["layer", "child"])
     }))
 })

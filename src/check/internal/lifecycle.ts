@@ -7,6 +7,7 @@ import {
   Duration,
   Effect,
   Either,
+  ExecutionStrategy,
   Exit,
   FastCheck,
   Fiber,
@@ -129,8 +130,8 @@ export interface Context {
  *
  * Effect has no public way to observe this: every way it registers a finalizer
  * (`Effect.addFinalizer`, `Effect.acquireRelease`, `Scope.addFinalizer(Exit)`) ends in the scope's
- * `addFinalizer` method, which its published typings mark internal. That one method is wrapped, on
- * this one instance; no state of the scope is read or copied, so Effect's runtime, which reads a
+ * `addFinalizer` method, which its published typings mark internal. That method (and `fork`, so that
+ * the child scopes an env makes are observed too) is wrapped, on this one instance; no state of the scope is read or copied, so Effect's runtime, which reads a
  * scope's state directly (`forkScoped` registers its fiber there), sees the real scope. This is the
  * checker's only reliance on an Effect internal (effect is pinned exactly); the canary test
  * "finalizers registered every public way are observed" (`test/check/EnvCheck.test.ts`) fails if an
@@ -142,10 +143,19 @@ export const observeFinalizers = (
 ): void => {
   const internal = scope as unknown as {
     readonly addFinalizer: (finalizer: Scope.Scope.Finalizer) => Effect.Effect<void>
+    readonly fork: (strategy: ExecutionStrategy.ExecutionStrategy) => Effect.Effect<Scope.CloseableScope>
   }
   const register = internal.addFinalizer.bind(scope)
   Object.defineProperty(scope, "addFinalizer", {
     value: (finalizer: Scope.Scope.Finalizer) => Effect.suspend(() => register(wrap(finalizer)))
+  })
+  // A child scope (`Scope.fork`, as `Layer.build` in the env's scope makes) is closed by the parent
+  // through its state, not through `addFinalizer`: the finalizers added to the child are observed
+  // on the child itself.
+  const fork = internal.fork.bind(scope)
+  Object.defineProperty(scope, "fork", {
+    value: (strategy: ExecutionStrategy.ExecutionStrategy) =>
+      Effect.tap(fork(strategy), (child) => Effect.sync(() => observeFinalizers(child, wrap)))
   })
 }
 
