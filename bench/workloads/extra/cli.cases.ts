@@ -39,9 +39,25 @@ const latency: Case = {
   }
 }
 
+const warmup: Case = {
+  name: "cli warmup",
+  file: path.resolve(import.meta.dirname, "../warmup.ts"),
+  args: ["--jobs", "4"],
+  figures: (rs) => {
+    const w = "10b. the run job (1024 x 8, random) 4 times in one process: job 1 cold, as a user's process runs it"
+    return [
+      { workload: w, figure: "CPU per turn, job 1 (cold)", unit: "us/turn", values: pick(rs, "job1CpuMicrosecondsPerTurn") },
+      { workload: w, figure: "CPU per turn, job 4 (warm)", unit: "us/turn", values: pick(rs, "job4CpuMicrosecondsPerTurn") },
+      { workload: w, figure: "cold / warm CPU per turn", unit: "ratio", values: pick(rs, "coldOverWarmCpu") },
+      { workload: w, figure: "load average (1 min) at the end", unit: "load", values: pick(rs, "load1") }
+    ]
+  }
+}
+
 export const cases: ReadonlyArray<Case> = [
   run(1024, "random"),
   run(10_000, "random"),
   run(1024, "frozen-lake-solver"),
-  latency
+  latency,
+  warmup
 ]
