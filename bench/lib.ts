@@ -39,6 +39,8 @@ export interface RunFigures {
   readonly seconds: number
   readonly turnsPerSecond: number
   readonly trajectoriesPerSecond: number
+  /** Turn events seen (with `events: true`). */
+  readonly events: number
 }
 
 /** One FrozenLake run through `Rollout.stream`, timed. */
@@ -47,7 +49,8 @@ export const frozenLakeRun = (options: {
   readonly generations: number
   readonly concurrency: number
   readonly maxTurns: number
-  readonly driver?: "loop" | "stream"
+  /** Run with `Rollout.streamEvents` (every turn event of the run in one stream) instead of `Rollout.stream`. */
+  readonly events?: boolean
   readonly onItem?: (item: Rollout.Item) => void
 }) =>
   Effect.gen(function*() {
@@ -60,15 +63,22 @@ export const frozenLakeRun = (options: {
       maxTurns: options.maxTurns,
       concurrency: options.concurrency,
       seed: 0,
-      columns: Either.getOrThrow(Reward.columns([])),
-      driver: options.driver
+      columns: Either.getOrThrow(Reward.columns([]))
     }
     const rows = frozenLakeRows(options.rows)
     let turns = 0
     let trajectories = 0
     const started = performance.now()
-    yield* Stream.runForEach(Rollout.stream(config, rows), (item) =>
+    let events = 0
+    const run: Stream.Stream<Rollout.Event, never, Inference.Inference> = options.events === true
+      ? Rollout.streamEvents(config, rows)
+      : Rollout.stream(config, rows)
+    yield* Stream.runForEach(run, (item) =>
       Effect.sync(() => {
+        if (item._tag !== "Group" && item._tag !== "RowFailure") {
+          events++
+          return
+        }
         options.onItem?.(item)
         if (item._tag !== "Group") return
         for (const record of item.records) {
@@ -82,7 +92,8 @@ export const frozenLakeRun = (options: {
       trajectories,
       seconds,
       turnsPerSecond: turns / seconds,
-      trajectoriesPerSecond: trajectories / seconds
+      trajectoriesPerSecond: trajectories / seconds,
+      events
     } satisfies RunFigures
   }).pipe(Effect.scoped)
 

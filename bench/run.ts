@@ -37,14 +37,14 @@ export interface Case {
   readonly figures: (runs: ReadonlyArray<Record<string, number>>) => ReadonlyArray<Figure>
 }
 
-const orchestration = (path: "loop" | "stream" | "plain", concurrency: number): Case => ({
+const orchestration = (path: "loop" | "events" | "plain", concurrency: number): Case => ({
   name: `orchestration ${path} c=${concurrency}`,
   file: workload("orchestration.ts"),
   args: ["--path", path, "--concurrency", String(concurrency)],
   figures: (rs) => [
     {
       workload: `1. FrozenLake 1024 rows x 8, random policy, max_turns 10, concurrency ${concurrency}, ${
-        path === "loop" ? "run path (Rollout)" : path === "stream" ? "Stream path (Trajectory.stream folded)" : "plain async JS loop, no Effect"
+        path === "loop" ? "run path (Rollout)" : path === "events" ? "run path with every turn event (Rollout.streamEvents)" : "plain async JS loop, no Effect"
       }`,
       figure: "turns/s",
       unit: "turns/s",
@@ -173,7 +173,7 @@ const main = async () => {
   const cases: Array<Case> = [
     orchestration("loop", 64),
     orchestration("loop", 1024),
-    orchestration("stream", 64),
+    orchestration("events", 64),
     orchestration("plain", 64),
     latency(256),
     latency(1024),

@@ -10,8 +10,7 @@
  *
  * @since 0.1.0
  */
-import type { Chunk } from "effect"
-import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, Option, Queue, Schema, Scope, Stream } from "effect"
+import { Cause, Chunk, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, Option, Queue, Schema, Scope, Stream } from "effect"
 import type { RuntimeFiber } from "effect/Fiber"
 import { check as checkEncodable, EncodeError, withEncodeError } from "./CompletionsLog.js"
 import { Inference } from "./Inference.js"
@@ -46,11 +45,12 @@ export interface Config {
   /** Variables of the model's chat template for every call of the run (e.g. an `/infer/` request's). */
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
   /**
-   * How each trajectory is driven: `loop` (default) runs the trajectory engine's transitions in a
-   * plain loop; `stream` folds `Trajectory.stream`. Both give identical results; `stream` exists
-   * to check that and to measure what the per-event stream machinery costs.
+   * How many groups may be ahead of the stream's consumer: started (in flight or complete) but not
+   * yet pulled. A consumer that stops after `n` groups (`Stream.take(n)`) has made the run start at
+   * most `n + bufferSize` groups. Default {@link defaultBufferSize}: enough to keep every worker
+   * busy while groups finish unevenly.
    */
-  readonly driver?: "loop" | "stream" | undefined
+  readonly bufferSize?: number | undefined
   /** Limits on the phases of each trajectory (absent: none). See {@link Timeouts}. */
   readonly timeouts?: Timeouts | undefined
   /**
@@ -384,13 +384,33 @@ class Tasks<E> {
   private refilling: Deferred.Deferred<void> | undefined
   exhausted = false
   failure: Cause.Cause<E> | undefined = undefined
+  /** Groups started and not yet pulled by the consumer (at most `bufferSize`). */
+  private ahead = 0
+  /** Completed when a group is pulled, for the workers waiting to start a new row. */
+  private room: Deferred.Deferred<void> | undefined
 
   constructor(
     private readonly numGenerations: number,
     iterator: Iterator<Either.Either<PreparedRow, RowError>> | undefined,
-    private readonly pull: Effect.Effect<Chunk.Chunk<Either.Either<PreparedRow, RowError>>, Option.Option<E>> | undefined
+    private readonly pull: Effect.Effect<Chunk.Chunk<Either.Either<PreparedRow, RowError>>, Option.Option<E>> | undefined,
+    private readonly bufferSize: number
   ) {
     this.iterator = iterator
+  }
+
+  /** The consumer pulled a group: one more row may start. */
+  pulled(): void {
+    this.ahead--
+    const room = this.room
+    if (room !== undefined) {
+      this.room = undefined
+      Deferred.unsafeDone(room, Exit.void)
+    }
+  }
+
+  private wait(): Effect.Effect<void> {
+    const room = this.room ??= Deferred.unsafeMake<void>(FiberId.none)
+    return Deferred.await(room)
   }
 
   /**
@@ -413,6 +433,7 @@ class Tasks<E> {
         }
       }
       if (this.exhausted) return undefined
+      if (this.ahead >= this.bufferSize) return this.wait()
       const iterator = this.iterator
       if (iterator === undefined) return this.refill()
       const step = iterator.next()
@@ -426,6 +447,7 @@ class Tasks<E> {
       const row = prepared.right.row
       const group: GroupSlot = { row, records: new Array(this.numGenerations).fill(undefined), remaining: this.numGenerations }
       this.current = { prepared: prepared.right, group, next: 0 }
+      this.ahead++
     }
   }
 
@@ -481,6 +503,58 @@ interface WorkerSlot {
 
 const END = Symbol("end")
 
+/** What the pool's queue carries: items, batches of turn events (when events are on), the end. */
+type Out = Item | ReadonlyArray<Trajectory.TurnEvent> | typeof END
+
+/** Most events a batch holds before it is handed to the queue (sooner when the consumer waits). */
+const EVENT_BATCH = 512
+
+/**
+ * The turn events of a run, buffered in one batch shared by every worker. A worker hands the
+ * batch to the queue after a transition when the batch is full or the consumer is waiting for
+ * more (so events come in large chunks under load, and without delay when the consumer is idle),
+ * and before it offers a group (so a group comes after its trajectories' events).
+ */
+class EventSink {
+  private batch: Array<Trajectory.TurnEvent> = []
+  private readonly push = (event: Trajectory.TurnEvent): void => {
+    this.batch.push(event)
+  }
+  private readonly drain = (): Effect.Effect<void> | undefined => {
+    const batch = this.batch
+    if (batch.length === 0) return undefined
+    if (batch.length < EVENT_BATCH) {
+      const size = this.queue.unsafeSize()
+      if (Option.isSome(size) && size.value > 0) return undefined
+    }
+    return this.flush()
+  }
+
+  constructor(private readonly queue: Queue.Queue<Out>) {}
+
+  listener(request: Scheduler.TrajectoryRequest, attempt: number): Trajectory.Listener {
+    return new Trajectory.Emitter(request, this.push, this.drain, attempt)
+  }
+
+  /** Hands what is buffered to the queue (waiting for room). */
+  flush(): Effect.Effect<void> | undefined {
+    const batch = this.batch
+    if (batch.length === 0) return undefined
+    this.batch = []
+    return Queue.offer(this.queue, batch)
+  }
+}
+
+/**
+ * The default {@link Config.bufferSize}: twice the groups that keep `concurrency` workers busy, and
+ * 8 more.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultBufferSize = (config: { readonly concurrency: number; readonly numGenerations: number }): number =>
+  2 * Math.ceil(config.concurrency / config.numGenerations) + 8
+
 /** Workers a pool starts with; it grows by one per task taken, up to its concurrency. */
 const INITIAL_WORKERS = 16
 
@@ -525,7 +599,8 @@ class Pool<E> {
     private readonly inference: InferenceService,
     private readonly parent: Scope.Scope,
     private readonly tasks: Tasks<E>,
-    private readonly queue: Queue.Queue<Item | typeof END>
+    private readonly queue: Queue.Queue<Out>,
+    private readonly sink: EventSink | undefined
   ) {
     const t = config.timeouts ?? {}
     this.limits = {
@@ -561,7 +636,10 @@ class Pool<E> {
 
   /** The stream's end: after every worker is done, and after the groups they offered. */
   end(): Effect.Effect<void> {
-    return Effect.zipRight(Deferred.await(this.done), Queue.offer(this.queue, END))
+    return Effect.zipRight(
+      Deferred.await(this.done),
+      Effect.suspend(() => Effect.zipRight(this.sink?.flush() ?? Effect.void, Queue.offer(this.queue, END)))
+    )
   }
 
   /** The run's failure, if a source of rows failed or a worker died (raised after the last group). */
@@ -674,7 +752,7 @@ class Pool<E> {
     slot.task = task
     const req = request(this.config, task.prepared, task.generation)
     return Effect.flatMap(
-      slot.worker.run(req, this.options, this.config.driver),
+      slot.worker.run(req, this.options, this.sink?.listener(req, task.attempt)),
       (result) => this.settle(slot, task, result)
     )
   }
@@ -724,7 +802,9 @@ class Pool<E> {
     group.records[task.generation] = out
     if (--group.remaining > 0) return Effect.void
     const records = withAdvantages(group.records as Array<TrajectoryRecord>)
-    return Queue.offer(this.queue, { _tag: "Group", row: group.row, records })
+    const offer = Queue.offer(this.queue, { _tag: "Group", row: group.row, records } satisfies Group)
+    const events = this.sink?.flush()
+    return events === undefined ? offer : Effect.zipRight(events, offer)
   }
 
   /** Whatever ended a worker's fiber: it is counted, replaced, or it ends the run. */
@@ -847,8 +927,9 @@ class Pool<E> {
  *
  * Concurrency is a fixed pool of `concurrency` workers pulling trajectories from the rows, so the
  * number of trajectories in flight (and of partly filled groups) stays bounded however large the
- * dataset is. When the rows are a `Stream` that fails, no new row starts, what is in flight
- * finishes, and the stream fails with that error after the last group.
+ * dataset is; at most `bufferSize` groups are ahead of the consumer. When the rows are a `Stream`
+ * that fails, no new row starts, what is in flight finishes, and the stream fails with that error
+ * after the last group.
  *
  * @since 0.1.0
  * @category running
@@ -857,15 +938,37 @@ export const stream = <E = never>(
   config: Config,
   rows: Rows<Row, E>,
   options?: StreamOptions
-): Stream.Stream<Item, E, Inference> =>
-  streamPrepared(
-    config,
-    Stream.StreamTypeId in rows
-      ? Stream.map(rows as Stream.Stream<Either.Either<Row, RowError>, E>, (decoded) =>
-        Either.flatMap(decoded, (row) => prepareRow(config, row)))
-      : prepareRows(config, rows as Iterable<Either.Either<Row, RowError>>),
-    options
-  )
+): Stream.Stream<Item, E, Inference> => streamPrepared(config, prepareAll(config, rows), options)
+
+/**
+ * {@link stream} with the turn events of every trajectory as well: ONE stream for the whole run,
+ * in chunks (each event tagged with its trajectory: `trajectoryId`, `row`, `generation`,
+ * `attempt`). A trajectory's events come in order, before its group; events of trajectories in
+ * flight at the same time interleave. A retried trajectory's failed attempts have their events
+ * too (their `attempt` tells them apart).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const streamEvents = <E = never>(
+  config: Config,
+  rows: Rows<Row, E>,
+  options?: StreamOptions
+): Stream.Stream<Event, E, Inference> => runPool(config, prepareAll(config, rows), options, true)
+
+/**
+ * What {@link streamEvents} emits: turn events and the run's items.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Event = Trajectory.TurnEvent | Item
+
+const prepareAll = <E>(config: Config, rows: Rows<Row, E>): Rows<PreparedRow, E> =>
+  Stream.StreamTypeId in rows
+    ? Stream.map(rows as Stream.Stream<Either.Either<Row, RowError>, E>, (decoded) =>
+      Either.flatMap(decoded, (row) => prepareRow(config, row)))
+    : prepareRows(config, rows as Iterable<Either.Either<Row, RowError>>)
 
 function* prepareRows(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Either.Either<PreparedRow, RowError>> {
   for (const decoded of rows) yield Either.flatMap(decoded, (row) => prepareRow(config, row))
@@ -882,21 +985,38 @@ export const streamPrepared = <E = never>(
   config: Config,
   rows: Rows<PreparedRow, E>,
   options?: StreamOptions
-): Stream.Stream<Item, E, Inference> =>
+): Stream.Stream<Item, E, Inference> => runPool(config, rows, options, false) as Stream.Stream<Item, E, Inference>
+
+const unbatch = (out: Item | ReadonlyArray<Trajectory.TurnEvent>): Chunk.Chunk<Event> =>
+  Array.isArray(out) ? Chunk.unsafeFromArray(out as Array<Trajectory.TurnEvent>) : Chunk.of(out as Item)
+
+const runPool = <E>(
+  config: Config,
+  rows: Rows<PreparedRow, E>,
+  options: StreamOptions | undefined,
+  withEvents: boolean
+): Stream.Stream<Event, E, Inference> =>
   Stream.unwrapScoped(
     Effect.gen(function*() {
       const inference = yield* Inference
+      const bufferSize = config.bufferSize ?? defaultBufferSize(config)
       const queue = yield* Effect.acquireRelease(
-        Queue.bounded<Item | typeof END>(Math.max(64, config.concurrency)),
+        Queue.bounded<Out>(Math.max(64, Math.min(bufferSize, 4096))),
         Queue.shutdown
       )
       const tasks = Stream.StreamTypeId in rows
         ? new Tasks<E>(
           config.numGenerations,
           undefined,
-          yield* Stream.toPull(rows as Stream.Stream<Either.Either<PreparedRow, RowError>, E>)
+          yield* Stream.toPull(rows as Stream.Stream<Either.Either<PreparedRow, RowError>, E>),
+          bufferSize
         )
-        : new Tasks<E>(config.numGenerations, (rows as Iterable<Either.Either<PreparedRow, RowError>>)[Symbol.iterator](), undefined)
+        : new Tasks<E>(
+          config.numGenerations,
+          (rows as Iterable<Either.Either<PreparedRow, RowError>>)[Symbol.iterator](),
+          undefined,
+          bufferSize
+        )
       const closeMs = millis(config.timeouts?.close)
       // The trajectories' scopes live under this one. Its finalizer is added before the pool's, so
       // on interruption the workers stop first, then it closes every trajectory still open (and its
@@ -907,19 +1027,29 @@ export const streamPrepared = <E = never>(
           ? close
           : Effect.flatMap(Effect.forkDaemon(close), (fiber) => Effect.ignore(Effect.timeout(Fiber.await(fiber), closeMs)))
       })
-      const pool = new Pool<E>(config, inference, trajectories, tasks, queue)
+      const pool = new Pool<E>(config, inference, trajectories, tasks, queue, withEvents ? new EventSink(queue) : undefined)
       yield* Effect.addFinalizer(() => pool.shutdown())
       const scope = yield* Effect.scope
       yield* pool.start(scope)
       yield* Effect.forkIn(pool.end(), scope)
       if (options?.until !== undefined) yield* Effect.forkIn(Effect.zipRight(options.until, pool.stop()), scope)
-      return Stream.fromQueue(queue).pipe(
-        Stream.takeWhile((item): item is Item => item !== END),
+      // One element per pull, so that a group counts as pulled only when the consumer asks for it
+      // (the bound of `bufferSize`); events come in batches, each one chunk.
+      const out = Stream.fromQueue(queue, { maxChunkSize: 1 }).pipe(
+        Stream.takeWhile((out): out is Item | ReadonlyArray<Trajectory.TurnEvent> => out !== END),
+        Stream.mapChunks((chunk): Chunk.Chunk<Event> => {
+          if (chunk.length !== 1) return Chunk.flatMap(chunk, unbatch)
+          const out = Chunk.unsafeHead(chunk)
+          if (Array.isArray(out)) return Chunk.unsafeFromArray(out as Array<Trajectory.TurnEvent>)
+          if ((out as Item)._tag === "Group") tasks.pulled()
+          return chunk as Chunk.Chunk<Event>
+        }),
         Stream.concat(Stream.suspend(() => {
           const failure = pool.failed
           return failure === undefined ? Stream.empty : Stream.failCause(failure)
         }))
       )
+      return out
     })
   )
 

@@ -3,9 +3,12 @@
  * reply) and a `Step` (the env's answer), then one `End` with its reason. Folding the events gives
  * the {@link TrajectoryResult}: messages, total reward, per-step rewards, infos and timings.
  *
- * {@link stream} and {@link run} are two drivers of one engine (the same transitions, the same
- * fold): `stream` pulls one event at a time and is what pipelines compose; `run` drives the same
- * transitions in a plain loop with no per-event stream machinery, which is what a large run uses.
+ * One driver runs a trajectory: a plain loop over the trajectory's transitions (start the session,
+ * call the model, let the env answer) that reports each transition to {@link Observer}s. The fold
+ * ({@link Accumulator}) is one observer; an event listener is another. {@link run} folds;
+ * {@link stream} is an adapter over the same loop that emits the events it reports (a `Stream` per
+ * trajectory costs far more than the loop itself, so a run's events are one stream for the whole
+ * run: `Rollout.events`).
  *
  * A failure never fails the stream: it ends the trajectory with reason `error` and the typed error.
  * The env lives in the trajectory's scope, so it is closed exactly once when the trajectory ends,
@@ -13,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberId, FiberRef, Option, Scope, Stream } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberId, FiberRef, Option, Queue, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import { Inference } from "./Inference.js"
 import { tokenState } from "./Inference.js"
@@ -33,12 +36,27 @@ import * as TokenSequence from "./TokenSequence.js"
 export type EndReason = "done" | "max_turns" | "error"
 
 /**
+ * What every turn event carries: which trajectory it belongs to.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export interface EventTags {
+  /** The trajectory's id (`r<row>-g<generation>`). */
+  readonly trajectoryId: string
+  readonly row: number
+  readonly generation: number
+  /** The attempt of the trajectory (1, or more when a run retries it after a transient error). */
+  readonly attempt: number
+}
+
+/**
  * The session started: the first prompt and the reset info.
  *
  * @since 0.1.0
  * @category events
  */
-export interface Reset {
+export interface Reset extends EventTags {
   readonly _tag: "Reset"
   readonly messages: ReadonlyArray<Message.Message>
   readonly info: Env.Info
@@ -51,7 +69,7 @@ export interface Reset {
  * @since 0.1.0
  * @category events
  */
-export interface CompletionEvent {
+export interface CompletionEvent extends EventTags {
   readonly _tag: "Completion"
   readonly turn: number
   readonly completion: Completion
@@ -64,7 +82,7 @@ export interface CompletionEvent {
  * @since 0.1.0
  * @category events
  */
-export interface Step {
+export interface Step extends EventTags {
   readonly _tag: "Step"
   readonly turn: number
   readonly reward: number
@@ -76,12 +94,13 @@ export interface Step {
 }
 
 /**
- * The trajectory ended. `messages` is the final conversation.
+ * The trajectory ended. `messages` is the final conversation. An event listener gets it after the
+ * trajectory's env is closed, so `error` includes a failure to close.
  *
  * @since 0.1.0
  * @category events
  */
-export interface End {
+export interface End extends EventTags {
   readonly _tag: "End"
   readonly reason: EndReason
   readonly numTurns: number
@@ -154,17 +173,46 @@ export interface TrajectoryResult {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fold
+// Observers and the fold
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Folds events into a result. One instance per trajectory; `add` every event in order, then
- * `result()` after `End`.
+ * What the trajectory loop reports, transition by transition. Methods are called synchronously on
+ * the trajectory's fiber, in order: `reset` once (unless the start failed), then per turn
+ * `completion` and `step` (`step` only when the env answered), then `end` once.
+ *
+ * @since 0.1.0
+ * @category observers
+ */
+export interface Observer {
+  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>): void
+  completion(turn: number, completion: Completion, modelMs: number): void
+  /** The env answered turn `turn` (through the scheduler's `onTurnEnd`); `done`: the trajectory ends there. */
+  step(turn: number, result: TurnResult, done: boolean, envMs: number): void
+  end(end: End): void
+}
+
+/**
+ * An observer besides the fold, for a trajectory's events. `end` is called after the trajectory's
+ * env is closed (with a failure to close as its error). `drain`, asked after every transition, may
+ * return an Effect the loop runs before it goes on (to hand buffered events to a consumer, with
+ * backpressure).
+ *
+ * @since 0.1.0
+ * @category observers
+ */
+export interface Listener extends Observer {
+  drain(): Effect.Effect<void> | undefined
+}
+
+/**
+ * Folds a trajectory's transitions into its result: the observer every trajectory has. `add`
+ * takes events (to fold a stream of them); the loop calls the {@link Observer} methods directly.
  *
  * @since 0.1.0
  * @category folding
  */
-export class Accumulator {
+export class Accumulator implements Observer {
   private resetInfo: Env.Info | undefined = undefined
   private resetMs = 0
   private total = 0
@@ -176,7 +224,7 @@ export class Accumulator {
   private readonly sequence = new TokenSequence.Builder()
   /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
   private readonly times: Array<number> = []
-  private end: End | undefined = undefined
+  private last: End | undefined = undefined
 
   constructor(readonly request: TrajectoryRequest) {}
 
@@ -186,24 +234,23 @@ export class Accumulator {
         this.reset(event.info, event.envMs)
         break
       case "Completion":
-        this.completion(event.completion, event.modelMs)
+        this.completion(event.turn, event.completion, event.modelMs)
         break
       case "Step":
-        this.step(event.reward, event.info, event.rolloutInfos, event.envMs)
+        this.fold(event.reward, event.info, event.rolloutInfos, event.envMs)
         break
       case "End":
-        this.end = event
+        this.last = event
         break
     }
   }
 
-  // The fields of each event, without the event object (the run driver calls these directly).
   reset(info: Env.Info, envMs: number): void {
     this.resetInfo = info
     this.resetMs = envMs
   }
 
-  completion(completion: Completion, modelMs: number): void {
+  completion(_turn: number, completion: Completion, modelMs: number): void {
     this.outputs.push(
       completion.policyVersion === undefined
         ? { finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs }
@@ -218,7 +265,15 @@ export class Accumulator {
     this.times.push(modelMs, 0)
   }
 
-  step(
+  step(_turn: number, result: TurnResult, _done: boolean, envMs: number): void {
+    this.fold(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, envMs)
+  }
+
+  end(end: End): void {
+    this.last = end
+  }
+
+  private fold(
     reward: number,
     info: Env.Info,
     rolloutInfos: Readonly<Record<string, unknown>> | undefined,
@@ -232,7 +287,7 @@ export class Accumulator {
   }
 
   result(): TrajectoryResult {
-    const end = this.end
+    const end = this.last
     if (end === undefined) throw new Error("Trajectory.Accumulator: result() before the End event")
     let totalMs = this.resetMs
     const timings: Array<TurnTiming> = []
@@ -262,6 +317,59 @@ export class Accumulator {
 }
 
 /**
+ * A {@link Listener} that turns the transitions of one trajectory into {@link TurnEvent}s (tagged
+ * with the trajectory) and gives each to `emit`. `drain` is `flush()` (none by default).
+ *
+ * @since 0.1.0
+ * @category observers
+ */
+export class Emitter implements Listener {
+  private readonly tags: EventTags
+
+  constructor(
+    request: TrajectoryRequest,
+    private readonly emit: (event: TurnEvent) => void,
+    private readonly flush: () => Effect.Effect<void> | undefined = () => undefined,
+    attempt = 1
+  ) {
+    this.tags = { trajectoryId: request.id, row: request.row, generation: request.generation, attempt }
+  }
+
+  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>): void {
+    const t = this.tags
+    this.emit({ _tag: "Reset", ...t, messages, info, envMs })
+  }
+
+  completion(turn: number, completion: Completion, modelMs: number): void {
+    this.emit({ _tag: "Completion", ...this.tags, turn, completion, modelMs })
+  }
+
+  step(turn: number, result: TurnResult, done: boolean, envMs: number): void {
+    this.emit({
+      _tag: "Step",
+      ...this.tags,
+      turn,
+      reward: result.reward ?? 0,
+      done,
+      observation: result.observation,
+      info: result.info ?? EMPTY_INFO,
+      rolloutInfos: result.rolloutInfos,
+      envMs
+    })
+  }
+
+  end(end: End): void {
+    this.emit({ ...end, ...this.tags })
+  }
+
+  drain(): Effect.Effect<void> | undefined {
+    return this.flush()
+  }
+}
+
+const EMPTY_INFO: Env.Info = Object.freeze({})
+
+/**
  * Folds a stream of turn events into the result.
  *
  * @since 0.1.0
@@ -280,7 +388,7 @@ export const fold = <E, R>(
   )
 
 // ---------------------------------------------------------------------------------------------
-// The engine: one state machine, two drivers
+// The engine: one state machine, one driver
 // ---------------------------------------------------------------------------------------------
 
 /**
@@ -317,36 +425,25 @@ const enum Phase {
   Closing
 }
 
-const EMPTY_INFO: Env.Info = Object.freeze({})
-
 /**
- * The trajectory's state machine. Its steps (`started`, `replied`, `answered`) hold all of the
- * logic; the stream driver wraps each in an event per pull, the run driver chains them directly.
+ * The trajectory's state machine and its one driver, {@link Machine.runInto}: the steps chained in
+ * a plain loop, each transition reported to the fold and (when there is one) a listener.
  */
 class Machine {
   phase = Phase.Start
   turn = 0
   messages: ReadonlyArray<Message.Message>
   session: Session | undefined = undefined
-  context: TurnContext | undefined = undefined
   /** The token sequence so far, for backends that generate from tokens (see `ChatRequest.previous`). */
   tokens: TokenState | undefined = undefined
   private readonly sampling: SamplingParams
   private readonly chatTemplateKwargs: Readonly<Record<string, unknown>> | undefined
-  /**
-   * When the run driver chains steps back to back, one step's end time is the next one's start,
-   * which halves the clock reads. The stream driver reads the clock at each start, because time
-   * between pulls belongs to the consumer.
-   */
-  chained = false
-  /** When the current phase started (what a watchdog measures phase timeouts from). */
+  /** When the current phase started (what a watchdog measures phase timeouts from; one step's end is the next one's start). */
   mark = 0
   /** When the trajectory started (what the trajectory timeout is measured from). */
   startedAt = 0
-  /** Whether the last answered turn ended the trajectory (its Step event's `done`). */
-  lastDone = false
-  /** The fold of this trajectory's events so far (set by the driver that runs it). */
-  acc: Accumulator | undefined = undefined
+  /** The fold of this trajectory's transitions. */
+  readonly acc: Accumulator
   /** The result, once the trajectory ended (kept while its scope closes). */
   result: TrajectoryResult | undefined = undefined
 
@@ -356,19 +453,14 @@ class Machine {
     readonly inference: InferenceService,
     options: Options,
     readonly scope: Scope.Scope,
-    readonly slot?: ScopeSlot | undefined
+    readonly slot: ScopeSlot | undefined,
+    /** An observer besides the fold (events), if any. */
+    readonly listener: Listener | undefined
   ) {
     this.messages = request.messages
     this.sampling = options.sampling ?? {}
     this.chatTemplateKwargs = options.chatTemplateKwargs
-  }
-
-  get finished(): boolean {
-    return this.phase === Phase.Finished
-  }
-
-  startTime(): number {
-    return this.chained ? this.mark : now()
+    this.acc = new Accumulator(request)
   }
 
   stamp(started: number): number {
@@ -395,13 +487,6 @@ class Machine {
     }
   }
 
-  started(session: Session): void {
-    this.session = session
-    this.messages = session.messages
-    this.phase = Phase.Model
-    this.turn = 1
-  }
-
   callModel(): Effect.Effect<Completion, TrajectoryError> {
     return this.inference.chat({
       messages: this.messages,
@@ -414,39 +499,81 @@ class Machine {
     })
   }
 
+  // ---- the driver -----------------------------------------------------------------------------
+
+  /**
+   * Runs the whole trajectory, reporting each transition; its End (reported to the fold, not yet
+   * to the listener, which gets it once the env is closed). Failures become an End with the typed
+   * error; interruption goes through.
+   */
+  runInto(): Effect.Effect<End> {
+    const acc = this.acc
+    const listener = this.listener
+    this.mark = this.startedAt = now()
+    const started = this.mark
+    const turn: Effect.Effect<End, TrajectoryError> = Effect.suspend(() => {
+      const modelStarted = this.mark
+      return Effect.flatMap(this.callModel(), (completion) => {
+        const context = this.replied(completion)
+        const modelMs = this.stamp(modelStarted)
+        acc.completion(context.turn, completion, modelMs)
+        if (listener !== undefined) listener.completion(context.turn, completion, modelMs)
+        const envStarted = this.mark
+        return Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
+          const session = this.session!
+          const done = result.done ?? session.checkFinished(context)
+          if (done || context.turn >= this.request.maxTurns) {
+            this.phase = done ? Phase.Done : Phase.MaxTurns
+            this.answered(context.turn, result, done, envStarted)
+            return Effect.succeed(this.finish())
+          }
+          // The gym scheduler's step only appends the observation: done inline, no Effect needed.
+          if (session.step === appendObservation) {
+            this.answered(context.turn, result, false, envStarted)
+            this.next(nextMessages(context, result))
+            return this.paused(turn)
+          }
+          return Effect.flatMap(session.step(context, result), (messages) => {
+            this.answered(context.turn, result, false, envStarted)
+            this.next(messages)
+            return this.paused(turn)
+          })
+        })
+      })
+    })
+    return this.guard(Effect.flatMap(this.startSession(), (session) => {
+      this.session = session
+      this.messages = session.messages
+      this.phase = Phase.Model
+      this.turn = 1
+      const envMs = this.stamp(started)
+      acc.reset(session.info, envMs)
+      if (listener === undefined) return turn
+      listener.reset(session.info, envMs, session.messages)
+      return this.paused(turn)
+    }))
+  }
+
+  /** `next`, after the listener's drain (if it has one to run). */
+  private paused(next: Effect.Effect<End, TrajectoryError>): Effect.Effect<End, TrajectoryError> {
+    const drain = this.listener?.drain()
+    return drain === undefined ? next : Effect.zipRight(drain, next)
+  }
+
   /** The model replied: append its message; the context of this turn's hooks. */
-  replied(completion: Completion): TurnContext {
+  private replied(completion: Completion): TurnContext {
     const messages = [...this.messages, Message.assistant(completion.text)]
     this.messages = messages
     this.tokens = tokenState(completion, messages)
-    const context: TurnContext = { request: this.request, turn: this.turn, messages, completion }
-    this.context = context
     this.phase = Phase.Env
-    return context
+    return { request: this.request, turn: this.turn, messages, completion }
   }
 
-  /**
-   * The env answered (through `onTurnEnd`): whether the trajectory ends, and otherwise the next
-   * turn's messages (`undefined` when it ends).
-   */
-  answered(context: TurnContext, result: TurnResult): Effect.Effect<void, TrajectoryError> | undefined {
-    const session = this.session!
-    const done = result.done ?? session.checkFinished(context)
-    this.lastDone = done
-    if (done) {
-      this.phase = Phase.Done
-      return undefined
-    }
-    if (context.turn >= this.request.maxTurns) {
-      this.phase = Phase.MaxTurns
-      return undefined
-    }
-    // The gym scheduler's step only appends the observation: do it inline, no Effect needed.
-    if (session.step === appendObservation) {
-      this.next(nextMessages(context, result))
-      return Effect.void
-    }
-    return Effect.map(session.step(context, result), (messages) => this.next(messages))
+  /** Reports the env's answer to the turn (the Step transition). */
+  private answered(turn: number, result: TurnResult, done: boolean, envStarted: number): void {
+    const envMs = this.stamp(envStarted)
+    this.acc.step(turn, result, done, envMs)
+    if (this.listener !== undefined) this.listener.step(turn, result, done, envMs)
   }
 
   private next(messages: ReadonlyArray<Message.Message>): void {
@@ -459,7 +586,20 @@ class Machine {
     // Turns the model completed: a failed model call is not a turn.
     const numTurns = this.phase === Phase.Model ? this.turn - 1 : this.turn
     this.phase = Phase.Finished
-    return { _tag: "End", reason, numTurns, messages: this.messages, error }
+    const request = this.request
+    const end: End = {
+      _tag: "End",
+      trajectoryId: request.id,
+      row: request.row,
+      generation: request.generation,
+      attempt: 1,
+      reason,
+      numTurns,
+      messages: this.messages,
+      error
+    }
+    this.acc.end(end)
+    return end
   }
 
   /** The End of a trajectory that finished normally. */
@@ -518,14 +658,13 @@ class Machine {
   /** The result of a trajectory stopped from outside with `error` (a timeout), from what it did so far. */
   stopWith(error: TrajectoryError): TrajectoryResult {
     if (this.result !== undefined) return withError(this.result, error)
-    const acc = this.acc ?? new Accumulator(this.request)
-    acc.add(this.end("error", error))
-    const result = acc.result()
+    this.end("error", error)
+    const result = this.acc.result()
     this.result = result
     return result
   }
 
-  /** Turns a failure or defect into the `End` event; interruption goes through. */
+  /** Turns a failure or defect into the `End`; interruption goes through. */
   guard<A>(effect: Effect.Effect<A, TrajectoryError>): Effect.Effect<A | End> {
     return Effect.catchAllCause(effect, (cause) =>
       Cause.isInterrupted(cause)
@@ -533,98 +672,30 @@ class Machine {
         : Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause))))
   }
 
-  // ---- the stream driver: one event per pull -----------------------------------------------
-
-  /** The next event; failures become an `End` event with the typed error. */
-  nextEvent(): Effect.Effect<TurnEvent> {
-    this.mark = now()
-    if (this.phase === Phase.Start) this.startedAt = this.mark
-    switch (this.phase) {
-      case Phase.Start: {
-        const started = now()
-        return this.guard(Effect.map(this.startSession(), (session): TurnEvent => {
-          this.started(session)
-          return { _tag: "Reset", messages: session.messages, info: session.info, envMs: this.stamp(started) }
-        }))
-      }
-      case Phase.Model: {
-        const started = now()
-        return this.guard(Effect.map(this.callModel(), (completion): TurnEvent => {
-          const context = this.replied(completion)
-          return { _tag: "Completion", turn: context.turn, completion, modelMs: this.stamp(started) }
-        }))
-      }
-      case Phase.Env: {
-        const started = now()
-        const context = this.context!
-        return this.guard(Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
-          const step = (): TurnEvent => stepEvent(context, result, this.lastDone, this.stamp(started))
-          const more = this.answered(context, result)
-          return more === undefined ? Effect.sync(step) : Effect.map(more, step)
-        }))
-      }
-      case Phase.Done:
-      case Phase.MaxTurns:
-        return Effect.succeed(this.finish())
-      case Phase.Finished:
-      case Phase.Closing:
-        return Effect.dieMessage("Trajectory: next event after End")
-    }
-  }
-
-  // ---- the run driver: the steps chained, folded as they happen ----------------------------
-
-  /** Runs the whole trajectory into `acc` (without the End, which the caller adds). */
-  runInto(acc: Accumulator): Effect.Effect<End> {
-    this.chained = true
-    this.mark = this.startedAt = now()
-    const started = this.mark
-    const turn: Effect.Effect<End, TrajectoryError> = Effect.suspend(() => {
-      const modelStarted = this.mark
-      return Effect.flatMap(this.callModel(), (completion) => {
-        const context = this.replied(completion)
-        acc.completion(completion, this.stamp(modelStarted))
-        const envStarted = this.mark
-        return Effect.flatMap(this.session!.onTurnEnd(context), (result) => {
-          const more = this.answered(context, result)
-          if (more === undefined || more === Effect.void) {
-            this.record(acc, result, envStarted)
-            return more === undefined ? Effect.succeed(this.finish()) : turn
-          }
-          return Effect.flatMap(more, () => {
-            this.record(acc, result, envStarted)
-            return turn
-          })
-        })
-      })
+  /** Tells the listener the trajectory ended (after its scope closed), with its final result. */
+  ended(result: TrajectoryResult): void {
+    const listener = this.listener
+    if (listener === undefined) return
+    const request = this.request
+    listener.end({
+      _tag: "End",
+      trajectoryId: request.id,
+      row: request.row,
+      generation: request.generation,
+      attempt: 1,
+      reason: result.endReason,
+      numTurns: result.numTurns,
+      messages: result.messages,
+      error: result.error
     })
-    return this.guard(Effect.flatMap(this.startSession(), (session) => {
-      this.started(session)
-      acc.reset(session.info, this.stamp(started))
-      return turn
-    })) as Effect.Effect<End>
-  }
-
-  /** Folds the env's answer into `acc` (the fields of the Step event {@link stepEvent} builds). */
-  private record(acc: Accumulator, result: TurnResult, envStarted: number): void {
-    acc.step(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, this.stamp(envStarted))
   }
 }
 
-const stepEvent = (context: TurnContext, result: TurnResult, done: boolean, envMs: number): Step => ({
-  _tag: "Step",
-  turn: context.turn,
-  reward: result.reward ?? 0,
-  done,
-  observation: result.observation,
-  info: result.info ?? EMPTY_INFO,
-  rolloutInfos: result.rolloutInfos,
-  envMs
-})
-
 /**
- * The trajectory as a stream of turn events. The env is created when the stream is first pulled and
- * closed when it ends (or is interrupted).
+ * The trajectory as a stream of turn events: an adapter over the same loop as {@link run}, which
+ * emits what the loop reports. The env is created when the stream starts and closed before its
+ * `End` event (or when the stream is interrupted). For a run's events use `Rollout.events`: one
+ * stream for all trajectories costs far less than a stream per trajectory.
  *
  * @since 0.1.0
  * @category constructors
@@ -636,21 +707,29 @@ export const stream = (
   Stream.unwrapScoped(
     Effect.gen(function*() {
       const inference = yield* Inference
-      const scope = yield* Effect.scope
-      const machine = new Machine(request, options.scheduler, inference, options, scope)
-      return events(machine)
+      const queue = yield* Effect.acquireRelease(Queue.bounded<ReadonlyArray<TurnEvent> | null>(1), Queue.shutdown)
+      let buffer: Array<TurnEvent> = []
+      const flush = (): Effect.Effect<void> | undefined => {
+        if (buffer.length === 0) return undefined
+        const out = buffer
+        buffer = []
+        return Queue.offer(queue, out)
+      }
+      const emitter = new Emitter(request, (event) => buffer.push(event), flush)
+      yield* Effect.forkScoped(
+        Effect.flatMap(runWith(request, options, inference, emitter), () =>
+          Effect.zipRight(flush() ?? Effect.void, Queue.offer(queue, null)))
+      )
+      return Stream.fromQueue(queue, { maxChunkSize: 1 }).pipe(
+        Stream.takeWhile((events): events is ReadonlyArray<TurnEvent> => events !== null),
+        Stream.flattenIterables
+      )
     })
   )
 
-/** The events of a machine, one per pull. */
-const events = (machine: Machine): Stream.Stream<TurnEvent> =>
-  Stream.repeatEffectOption(
-    Effect.suspend(() => machine.finished ? Effect.fail(Option.none()) : machine.nextEvent())
-  )
-
 /**
- * Runs a trajectory to its result: the same transitions and fold as {@link stream}, driven by a
- * plain loop. The env is closed before this Effect completes.
+ * Runs a trajectory to its result (the loop, folded). The env is closed before this Effect
+ * completes.
  *
  * @since 0.1.0
  * @category constructors
@@ -662,7 +741,8 @@ export const run = (
   Effect.flatMap(Inference, (inference) => runWith(request, options, inference))
 
 /**
- * {@link run} with the inference service given directly (no context lookup per trajectory).
+ * {@link run} with the inference service given directly (no context lookup per trajectory), and
+ * optionally a listener for the trajectory's transitions.
  *
  * @since 0.1.0
  * @category constructors
@@ -671,51 +751,27 @@ export const runWith = (
   request: TrajectoryRequest,
   options: Options,
   inference: InferenceService,
-  slot?: ScopeSlot | undefined
+  listener?: Listener | undefined
 ): Effect.Effect<TrajectoryResult> =>
   // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
   // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
   // trajectory.
   Effect.flatMap(Scope.make(), (scope) => {
-    const machine = new Machine(request, options.scheduler, inference, options, scope, slot)
+    const machine = new Machine(request, options.scheduler, inference, options, scope, undefined, listener)
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(
         Effect.onInterrupt(restore(runMachine(machine)), () => Scope.close(scope, Exit.interrupt(FiberId.none))),
-        ([end]) => closeMachine(machine, scope, end.error)
+        (end) => closeMachine(machine, scope, end.error)
       )
     )
   })
 
-/** Runs a machine's trajectory with the run driver and folds it: its End and its result. */
-const runMachine = (machine: Machine): Effect.Effect<readonly [End, TrajectoryResult]> => {
-  const acc = new Accumulator(machine.request)
-  machine.acc = acc
-  return Effect.map(machine.runInto(acc), (end) => {
-    acc.add(end)
-    const result = acc.result()
-    machine.result = result
-    return [end, result] as const
+/** Runs a machine's trajectory and folds it: its End (the result is kept on the machine). */
+const runMachine = (machine: Machine): Effect.Effect<End> =>
+  Effect.map(machine.runInto(), (end) => {
+    machine.result = machine.acc.result()
+    return end
   })
-}
-
-/** Runs a machine's trajectory with the stream driver (one event per pull) and folds it. */
-const foldMachine = (machine: Machine): Effect.Effect<readonly [End, TrajectoryResult]> => {
-  const acc = new Accumulator(machine.request)
-  machine.acc = acc
-  let end: End | undefined
-  return Effect.map(
-    Stream.runForEach(events(machine), (event) =>
-      Effect.sync(() => {
-        acc.add(event)
-        if (event._tag === "End") end = event
-      })),
-    () => {
-      const result = acc.result()
-      machine.result = result
-      return [end!, result] as const
-    }
-  )
-}
 
 /** The result with `error` as its error (the first failure of a trajectory is the one it keeps). */
 const withError = (result: TrajectoryResult, error: TrajectoryError): TrajectoryResult =>
@@ -737,14 +793,14 @@ const closeMachine = (
   return Effect.matchCause(Scope.close(scope, error === undefined ? Exit.void : Exit.fail(error)), {
     onSuccess: () => {
       machine.phase = Phase.Finished
+      machine.ended(machine.result!)
       return machine.result!
     },
     onFailure: (cause) => {
       machine.phase = Phase.Finished
-      const result = machine.result!
-      if (Cause.isInterruptedOnly(cause)) return result
-      machine.result = withError(result, toTrajectoryError("close", cause))
-      return machine.result
+      if (!Cause.isInterruptedOnly(cause)) machine.result = withError(machine.result!, toTrajectoryError("close", cause))
+      machine.ended(machine.result!)
+      return machine.result!
     }
   })
 }
@@ -805,17 +861,17 @@ export class Worker {
   }
 
   /**
-   * Runs one trajectory (with the loop driver, or the stream driver folded) and closes its scope.
-   * Never fails: failures, defects and a failing close are the result's error. A worker interrupted
-   * in the middle of it finishes the trajectory with {@link recover}, or closes it with
+   * Runs one trajectory and closes its scope, reporting its transitions to `listener` too (when
+   * given). Never fails: failures, defects and a failing close are the result's error. A worker
+   * interrupted in the middle of it finishes the trajectory with {@link recover}, or closes it with
    * {@link discard}.
    */
-  run(request: TrajectoryRequest, options: Options, driver: "loop" | "stream" = "loop"): Effect.Effect<TrajectoryResult> {
+  run(request: TrajectoryRequest, options: Options, listener?: Listener | undefined): Effect.Effect<TrajectoryResult> {
     return Effect.flatMap(Scope.fork(this.parent, ExecutionStrategy.sequential), (scope) => {
-      const machine = new Machine(request, options.scheduler, this.inference, options, scope, this.slot)
+      const machine = new Machine(request, options.scheduler, this.inference, options, scope, this.slot, listener)
       this.machine = machine
       this.scope = scope
-      return Effect.flatMap(driver === "stream" ? foldMachine(machine) : runMachine(machine), ([end]) =>
+      return Effect.flatMap(runMachine(machine), (end) =>
         Effect.map(closeMachine(machine, scope, end.error), (result) => {
           if (this.machine === machine) this.machine = this.scope = undefined
           return result
@@ -844,7 +900,9 @@ export class Worker {
     if (machine === undefined || scope === undefined) return undefined
     if (machine.phase === Phase.Closing) {
       this.machine = this.scope = undefined
-      return Effect.succeed(machine.stopWith(error))
+      const result = machine.stopWith(error)
+      machine.ended(result)
+      return Effect.succeed(result)
     }
     machine.stopWith(error)
     // The machine stays in flight while its scope closes, so that a close that hangs is seen too.
@@ -864,6 +922,7 @@ export class Worker {
     // The scope stays: the stuck fiber closes it (`discard`) if it ever gets out.
     this.machine = undefined
     const result = machine.stopWith(error)
+    machine.ended(result)
     return {
       ...result,
       stepRewards: [...result.stepRewards],

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Exit, Fiber, FastCheck, Stream, TestClock } from "effect"
+import { Chunk, Effect, Either, Exit, Fiber, Stream, TestClock } from "effect"
 import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
 import * as Trajectory from "../src/Trajectory.js"
-import { Counters, countingEnv, echoPolicy, randomPolicy, runConfig, withoutTimings } from "./helpers.js"
+import { Counters, countingEnv, echoPolicy, runConfig } from "./helpers.js"
 
 const setup = (counters: Counters, envConfig: Record<string, unknown>, maxTurns = 10) =>
   Effect.gen(function*() {
@@ -151,56 +151,4 @@ describe("Trajectory", () => {
       expect(result.stepRewards).toEqual([0.5, 0.5, 0.5, 0.5, 2])
       expect(result.endReason).toBe("done")
     }).pipe(Effect.provide(echoPolicy())))
-})
-
-describe("Trajectory: the stream and the fast run path agree (property)", () => {
-  it.effect.prop(
-    "FrozenLake with the seeded random policy: identical results for any config and run seed",
-    [
-      FastCheck.record({
-        size: FastCheck.integer({ min: 2, max: 6 }),
-        p: FastCheck.double({ min: 0.3, max: 1, noNaN: true }),
-        seed: FastCheck.integer({ min: 0, max: 1_000_000 })
-      }),
-      FastCheck.integer({ min: 0, max: 2 ** 31 - 1 }),
-      FastCheck.integer({ min: 1, max: 12 })
-    ],
-    ([envConfig, runSeed, maxTurns]) =>
-      Effect.scoped(Effect.gen(function*() {
-        const config = yield* runConfig({ defaultEnv: "frozen_lake", seed: runSeed, maxTurns })
-        const row = Either.getOrThrow(Row.decodeValue("t.jsonl", 3, { env_config: envConfig }))
-        const request = Rollout.request(config, Either.getOrThrow(Rollout.prepareRow(config, row)), 1)
-        const options = { scheduler: config.scheduler.instance }
-        const viaRun = yield* Trajectory.run(request, options)
-        const viaStream = yield* Trajectory.fold(request, Trajectory.stream(request, options))
-        expect(withoutTimings(viaStream)).toEqual(withoutTimings(viaRun))
-        expect(viaRun.numTurns).toBeLessThanOrEqual(maxTurns)
-      })).pipe(Effect.provide(randomPolicy()))
-  )
-
-  it.effect.prop(
-    "with injected faults: identical end reasons, errors and partial results",
-    [
-      FastCheck.record({
-        fail: FastCheck.constantFrom("none", "reset", "step", "nan", "die_step"),
-        at: FastCheck.integer({ min: 1, max: 4 }),
-        length: FastCheck.integer({ min: 1, max: 6 })
-      }),
-      FastCheck.boolean()
-    ],
-    ([envConfig, policyFails]) =>
-      Effect.scoped(Effect.gen(function*() {
-        // Each driver gets its own env registry (the test env numbers its instances).
-        const runCounters = new Counters()
-        const streamCounters = new Counters()
-        const a = yield* setup(runCounters, envConfig, 5)
-        const b = yield* setup(streamCounters, envConfig, 5)
-        const policy = echoPolicy({ failIds: policyFails ? new Set([a.request.id]) : new Set(), failTurn: 2 })
-        const viaRun = yield* Effect.provide(Trajectory.run(a.request, a.options), policy)
-        const viaStream = yield* Effect.provide(Trajectory.fold(b.request, Trajectory.stream(b.request, b.options)), policy)
-        expect(withoutTimings(viaStream)).toEqual(withoutTimings(viaRun))
-        expect(runCounters.open).toBe(0)
-        expect(streamCounters.open).toBe(0)
-      }))
-  )
 })

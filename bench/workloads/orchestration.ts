@@ -2,8 +2,9 @@
  * Workload 1: orchestration throughput. FrozenLake, rows x generations, the seeded random policy
  * with zero latency, max_turns 10.
  *
- *   --path loop|stream|plain   the run's fast path, the Stream-per-trajectory path, or a plain async
- *                              JavaScript loop with no Effect (same env class, same policy logic)
+ *   --path loop|events|plain   the run (Rollout.stream), the run with every turn event in one stream
+ *                              (Rollout.streamEvents), or a plain async JavaScript loop with no
+ *                              Effect (same env class, same policy logic)
  *   --concurrency N  --rows N  --generations N  --warmup N
  *
  * One process does `warmup` untimed runs, then one timed run, and prints its figures as JSON.
@@ -74,7 +75,7 @@ const main = async () => {
     path === "plain"
       ? plainRun()
       : Effect.runPromise(
-        frozenLakeRun({ rows, generations, concurrency, maxTurns, driver: path === "stream" ? "stream" : "loop" }).pipe(
+        frozenLakeRun({ rows, generations, concurrency, maxTurns, events: path === "events" }).pipe(
           Effect.provide(randomPolicy())
         )
       )
