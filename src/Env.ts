@@ -147,14 +147,26 @@ export class EnvConfigError extends Schema.TaggedError<EnvConfigError>("effect-g
  * reported with its row before anything runs) and gives the Effect that creates one env; running
  * that Effect twice creates two envs.
  *
+ * `R` is what the constructor requires besides the trajectory's `Scope`: services (a connection
+ * pool, a sandbox manager) provided as Layers when the run is built (`Rollout.run` requires them
+ * in its context). Env instances are per trajectory; services are per run.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Definition {
+export interface Definition<R = never> {
   readonly name: string
   readonly description: string
-  readonly prepare: (config: EnvConfig) => Either.Either<Effect.Effect<Env, EnvError, Scope.Scope>, EnvConfigError>
+  readonly prepare: (config: EnvConfig) => Either.Either<Effect.Effect<Env, EnvError, Scope.Scope | R>, EnvConfigError>
 }
+
+/**
+ * The services an env definition's constructor requires.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Services<D> = D extends Definition<infer R> ? R : never
 
 const configDecoder = <C, I>(name: string, schema: Schema.Schema<C, I> | undefined) => {
   if (schema === undefined) {
@@ -171,22 +183,26 @@ const configDecoder = <C, I>(name: string, schema: Schema.Schema<C, I> | undefin
 
 /**
  * An env from an Effect-native constructor. `config` (optional) is the schema of `env_config`;
- * without it the constructor receives the raw object.
+ * without it the constructor receives the raw object. The constructor may require services
+ * (`R`): the definition is then a `Definition<R>`, and a run of it requires them.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const define = <C = EnvConfig, I = C>(options: {
+export const define = <C = EnvConfig, I = C, R = Scope.Scope>(options: {
   readonly name: string
   readonly description?: string | undefined
   readonly config?: Schema.Schema<C, I> | undefined
-  readonly make: (config: C) => Effect.Effect<Env, EnvError, Scope.Scope>
-}): Definition => {
+  readonly make: (config: C) => Effect.Effect<Env, EnvError, R>
+}): Definition<Exclude<R, Scope.Scope>> => {
   const decode = configDecoder(options.name, options.config)
   return {
     name: options.name,
     description: options.description ?? "",
-    prepare: (config) => Either.map(decode(config), (decoded) => options.make(decoded))
+    // R is Scope and the services; the services are R without Scope.
+    prepare: (config) =>
+      Either.map(decode(config), (decoded) =>
+        options.make(decoded) as Effect.Effect<Env, EnvError, Scope.Scope | Exclude<R, Scope.Scope>>)
   }
 }
 

@@ -12,6 +12,7 @@
  */
 import { Cause, Chunk, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, Option, Queue, Schema, Scope, Stream } from "effect"
 import type { RuntimeFiber } from "effect/Fiber"
+import type * as Env from "./Env.js"
 import { check as checkEncodable, EncodeError, withEncodeError } from "./CompletionsLog.js"
 import { Inference } from "./Inference.js"
 import type { SamplingParams, Service as InferenceService } from "./Inference.js"
@@ -19,7 +20,7 @@ import { mixSeed } from "./internal/seed.js"
 import { wholeProblem } from "./internal/whole.js"
 import * as Registry from "./Registry.js"
 import * as Reward from "./Reward.js"
-import { RowError } from "./Row.js"
+import { decodeValue, RowError } from "./Row.js"
 import type { Row } from "./Row.js"
 import * as Scheduler from "./Scheduler.js"
 import * as Trajectory from "./Trajectory.js"
@@ -386,8 +387,8 @@ class Tasks<E> {
   failure: Cause.Cause<E> | undefined = undefined
   /** Groups started and not yet pulled by the consumer (at most `bufferSize`). */
   private ahead = 0
-  /** Completed when a group is pulled, for the workers waiting to start a new row. */
-  private room: Deferred.Deferred<void> | undefined
+  /** Workers waiting for room to start a new row, first come first served. */
+  private readonly waiting: Array<Deferred.Deferred<void>> = []
 
   constructor(
     private readonly numGenerations: number,
@@ -398,18 +399,20 @@ class Tasks<E> {
     this.iterator = iterator
   }
 
-  /** The consumer pulled a group: one more row may start. */
+  /**
+   * The consumer pulled a group: one more row may start. Wakes as many waiting workers as a group
+   * has generations (they take its tasks), not all of them.
+   */
   pulled(): void {
     this.ahead--
-    const room = this.room
-    if (room !== undefined) {
-      this.room = undefined
-      Deferred.unsafeDone(room, Exit.void)
+    for (let i = 0; i < this.numGenerations && this.waiting.length > 0; i++) {
+      Deferred.unsafeDone(this.waiting.shift()!, Exit.void)
     }
   }
 
   private wait(): Effect.Effect<void> {
-    const room = this.room ??= Deferred.unsafeMake<void>(FiberId.none)
+    const room = Deferred.unsafeMake<void>(FiberId.none)
+    this.waiting.push(room)
     return Deferred.await(room)
   }
 
@@ -1064,3 +1067,198 @@ export const runAll = (
   rows: Iterable<Either.Either<Row, RowError>>
 ): Effect.Effect<Array<Item>, never, Inference> =>
   Effect.map(Stream.runCollect(stream(config, rows)), (chunk) => Array.from(chunk))
+
+// ---------------------------------------------------------------------------------------------
+// The pipeable run API
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What {@link make} takes: the envs of the run (by name), and settings with defaults.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  /** The envs rows may select (`env_config.name`); constructors may require services (`R`). */
+  readonly envs: ReadonlyArray<Env.Definition<R>>
+  /** The env of rows whose `env_config` has no `name` (default: the only env, when there is one). */
+  readonly defaultEnv?: string | undefined
+  /** Default `Scheduler.gym`. */
+  readonly scheduler?: Scheduler.Definition | undefined
+  readonly schedulerOptions?: Readonly<Record<string, unknown>> | undefined
+  /** The GRPO group size (default 8). */
+  readonly numGenerations?: number | undefined
+  /** Default 10. */
+  readonly maxTurns?: number | undefined
+  /** Trajectories in flight (default 64). */
+  readonly concurrency?: number | undefined
+  /** The run's seed (default 0). */
+  readonly seed?: number | undefined
+  /** Reward functions besides the env's reward (`gym_reward`); default none. */
+  readonly rewards?: ReadonlyArray<Reward.Definition> | undefined
+  /** One weight per reward column (the functions', then `gym_reward`); default 1 each. */
+  readonly weights?: ReadonlyArray<number> | undefined
+  readonly sampling?: SamplingParams | undefined
+  readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+  readonly timeouts?: Timeouts | undefined
+  readonly retries?: number | undefined
+  /** See {@link Config.bufferSize}. */
+  readonly bufferSize?: number | undefined
+}
+
+/**
+ * A run as a value: what {@link make} gives, and {@link run} and {@link events} take. `R` is the
+ * services its envs require.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Rollout<R = never> {
+  readonly _tag: "Rollout"
+  readonly options: Options<R>
+}
+
+/**
+ * A run's settings that cannot work: a bad number, bad weights, a scheduler that refuses its
+ * options.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ConfigError = RunConfigError | Reward.RewardConfigError | Scheduler.SchedulerError
+
+/**
+ * A run of `envs`, with defaults for everything else (gym scheduler, 8 generations, 10 turns,
+ * concurrency 64, seed 0, the env's reward only). Nothing runs until {@link run} or {@link events}.
+ *
+ * @example
+ * const rollout = Rollout.make({ envs: [FrozenLake], numGenerations: 4 })
+ * const groups = rows.pipe(Rollout.run(rollout), Stream.take(10))
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <R = never>(options: Options<R>): Rollout<R> => ({ _tag: "Rollout", options })
+
+/**
+ * Builds the {@link Config} of a run (its scheduler instance lives in the current scope).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const o = rollout.options
+    const numbers = {
+      numGenerations: o.numGenerations ?? 8,
+      maxTurns: o.maxTurns ?? 10,
+      concurrency: o.concurrency ?? 64,
+      seed: o.seed ?? 0
+    }
+    yield* validate(numbers)
+    if (o.bufferSize !== undefined) yield* positiveInteger("bufferSize", o.bufferSize)
+    const columns = yield* Reward.columns(o.rewards ?? [], o.weights)
+    const scheduler = o.scheduler ?? Scheduler.gym
+    const instance = yield* scheduler.make({ options: o.schedulerOptions ?? {} })
+    // The services the envs require are in the run's context (run and events require R), so
+    // inside the run their constructors need only the trajectory's scope.
+    const envs = o.envs as ReadonlyArray<Env.Definition>
+    return {
+      registry: Registry.add(Registry.empty, { envs }),
+      scheduler: { definition: scheduler, instance },
+      defaultEnv: o.defaultEnv ?? (envs.length === 1 ? envs[0].name : undefined),
+      ...numbers,
+      columns,
+      sampling: o.sampling,
+      chatTemplateKwargs: o.chatTemplateKwargs,
+      timeouts: o.timeouts,
+      retries: o.retries,
+      bufferSize: o.bufferSize
+    } satisfies Config
+  })
+
+/**
+ * What {@link run} takes as rows: decoded rows, rows that failed to decode (`Either`, as
+ * `Row.decodeStream` gives them), or plain JSON values (a dataset row: `messages`, `env_config`,
+ * other columns), numbered in the order they come.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RowInput = Row | Either.Either<Row, RowError> | unknown
+
+const isRow = (u: unknown): u is Row =>
+  typeof u === "object" && u !== null && typeof (u as Row).file === "string" && typeof (u as Row).index === "number" &&
+  Array.isArray((u as Row).messages) && typeof (u as Row).envConfig === "object" && typeof (u as Row).dataDict === "object"
+
+const toRow = (value: unknown, index: number): Either.Either<Row, RowError> =>
+  Either.isEither(value)
+    ? (value as Either.Either<Row, RowError>)
+    : isRow(value)
+    ? Either.right(value)
+    : decodeValue("rows", index, value)
+
+const inputRows = <E, R2>(
+  rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
+): Effect.Effect<Rows<Row, E>, never, R2> =>
+  Stream.StreamTypeId in rows
+    ? Effect.map(Effect.context<R2>(), (context) =>
+      Stream.provideContext(
+        Stream.mapAccum(rows as Stream.Stream<RowInput, E, R2>, 0, (i, value) => [i + 1, toRow(value, i)]),
+        context
+      ))
+    : Effect.succeed(numbered(rows as Iterable<RowInput>))
+
+function* numbered(rows: Iterable<RowInput>): Generator<Either.Either<Row, RowError>> {
+  let i = 0
+  for (const value of rows) yield toRow(value, i++)
+}
+
+/**
+ * Runs rows (a `Stream` or an `Iterable`) and gives the groups as they complete (and row failures
+ * as they are met), for `rows.pipe(Rollout.run(rollout))`. The run's envs' services (`R`) and the
+ * `Inference` service come from the context. At most `bufferSize` groups are ahead of the consumer,
+ * so `Stream.take(n)` starts at most `n + bufferSize` groups. See {@link stream}.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = <R>(rollout: Rollout<R>, options?: StreamOptions) =>
+<E = never, R2 = never>(
+  rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
+): Stream.Stream<Item, E | ConfigError, Inference | R | R2> =>
+  Stream.unwrapScoped(
+    Effect.zipWith(config(rollout), inputRows(rows), (config, input) => stream(config, input, options))
+  ) as Stream.Stream<Item, E | ConfigError, Inference | R | R2>
+
+/**
+ * {@link run} with every trajectory's turn events as well, in ONE stream for the run (see
+ * {@link streamEvents}): `rows.pipe(Rollout.events(rollout))`.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const events = <R>(rollout: Rollout<R>, options?: StreamOptions) =>
+<E = never, R2 = never>(
+  rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
+): Stream.Stream<Event, E | ConfigError, Inference | R | R2> =>
+  Stream.unwrapScoped(
+    Effect.zipWith(config(rollout), inputRows(rows), (config, input) => streamEvents(config, input, options))
+  ) as Stream.Stream<Event, E | ConfigError, Inference | R | R2>
+
+/**
+ * Whether a run's element is a group.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isGroup = (event: Event): event is Group => event._tag === "Group"
+
+/**
+ * Whether a run's element is a turn event.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTurnEvent = (event: Event): event is Trajectory.TurnEvent =>
+  event._tag !== "Group" && event._tag !== "RowFailure"
