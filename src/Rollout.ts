@@ -249,14 +249,14 @@ export const prepareRow = (config: Config, row: Row): Either.Either<PreparedRow,
   const fail = (path: string, detail: string) =>
     Either.left(new RowError({ file: row.file, line: row.index + 1, path, detail }))
   const explicit = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
-  const name = explicit ?? config.defaultEnv
-  if (!config.scheduler.definition.usesRegistryEnvs) {
-    return Either.right({ row, env: undefined, seed })
-  }
+  const brought = config.scheduler.definition.envs
+  const name = explicit ?? config.defaultEnv ?? brought[0]?.name
   if (name === undefined) {
     return fail("env_config.name", "no env selected: pass --gym-env NAME or set env_config.name in the row")
   }
-  const definition = Registry.env(config.registry, name)
+  // The scheduler's own envs first (it provides their services), then the registry's.
+  const own = brought.find((env) => env.name === name) as Env.Definition | undefined
+  const definition = own === undefined ? Registry.env(config.registry, name) : Either.right(own)
   if (Either.isLeft(definition)) {
     return fail(explicit === undefined ? "--gym-env" : "env_config.name", definition.left.message)
   }

@@ -221,8 +221,12 @@ export interface RunOptions {
 export interface Definition {
   readonly name: string
   readonly description: string
-  /** Whether rows must select a registered env (false for schedulers that bring their own envs). */
-  readonly usesRegistryEnvs: boolean
+  /**
+   * Envs the scheduler brings (e.g. `openenv`'s): rows may select them by name like registered ones,
+   * and rows that name no env (with no `--gym-env`) use the first. Their services are the
+   * scheduler's to provide (it builds them per run in `make`).
+   */
+  readonly envs: ReadonlyArray<Env.Definition<unknown>>
   readonly make: (options: RunOptions) => Effect.Effect<Instance, SchedulerError, Scope.Scope>
 }
 
@@ -233,12 +237,12 @@ export interface Definition {
 export const define = (options: {
   readonly name: string
   readonly description?: string | undefined
-  readonly usesRegistryEnvs?: boolean | undefined
+  readonly envs?: ReadonlyArray<Env.Definition<unknown>> | undefined
   readonly make: (options: RunOptions) => Effect.Effect<Instance, SchedulerError, Scope.Scope>
 }): Definition => ({
   name: options.name,
   description: options.description ?? "",
-  usesRegistryEnvs: options.usesRegistryEnvs ?? true,
+  envs: options.envs ?? [],
   make: options.make
 })
 
@@ -441,7 +445,7 @@ export const extend = (base: Definition, options: {
   define({
     name: options.name,
     description: options.description ?? `${base.description} (extended)`,
-    usesRegistryEnvs: base.usesRegistryEnvs,
+    envs: base.envs,
     make: (runOptions) =>
       Effect.map(base.make(runOptions), (instance): Instance => ({
         name: options.name,

@@ -180,7 +180,9 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
     const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(loaded, name))
     const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
-    if (defaultEnv !== undefined && scheduler.usesRegistryEnvs) yield* Registry.env(loaded, defaultEnv)
+    if (defaultEnv !== undefined && !scheduler.envs.some((env) => env.name === defaultEnv)) {
+      yield* Registry.env(loaded, defaultEnv)
+    }
     const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
       onNone: () => args.schedulerOptions,
       onSome: (n): Readonly<Record<string, unknown>> => ({ ...args.schedulerOptions, max_concurrent_envs: n })

@@ -7,10 +7,13 @@
  * reply. The session is adapted into the core `Env` contract and driven by `Scheduler.gymSession`,
  * so rewards, `done`, `rollout_infos` and closing behave exactly as for local envs.
  *
- * One concurrency limit per server (per WebSocket URL), shared by every trajectory of the run
- * (`max_concurrent_envs`, default 4): a trajectory holds its permit from before it connects until
- * its connection is closed, so the server never sees more sessions than the limit from this run.
- * (The reference creates its semaphore per call, which limits nothing.)
+ * The session is an env ({@link env}, a `Definition<OpenEnvPool>`): its constructor requires the
+ * `OpenEnvPool` service, one concurrency limit per server (per WebSocket URL) shared by every
+ * trajectory of the run (`max_concurrent_envs`, default 4): a trajectory holds its permit from
+ * before it connects until its connection is closed, so the server never sees more sessions than
+ * the limit from this run. (The reference creates its semaphore per call, which limits nothing.)
+ * The scheduler brings that env (rows that name none use it) and builds the pool from its run
+ * options; a run with another scheduler provides `OpenEnvPool.layer` instead.
  *
  * Row `env_config`: `base_url` (`http(s)://host:port`, the WebSocket is `ws(s)://host:port/ws`),
  * `reset_kwargs` (an object, default `{}`; `seed` defaults to the row's seed and `episode_id` to the
@@ -29,12 +32,13 @@
  */
 import * as Socket from "@effect/platform/Socket"
 import type { Context } from "effect"
-import { Duration, Effect, Either, ParseResult, Schedule, Schema, Scope } from "effect"
+import { Duration, Effect, Either, ParseResult, Schema, Scope } from "effect"
 import * as Env from "../Env.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
+import * as OpenEnvPool from "./OpenEnvPool.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { isWhole } from "../internal/whole.js"
 
@@ -181,22 +185,161 @@ const infoOf = (reply: OpenEnvProtocol.ObservationData): Env.Info => {
   return info
 }
 
+/** The OpenEnv env's instance: the core contract, and the live session once reset (for scheduler overrides). */
+interface OpenEnvInstance extends Env.Env {
+  readonly live: () => { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData; readonly config: EnvConfig } | undefined
+}
+
 /**
- * An OpenEnv scheduler definition.
+ * Options of the `openenv` env: its name, and how replies and observations are translated.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EnvOptions {
+  /** Default `openenv`. */
+  readonly name?: string | undefined
+  readonly description?: string | undefined
+  /** The model's reply to the action object (default {@link parseAction}). */
+  readonly parseAction?: ((text: string) => OpenEnvProtocol.JsonObject) | undefined
+  /** An observation reply to the next user message (default {@link formatObservation}). */
+  readonly formatObservation?: ((reply: OpenEnvProtocol.ObservationData) => string) | undefined
+}
+
+/**
+ * The `openenv` env: one OpenEnv session (a WebSocket connection) per trajectory, to the row's
+ * `env_config.base_url`, reset with `env_config.reset_kwargs` (`seed` defaults to the row's seed,
+ * `episode_id` to the trajectory id), stepped with each reply. Its constructor requires the
+ * {@link OpenEnvPool.OpenEnvPool} service: the permit of its server is taken before it connects
+ * and given back when its trajectory's scope closes, after the connection is closed.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const env = (options: EnvOptions = {}): Env.Definition<OpenEnvPool.OpenEnvPool> => {
+  const name = options.name ?? "openenv"
+  const parse = options.parseAction ?? parseAction
+  const format = options.formatObservation ?? formatObservation
+  return Env.define({
+    name,
+    description: options.description ??
+      "An OpenEnv server over WebSocket (env_config: base_url, reset_kwargs, system_message); one shared limit per server",
+    make: (raw) => Effect.flatMap(OpenEnvPool.OpenEnvPool, (pool) => connect(name, raw, pool, parse, format))
+  })
+}
+
+const connect = (
+  name: string,
+  raw: Env.EnvConfig,
+  pool: OpenEnvPool.Service,
+  parse: (text: string) => OpenEnvProtocol.JsonObject,
+  format: (reply: OpenEnvProtocol.ObservationData) => string
+): Effect.Effect<OpenEnvInstance, Env.EnvError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const createError = (detail: string, cause?: unknown) =>
+      new Env.EnvError({ env: name, phase: "create", detail, ...(cause === undefined ? {} : { cause }) })
+    const config = decodeEnvConfig(raw)
+    if (Either.isLeft(config)) {
+      const issue = firstIssue(config.left)
+      return yield* createError(`env_config.${issue.path}: ${issue.message}`)
+    }
+    const envConfig = config.right
+    const url = OpenEnvProtocol.toWebSocketUrl(envConfig.base_url)
+    if (url === undefined) {
+      return yield* createError(
+        `env_config.base_url: ${JSON.stringify(envConfig.base_url)} is not an http(s):// or ws(s):// URL`
+      )
+    }
+    // The permit is held until the trajectory's scope closes, after the session's own finalizer has
+    // closed the connection.
+    yield* pool.permit(url)
+    const scope = yield* Effect.scope
+    const toEnvError = (phase: Env.EnvError["phase"]) => (error: OpenEnvProtocol.OpenEnvError) => {
+      if (error.reason === "ReplyTimeout") pool.orphaned(url)
+      return new Env.EnvError({ env: name, phase, detail: error.message, details: detailsOf(error), cause: error })
+    }
+
+    let live: { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData; readonly config: EnvConfig } | undefined
+    return {
+      live: () => live,
+      reset: (reset) =>
+        OpenEnvClient.connectAndReset(
+          envConfig.base_url,
+          { seed: reset.seed, episode_id: reset.trajectoryId, ...envConfig.reset_kwargs },
+          { ...pool.client, ...pool.retryFor(url) }
+        ).pipe(
+          Effect.provideService(Socket.WebSocketConstructor, pool.webSocketConstructor),
+          Scope.extend(scope),
+          Effect.mapError(toEnvError("reset")),
+          Effect.flatMap(({ observation, session }) => {
+            live = { session, reset: observation, config: envConfig }
+            return Effect.map(Env.lift(name, "reset", () => format(observation)), (text): Env.ResetResult => ({
+              observation: text,
+              info: infoOf(observation),
+              systemPrompt: envConfig.system_message ?? undefined
+            }))
+          })
+        ),
+      step: (messages) =>
+        Effect.suspend(() => {
+          const current = live
+          if (current === undefined) {
+            return Effect.fail(new Env.EnvError({ env: name, phase: "step", detail: "step before reset" }))
+          }
+          const reply = Message.lastOf(messages, "assistant") ?? ""
+          return Env.lift(name, "step", () => parse(reply)).pipe(
+            Effect.flatMap((action) => Effect.mapError(current.session.step(action), toEnvError("step"))),
+            Effect.flatMap((out) =>
+              Effect.map(Env.lift(name, "step", () => format(out)), (text): Env.StepResult => ({
+                observation: text,
+                reward: out.reward ?? 0,
+                done: out.done,
+                info: infoOf(out)
+              }))
+            )
+          )
+        })
+    } satisfies OpenEnvInstance
+  })
+
+/** The pool settings of the scheduler's run options. */
+const poolSettings = (
+  settings: RunOptions,
+  webSocketConstructor: Options["webSocketConstructor"]
+): OpenEnvPool.Settings => ({
+  maxConcurrentEnvs: settings.max_concurrent_envs,
+  connectTimeout: Duration.seconds(settings.connect_timeout_s),
+  replyTimeout: Duration.seconds(settings.reply_timeout_s),
+  closeTimeout: Duration.seconds(settings.close_timeout_s),
+  capacityRetries: settings.capacity_retries,
+  capacityBackoff: Duration.millis(settings.capacity_backoff_ms),
+  connectRetries: settings.connect_retries,
+  connectBackoff: Duration.millis(settings.connect_backoff_ms),
+  orphanCapacityRetries: settings.orphan_capacity_retries,
+  webSocketConstructor
+})
+
+/**
+ * An OpenEnv scheduler definition: the gym scheduler over the {@link env} it brings (rows that
+ * name no env use it), with an {@link OpenEnvPool.OpenEnvPool} built from its run options for the
+ * run and provided to the envs its rows create.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options = {}): Scheduler.Definition => {
   const name = options.name ?? "openenv"
-  const parse = options.parseAction ?? parseAction
-  const format = options.formatObservation ?? formatObservation
+  const definition = env({
+    name: "openenv",
+    parseAction: options.parseAction,
+    formatObservation: options.formatObservation
+  })
   return Scheduler.define({
     name,
     description: options.description ??
       "Drives OpenEnv servers over WebSocket (env_config: base_url, reset_kwargs, system_message); " +
         "one shared limit per server",
-    usesRegistryEnvs: false,
+    envs: [definition as Env.Definition<unknown>],
     make: (run) =>
       Effect.gen(function*() {
         const decoded = decodeRunOptions({ ...options.defaults, ...run.options })
@@ -208,145 +351,34 @@ export const make = (options: Options = {}): Scheduler.Definition => {
             detail: `--scheduler-option ${issue.path}: ${issue.message}`
           })
         }
-        const settings = decoded.right
-        const constructor = options.webSocketConstructor ??
-          (yield* Effect.provide(Socket.WebSocketConstructor, OpenEnvClient.layerWebSocketConstructor))
-        const clientOptions: OpenEnvClient.Options = {
-          connectTimeout: Duration.seconds(settings.connect_timeout_s),
-          replyTimeout: Duration.seconds(settings.reply_timeout_s),
-          closeTimeout: Duration.seconds(settings.close_timeout_s)
-        }
-        /**
-         * Sessions of this run the server may still hold: dropped after a reply timeout (the
-         * server, frozen or slow, had not seen the close). A full server is then likely full of
-         * them, so CAPACITY_REACHED is retried (up to `orphan_capacity_retries`) while any is recent.
-         */
-        const orphans = new Map<string, Array<number>>()
-        const orphanWindow = 2 * settings.reply_timeout_s * 1000 + 60_000
-        const recentOrphans = (url: string) => {
-          const now = Date.now()
-          const kept = (orphans.get(url) ?? []).filter((at) => now - at < orphanWindow)
-          orphans.set(url, kept)
-          return kept.length
-        }
-        /**
-         * One connect-and-reset's retry policy: connection failures (refused, reset, lost before
-         * the reset's reply: a server restarting) up to `connect_retries`; CAPACITY_REACHED up to
-         * `capacity_retries`, or `orphan_capacity_retries` while this run's own dropped sessions may
-         * hold the server's slots. Backoff: exponential from the smaller base, jittered, at most 10 s.
-         */
-        const retryFor = (url: string) => {
-          let connectFailures = 0
-          let capacityFailures = 0
-          const limit = settings.connect_retries + Math.max(settings.capacity_retries, settings.orphan_capacity_retries)
-          return {
-            retry: Schedule.exponential(Duration.millis(Math.min(settings.connect_backoff_ms, settings.capacity_backoff_ms))).pipe(
-              Schedule.either(Schedule.spaced("10 seconds")),
-              Schedule.jittered,
-              Schedule.intersect(Schedule.recurs(limit))
-            ),
-            retryWhile: (error: OpenEnvProtocol.OpenEnvError) => {
-              if (error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost") {
-                return ++connectFailures <= settings.connect_retries
-              }
-              if (error.reason === "CapacityReached") {
-                capacityFailures++
-                return capacityFailures <= settings.capacity_retries ||
-                  (recentOrphans(url) > 0 && capacityFailures <= settings.orphan_capacity_retries)
-              }
-              return false
-            }
-          }
-        }
-
-        // One limit per server for the whole run: this map lives as long as the run's instance.
-        const limits = new Map<string, Effect.Semaphore>()
-        const limitFor = (url: string): Effect.Semaphore => {
-          let limit = limits.get(url)
-          if (limit === undefined) {
-            limit = Effect.unsafeMakeSemaphore(settings.max_concurrent_envs)
-            limits.set(url, limit)
-          }
-          return limit
-        }
+        // One pool (one limit per server) for the whole run: it lives as long as the run's instance.
+        const pool = yield* OpenEnvPool.make(poolSettings(decoded.right, options.webSocketConstructor))
 
         const start = (
           request: Scheduler.TrajectoryRequest
         ): Effect.Effect<Scheduler.Session, Scheduler.TrajectoryError, Scope.Scope> =>
           Effect.gen(function*() {
-            const createError = (detail: string, cause?: unknown) =>
-              new Env.EnvError({ env: name, phase: "create", detail, ...(cause === undefined ? {} : { cause }) })
-            const config = decodeEnvConfig(request.envConfig)
-            if (Either.isLeft(config)) {
-              const issue = firstIssue(config.left)
-              return yield* createError(`env_config.${issue.path}: ${issue.message}`)
+            const selected = request.env
+            if (selected === undefined) {
+              return yield* new Scheduler.SchedulerError({ scheduler: name, hook: "start", detail: "no env selected for this row" })
             }
-            const envConfig = config.right
-            const url = OpenEnvProtocol.toWebSocketUrl(envConfig.base_url)
-            if (url === undefined) {
-              return yield* createError(
-                `env_config.base_url: ${JSON.stringify(envConfig.base_url)} is not an http(s):// or ws(s):// URL`
-              )
-            }
-            // The permit is held until the trajectory's scope closes, after the session's own
-            // finalizer has closed the connection. Waiting for it stays interruptible.
-            const limit = limitFor(url)
-            yield* Effect.uninterruptibleMask((restore) =>
-              Effect.zipRight(restore(limit.take(1)), Effect.addFinalizer(() => limit.release(1)))
+            const live = yield* Effect.provideService(
+              selected.create as Effect.Effect<Env.Env, Env.EnvError, Scope.Scope | OpenEnvPool.OpenEnvPool>,
+              OpenEnvPool.OpenEnvPool,
+              pool
             )
-            const scope = yield* Effect.scope
-            const toEnvError = (phase: Env.EnvError["phase"]) => (error: OpenEnvProtocol.OpenEnvError) => {
-              if (error.reason === "ReplyTimeout") (orphans.get(url) ?? orphans.set(url, []).get(url)!).push(Date.now())
-              return new Env.EnvError({ env: name, phase, detail: error.message, details: detailsOf(error), cause: error })
-            }
-
-            let live: { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData } | undefined
-            const env: Env.Env = {
-              reset: (reset) =>
-                OpenEnvClient.connectAndReset(
-                  envConfig.base_url,
-                  { seed: reset.seed, episode_id: reset.trajectoryId, ...envConfig.reset_kwargs },
-                  { ...clientOptions, ...retryFor(url) }
-                ).pipe(
-                  Effect.provideService(Socket.WebSocketConstructor, constructor),
-                  Scope.extend(scope),
-                  Effect.mapError(toEnvError("reset")),
-                  Effect.flatMap(({ observation, session }) => {
-                    live = { session, reset: observation }
-                    return Effect.map(Env.lift(name, "reset", () => format(observation)), (text): Env.ResetResult => ({
-                      observation: text,
-                      info: infoOf(observation),
-                      systemPrompt: envConfig.system_message ?? undefined
-                    }))
-                  })
-                ),
-              step: (messages) =>
-                Effect.suspend(() => {
-                  const current = live
-                  if (current === undefined) {
-                    return Effect.fail(new Env.EnvError({ env: name, phase: "step", detail: "step before reset" }))
-                  }
-                  const reply = Message.lastOf(messages, "assistant") ?? ""
-                  return Env.lift(name, "step", () => parse(reply)).pipe(
-                    Effect.flatMap((action) => Effect.mapError(current.session.step(action), toEnvError("step"))),
-                    Effect.flatMap((out) =>
-                      Effect.map(Env.lift(name, "step", () => format(out)), (text): Env.StepResult => ({
-                        observation: text,
-                        reward: out.reward ?? 0,
-                        done: out.done,
-                        info: infoOf(out)
-                      }))
-                    )
-                  )
-                })
-            }
-            const base = yield* Scheduler.gymSession(name, env, request)
+            const base = yield* Scheduler.gymSession(selected.name, live, request)
             const overrides = options.session
-            if (overrides === undefined || live === undefined) return base
-            const session = live.session
-            const resetReply = live.reset
+            const session = "live" in live ? (live as OpenEnvInstance).live() : undefined
+            if (overrides === undefined || session === undefined) return base
             const extra = yield* Scheduler.liftHook(name, "session", () =>
-              overrides(base, { request, config: envConfig, session, reset: resetReply, scheduler: name }))
+              overrides(base, {
+                request,
+                config: session.config,
+                session: session.session,
+                reset: session.reset,
+                scheduler: name
+              }))
             return { ...base, ...extra }
           })
 

@@ -3,13 +3,14 @@
  * shared limit per server, typed failures, a server killed mid-trajectory.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Chunk, Effect, Stream } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 import * as Env from "../../src/Env.js"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import * as Inference from "../../src/Inference.js"
+import * as OpenEnvPool from "../../src/openenv/OpenEnvPool.js"
 import * as OpenEnvScheduler from "../../src/openenv/OpenEnvScheduler.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Rollout from "../../src/Rollout.js"
@@ -258,4 +259,23 @@ describe("openenv scheduler: its own sessions dropped after a reply timeout", ()
       expect(server.sessions.rejected, "the server did refuse sessions meanwhile").toBeGreaterThan(0)
       expect(yield* settled(server.sessions)).toBe(0)
     }).pipe(Effect.provide(randomPolicy({ latency_ms: 5 }))))
+})
+
+describe("the openenv env as a service-requiring env (Env.Definition<OpenEnvPool>)", () => {
+  it.scopedLive("a gym run of the openenv env: the pool Layer's per-server limit holds, permits all come back", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 8 })
+      const rollout = Rollout.make({ envs: [OpenEnvScheduler.env()], numGenerations: 4, concurrency: 32, maxTurns: 4 })
+      const dataset = Array.from({ length: 6 }, () => ({ env_config: { base_url: server.url } }))
+      const items = yield* Stream.fromIterable(dataset).pipe(
+        Rollout.run(rollout),
+        Stream.runCollect,
+        Effect.provide(OpenEnvPool.layer({ maxConcurrentEnvs: 3 }))
+      )
+      const all = Chunk.toArray(items).filter(Rollout.isGroup).flatMap((g) => g.records)
+      expect(all.length).toBe(24)
+      expect(all.filter((r) => r.error !== undefined).map((r) => r.error!.message)).toEqual([])
+      expect(server.sessions).toMatchObject({ maxSeen: 3, rejected: 0, accepted: 24 })
+      expect(yield* settled(server.sessions)).toBe(0)
+    }).pipe(Effect.provide(randomPolicy({ latency_ms: 2 }))))
 })

@@ -1,0 +1,158 @@
+/**
+ * The service OpenEnv envs require: one concurrency limit per OpenEnv server (per WebSocket URL),
+ * shared by every trajectory of a run, and the client's settings.
+ *
+ * A trajectory takes its server's permit before it connects and gives it back when its scope
+ * closes, after the session's own finalizer has closed the connection, so a server never sees more
+ * sessions from the run than `maxConcurrentEnvs`. The limits are an `RcMap` of semaphores keyed by
+ * URL: a server's semaphore lives while trajectories use it.
+ *
+ * The `openenv` env (`OpenEnvScheduler.env`) requires this service; provide it with {@link layer}
+ * when the run is built (the `openenv` scheduler builds one from its run options).
+ *
+ * @since 0.1.0
+ */
+import * as Socket from "@effect/platform/Socket"
+import { Context, Duration, Effect, Layer, RcMap, Schedule } from "effect"
+import type * as Scope from "effect/Scope"
+import * as OpenEnvClient from "./OpenEnvClient.js"
+import type * as OpenEnvProtocol from "./OpenEnvProtocol.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settings {
+  /** Sessions at once per server (default 4). */
+  readonly maxConcurrentEnvs?: number | undefined
+  readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly replyTimeout?: Duration.DurationInput | undefined
+  readonly closeTimeout?: Duration.DurationInput | undefined
+  /** Reconnect and reset up to this many times when a server is full (default 0). */
+  readonly capacityRetries?: number | undefined
+  /** The first backoff of those retries (exponential, jittered; default 500 ms). */
+  readonly capacityBackoff?: Duration.DurationInput | undefined
+  /** Reconnect after a connection failure (refused, reset, lost before reset's reply) up to this many times (default 5). */
+  readonly connectRetries?: number | undefined
+  /** The first backoff of connection retries (default 250 ms). */
+  readonly connectBackoff?: Duration.DurationInput | undefined
+  /** CAPACITY_REACHED retries while this run's own dropped sessions may hold the server's slots (default 20). */
+  readonly orphanCapacityRetries?: number | undefined
+  /** The WebSocket implementation (default Node's). */
+  readonly webSocketConstructor?: Context.Tag.Service<typeof Socket.WebSocketConstructor> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  /** Takes a permit of the server at `url`, held until the current scope closes (waiting stays interruptible). */
+  readonly permit: (url: string) => Effect.Effect<void, never, Scope.Scope>
+  /** The client's timeouts. */
+  readonly client: OpenEnvClient.Options
+  /**
+   * One connect-and-reset's retry policy for the server at `url`: connection failures up to
+   * `connectRetries`; CAPACITY_REACHED up to `capacityRetries`, or `orphanCapacityRetries` while
+   * this run's own dropped sessions may hold the server's slots. Backoff: exponential from the
+   * smaller base, jittered, at most 10 s.
+   */
+  readonly retryFor: (url: string) => {
+    readonly retry: OpenEnvClient.CapacityRetry
+    readonly retryWhile: (error: OpenEnvProtocol.OpenEnvError) => boolean
+  }
+  /** A session of this run to `url` was dropped after a reply timeout (the server may still hold it). */
+  readonly orphaned: (url: string) => void
+  readonly webSocketConstructor: Context.Tag.Service<typeof Socket.WebSocketConstructor>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class OpenEnvPool extends Context.Tag("effect-gym/OpenEnvPool")<OpenEnvPool, Service>() {}
+
+/**
+ * A pool in the current scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (settings: Settings = {}): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const max = settings.maxConcurrentEnvs ?? 4
+    const limits = yield* RcMap.make({ lookup: (_url: string) => Effect.makeSemaphore(max) })
+    const webSocketConstructor = settings.webSocketConstructor ??
+      (yield* Effect.provide(Socket.WebSocketConstructor, OpenEnvClient.layerWebSocketConstructor))
+    const replyTimeout = settings.replyTimeout ?? Duration.seconds(60)
+    const capacityRetries = settings.capacityRetries ?? 0
+    const connectRetries = settings.connectRetries ?? 5
+    const orphanCapacityRetries = settings.orphanCapacityRetries ?? 20
+    const base = Math.min(
+      Duration.toMillis(settings.connectBackoff ?? Duration.millis(250)),
+      Duration.toMillis(settings.capacityBackoff ?? Duration.millis(500))
+    )
+    /**
+     * Sessions of this run the server may still hold: dropped after a reply timeout (the server,
+     * frozen or slow, had not seen the close). A full server is then likely full of them, so
+     * CAPACITY_REACHED is retried (up to `orphanCapacityRetries`) while any is recent.
+     */
+    const orphans = new Map<string, Array<number>>()
+    const orphanWindow = 2 * Duration.toMillis(replyTimeout) + 60_000
+    const recentOrphans = (url: string) => {
+      const now = Date.now()
+      const kept = (orphans.get(url) ?? []).filter((at) => now - at < orphanWindow)
+      orphans.set(url, kept)
+      return kept.length
+    }
+    return {
+      // The RcMap's reference is released after the permit (finalizers run in reverse order).
+      permit: (url) =>
+        Effect.flatMap(RcMap.get(limits, url), (limit) =>
+          Effect.uninterruptibleMask((restore) =>
+            Effect.zipRight(restore(limit.take(1)), Effect.addFinalizer(() => limit.release(1)))
+          )),
+      client: {
+        connectTimeout: settings.connectTimeout ?? Duration.seconds(10),
+        replyTimeout,
+        closeTimeout: settings.closeTimeout ?? Duration.seconds(5)
+      },
+      retryFor: (url) => {
+        let connectFailures = 0
+        let capacityFailures = 0
+        const limit = connectRetries + Math.max(capacityRetries, orphanCapacityRetries)
+        return {
+          retry: Schedule.exponential(Duration.millis(base)).pipe(
+            Schedule.either(Schedule.spaced("10 seconds")),
+            Schedule.jittered,
+            Schedule.intersect(Schedule.recurs(limit))
+          ),
+          retryWhile: (error) => {
+            if (error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost") {
+              return ++connectFailures <= connectRetries
+            }
+            if (error.reason === "CapacityReached") {
+              capacityFailures++
+              return capacityFailures <= capacityRetries ||
+                (recentOrphans(url) > 0 && capacityFailures <= orphanCapacityRetries)
+            }
+            return false
+          }
+        }
+      },
+      orphaned: (url) => {
+        const list = orphans.get(url)
+        if (list === undefined) orphans.set(url, [Date.now()])
+        else list.push(Date.now())
+      },
+      webSocketConstructor
+    } satisfies Service
+  })
+
+/**
+ * The pool as a Layer, for runs whose rows select the `openenv` env.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (settings: Settings = {}): Layer.Layer<OpenEnvPool> => Layer.scoped(OpenEnvPool, make(settings))
