@@ -1,38 +1,26 @@
 /**
- * Library example: a trajectory is a Stream of turn events; compose it, or fold it into a result.
+ * Library example: a run is a value (`Rollout.make`), rows go through it as a `Stream`, and what
+ * comes out is a `Stream` of groups, or of the run's turn events and groups (`Rollout.events`).
  *
  *   npx tsx examples/compose_streams.ts
  */
-import { Effect, Either, Stream } from "effect"
-import { Builtins, Policy, Reward, Rollout, Row, Scheduler, ScriptedPolicies, Trajectory } from "effect-gym"
+import { Effect, Stream } from "effect"
+import { FrozenLake, Policy, Rollout, ScriptedPolicies } from "effect-gym"
+
+const rollout = Rollout.make({ envs: [FrozenLake.FrozenLake], numGenerations: 4, maxTurns: 10 })
+const rows = Stream.range(0, 2).pipe(Stream.map((seed) => ({ env_config: { seed, size: 6 } })))
 
 const program = Effect.gen(function*() {
-  const instance = yield* Scheduler.gym.make({ options: {} })
-  const config: Rollout.Config = {
-    registry: Builtins.registry,
-    scheduler: { definition: Scheduler.gym, instance },
-    defaultEnv: "frozen_lake",
-    numGenerations: 1,
-    maxTurns: 10,
-    concurrency: 4,
-    seed: 0,
-    columns: Either.getOrThrow(Reward.columns([]))
-  }
-  const row = Either.getOrThrow(Row.decodeValue("inline", 0, { env_config: { seed: 3, size: 6 } }))
-  const request = Rollout.request(config, Either.getOrThrow(Rollout.prepareRow(config, row)), 0)
-
-  // A trajectory is a stream of turn events: print each step's reward as it happens...
-  yield* Trajectory.stream(request, { scheduler: instance }).pipe(
+  // The run's turn events, tagged with their trajectory: print each step's reward as it happens...
+  yield* rows.pipe(
+    Stream.take(1),
+    Rollout.events(Rollout.make({ envs: [FrozenLake.FrozenLake], numGenerations: 1 })),
     Stream.filter((event) => event._tag === "Step"),
-    Stream.runForEach((step) => Effect.log(`turn ${step.turn}: reward ${step.reward}, done ${step.done}`))
+    Stream.runForEach((step) => Effect.log(`${step.trajectoryId} turn ${step.turn}: reward ${step.reward}, done ${step.done}`))
   )
-  // ...or fold it into the result (messages, total_reward, step_rewards, infos, timings).
-  const result = yield* Trajectory.fold(request, Trajectory.stream(request, { scheduler: instance }))
-  yield* Effect.log(`total reward ${result.totalReward}, ended ${result.endReason} after ${result.numTurns} turns`)
-
-  // A whole run is a stream of GRPO groups, emitted as each completes.
-  const rows = [0, 1, 2].map((i) => Row.decodeValue("inline", i, { env_config: { seed: i } }))
-  yield* Rollout.stream({ ...config, numGenerations: 4 }, rows).pipe(
+  // ...and the GRPO groups (with advantages), each as soon as its last trajectory ends.
+  yield* rows.pipe(
+    Rollout.run(rollout),
     Stream.runForEach((item) =>
       item._tag === "Group"
         ? Effect.log(`row ${item.row.index}: rewards ${item.records.map((r) => r.reward).join(", ")}`)
@@ -40,7 +28,6 @@ const program = Effect.gen(function*() {
     )
   )
 }).pipe(
-  Effect.scoped,
   // The policy is a layer of the Inference service (a server or a GGUF model is another layer).
   Effect.provide(Policy.layer(ScriptedPolicies.frozenLakeSolver, { epsilon: 0.3 }))
 )
