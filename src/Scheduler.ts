@@ -247,13 +247,61 @@ export const define = (options: {
 })
 
 /**
+ * The conversation step, written once for every front end that plays an env turn by turn (the
+ * trajectory loop and the gym scheduler, EnvCheck's transcripts, the OpenEnv server's sessions):
+ * {@link opening} after reset, {@link withReply} before each step (the env is stepped with the
+ * whole conversation), {@link afterStep} after it.
+ */
+
+/**
+ * The first prompt of a conversation: the reset's system prompt (when it has one) and its
+ * observation as the first user message.
+ *
+ * @since 0.1.0
+ * @category conversation
+ */
+export const opening = (reset: {
+  readonly observation: string
+  readonly systemPrompt?: string | null | undefined
+}): Array<Message.Message> =>
+  reset.systemPrompt
+    ? [Message.system(reset.systemPrompt), Message.user(reset.observation)]
+    : [Message.user(reset.observation)]
+
+/**
+ * The conversation with the model's reply appended: what the env's `step` receives.
+ *
+ * @since 0.1.0
+ * @category conversation
+ */
+export const withReply = (messages: ReadonlyArray<Message.Message>, reply: string): Array<Message.Message> => [
+  ...messages,
+  Message.assistant(reply)
+]
+
+/**
+ * The conversation after the env answered: its observation appended as the next user message, unless
+ * the episode is done (the final observation is kept in the step's result, not in the conversation,
+ * as in the reference).
+ *
+ * @since 0.1.0
+ * @category conversation
+ */
+export const afterStep = (
+  messages: ReadonlyArray<Message.Message>,
+  observation: string | undefined,
+  done: boolean
+): ReadonlyArray<Message.Message> =>
+  done || observation === undefined ? messages : [...messages, Message.user(observation)]
+
+/**
  * The next turn's messages: the turn's messages with its observation (if any) as a user message.
  *
  * @since 0.1.0
  * @category hooks
  */
 export const nextMessages = (context: TurnContext, result: TurnResult): ReadonlyArray<Message.Message> =>
-  result.observation === undefined ? context.messages : [...context.messages, Message.user(result.observation)]
+  afterStep(context.messages, result.observation, false)
 
 /**
  * Appends the observation of a turn as the next user message (the gym scheduler's `step`).
@@ -331,11 +379,8 @@ export const gymSession = (
     (reset) => {
       const invalid = checkReset(envName, reset)
       if (invalid !== undefined) return Effect.fail(invalid)
-      const messages: Array<Message.Message> = []
-      if (reset.systemPrompt) messages.push(Message.system(reset.systemPrompt))
-      messages.push(Message.user(reset.observation))
       return Effect.succeed<Session>({
-        messages,
+        messages: opening(reset),
         info: reset.info ?? EMPTY_INFO,
         checkFinished: () => false,
         step: appendObservation,

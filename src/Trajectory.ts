@@ -26,7 +26,7 @@ import { describe } from "./internal/lift.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
-import { appendObservation, isTrajectoryError, nextMessages, Timeout, UnexpectedError } from "./Scheduler.js"
+import { appendObservation, isTrajectoryError, nextMessages, Timeout, UnexpectedError, withReply } from "./Scheduler.js"
 import * as TokenSequence from "./TokenSequence.js"
 
 /**
@@ -562,7 +562,7 @@ class Machine {
 
   /** The model replied: append its message; the context of this turn's hooks. */
   private replied(completion: Completion): TurnContext {
-    const messages = [...this.messages, Message.assistant(completion.text)]
+    const messages = withReply(this.messages, completion.text)
     this.messages = messages
     this.tokens = tokenState(completion, messages)
     this.phase = Phase.Env

@@ -34,7 +34,8 @@ import type * as Env from "../Env.js"
 import { isRecord, toJsonSafe, typeName } from "../internal/inspect.js"
 import { mixSeed } from "../internal/seed.js"
 import { wholeProblem } from "../internal/whole.js"
-import * as Message from "../Message.js"
+import type * as Message from "../Message.js"
+import * as Scheduler from "../Scheduler.js"
 import * as Registry from "../Registry.js"
 import * as Arbitraries from "./Arbitraries.js"
 import { Collector, difference, inspectLifecycle } from "./internal/inspection.js"
@@ -419,20 +420,19 @@ export const transcript = (
       dataDict: { env_config: config },
       envConfig: config
     })
-    const messages: Array<Message.Message> = []
-    if (reset.systemPrompt) messages.push(Message.system(reset.systemPrompt))
-    messages.push(Message.user(reset.observation))
+    // The gym scheduler's conversation step (Scheduler.opening / withReply / afterStep).
+    let messages: ReadonlyArray<Message.Message> = Scheduler.opening(reset)
     const steps: Array<TranscriptStep> = []
     let done = false
     for (const reply of replies) {
-      messages.push(Message.assistant(reply))
-      const result = yield* env.step(messages.slice())
+      const given = Scheduler.withReply(messages, reply)
+      const result = yield* env.step(given)
       steps.push({ reply, result })
       if (result.done) {
         done = true
         break
       }
-      messages.push(Message.user(result.observation))
+      messages = Scheduler.afterStep(given, result.observation, false)
     }
     return { reset, steps, done }
   }))

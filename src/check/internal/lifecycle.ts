@@ -23,7 +23,8 @@ import {
 import type * as Env from "../../Env.js"
 import { canonical, isRecord } from "../../internal/inspect.js"
 import { describe } from "../../internal/lift.js"
-import * as Message from "../../Message.js"
+import type * as Message from "../../Message.js"
+import { afterStep, opening, withReply } from "../../Scheduler.js"
 import type { Collector } from "./inspection.js"
 import { cut, fieldsSnapshot, resetProblems, stepProblems } from "./inspection.js"
 
@@ -255,10 +256,11 @@ export class Lifecycle {
         this.end = "malformed"
         return
       }
-      if (typeof value.systemPrompt === "string" && value.systemPrompt !== "") {
-        this.messages.push(Message.system(value.systemPrompt))
-      }
-      this.messages.push(Message.user(value.observation as string))
+      // The gym scheduler's conversation step (Scheduler.opening), so transcripts are what a run sees.
+      this.messages.push(...opening({
+        observation: value.observation as string,
+        systemPrompt: typeof value.systemPrompt === "string" ? value.systemPrompt : undefined
+      }))
     })
   }
 
@@ -266,8 +268,8 @@ export class Lifecycle {
     return Effect.gen(this, function*() {
       const env = this.env
       if (env === undefined || this.end !== "running" || this.reset?._tag !== "Ok") return
-      this.messages.push(Message.assistant(reply))
-      const given = this.messages.slice()
+      const given = withReply(this.messages, reply)
+      this.messages.push(given[given.length - 1])
       this.context.collector.stats.steps++
       const outcome = yield* this.timed(Effect.suspend(() => env.step(given)))
       const mine = this.messages
@@ -292,7 +294,7 @@ export class Lifecycle {
         this.end = "done"
         return
       }
-      this.messages.push(Message.user(value.observation as string))
+      this.messages = [...afterStep(this.messages, value.observation as string, false)]
       if (this.steps.length >= this.context.settings.maxSteps) this.end = "max_steps"
     })
   }
@@ -302,7 +304,7 @@ export class Lifecycle {
     return Effect.gen(this, function*() {
       const env = this.env
       if (env === undefined || this.end !== "done") return
-      const given = [...this.messages, Message.assistant(reply)]
+      const given = withReply(this.messages, reply)
       this.context.collector.stats.steps++
       const outcome = yield* this.timed(Effect.suspend(() => env.step(given)))
       this.afterDone = { reply, outcome }

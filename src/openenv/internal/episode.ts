@@ -13,7 +13,7 @@ import { Cause, Duration, Effect, Either, Exit, ParseResult, Random, Scope } fro
 import * as Env from "../../Env.js"
 import { errorMessage } from "../../internal/lift.js"
 import type * as Message from "../../Message.js"
-import * as MessageOf from "../../Message.js"
+import * as Scheduler from "../../Scheduler.js"
 import * as OpenEnvProtocol from "../OpenEnvProtocol.js"
 
 /** The view an env may carry to answer with its own observation JSON and state. */
@@ -91,9 +91,8 @@ export class Episode {
   private scope: Scope.CloseableScope | undefined
   private env: Env.Env | undefined
   private view: View | undefined
-  /** The conversation up to the last step's reply, and the observation that followed it. */
+  /** The conversation so far, built by the gym scheduler's conversation step (Scheduler.opening, withReply, afterStep). */
   private conversation: ReadonlyArray<Message.Message> = []
-  private observed: Message.Message | undefined
   private episodeId: string | null = null
   private stepCount = 0
   private closed = false
@@ -232,8 +231,7 @@ export class Episode {
       this.env = live
       this.view = viewOf(live)
       const systemPrompt = out.systemPrompt ?? undefined
-      this.conversation = systemPrompt ? [MessageOf.system(systemPrompt)] : []
-      this.observed = MessageOf.user(out.observation)
+      this.conversation = Scheduler.opening({ observation: out.observation, systemPrompt })
       this.lastObservation = this.view?.observation() ??
         genericObservation(out.observation, out.info ?? {}, systemPrompt || undefined)
     })
@@ -258,17 +256,13 @@ export class Episode {
   step(message: string): Effect.Effect<OpenEnvProtocol.ObservationData, Failure> {
     return Effect.flatMap(this.prime("step"), () => {
       const live = this.env!
-      const said = MessageOf.assistant(message)
-      const messages = this.observed === undefined
-        ? [...this.conversation, said]
-        : [...this.conversation, this.observed, said]
+      const messages = Scheduler.withReply(this.conversation, message)
       return Effect.flatMap(this.timed("step", live.step(messages)), (result) => {
         if (typeof result?.observation !== "string" || typeof result.done !== "boolean") {
           return Effect.fail(failure("EXECUTION_ERROR", "step gave no text observation and done flag"))
         }
         this.stepCount++
-        this.conversation = messages
-        this.observed = result.done ? undefined : MessageOf.user(result.observation)
+        this.conversation = Scheduler.afterStep(messages, result.observation, result.done)
         const observation = this.view?.observation() ?? genericObservation(result.observation, result.info ?? {})
         this.lastObservation = observation
         const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
