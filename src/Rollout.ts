@@ -49,7 +49,9 @@ export interface Config {
    * How many groups may be ahead of the stream's consumer: started (in flight or complete) but not
    * yet pulled. A consumer that stops after `n` groups (`Stream.take(n)`) has made the run start at
    * most `n + bufferSize` groups. Default {@link defaultBufferSize} (the groups in flight and as
-   * many complete ones as a run held before this setting); set a small one for bounded work.
+   * many complete ones as a run held before this setting), and groups handed over a chunk at a time
+   * (so the bound is looser by the groups of the last chunk pulled); set one for bounded work (the
+   * stream then hands over one group per pull).
    */
   readonly bufferSize?: number | undefined
   /** Limits on the phases of each trajectory (absent: none). See {@link Timeouts}. */
@@ -249,7 +251,8 @@ export const prepareRow = (config: Config, row: Row): Either.Either<PreparedRow,
   const fail = (path: string, detail: string) =>
     Either.left(new RowError({ file: row.file, line: row.index + 1, path, detail }))
   const explicit = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
-  const brought = config.scheduler.definition.envs
+  // (a scheduler written by hand in a JavaScript plugin may have no `envs`)
+  const brought = config.scheduler.definition.envs ?? []
   const name = explicit ?? config.defaultEnv ?? brought[0]?.name
   if (name === undefined) {
     return fail("env_config.name", "no env selected: pass --gym-env NAME or set env_config.name in the row")
@@ -1039,16 +1042,26 @@ const runPool = <E>(
       yield* pool.start(scope)
       yield* Effect.forkIn(pool.end(), scope)
       if (options?.until !== undefined) yield* Effect.forkIn(Effect.zipRight(options.until, pool.stop()), scope)
-      // One element per pull, so that a group counts as pulled only when the consumer asks for it
-      // (the bound of `bufferSize`); events come in batches, each one chunk.
-      const out = Stream.fromQueue(queue, { maxChunkSize: 1 }).pipe(
+      // With a bufferSize given, one element per pull, so that a group counts as pulled only when
+      // the consumer asks for it (the exact bound of `bufferSize`). With the default (a large
+      // buffer), whole chunks: measured back to back on workload 1 (c=64), one element per pull ran
+      // 0.65-0.97x as fast. Events come in batches, each one chunk.
+      const exact = config.bufferSize !== undefined
+      const out = Stream.fromQueue(queue, exact ? { maxChunkSize: 1 } : undefined).pipe(
         Stream.takeWhile((out): out is Item | ReadonlyArray<Trajectory.TurnEvent> => out !== END),
         Stream.mapChunks((chunk): Chunk.Chunk<Event> => {
-          if (chunk.length !== 1) return Chunk.flatMap(chunk, unbatch)
-          const out = Chunk.unsafeHead(chunk)
-          if (Array.isArray(out)) return Chunk.unsafeFromArray(out as Array<Trajectory.TurnEvent>)
-          if ((out as Item)._tag === "Group") tasks.pulled()
-          return chunk as Chunk.Chunk<Event>
+          if (chunk.length === 1) {
+            const out = Chunk.unsafeHead(chunk)
+            if (Array.isArray(out)) return Chunk.unsafeFromArray(out as Array<Trajectory.TurnEvent>)
+            if ((out as Item)._tag === "Group") tasks.pulled()
+            return chunk as Chunk.Chunk<Event>
+          }
+          let batches = false
+          for (const out of chunk) {
+            if (Array.isArray(out)) batches = true
+            else if ((out as Item)._tag === "Group") tasks.pulled()
+          }
+          return batches ? Chunk.flatMap(chunk, unbatch) : chunk as Chunk.Chunk<Event>
         }),
         Stream.concat(Stream.suspend(() => {
           const failure = pool.failed

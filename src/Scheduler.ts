@@ -490,7 +490,7 @@ export const extend = (base: Definition, options: {
   define({
     name: options.name,
     description: options.description ?? `${base.description} (extended)`,
-    envs: base.envs,
+    envs: base.envs ?? [],
     make: (runOptions) =>
       Effect.map(base.make(runOptions), (instance): Instance => ({
         name: options.name,

@@ -180,7 +180,7 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
     const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(loaded, name))
     const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
-    if (defaultEnv !== undefined && !scheduler.envs.some((env) => env.name === defaultEnv)) {
+    if (defaultEnv !== undefined && !(scheduler.envs ?? []).some((env) => env.name === defaultEnv)) {
       yield* Registry.env(loaded, defaultEnv)
     }
     const schedulerOptions = Option.match(args.maxConcurrentEnvs, {

@@ -514,7 +514,7 @@ export const make = (
   Effect.gen(function*() {
     const settings = yield* settingsOf(options)
     const definition = options.scheduler ?? Scheduler.gym
-    if (options.defaultEnv !== undefined && !definition.envs.some((env) => env.name === options.defaultEnv)) {
+    if (options.defaultEnv !== undefined && !(definition.envs ?? []).some((env) => env.name === options.defaultEnv)) {
       yield* Registry.env(options.registry, options.defaultEnv)
     }
     const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
