@@ -35,7 +35,9 @@ await esbuild.build({
     "@huggingface/tokenizers",
     // ws's optional native helpers, required inside a try
     "bufferutil",
-    "utf-8-validate"
+    "utf-8-validate",
+    // pg's optional native binding, required lazily
+    "pg-native"
   ],
   // CommonJS dependencies inside an ES module bundle call require
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },

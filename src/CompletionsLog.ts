@@ -373,6 +373,8 @@ export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): st
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
   readonly flush: Effect.Effect<void, PlatformError>
+  /** Appends text already made of whole log lines (groups encoded elsewhere, e.g. by a cluster runner). */
+  readonly writeText: (text: string) => Effect.Effect<void, PlatformError>
 }
 
 /**
@@ -425,6 +427,11 @@ export const open = (
           Effect.tap(() => void (size += bytes.length)),
           Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
         )
+      },
+      writeText: (text) => {
+        if (text === "") return Effect.void
+        dirty = true
+        return file.writeAll(encoder.encode(text))
       },
       flush
     }

@@ -112,6 +112,39 @@ export class Accumulator {
     }
   }
 
+  /**
+   * Adds another accumulator's counts (its plain fields, e.g. sent as JSON by a cluster runner
+   * that folded one group): the same as having added its items here. `interrupted` and
+   * `resumedGroups` stay this run's.
+   *
+   * @since 0.3.0
+   */
+  merge(other: Readonly<Partial<Record<keyof Accumulator, unknown>>>): void {
+    const num = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0)
+    const counts = (into: Record<string, number>, from: unknown): void => {
+      if (typeof from !== "object" || from === null) return
+      for (const [key, value] of Object.entries(from)) into[key] = (into[key] ?? 0) + num(value)
+    }
+    this.trajectories += num(other.trajectories)
+    this.groups += num(other.groups)
+    this.successes += num(other.successes)
+    this.scored += num(other.scored)
+    this.rewardSum += num(other.rewardSum)
+    this.envRewardSum += num(other.envRewardSum)
+    this.turns += num(other.turns)
+    this.failures += num(other.failures)
+    this.badRows += num(other.badRows)
+    this.droppedGroups += num(other.droppedGroups)
+    counts(this.failuresByError, other.failuresByError)
+    counts(this.endReasons, other.endReasons)
+    counts(this.policyVersions, other.policyVersions)
+    if (typeof other.failureExamples === "object" && other.failureExamples !== null) {
+      for (const [key, value] of Object.entries(other.failureExamples)) {
+        if (typeof value === "string") this.failureExamples[key] ??= value
+      }
+    }
+  }
+
   summary(elapsedMs: number): Summary {
     const seconds = elapsedMs / 1000
     return {

@@ -18,6 +18,7 @@ import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
 import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
+import * as RunnerCommand from "./RunnerCommand.js"
 import * as ServeCommand from "./ServeCommand.js"
 import * as ViewCommand from "./ViewCommand.js"
 
@@ -26,6 +27,7 @@ const command = Command.make("effect-gym").pipe(
   Command.withDescription("Multi-turn LLM rollouts against Gym-style environments"),
   Command.withSubcommands([
     RunCommand.command,
+    RunnerCommand.command,
     DatasetCommand.command,
     EnvsCommand.command,
     CheckEnvCommand.command,

@@ -9,7 +9,7 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Console, Effect, Exit, Option, Schedule, Stream } from "effect"
+import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
@@ -57,6 +57,17 @@ export const runOptions = {
     Options.withDefault("keep" as const)
   ),
   json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON")),
+  cluster: Options.text("cluster").pipe(
+    Options.withDescription(
+      "Run the groups on a cluster: its PostgreSQL database (postgres://...), where `effect-gym runner` processes " +
+        "wait; --concurrency is then groups in flight. Inference and plugins are the runners' own"
+    ),
+    Options.optional
+  ),
+  runId: Options.text("run-id").pipe(
+    Options.withDescription("--cluster: the run's id in the cluster (default: a new one, recorded with the log for --resume)"),
+    Options.optional
+  ),
   ...RunView.options
 }
 
@@ -95,8 +106,61 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     yield* RunLog.checkDataset(args.dataset)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
-    const identity = RunLog.identityOf(args, { sha256: scan.sha256, schedulerOptions, sampling, columns })
+    const clustered = Option.isSome(args.cluster)
+    const local = RunLog.identityOf(args, { sha256: scan.sha256, schedulerOptions, sampling, columns })
+    // On a cluster, inference is the runners': the log records the cluster run instead.
+    const identity = clustered ? { ...local, mode: "cluster", policy: null, model: null, base_url: null } : local
     const resumed = mode === "resume" && existing.size > 0 ? yield* resume(args, identity, scan) : undefined
+
+    if (Option.isSome(args.cluster)) {
+      // The coordinator: no scheduler, no inference here (both are the runners').
+      const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
+      const url = args.cluster.value
+      const runId = yield* ClusterRun.runId(args, resumed !== undefined)
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)
+        const until = Option.getOrUndefined(onFirstSignal(
+          yield* Effect.serviceOption(Signals),
+          accumulator,
+          (signal) =>
+            `\n${signal}: stopping: no more groups are sent, the replies received are written; the runners ` +
+            `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
+        ))
+        const done = resumed?.done
+        const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
+        const started = performance.now()
+        const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
+        if (view !== undefined) yield* view.attach(args.output, snapshot)
+        const outcome = yield* Progress.whileRunning(
+          snapshot,
+          Effect.exit(ClusterRun.coordinate(args, { url, runId, resolved, sampling, done, writer, accumulator, until }))
+        )
+        yield* Effect.ignore(writer.flush)
+        const summary = accumulator.summary(performance.now() - started)
+        if (view !== undefined) yield* view.finish
+        // A cluster that cannot be used at all is a bad invocation (exit 2), reported as such.
+        if (
+          Exit.isFailure(outcome) &&
+          Option.exists(Cause.failureOption(outcome.cause), (e) => e._tag === "ClusterStartError")
+        ) {
+          return yield* Effect.failCause(outcome.cause)
+        }
+        const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
+        const error = failed ? stopMessage(outcome.cause) : undefined
+        const cluster = Exit.isSuccess(outcome) ? outcome.value : { run_id: runId }
+        yield* Console.log(
+          args.json
+            ? Json.stringify({ ...summary, output: args.output, error: error ?? null, cluster })
+            : `${Summary.format(summary)}\ncompletions    ${args.output}\ncluster run    ${runId}`
+        )
+        if (error !== undefined) {
+          yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
+        } else if (Exit.isFailure(outcome)) {
+          return yield* Effect.failCause(outcome.cause)
+        }
+        return { summary, exitCode: exitCode(summary, error !== undefined) }
+      }))
+    }
 
     const instance = yield* definition.make({ options: schedulerOptions })
     // The composition root: the run below gets its `Inference` from the one layer the options
@@ -110,17 +174,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     return yield* Effect.provide(
       Effect.scoped(Effect.gen(function*() {
         const inference = yield* Inference
-        // Recorded before the first line is written, so that a log killed at any moment can be resumed
-        // (not next to a pipe or a device: there is nothing to resume there).
-        if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, identity, version())
-        const outputError = (error: { readonly message: string }) =>
-          new FileError({ option: "--output", file: args.output, detail: error.message })
-        const writer = yield* Effect.mapError(
-          CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
-          outputError
-        )
-        // At least every second, what was written goes to disk (not only to the OS).
-        yield* Effect.forkScoped(Effect.repeat(Effect.ignore(writer.flush), Schedule.spaced("1 second")))
+        const { accumulator, outputError, writer } = yield* openLog(args, identity, resumed, existing)
         const config: Rollout.Config = {
           registry,
           scheduler: { definition, instance },
@@ -134,24 +188,17 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           timeouts: resolved.timeouts,
           retries: resolved.retries
         }
-        const accumulator = new Summary.Accumulator()
-        accumulator.resumedGroups = resumed?.done.size ?? 0
         const drift = yield* InferenceOptions.driftCheck(args, inference)
 
         // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM (the second
         // ends the process at once), or when its backend is declared down (`Service.halted`).
-        const signals = yield* Effect.serviceOption(Signals)
-        const onSignal = Option.map(signals, (s) => {
-          s.handle()
-          return Effect.flatMap(s.received, (signal) =>
-            Effect.zipRight(
-              Effect.sync(() => void (accumulator.interrupted = signal)),
-              Console.error(
-                `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
-                  `are written (a second ${signal} exits at once)`
-              )
-            ))
-        })
+        const onSignal = onFirstSignal(
+          yield* Effect.serviceOption(Signals),
+          accumulator,
+          (signal) =>
+            `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
+            `are written (a second ${signal} exits at once)`
+        )
         let backendDown: InferenceError | undefined
         const halted = inference.halted === undefined
           ? Option.none()
@@ -206,6 +253,48 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       inferenceLayer
     )
   }).pipe(Effect.scoped)
+
+/**
+ * The log a run writes, in the run's scope: its record written first (so that a log killed at any
+ * moment can be resumed; not next to a pipe or a device: there is nothing to resume there), then
+ * opened (appended to on --resume) and flushed to disk at least every second; with the run's
+ * accumulator.
+ */
+const openLog = (
+  args: RunArgs,
+  record: RunLog.Identity & { readonly cluster_run_id?: string },
+  resumed: { readonly done: RunLog.RowSet } | undefined,
+  existing: { readonly regular: boolean }
+) =>
+  Effect.gen(function*() {
+    if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, record, version())
+    const outputError = (error: { readonly message: string }) =>
+      new FileError({ option: "--output", file: args.output, detail: error.message })
+    const writer = yield* Effect.mapError(
+      CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
+      outputError
+    )
+    // At least every second, what was written goes to disk (not only to the OS).
+    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(writer.flush), Schedule.spaced("1 second")))
+    const accumulator = new Summary.Accumulator()
+    accumulator.resumedGroups = resumed?.done.size ?? 0
+    return { writer, outputError, accumulator }
+  })
+
+/** The graceful stop: the first SIGINT/SIGTERM marks the run interrupted and says what happens (the second ends the process at once). */
+const onFirstSignal = (
+  signals: Option.Option<Context.Tag.Service<Signals>>,
+  accumulator: Summary.Accumulator,
+  message: (signal: string) => string
+) =>
+  Option.map(signals, (s) => {
+    s.handle()
+    return Effect.flatMap(s.received, (signal) =>
+      Effect.zipRight(
+        Effect.sync(() => void (accumulator.interrupted = signal)),
+        Console.error(message(signal))
+      ))
+  })
 
 /**
  * The dataset's bytes. A pipe, a FIFO or `/dev/stdin` cannot be read at positions (the platform's

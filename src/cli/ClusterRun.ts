@@ -1,0 +1,140 @@
+/**
+ * `effect-gym run --cluster postgres://...`: the coordinator side of `run`. `RunCommand` does
+ * everything else as for a local run (options, output safety and `--resume`, the writer, the
+ * summary, progress); this module sends the groups to the cluster and folds the replies in.
+ */
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Option, Stream } from "effect"
+import type * as CompletionsLog from "../CompletionsLog.js"
+import type { RunnerEvent } from "../cluster/Coordinator.js"
+import * as Coordinator from "../cluster/Coordinator.js"
+import * as Engine from "../cluster/internal/engine.js"
+import { registryDigest } from "../cluster/internal/digest.js"
+import type * as Summary from "../Summary.js"
+import { FileError, OptionError } from "./common.js"
+import type * as RolloutOptions from "./RolloutOptions.js"
+import type { RunArgs } from "./RunCommand.js"
+import * as RunLog from "./RunLog.js"
+
+/** What the cluster did, for the summary. */
+export interface ClusterReport {
+  readonly run_id: string
+  /** Groups per runner that ran them (a group rerun after a runner died counts once, where it finished). */
+  readonly groups_by_runner: Record<string, number>
+  readonly runner_events: Array<RunnerEvent>
+}
+
+/** The run id: `--run-id`, else the one recorded with the log (`--resume`), else a new one. */
+export const runId = (args: RunArgs, resuming: boolean) =>
+  Effect.gen(function*() {
+    const given = Option.getOrUndefined(args.runId)
+    if (given !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(given)) {
+      return yield* new OptionError({
+        option: "--run-id",
+        detail: `${JSON.stringify(given)}: use 1 to 100 letters, digits, '.', '_', ':' or '-'`
+      })
+    }
+    if (resuming) {
+      const recorded = yield* RunLog.readIdentity(args.output)
+      const before = recorded?.cluster_run_id
+      if (typeof before === "string") {
+        if (given !== undefined && given !== before) {
+          return yield* new OptionError({
+            option: "--run-id",
+            detail: `${args.output} was written by cluster run ${before}, not ${given}`
+          })
+        }
+        return before
+      }
+      if (recorded !== undefined) {
+        return yield* new OptionError({ option: "--resume", detail: `${args.output} was not written by a cluster run` })
+      }
+    }
+    return given ?? `run-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+  })
+
+/** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
+export const coordinate = (
+  args: RunArgs,
+  parts: {
+    readonly url: string
+    readonly runId: string
+    readonly resolved: RolloutOptions.Resolved
+    readonly sampling: object
+    readonly done: RunLog.RowSet | undefined
+    readonly writer: CompletionsLog.Writer
+    readonly accumulator: Summary.Accumulator
+    readonly until: Effect.Effect<unknown> | undefined
+  }
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const { accumulator, resolved, writer } = parts
+    const report: ClusterReport = { run_id: parts.runId, groups_by_runner: {}, runner_events: [] }
+    const digest = registryDigest(resolved.registry, args.plugins)
+    const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
+    const outputError = (error: { readonly message: string }) =>
+      new FileError({ option: "--output", file: args.output, detail: error.message })
+    const done = parts.done
+    const rows = Engine.datasetLines(
+      args.dataset,
+      fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
+      done === undefined ? undefined : (index) => done.has(index)
+    ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
+    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${parts.url.replace(/:[^:@/]*@/, ":***@")}`)
+    yield* Coordinator.run({
+      url: parts.url,
+      runId: parts.runId,
+      file: args.dataset,
+      rows,
+      digest,
+      concurrency: args.concurrency,
+      until: parts.until,
+      config: {
+        gymEnv: resolved.defaultEnv ?? null,
+        scheduler: args.scheduler,
+        schedulerOptions: resolved.schedulerOptions,
+        rewardFuncs: resolved.columns.names.slice(0, -1),
+        rewardWeights: resolved.columns.weights,
+        numGenerations: args.numGenerations,
+        maxTurns: args.maxTurns,
+        seed: args.seed,
+        sampling: parts.sampling as Record<string, unknown>,
+        timeouts: {
+          reset: seconds(resolved.timeouts.reset as number | undefined),
+          step: seconds(resolved.timeouts.step as number | undefined),
+          close: seconds(resolved.timeouts.close as number | undefined),
+          trajectory: seconds(resolved.timeouts.trajectory as number | undefined)
+        },
+        retries: resolved.retries,
+        failedGroups: args.failedGroups
+      },
+      onRowError: (error) =>
+        Effect.zipRight(
+          Effect.sync(() => accumulator.add({ _tag: "RowFailure", error })),
+          Console.error(`bad row: ${error.message}`)
+        ),
+      onReply: (_row, reply) =>
+        Effect.gen(function*() {
+          if (reply.digest !== digest) {
+            return yield* new OptionError({
+              option: "--plugin",
+              detail: `runner ${reply.runner} answered with plugins (digest ${reply.digest.slice(0, 12)}) that differ from ` +
+                `the coordinator's (${digest.slice(0, 12)})`
+            })
+          }
+          report.groups_by_runner[reply.runner] = (report.groups_by_runner[reply.runner] ?? 0) + 1
+          accumulator.merge(reply.summary as never)
+          if (reply.rowError !== null) {
+            yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
+          }
+          yield* Effect.mapError(writer.writeText(reply.text), outputError)
+        }),
+      onRunner: (event) =>
+        Effect.zipRight(
+          Effect.sync(() => report.runner_events.push(event)),
+          Console.error(`cluster: runner ${event.runner} ${event.event} (at ${(event.atMs / 1000).toFixed(1)} s)`)
+        )
+    })
+    return report
+  })

@@ -1,0 +1,211 @@
+/**
+ * The cluster's plumbing, all from `@effect/cluster`: runners talk over sockets
+ * (`NodeClusterSocket`), messages and runner registrations live in PostgreSQL
+ * (`SqlMessageStorage`, `SqlRunnerStorage` on `@effect/sql-pg`), shards are leased in the same
+ * database and move to live runners when one stops refreshing its leases, and a runner that does
+ * not answer pings is marked unhealthy (`RunnerHealth.layerPing`).
+ *
+ * @since 0.3.0
+ */
+import {
+  RunnerAddress,
+  RunnerHealth,
+  Runners,
+  RunnerStorage,
+  ShardingConfig,
+  SocketRunner,
+  SqlMessageStorage,
+  SqlRunnerStorage
+} from "@effect/cluster"
+import type { MessageStorage, Sharding } from "@effect/cluster"
+import { RpcSerialization } from "@effect/rpc"
+import { NodeClusterSocket } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Cause, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+
+/**
+ * The cluster cannot be used: a connection string that is not a PostgreSQL URL, a database that
+ * cannot be reached, a runner port that is taken.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class ClusterStartError extends Schema.TaggedError<ClusterStartError>("effect-gym/ClusterStartError")(
+  "ClusterStartError",
+  { option: Schema.String, detail: Schema.String }
+) {
+  override get message(): string {
+    return `${this.option}: ${this.detail}`
+  }
+}
+
+/** The connection string without its password, for messages. */
+export const redact = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return url.replace(/:[^:@/]*@/, ":***@")
+  }
+}
+
+/**
+ * Checks the shape of a `--cluster` connection string (`postgres://user@host:port/database`).
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const parseUrl = (url: string): Effect.Effect<string, ClusterStartError> =>
+  Effect.suspend(() => {
+    let parsed: URL
+    try {
+      parsed = new URL(url)
+    } catch {
+      return Effect.fail(
+        new ClusterStartError({
+          option: "--cluster",
+          detail: `${JSON.stringify(redact(url))} is not a connection string; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`
+        })
+      )
+    }
+    if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
+      return Effect.fail(
+        new ClusterStartError({
+          option: "--cluster",
+          detail: `${JSON.stringify(redact(url))}: the cluster keeps its state in PostgreSQL; expected a postgres:// URL, ` +
+            `got ${parsed.protocol}//`
+        })
+      )
+    }
+    if (parsed.hostname === "") {
+      return Effect.fail(new ClusterStartError({ option: "--cluster", detail: `${redact(url)}: no host` }))
+    }
+    return Effect.succeed(url)
+  })
+
+/**
+ * Timings of the cluster, shorter than `@effect/cluster`'s defaults so that a dead runner's groups
+ * move within seconds: shard leases expire 10 s after their last refresh (every 2 s); runners are
+ * pinged every 2 s; new shard assignments are read every second.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Type"]> = {
+  shardsPerGroup: 60,
+  shardLockRefreshInterval: Duration.seconds(2),
+  shardLockExpiration: Duration.seconds(10),
+  runnerHealthCheckInterval: Duration.seconds(2),
+  refreshAssignmentsInterval: Duration.seconds(1),
+  entityMessagePollInterval: Duration.seconds(1),
+  entityReplyPollInterval: Duration.millis(200),
+  entityMaxIdleTime: Duration.seconds(10),
+  sendRetryInterval: Duration.millis(100),
+  entityTerminationTimeout: Duration.seconds(5),
+  entityMailboxCapacity: "unbounded"
+}
+
+/**
+ * Where a runner listens, and the address it gives the others.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface RunnerAddressOptions {
+  readonly host: string
+  readonly port: number
+  readonly listenHost?: string | undefined
+}
+
+const describe = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.squash(cause)
+  const inner = (failure as { cause?: unknown })?.cause
+  const text = (x: unknown) => (x instanceof Error ? x.message : String(x))
+  const outer = text(failure)
+  return inner === undefined ? outer : `${outer}: ${text(inner)}`
+}
+
+/**
+ * The database connection; fails at start (within `connectTimeout`) when it cannot be reached.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const database = (url: string, options: { readonly maxConnections?: number | undefined } = {}) =>
+  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) =>
+    PgClient.layer({
+      url: Redacted.make(url),
+      connectTimeout: Duration.seconds(10),
+      maxConnections: options.maxConnections ?? 8,
+      applicationName: "effect-gym"
+    }).pipe(
+      Layer.catchAllCause((cause) =>
+        Layer.fail(
+          new ClusterStartError({ option: "--cluster", detail: `cannot connect to ${redact(url)}: ${describe(cause)}` })
+        )
+      )
+    )))
+
+/** Both stores in the database (their tables are created at first start: `cluster_*`). */
+const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+  Layer.mapError((error) =>
+    new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${error.message}` })
+  )
+)
+
+/**
+ * A runner's sharding: it listens for the other runners and hosts entities' shards; the entities
+ * (`Entity.toLayer`) are provided with it.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const runner = (
+  url: string,
+  address: RunnerAddressOptions
+): Layer.Layer<
+  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  ClusterStartError
+> => {
+  const listen = `${address.listenHost ?? address.host}:${address.port}`
+  return SocketRunner.layer.pipe(
+    Layer.provide(NodeClusterSocket.layerSocketServer),
+    Layer.provide(NodeClusterSocket.layerClientProtocol),
+    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))),
+    Layer.catchAll((error) =>
+      Layer.fail(new ClusterStartError({ option: "--port", detail: `cannot listen on ${listen}: ${describe(Cause.fail(error))}` }))
+    ),
+    Layer.provideMerge(storage),
+    Layer.provide(ShardingConfig.layer({
+      ...shardingConfig,
+      runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
+      runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
+    })),
+    Layer.provide(RpcSerialization.layerMsgPack),
+    Layer.provide(database(url))
+  )
+}
+
+/**
+ * A client of the cluster (the coordinator): it sends messages and reads runners, hosts nothing.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const client = (
+  url: string
+): Layer.Layer<
+  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  ClusterStartError
+> =>
+  SocketRunner.layerClientOnly.pipe(
+    Layer.provide(NodeClusterSocket.layerClientProtocol),
+    Layer.provideMerge(storage),
+    Layer.provide(ShardingConfig.layer({ ...shardingConfig, runnerAddress: Option.none() })),
+    Layer.provide(RpcSerialization.layerMsgPack),
+    Layer.provide(database(url, { maxConnections: 16 }))
+  )
+
+/** Re-exported for the commands: the registered runners, and whether each is healthy. */
+export { RunnerStorage }

@@ -1,0 +1,111 @@
+/**
+ * The coordinator: sends every row's group to the cluster as a durable message (at most
+ * `concurrency` in flight) and hands each reply to its caller as it arrives. It hosts no shard.
+ * Sent again with the same run id (after a crash), a group's message is the stored one: a stored
+ * reply comes back at once, a group still running is waited for, nothing is run twice.
+ *
+ * @since 0.3.0
+ */
+import { RunnerStorage } from "@effect/cluster"
+import { Effect, Either, Schedule, Stream } from "effect"
+import type { RowError } from "../Row.js"
+import * as Cluster from "./Cluster.js"
+import type { GroupConfig, GroupReply } from "./Protocol.js"
+import { entityId, RolloutEntity } from "./Protocol.js"
+
+/**
+ * A runner joining or leaving (or found unhealthy by the others' pings).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface RunnerEvent {
+  readonly event: "joined" | "left" | "unhealthy" | "healthy"
+  readonly runner: string
+  /** Milliseconds since the coordinator started. */
+  readonly atMs: number
+}
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface Options<E, R> {
+  readonly url: string
+  readonly runId: string
+  readonly file: string
+  /** The dataset's rows, each with its line's text; bad lines as errors. */
+  readonly rows: Stream.Stream<Either.Either<{ readonly row: { readonly index: number }; readonly text: string }, RowError>, E, R>
+  readonly config: GroupConfig
+  readonly digest: string
+  /** Groups in flight at most. */
+  readonly concurrency: number
+  /** When it completes, no new group is sent and the replies are no longer waited for. */
+  readonly until?: Effect.Effect<unknown> | undefined
+  readonly onReply: (row: number, reply: GroupReply) => Effect.Effect<void, E>
+  readonly onRowError: (error: RowError) => Effect.Effect<void, E>
+  readonly onRunner: (event: RunnerEvent) => Effect.Effect<void>
+}
+
+const isTransient = (error: { readonly _tag: string }) =>
+  error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
+
+/**
+ * Runs the groups through the cluster at `url`. Fails at start with a `ClusterStartError` when the
+ * database cannot be used; with the refusal of a runner (`PluginMismatch`, `ConfigRefused`).
+ *
+ * @since 0.3.0
+ * @category running
+ */
+export const run = <E, R>(options: Options<E, R>) =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    const makeClient = yield* RolloutEntity.client
+    const storage = yield* RunnerStorage.RunnerStorage
+    const config = JSON.stringify(options.config)
+
+    // Runners joining and leaving, read from the cluster's runner table.
+    const known = new Map<string, boolean>()
+    const watch = Effect.flatMap(Effect.orElseSucceed(storage.getRunners, () => undefined), (runners) => {
+      if (runners === undefined) return Effect.void
+      const now = new Map(runners.map(([runner, healthy]) => [`${runner.address.host}:${runner.address.port}`, healthy]))
+      const events: Array<RunnerEvent> = []
+      const atMs = Math.round(performance.now() - started)
+      for (const [runner, healthy] of now) {
+        const before = known.get(runner)
+        if (before === undefined) events.push({ event: "joined", runner, atMs })
+        if (before !== undefined && before !== healthy) events.push({ event: healthy ? "healthy" : "unhealthy", runner, atMs })
+        if (before === undefined && !healthy) events.push({ event: "unhealthy", runner, atMs })
+      }
+      for (const runner of known.keys()) if (!now.has(runner)) events.push({ event: "left", runner, atMs })
+      known.clear()
+      for (const [runner, healthy] of now) known.set(runner, healthy)
+      return Effect.forEach(events, options.onRunner, { discard: true })
+    })
+    yield* watch
+    yield* Effect.forkScoped(Effect.repeat(watch, Schedule.spaced("1 second")))
+
+    const send = (row: number, line: string) =>
+      makeClient(entityId(options.runId, row)).RunGroup({
+        runId: options.runId,
+        file: options.file,
+        row,
+        line,
+        config,
+        digest: options.digest
+      }).pipe(
+        Effect.retry({ while: isTransient, schedule: Schedule.exponential("200 millis").pipe(Schedule.upTo("30 seconds")) })
+      )
+
+    const groups = options.rows.pipe(
+      Stream.mapEffect(
+        (item) =>
+          Either.isLeft(item)
+            ? options.onRowError(item.left)
+            : Effect.flatMap(send(item.right.row.index, item.right.text), (reply) => options.onReply(item.right.row.index, reply)),
+        { concurrency: options.concurrency, unordered: true }
+      ),
+      Stream.runDrain
+    )
+    return yield* options.until === undefined ? groups : Effect.raceFirst(groups, Effect.asVoid(options.until))
+  }).pipe(Effect.scoped, Effect.provide(Cluster.client(options.url)))

@@ -1,0 +1,162 @@
+/**
+ * What the coordinator and the runners say to each other: the rollout entity (one message = one
+ * GRPO group) and its reply. Messages are persisted (`@effect/cluster`'s SQL message storage), so
+ * a group survives the death of the runner that holds it (redelivered to the shard's next owner)
+ * and of the coordinator that sent it (the same primary key finds the stored request and reply).
+ *
+ * @since 0.3.0
+ */
+import { ClusterSchema, Entity } from "@effect/cluster"
+import { Rpc } from "@effect/rpc"
+import { Schema } from "effect"
+
+/**
+ * How every group of a run is run: what `run` resolves from its options, as JSON. Inference and
+ * plugins are the runner's own.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const GroupConfig = Schema.Struct({
+  gymEnv: Schema.NullOr(Schema.String),
+  scheduler: Schema.String,
+  schedulerOptions: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  rewardFuncs: Schema.Array(Schema.String),
+  rewardWeights: Schema.Array(Schema.Number),
+  numGenerations: Schema.Number,
+  maxTurns: Schema.Number,
+  seed: Schema.Number,
+  sampling: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  timeouts: Schema.Struct({
+    reset: Schema.NullOr(Schema.Number),
+    step: Schema.NullOr(Schema.Number),
+    close: Schema.NullOr(Schema.Number),
+    trajectory: Schema.NullOr(Schema.Number)
+  }),
+  retries: Schema.Number,
+  failedGroups: Schema.Literal("keep", "drop", "mask")
+})
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export type GroupConfig = typeof GroupConfig.Type
+
+/**
+ * One group to run: the dataset row (its line's text and 0-based index), the run's config (JSON
+ * text, the same for every group) and the coordinator's registry digest.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const GroupRequest = Schema.Struct({
+  runId: Schema.String,
+  file: Schema.String,
+  row: Schema.Number,
+  line: Schema.String,
+  config: Schema.String,
+  digest: Schema.String
+})
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export type GroupRequest = typeof GroupRequest.Type
+
+/**
+ * A row the runner could not run (the row's error, as `Row.RowError`'s fields).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const RowProblem = Schema.Struct({
+  file: Schema.String,
+  line: Schema.Number,
+  path: Schema.String,
+  detail: Schema.String
+})
+
+/**
+ * A group's reply: who ran it, with which plugins (the runner's registry digest), the group's log
+ * lines (advantages included, the failed-groups policy applied) and its part of the summary (a
+ * `Summary.Accumulator` of the group's items).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const GroupReply = Schema.Struct({
+  runner: Schema.String,
+  digest: Schema.String,
+  text: Schema.String,
+  summary: Schema.Unknown,
+  rowError: Schema.NullOr(RowProblem)
+})
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export type GroupReply = typeof GroupReply.Type
+
+/**
+ * The runner's plugins differ from the coordinator's: the group is refused, not run.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class PluginMismatch extends Schema.TaggedError<PluginMismatch>("effect-gym/PluginMismatch")("PluginMismatch", {
+  runner: Schema.String,
+  expected: Schema.String,
+  actual: Schema.String,
+  runnerPlugins: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `runner ${this.runner} refused the run: its plugins (registry digest ${this.actual.slice(0, 12)}, ` +
+      `plugins: ${this.runnerPlugins.length === 0 ? "none" : this.runnerPlugins.join(", ")}) differ from the ` +
+      `coordinator's (digest ${this.expected.slice(0, 12)}); start every runner with the same --plugin files`
+  }
+}
+
+/**
+ * The run's config cannot be used by a runner (an unknown scheduler or reward function, bad
+ * weights): the group is refused.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class ConfigRefused extends Schema.TaggedError<ConfigRefused>("effect-gym/ConfigRefused")("ConfigRefused", {
+  runner: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `runner ${this.runner} refused the run's config: ${this.detail}`
+  }
+}
+
+/**
+ * The rollout entity: `RunGroup` runs one group. Persisted, keyed by run id and row (a message
+ * sent again after a coordinator restart is the same message), and not interrupted when its
+ * sender goes away.
+ *
+ * @since 0.3.0
+ * @category entities
+ */
+export const RolloutEntity = Entity.make("EffectGymRollout", [
+  Rpc.make("RunGroup", {
+    payload: GroupRequest.fields,
+    success: GroupReply,
+    error: Schema.Union(PluginMismatch, ConfigRefused),
+    primaryKey: ({ row, runId }) => `${runId}/${row}`
+  })
+]).annotateRpcs(ClusterSchema.Persisted, true)
+  .annotateRpcs(ClusterSchema.Uninterruptible, "client")
+
+/**
+ * The entity id of a row's group: one entity per group, so groups spread over all shards.
+ *
+ * @since 0.3.0
+ * @category entities
+ */
+export const entityId = (runId: string, row: number): string => `${runId}/${row}`

@@ -1,0 +1,104 @@
+/**
+ * A runner: a process that hosts the rollout entity's shards. Each message runs one group with the
+ * engine of `run` (through `internal/engine.ts`), with this runner's plugins and inference.
+ *
+ * @since 0.3.0
+ */
+import { Effect, Layer, Schema, Scope } from "effect"
+import { Inference } from "../Inference.js"
+import type * as Registry from "../Registry.js"
+import * as Cluster from "./Cluster.js"
+import * as Engine from "./internal/engine.js"
+import { ConfigRefused, GroupConfig, PluginMismatch, RolloutEntity } from "./Protocol.js"
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface Options {
+  readonly url: string
+  readonly host: string
+  readonly port: number
+  readonly listenHost?: string | undefined
+  readonly registry: Registry.Registry
+  /** The plugin files (reported in a refusal). */
+  readonly plugins: ReadonlyArray<string>
+  /** The registry digest (see `internal/digest.ts`). */
+  readonly digest: string
+  /** Groups run at once on this runner. */
+  readonly concurrency: number
+  /** Print a line on stderr per group run. */
+  readonly logGroups?: boolean | undefined
+  /** Called once the runner has joined the cluster. */
+  readonly onReady?: (() => void) | undefined
+}
+
+const decodeConfig = Schema.decodeUnknown(Schema.parseJson(GroupConfig))
+
+/**
+ * The runner: the entity's handlers on this runner's sharding. Runs until interrupted; on
+ * interruption it hands its shards back (the groups it was running are redelivered elsewhere).
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStartError, Inference> => {
+  const name = `${options.host}:${options.port}`
+  const handlers = Layer.unwrapScoped(Effect.gen(function*() {
+    const inference = yield* Inference
+    const scope = yield* Effect.scope
+    const permits = yield* Effect.makeSemaphore(options.concurrency)
+    // one engine config per run config (the scheduler's instance is shared by the run's groups)
+    const configs = new Map<string, Effect.Effect<Engine.Prepared, string>>()
+    const prepared = (text: string) =>
+      Effect.suspend(() => {
+        const known = configs.get(text)
+        if (known !== undefined) return known
+        return Effect.flatMap(
+          Effect.cached(
+            Effect.flatMap(
+              Effect.mapError(decodeConfig(text), (error) => `not a run config: ${error.message}`),
+              (config) => Scope.extend(Engine.prepare(options.registry, config), scope)
+            )
+          ),
+          (cached) => Effect.sync(() => {
+            configs.set(text, cached)
+            return cached
+          })
+        ).pipe(Effect.flatten)
+      })
+    return RolloutEntity.toLayer(
+      Effect.succeed({
+        RunGroup: ({ payload }) =>
+          Effect.gen(function*() {
+            if (payload.digest !== options.digest) {
+              return yield* new PluginMismatch({
+                runner: name,
+                expected: payload.digest,
+                actual: options.digest,
+                runnerPlugins: options.plugins
+              })
+            }
+            const config = yield* Effect.mapError(prepared(payload.config), (detail) => new ConfigRefused({ runner: name, detail }))
+            const start = performance.now()
+            const outcome = yield* permits.withPermits(1)(
+              Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference)
+            )
+            if (options.logGroups === true) {
+              process.stderr.write(
+                `runner ${name}: ran row ${payload.row} of run ${payload.runId} in ${Math.round(performance.now() - start)} ms\n`
+              )
+            }
+            return { runner: name, digest: options.digest, ...outcome }
+          })
+      }),
+      { maxIdleTime: "10 seconds" }
+    )
+  }))
+  const ready = Layer.effectDiscard(
+    Effect.sync(() => options.onReady?.())
+  )
+  return Layer.provideMerge(ready, handlers).pipe(
+    Layer.provide(Cluster.runner(options.url, { host: options.host, port: options.port, listenHost: options.listenHost }))
+  )
+}

@@ -1,0 +1,117 @@
+/**
+ * The cluster's one door into the engine: everything a runner needs to run a group the way `run`
+ * runs it (the same `Rollout.stream`, the same log encoding and summary fold). A change of the
+ * engine's API touches this file only.
+ */
+import { Effect, Either, Option, Stream } from "effect"
+import type { Scope } from "effect"
+import * as CompletionsLog from "../../CompletionsLog.js"
+import type { Inference } from "../../Inference.js"
+import * as Registry from "../../Registry.js"
+import * as Reward from "../../Reward.js"
+import * as Rollout from "../../Rollout.js"
+import * as Row from "../../Row.js"
+import * as Summary from "../../Summary.js"
+import type { GroupConfig } from "../Protocol.js"
+
+/** A run's config, ready to run groups on this runner. */
+export interface Prepared {
+  readonly config: Rollout.Config
+  readonly failedGroups: CompletionsLog.FailedGroups
+}
+
+/** What running one group gives: its log text, its summary part, or the row's error. */
+export interface GroupOutcome {
+  readonly text: string
+  readonly summary: Record<string, unknown>
+  readonly rowError: { readonly file: string; readonly line: number; readonly path: string; readonly detail: string } | null
+}
+
+const message = (error: { readonly message: string }): string => error.message
+
+/**
+ * Builds the engine's config of a run from the coordinator's group config and this runner's
+ * registry; the scheduler's instance lives in `Scope` (the runner's, shared by all the run's groups).
+ */
+export const prepare = (
+  registry: Registry.Registry,
+  group: GroupConfig
+): Effect.Effect<Prepared, string, Scope.Scope> =>
+  Effect.gen(function*() {
+    const definition = yield* Effect.mapError(Registry.scheduler(registry, group.scheduler), message)
+    const rewards = yield* Effect.mapError(
+      Effect.forEach(group.rewardFuncs, (name) => Registry.reward(registry, name)),
+      message
+    )
+    const columns = yield* Effect.mapError(Reward.columns(rewards, group.rewardWeights), message)
+    if (group.gymEnv !== null && definition.usesRegistryEnvs) {
+      yield* Effect.mapError(Registry.env(registry, group.gymEnv), message)
+    }
+    const instance = yield* Effect.mapError(definition.make({ options: group.schedulerOptions }), message)
+    const ms = (x: number | null) => (x === null ? undefined : x)
+    const config: Rollout.Config = {
+      registry,
+      scheduler: { definition, instance },
+      defaultEnv: group.gymEnv ?? undefined,
+      numGenerations: group.numGenerations,
+      maxTurns: group.maxTurns,
+      // a group's generations all at once; the runner bounds its groups in flight
+      concurrency: group.numGenerations,
+      seed: group.seed,
+      columns,
+      sampling: group.sampling as Rollout.Config["sampling"],
+      timeouts: {
+        reset: ms(group.timeouts.reset),
+        step: ms(group.timeouts.step),
+        close: ms(group.timeouts.close),
+        trajectory: ms(group.timeouts.trajectory)
+      },
+      retries: group.retries
+    }
+    return { config, failedGroups: group.failedGroups }
+  })
+
+/**
+ * Runs the group of the dataset's row `index` (its line's text) with the engine of `run`: fresh
+ * envs, its generations, rewards and advantages; gives the group's log text and summary part.
+ */
+export const runGroup = (
+  prepared: Prepared,
+  file: string,
+  index: number,
+  line: string
+): Effect.Effect<GroupOutcome, never, Inference> =>
+  Effect.gen(function*() {
+    const decoded = Row.decodeLine(file, index, line) ??
+      Either.left(new Row.RowError({ file, line: index + 1, path: "", detail: "blank line" }))
+    const items = yield* Stream.runCollect(Rollout.stream(prepared.config, [decoded]))
+    const accumulator = new Summary.Accumulator()
+    let text = ""
+    let rowError: GroupOutcome["rowError"] = null
+    for (const item of items) {
+      accumulator.add(item)
+      if (item._tag === "RowFailure") {
+        const { detail, file, line, path } = item.error
+        rowError = { file, line, path, detail }
+        continue
+      }
+      if (prepared.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
+      text += CompletionsLog.groupText(item, prepared.failedGroups)
+    }
+    return { text, summary: { ...accumulator }, rowError }
+  })
+
+/** A `Row.RowError` from a runner's reply. */
+export const rowError = (problem: NonNullable<GroupOutcome["rowError"]>): Row.RowError => new Row.RowError(problem)
+
+/** The rows of a dataset stream with their lines' text, bad ones (not UTF-8, malformed) as errors. */
+export const datasetLines = <E, R>(file: string, bytes: Stream.Stream<Uint8Array, E, R>, skip?: (index: number) => boolean) =>
+  Stream.filterMap(Row.streamLines(bytes), ([index, text, invalid]) => {
+    if (skip !== undefined && skip(index)) return Option.none()
+    if (invalid !== undefined) {
+      return Option.some(Either.left(new Row.RowError({ file, line: index + 1, path: "", detail: invalid })))
+    }
+    const decoded = Row.decodeLine(file, index, text)
+    if (decoded === undefined) return Option.none()
+    return Option.some(Either.map(decoded, (row) => ({ row, text })))
+  })

@@ -1,0 +1,88 @@
+/**
+ * A temporary PostgreSQL for the cluster tests and benchmarks: `initdb` in a fresh directory, the
+ * server on a free loopback port, run as an unprivileged user (PostgreSQL refuses to run as root:
+ * as root, the files are given to `nobody` and the binaries run through `runuser`), stopped after.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const BIN = process.env.PG_BIN ?? "/usr/lib/postgresql/15/bin"
+
+/** A running temporary server: its URL, and `stop` (fast shutdown, directory removed). */
+export interface TempPostgres {
+  readonly url: string
+  readonly port: number
+  readonly stop: () => Promise<void>
+}
+
+/** A free TCP port on 127.0.0.1 (bound and released). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+
+const asRoot = typeof process.getuid === "function" && process.getuid() === 0
+const command = (bin: string, args: ReadonlyArray<string>): [string, Array<string>] =>
+  asRoot ? ["runuser", ["-u", "nobody", "--", path.join(BIN, bin), ...args]] : [path.join(BIN, bin), [...args]]
+
+/** Whether the PostgreSQL server binaries are installed. */
+export const available = (): boolean => fs.existsSync(path.join(BIN, "postgres"))
+
+const accepts = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+
+/** Starts a temporary server (about a second or two). */
+export const start = async (): Promise<TempPostgres> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-pg-"))
+  fs.chmodSync(dir, 0o755)
+  const data = path.join(dir, "data")
+  fs.mkdirSync(data, { mode: 0o700 })
+  if (asRoot) execFileSync("chown", ["-R", "nobody", dir])
+  const [initdb, initArgs] = command("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+  execFileSync(initdb, initArgs, { stdio: ["ignore", "ignore", "pipe"] })
+  const port = await freePort()
+  const [postgres, args] = command("postgres", [
+    "-D", data, "-h", "127.0.0.1", "-p", String(port), "-k", dir,
+    "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"
+  ])
+  const child: ChildProcess = spawn(postgres, args, { stdio: ["ignore", "ignore", "pipe"], detached: false })
+  let log = ""
+  child.stderr?.on("data", (chunk: Buffer) => void (log = (log + chunk.toString()).slice(-4000)))
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`postgres exited at start: ${log}`)
+    if (await accepts(port)) break
+    if (i > 300) throw new Error(`postgres did not start in 30 s: ${log}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  // accepting connections may come a moment before it is ready for them
+  await new Promise((r) => setTimeout(r, 300))
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    stop: async () => {
+      if (child.exitCode === null) {
+        // runuser passes SIGINT on to postgres: a fast shutdown
+        child.kill("SIGINT")
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))])
+        if (child.exitCode === null) child.kill("SIGKILL")
+      }
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
