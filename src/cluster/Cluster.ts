@@ -98,7 +98,7 @@ export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Type"]> = {
   shardLockExpiration: Duration.seconds(10),
   runnerHealthCheckInterval: Duration.seconds(2),
   refreshAssignmentsInterval: Duration.seconds(1),
-  entityMessagePollInterval: Duration.seconds(1),
+  entityMessagePollInterval: Duration.millis(500),
   entityReplyPollInterval: Duration.millis(200),
   entityMaxIdleTime: Duration.seconds(10),
   sendRetryInterval: Duration.millis(100),

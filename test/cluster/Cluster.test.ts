@@ -1,0 +1,207 @@
+/**
+ * The cluster on a real PostgreSQL (a temporary server, see postgres.ts) with runner processes on
+ * loopback, driven through the built command line as a user runs it: every group exactly once
+ * after a runner is killed (SIGKILL) halfway and after the coordinator is killed and resumed;
+ * clear errors at start; runners with other plugins refused. The logs are compared with a
+ * single-process run's (timings aside).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tmp } from "../cli.js"
+import * as Postgres from "./postgres.js"
+
+const root = path.resolve(import.meta.dirname, "../..")
+const BIN = path.join(root, "bin/effect-gym.js")
+const GROUPS = 2000
+const GENERATIONS = 2
+
+interface Proc {
+  readonly child: ChildProcess
+  out: string
+  err: string
+  readonly exited: Promise<number | null>
+}
+
+const procs: Array<Proc> = []
+const start = (args: ReadonlyArray<string>, cwd: string): Proc => {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+  const proc: Proc = {
+    child,
+    out: "",
+    err: "",
+    exited: new Promise((resolve) => child.once("exit", (code, signal) => resolve(code ?? (signal === null ? null : -1))))
+  }
+  child.stdout?.on("data", (chunk: Buffer) => void (proc.out += chunk.toString()))
+  child.stderr?.on("data", (chunk: Buffer) => void (proc.err += chunk.toString()))
+  procs.push(proc)
+  return proc
+}
+
+const until = async (what: string, check: () => boolean, timeoutMs = 240_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+const lineCount = (file: string): number =>
+  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").length : 0
+
+/** A log's lines without their timings, keyed by row and generation; fails on a duplicate. */
+const linesOf = (file: string): Map<string, string> => {
+  const map = new Map<string, string>()
+  for (const text of fs.readFileSync(file, "utf8").split("\n")) {
+    if (text === "") continue
+    const line = JSON.parse(text) as Record<string, unknown>
+    delete line.timings
+    const key = `${line.row}/${line.generation}`
+    expect(map.has(key), `${key} twice in ${file}`).toBe(false)
+    map.set(key, JSON.stringify(line))
+  }
+  return map
+}
+
+const expectSameAs = (file: string, reference: Map<string, string>, rows: number) => {
+  const lines = linesOf(file)
+  expect(lines.size).toBe(rows * GENERATIONS)
+  for (const [key, line] of lines) expect(line, key).toBe(reference.get(key))
+}
+
+let pg: Postgres.TempPostgres
+let dir: string
+let dataset: string
+let reference: Map<string, string>
+const database = (name: string) => {
+  execFileSync("psql", [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
+  return pg.url.replace(/\/postgres$/, `/${name}`)
+}
+const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
+const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
+  const proc = start(
+    ["runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver", "--log-groups", "--concurrency", "64", ...extra],
+    dir
+  )
+  await until(`runner ${port} to join`, () => proc.err.includes("joined the cluster") || proc.child.exitCode !== null, 120_000)
+  expect(proc.err).toContain("joined the cluster")
+  return proc
+}
+const ranRows = (procs: ReadonlyArray<Proc>, runId: string): Array<number> =>
+  procs.flatMap((p) => [...p.err.matchAll(new RegExp(`ran row (\\d+) of run ${runId} `, "g"))].map((m) => Number(m[1])))
+
+describe.skipIf(!Postgres.available())("cluster on PostgreSQL", () => {
+  beforeAll(async () => {
+    pg = await Postgres.start()
+    dir = tmp("effect-gym-cluster-")
+    dataset = path.join(dir, "rows.jsonl")
+    fs.writeFileSync(
+      dataset,
+      Array.from({ length: GROUPS }, (_, i) => JSON.stringify({ messages: [{ role: "user", content: "go" }], env_config: { seed: i } }))
+        .join("\n") + "\n"
+    )
+    const local = start(["run", "--dataset", dataset, ...common, "--policy", "frozen-lake-solver", "--output", "local.jsonl"], dir)
+    expect(await local.exited).toBe(0)
+    reference = linesOf(path.join(dir, "local.jsonl"))
+    expect(reference.size).toBe(GROUPS * GENERATIONS)
+  }, 300_000)
+
+  afterAll(async () => {
+    for (const proc of procs) if (proc.child.exitCode === null) proc.child.kill("SIGKILL")
+    await pg?.stop()
+    if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("3 runners, one killed with SIGKILL halfway: every group exactly once, as a local run wrote it", async () => {
+    const url = database("killrunner")
+    const runners = [await runner(url, 41311), await runner(url, 41312), await runner(url, 41313)]
+    const output = path.join(dir, "cluster.jsonl")
+    const coordinator = start(
+      ["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, "--concurrency", "256", "--json"],
+      dir
+    )
+    await until("half the groups", () => lineCount(output) >= GROUPS * GENERATIONS / 2 || coordinator.child.exitCode !== null)
+    const victim = runners[0]
+    expect(ranRows([victim], "[^ ]+").length).toBeGreaterThan(0)
+    victim.child.kill("SIGKILL")
+    expect(await coordinator.exited, coordinator.err).toBe(0)
+    expectSameAs(output, reference, GROUPS)
+    const summary = JSON.parse(coordinator.out) as {
+      groups: number
+      trajectories: number
+      cluster: { groups_by_runner: Record<string, number>; runner_events: Array<{ event: string; runner: string }> }
+    }
+    expect(summary.groups).toBe(GROUPS)
+    expect(summary.trajectories).toBe(GROUPS * GENERATIONS)
+    // the survivors took the killed runner's shards
+    const byRunner = summary.cluster.groups_by_runner
+    expect(Object.values(byRunner).reduce((a, b) => a + b, 0)).toBe(GROUPS)
+    expect(byRunner["127.0.0.1:41312"] + byRunner["127.0.0.1:41313"]).toBeGreaterThan(GROUPS / 2)
+    const joined = summary.cluster.runner_events.filter((e) => e.event === "joined").map((e) => e.runner).sort()
+    expect(joined).toEqual(["127.0.0.1:41311", "127.0.0.1:41312", "127.0.0.1:41313"])
+    for (const proc of runners.slice(1)) proc.child.kill("SIGTERM")
+    for (const proc of runners.slice(1)) await proc.exited
+  }, 600_000)
+
+  it("the coordinator killed halfway: --resume takes the stored replies, nothing is run twice", async () => {
+    const url = database("killcoordinator")
+    const rows = 1000
+    const small = path.join(dir, "rows-1000.jsonl")
+    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const runners = [await runner(url, 41321), await runner(url, 41322)]
+    const output = path.join(dir, "resumed.jsonl")
+    const args = ["run", "--cluster", url, "--run-id", "resume-test", "--dataset", small, ...common, "--output", output, "--concurrency", "128"]
+    const first = start(args, dir)
+    await until("half the groups", () => lineCount(output) >= rows * GENERATIONS / 2 || first.child.exitCode !== null)
+    first.child.kill("SIGKILL")
+    await first.exited
+    const before = lineCount(output)
+    expect(before).toBeLessThan(rows * GENERATIONS)
+    const second = start([...args, "--resume", "--json"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expect(second.err).toMatch(/resuming .*: \d+ complete groups/)
+    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    // every group ran once on the runners, across both coordinators
+    const ran = ranRows(runners, "resume-test").sort((a, b) => a - b)
+    expect(ran).toEqual(Array.from({ length: rows }, (_, i) => i))
+    // a resume without --run-id finds the run's id in the log's record; a different one is refused
+    const other = start([...args.filter((a) => a !== "resume-test" && a !== "--run-id"), "--run-id", "another", "--resume"], dir)
+    expect(await other.exited).toBe(2)
+    expect(other.err).toContain("was written by cluster run resume-test")
+    for (const proc of runners) proc.child.kill("SIGTERM")
+    for (const proc of runners) await proc.exited
+  }, 600_000)
+
+  it("runners with other plugins are refused", async () => {
+    const url = database("mismatch")
+    const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
+    const odd = await runner(url, 41331, ["--plugin", plugin])
+    const output = path.join(dir, "mismatch.jsonl")
+    const coordinator = start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output], dir)
+    const code = await coordinator.exited
+    expect(code).not.toBe(0)
+    expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
+    expect(lineCount(output)).toBe(0)
+    odd.child.kill("SIGTERM")
+    await odd.exited
+  }, 300_000)
+
+  it("a bad connection string or an unreachable database: a clear error at start, exit 2", async () => {
+    const free = await Postgres.freePort()
+    const cases: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--cluster", "http://127.0.0.1/x"], /--cluster: .*expected a postgres:\/\/ URL/],
+      [["--cluster", "not a url"], /--cluster: .*not a connection string/],
+      [["--cluster", `postgres://postgres@127.0.0.1:${free}/postgres`], /--cluster: cannot connect to postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres/],
+      [["--cluster", pg.url.replace(/\/postgres$/, "/nosuchdb")], /--cluster: cannot connect to .*nosuchdb/]
+    ]
+    for (const [option, message] of cases) {
+      const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
+      expect(await run.exited, run.err).toBe(2)
+      expect(run.err).toMatch(message)
+      const alone = start(["runner", ...option, "--port", "41341"], dir)
+      expect(await alone.exited, alone.err).toBe(2)
+      expect(alone.err).toMatch(message)
+    }
+  }, 300_000)
+})
