@@ -84,4 +84,22 @@ describe("layers", () => {
       }
     }
   })
+
+  it("the cluster is an edge: only the command line imports it, and it reaches the engine through one adapter", () => {
+    const walk = (dir: string): Array<string> =>
+      fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? walk(`${dir}/${entry.name}`) : entry.name.endsWith(".ts") ? [`${dir}/${entry.name}`] : []
+      )
+    const cluster = walk("src/cluster")
+    expect(cluster).toContain("src/cluster/internal/engine.ts")
+    for (const file of walk("src").filter((f) => !f.startsWith("src/cluster/") && !f.startsWith("src/cli/"))) {
+      for (const target of relativeImports(file)) expect(target, `${file} imports ${target}`).not.toMatch(/^src\/cluster\//)
+    }
+    // the engine's running modules are imported by the adapter only
+    for (const file of cluster.filter((f) => f !== "src/cluster/internal/engine.ts")) {
+      for (const target of relativeImports(file)) {
+        expect(target, `${file} imports ${target}`).not.toMatch(/^src\/(Rollout|Trajectory|Scheduler|CompletionsLog|Summary|Row)\.js$/)
+      }
+    }
+  })
 })

@@ -8,7 +8,7 @@
  */
 import { RunnerStorage } from "@effect/cluster"
 import { Effect, Either, Schedule, Stream } from "effect"
-import type { RowError } from "../Row.js"
+import type { RowError } from "./internal/engine.js"
 import * as Cluster from "./Cluster.js"
 import type { GroupConfig, GroupReply } from "./Protocol.js"
 import { entityId, RolloutEntity } from "./Protocol.js"

@@ -115,3 +115,6 @@ export const datasetLines = <E, R>(file: string, bytes: Stream.Stream<Uint8Array
     if (decoded === undefined) return Option.none()
     return Option.some(Either.map(decoded, (row) => ({ row, text })))
   })
+
+/** A dataset row that cannot run. */
+export type RowError = Row.RowError

@@ -1,0 +1,122 @@
+/**
+ * Workload 10: the cluster (`run --cluster` with `effect-gym runner` processes on loopback, a
+ * temporary PostgreSQL). Each figure is a whole command, process start to exit, as a user runs it.
+ *
+ *   A. Cost per group: FrozenLake, the frozen-lake-solver policy, in-process `run` vs the same run
+ *      through the cluster with one runner.
+ *   B. Scaling on a latency-bound workload (the policy answers after 20 ms): 1, 2, 3 runner
+ *      processes, each running at most --runner-concurrency groups at once (a node's capacity).
+ *
+ *   --groups 300  --generations 8  --runs 3  --runner-concurrency 8
+ *
+ * Prints one JSON object of figures (medians and all values). Run after `npm run build`:
+ *   node --import tsx bench/workloads/cluster.ts
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Postgres from "../../test/cluster/postgres.js"
+import { flags, median } from "../lib.js"
+
+const args = flags()
+const groups = Number(args.groups ?? 300)
+const generations = Number(args.generations ?? 8)
+const runs = Number(args.runs ?? 3)
+const runnerConcurrency = Number(args["runner-concurrency"] ?? 8)
+const BIN = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
+const dir = fs.mkdtempSync(path.join(fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir(), "effect-gym-cluster-bench-"))
+const dataset = path.join(dir, "rows.jsonl")
+fs.writeFileSync(
+  dataset,
+  Array.from({ length: groups }, (_, i) => JSON.stringify({ messages: [{ role: "user", content: "go" }], env_config: { seed: i } }))
+    .join("\n") + "\n"
+)
+
+const exec = (argv: ReadonlyArray<string>) =>
+  new Promise<{ code: number | null; ms: number; out: string }>((resolve) => {
+    const started = performance.now()
+    const child = spawn(process.execPath, [BIN, ...argv], { cwd: dir, stdio: ["ignore", "pipe", "ignore"] })
+    let out = ""
+    child.stdout.on("data", (c: Buffer) => void (out += c.toString()))
+    child.once("exit", (code) => resolve({ code, ms: performance.now() - started, out }))
+  })
+
+const startRunner = async (url: string, port: number, policyOptions: ReadonlyArray<string>) => {
+  const child: ChildProcess = spawn(process.execPath, [
+    BIN, "runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver",
+    "--concurrency", String(runnerConcurrency), ...policyOptions
+  ], { cwd: dir, stdio: ["ignore", "ignore", "pipe"] })
+  let err = ""
+  child.stderr?.on("data", (c: Buffer) => void (err += c.toString()))
+  const deadline = Date.now() + 120_000
+  while (!err.includes("joined the cluster")) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`runner did not start: ${err}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return child
+}
+
+const stopAll = async (children: ReadonlyArray<ChildProcess>) => {
+  for (const child of children) child.kill("SIGTERM")
+  await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once("exit", r)))))
+}
+
+const common = ["--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", String(generations), "--max-turns", "10", "--json"]
+let n = 0
+const output = () => path.join(dir, `out-${n++}.jsonl`)
+const trajectoriesPerSecond = (ms: number) => (groups * generations) / (ms / 1000)
+
+const pg = await Postgres.start()
+const figures: Record<string, { median: number; values: Array<number>; unit: string }> = {}
+const record = (name: string, unit: string, values: Array<number>) => {
+  figures[name] = { median: median(values), values, unit }
+  process.stderr.write(`${name}: ${median(values).toFixed(2)} ${unit} (${values.map((v) => v.toFixed(2)).join(", ")})\n`)
+}
+try {
+  let db = 0
+  const database = async () => {
+    const name = `bench${db++}`
+    const psql = spawn("psql", [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
+    await new Promise((r) => psql.once("exit", r))
+    return pg.url.replace(/\/postgres$/, `/${name}`)
+  }
+  // A. cost per group
+  const local: Array<number> = []
+  for (let i = 0; i < runs; i++) {
+    const r = await exec(["run", ...common, "--policy", "frozen-lake-solver", "--output", output()])
+    if (r.code !== 0) throw new Error(`local run exited ${r.code}`)
+    local.push(r.ms / groups)
+  }
+  record("A. in-process run, ms per group (process start to exit)", "ms/group", local)
+  {
+    const url = await database()
+    const runner = await startRunner(url, 41401, [])
+    const clustered: Array<number> = []
+    for (let i = 0; i < runs; i++) {
+      const r = await exec(["run", "--cluster", url, ...common, "--concurrency", "64", "--output", output()])
+      if (r.code !== 0) throw new Error(`cluster run exited ${r.code}`)
+      clustered.push(r.ms / groups)
+    }
+    record("A. cluster, 1 runner, ms per group (coordinator start to exit)", "ms/group", clustered)
+    await stopAll([runner])
+  }
+  // B. scaling, 20 ms policy
+  for (const count of [1, 2, 3]) {
+    const url = await database()
+    const runners = []
+    for (let k = 0; k < count; k++) runners.push(await startRunner(url, 41410 + k, ["--policy-option", "latency_ms=20"]))
+    const values: Array<number> = []
+    for (let i = 0; i < runs; i++) {
+      const r = await exec(["run", "--cluster", url, ...common, "--concurrency", "128", "--output", output()])
+      if (r.code !== 0) throw new Error(`cluster run exited ${r.code}`)
+      values.push(trajectoriesPerSecond(r.ms))
+    }
+    record(`B. 20 ms policy, ${count} runner(s) x ${runnerConcurrency} groups, trajectories/s`, "trajectories/s", values)
+    await stopAll(runners)
+  }
+} finally {
+  await pg.stop()
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+console.log(JSON.stringify({ groups, generations, runs, runnerConcurrency, cpus: os.cpus().length, loadavg: os.loadavg(), figures }, null, 2))
