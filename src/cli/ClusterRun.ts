@@ -72,6 +72,7 @@ export const coordinate = (
     const { accumulator, resolved, writer } = parts
     const report: ClusterReport = { run_id: parts.runId, groups_by_runner: {}, runner_events: [] }
     const digest = registryDigest(resolved.registry, args.plugins)
+    const writing = yield* Effect.makeSemaphore(1)
     const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: error.message })
@@ -123,12 +124,16 @@ export const coordinate = (
                 `the coordinator's (${digest.slice(0, 12)})`
             })
           }
-          report.groups_by_runner[reply.runner] = (report.groups_by_runner[reply.runner] ?? 0) + 1
-          accumulator.merge(reply.summary as never)
+          // One reply at a time, whole: written, then counted (a stop never cuts a group in two,
+          // and two writes never overlap).
+          yield* writing.withPermits(1)(Effect.uninterruptible(Effect.gen(function*() {
+            yield* Effect.mapError(writer.writeText(reply.text), outputError)
+            report.groups_by_runner[reply.runner] = (report.groups_by_runner[reply.runner] ?? 0) + 1
+            accumulator.merge(reply.summary as never)
+          })))
           if (reply.rowError !== null) {
             yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
           }
-          yield* Effect.mapError(writer.writeText(reply.text), outputError)
         }),
       onRunner: (event) =>
         Effect.zipRight(
