@@ -76,12 +76,23 @@ export const start = async (): Promise<TempPostgres> => {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     stop: async () => {
-      if (child.exitCode === null) {
-        // runuser passes SIGINT on to postgres: a fast shutdown
-        child.kill("SIGINT")
-        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))])
-        if (child.exitCode === null) child.kill("SIGKILL")
+      // The server's own pid (runuser does not always pass signals on): SIGINT is a fast shutdown.
+      const pid = Number(fs.readFileSync(path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
+      const alive = () => {
+        try {
+          process.kill(pid, 0)
+          return true
+        } catch {
+          return false
+        }
       }
+      if (pid > 0 && alive()) {
+        process.kill(pid, "SIGINT")
+        for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 100))
+        if (alive()) process.kill(pid, "SIGKILL")
+      }
+      if (child.exitCode === null) child.kill("SIGKILL")
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 2_000))])
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }
