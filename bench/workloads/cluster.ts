@@ -1,5 +1,5 @@
 /**
- * Workload 10: the cluster (`run --cluster` with `effect-gym runner` processes on loopback, a
+ * Workload 11: the cluster (`run --cluster` with `effect-gym runner` processes on loopback, a
  * temporary PostgreSQL). Each figure is a whole command, process start to exit, as a user runs it.
  *
  *   A. Cost per group: FrozenLake, the frozen-lake-solver policy, in-process `run` vs the same run
