@@ -7,6 +7,7 @@ import { FileSystem } from "@effect/platform"
 import { Console, Effect, Option, Stream } from "effect"
 import type * as CompletionsLog from "../CompletionsLog.js"
 import type { RunnerEvent } from "../cluster/Coordinator.js"
+import * as Cluster from "../cluster/Cluster.js"
 import * as Coordinator from "../cluster/Coordinator.js"
 import * as Engine from "../cluster/internal/engine.js"
 import { registryDigest } from "../cluster/internal/digest.js"
@@ -52,6 +53,9 @@ export const runId = (args: RunArgs, resuming: boolean) =>
     }
     return given ?? `run-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
   })
+
+/** Checks the shape of `--cluster` (before anything is written). */
+export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
 
 /** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
 export const coordinate = (

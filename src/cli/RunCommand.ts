@@ -117,6 +117,8 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
       const url = args.cluster.value
       const runId = yield* ClusterRun.runId(args, resumed !== undefined)
+      // Its shape checked before anything is written (a bad --cluster writes nothing).
+      yield* ClusterRun.checkUrl(url)
       return yield* Effect.scoped(Effect.gen(function*() {
         const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)
         const until = Option.getOrUndefined(onFirstSignal(
