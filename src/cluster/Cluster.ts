@@ -21,7 +21,7 @@ import type { MessageStorage, Sharding } from "@effect/cluster"
 import { RpcSerialization } from "@effect/rpc"
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 
 /**
  * The cluster cannot be used: a connection string that is not a PostgreSQL URL, a database that
@@ -148,9 +148,13 @@ export const database = (url: string, options: { readonly maxConnections?: numbe
     )))
 
 /** Both stores in the database (their tables are created at first start: `cluster_*`). */
+// Runners started together on a fresh database race to create the tables (CREATE TABLE IF NOT
+// EXISTS can fail on PostgreSQL's catalog when two run at once): setting up is tried again.
 const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
-  Layer.mapError((error) =>
-    new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${error.message}` })
+  Layer.catchAllCause((cause) => Layer.fail(cause)),
+  Layer.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
+  Layer.mapError((cause) =>
+    new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${describe(cause)}` })
   )
 )
 
