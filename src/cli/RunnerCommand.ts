@@ -5,7 +5,6 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Layer, Option } from "effect"
-import { Inference } from "../Inference.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
@@ -57,7 +56,8 @@ export const runnerJob = (args: RunnerArgs) =>
     const { registryDigest } = yield* Effect.promise(() => import("../cluster/internal/digest.js"))
     const digest = registryDigest(registry, args.plugins)
     yield* InferenceOptions.sampling({ ...args, titoCheck: false })
-    const inference = yield* InferenceOptions.make({ ...args, titoCheck: false }, {
+    // This runner's one inference layer (built before the runner joins: a bad option fails at start).
+    const inferenceLayer = InferenceOptions.layer({ ...args, titoCheck: false }, {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
@@ -80,7 +80,7 @@ export const runnerJob = (args: RunnerArgs) =>
             `runner ${name} joined the cluster at ${Cluster.redact(url)} (registry digest ${digest.slice(0, 12)}, ` +
               `${args.concurrency} groups at once)\n`
           )
-      }).pipe(Layer.provide(Layer.succeed(Inference, inference)))
+      }).pipe(Layer.provide(inferenceLayer))
     )
   }).pipe(Effect.scoped)
 

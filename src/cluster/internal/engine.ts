@@ -44,8 +44,10 @@ export const prepare = (
       message
     )
     const columns = yield* Effect.mapError(Reward.columns(rewards, group.rewardWeights), message)
-    if (group.gymEnv !== null && definition.usesRegistryEnvs) {
-      yield* Effect.mapError(Registry.env(registry, group.gymEnv), message)
+    // The env the run names: one the scheduler brings, or this runner's registry's (checked the way `run` checks it).
+    const gymEnv = group.gymEnv
+    if (gymEnv !== null && !(definition.envs ?? []).some((env) => env.name === gymEnv)) {
+      yield* Effect.mapError(Registry.env(registry, gymEnv), message)
     }
     const instance = yield* Effect.mapError(definition.make({ options: group.schedulerOptions }), message)
     const ms = (x: number | null) => (x === null ? undefined : x)
