@@ -58,7 +58,8 @@ describe("the report's model", () => {
     })
   })
 
-  it.prop("a summary survives its packed form", [FastCheck.record({ reward: FastCheck.option(FastCheck.double({ noNaN: true, noDefaultInfinity: true }), { nil: null }), errorTag: FastCheck.option(FastCheck.string(), { nil: null }), tokens: FastCheck.boolean() })], ([over]) => {
+  it.prop("a summary survives its packed form", [FastCheck.record({ reward: FastCheck.option(FastCheck.double({ noNaN: true, noDefaultInfinity: true }).map((x) => (Object.is(x, -0) ? 0 : x)), { nil: null }), errorTag: FastCheck.option(FastCheck.string(), { nil: null }), tokens: FastCheck.boolean() })], ([over]) => {
+    // (-0 is not generated: JSON writes it as 0, so a log never holds it)
     const s = summary(over)
     expect(unpack(JSON.parse(JSON.stringify(pack(s))))).toEqual(s)
   })
