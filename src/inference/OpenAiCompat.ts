@@ -504,24 +504,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
   // and of query values.
   const secrets = Redact.secretsOf(options.baseUrl)
   if (secrets.length === 0) return makeWith(options, undefined)
-  let basic: readonly [string, string] | undefined
-  let query: ReadonlyArray<readonly [string, string]> = []
-  let plain = options.baseUrl
-  try {
-    const target = new URL(options.baseUrl)
-    if (target.username !== "" || target.password !== "") {
-      basic = [decodeURIComponent(target.username), decodeURIComponent(target.password)]
-      target.username = ""
-      target.password = ""
-    }
-    // The query goes with every request, after its path (not in the middle of it).
-    query = [...target.searchParams]
-    target.search = ""
-    target.hash = ""
-    plain = target.toString().replace(/\/+$/, "")
-  } catch {
-    // validate says what is wrong with it
-  }
+  const { basic, plain, query } = Redact.split(options.baseUrl)
   const scrubbed = (error: InferenceError) => Transport.withDetail(error, Redact.scrub(error.detail, secrets))
   const warn = options.onWarning ?? ((message: string) => Console.error(`warning: ${message}`))
   const onWarning = (message: string) => warn(Redact.scrub(message, secrets))

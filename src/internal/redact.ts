@@ -58,3 +58,33 @@ export const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
   for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(MASK)
   return out
 }
+
+/** A base URL taken apart for sending: credentials as Basic auth, the query for after each path. */
+export interface Split {
+  /** The URL without user name, password, query or fragment (and no trailing slash). */
+  readonly plain: string
+  /** The user name and password (decoded), sent as Basic auth; none without them. */
+  readonly basic: readonly [string, string] | undefined
+  /** The query's pairs, which go with every request after its path (not in the middle of it). */
+  readonly query: ReadonlyArray<readonly [string, string]>
+}
+
+/** Takes a base URL apart (see {@link Split}); an unparsable URL is left as it is (validation says why). */
+export const split = (baseUrl: string): Split => {
+  let target: URL
+  try {
+    target = new URL(baseUrl)
+  } catch {
+    return { plain: baseUrl, basic: undefined, query: [] }
+  }
+  let basic: readonly [string, string] | undefined
+  if (target.username !== "" || target.password !== "") {
+    basic = [decodeURIComponent(target.username), decodeURIComponent(target.password)]
+    target.username = ""
+    target.password = ""
+  }
+  const query = [...target.searchParams]
+  target.search = ""
+  target.hash = ""
+  return { plain: target.toString().replace(/\/+$/, ""), basic, query }
+}
