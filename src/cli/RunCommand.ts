@@ -129,17 +129,12 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
         ))
         const done = resumed?.done
-        const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
-        const started = performance.now()
-        const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
-        if (view !== undefined) yield* view.attach(args.output, snapshot)
-        const outcome = yield* Progress.whileRunning(
-          snapshot,
-          Effect.exit(ClusterRun.coordinate(args, { url, runId, resolved, sampling, done, writer, accumulator, until }))
+        const { outcome, summary } = yield* underProgress(
+          args,
+          view,
+          { accumulator, writer, scan, done },
+          ClusterRun.coordinate(args, { url, runId, resolved, sampling, done, writer, accumulator, until })
         )
-        yield* Effect.ignore(writer.flush)
-        const summary = accumulator.summary(performance.now() - started)
-        if (view !== undefined) yield* view.finish
         // A cluster that cannot be used at all is a bad invocation (exit 2), reported as such.
         if (
           Exit.isFailure(outcome) &&
@@ -150,17 +145,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
         const cluster = Exit.isSuccess(outcome) ? outcome.value : { run_id: runId }
-        yield* Console.log(
-          args.json
-            ? Json.stringify({ ...summary, output: args.output, error: error ?? null, cluster })
-            : `${Summary.format(summary)}\ncompletions    ${args.output}\ncluster run    ${runId}`
-        )
-        if (error !== undefined) {
-          yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
-        } else if (Exit.isFailure(outcome)) {
-          return yield* Effect.failCause(outcome.cause)
-        }
-        return { summary, exitCode: exitCode(summary, error !== undefined) }
+        return yield* report(args, summary, outcome, error, { json: { cluster }, text: `\ncluster run    ${runId}` })
       }))
     }
 
@@ -215,12 +200,10 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           datasetBytes(fs, args.dataset, scan.sha256 === null),
           { skip: done === undefined ? undefined : (index) => done.has(index) }
         ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
-        const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
-        const started = performance.now()
-        const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
-        if (view !== undefined) yield* view.attach(args.output, snapshot)
-        const outcome = yield* Progress.whileRunning(
-          snapshot,
+        const run = yield* underProgress(
+          args,
+          view,
+          { accumulator, writer, scan, done },
           Rollout.stream(config, rows, { until }).pipe(
             Stream.tap((item) => {
               accumulator.add(item)
@@ -231,26 +214,14 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
             Stream.groupedWithin(256, "200 millis"),
             Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
-            Stream.runDrain,
-            Effect.exit
+            Stream.runDrain
           )
         )
-        yield* Effect.ignore(writer.flush)
-        const summary = drift.into(accumulator.summary(performance.now() - started))
-        if (view !== undefined) yield* view.finish
+        const { outcome } = run
+        const summary = drift.into(run.summary)
         const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : backendDown?.message
-        yield* Console.log(
-          args.json
-            ? Json.stringify({ ...summary, output: args.output, error: error ?? null })
-            : `${Summary.format(summary)}\ncompletions    ${args.output}`
-        )
-        if (error !== undefined) {
-          yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
-        } else if (Exit.isFailure(outcome)) {
-          return yield* Effect.failCause(outcome.cause)
-        }
-        return { summary, exitCode: exitCode(summary, error !== undefined) }
+        return yield* report(args, summary, outcome, error)
       })),
       inferenceLayer
     )
@@ -281,6 +252,59 @@ const openLog = (
     const accumulator = new Summary.Accumulator()
     accumulator.resumedGroups = resumed?.done.size ?? 0
     return { writer, outputError, accumulator }
+  })
+
+/**
+ * Runs the job's work under the progress line (and `--view`'s page), then writes out the log and
+ * takes the summary: what a local run and a cluster run share.
+ */
+const underProgress = <A, E, R>(
+  args: RunArgs,
+  view: RunView.Handle | undefined,
+  log: {
+    readonly accumulator: Summary.Accumulator
+    readonly writer: CompletionsLog.Writer
+    readonly scan: RunLog.DatasetScan
+    readonly done: RunLog.RowSet | undefined
+  },
+  work: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const { accumulator, done, scan, writer } = log
+    const total = scan.rows === undefined ? 0 : (scan.rows - (done?.size ?? 0)) * args.numGenerations
+    const started = performance.now()
+    const snapshot = () => ({ accumulator, total, elapsedMs: performance.now() - started })
+    if (view !== undefined) yield* view.attach(args.output, snapshot)
+    const outcome = yield* Progress.whileRunning(snapshot, Effect.exit(work))
+    yield* Effect.ignore(writer.flush)
+    const summary = accumulator.summary(performance.now() - started)
+    if (view !== undefined) yield* view.finish
+    return { outcome, summary }
+  })
+
+/**
+ * Prints the summary (or the `--json` object, with `extra.json` added) and says why a run stopped
+ * early; gives the exit code, or the run's failure when it failed without stopping early.
+ */
+const report = <A, E>(
+  args: RunArgs,
+  summary: Summary.Summary,
+  outcome: Exit.Exit<A, E>,
+  error: string | undefined,
+  extra: { readonly json?: Record<string, unknown>; readonly text?: string } = {}
+) =>
+  Effect.gen(function*() {
+    yield* Console.log(
+      args.json
+        ? Json.stringify({ ...summary, output: args.output, error: error ?? null, ...extra.json })
+        : `${Summary.format(summary)}\ncompletions    ${args.output}${extra.text ?? ""}`
+    )
+    if (error !== undefined) {
+      yield* Console.error(`error: the run stopped early: ${error} (the groups finished before are written)`)
+    } else if (Exit.isFailure(outcome)) {
+      return yield* Effect.failCause(outcome.cause)
+    }
+    return { summary, exitCode: exitCode(summary, error !== undefined) }
   })
 
 /** The graceful stop: the first SIGINT/SIGTERM marks the run interrupted and says what happens (the second ends the process at once). */
