@@ -8,6 +8,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { freePort } from "../openenv/helpers.js"
 
 const BIN = process.env.PG_BIN ?? "/usr/lib/postgresql/15/bin"
 
@@ -18,16 +19,7 @@ export interface TempPostgres {
   readonly stop: () => Promise<void>
 }
 
-/** A free TCP port on 127.0.0.1 (bound and released). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port
-      server.close(() => resolve(port))
-    })
-  })
+export { freePort }
 
 const asRoot = typeof process.getuid === "function" && process.getuid() === 0
 const command = (bin: string, args: ReadonlyArray<string>): [string, Array<string>] =>

@@ -11,34 +11,14 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { WebSocket } from "ws"
+import { launchScoped } from "../cli.js"
 import { linesOf } from "../rollout-server/helpers.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const plugin = path.join(root, "test/fixtures/plugins/blocking_envs.mjs")
 
 /** Starts the binary; resolves with the URL it prints; killed with the scope. */
-const launch = (args: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.async<{ url: string; child: ReturnType<typeof spawn>; exit: Promise<[number | null, string | null]>; stderr: () => string }>(
-      (resume) => {
-        const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), ...args], {
-          cwd: root,
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-        let stdout = ""
-        let stderr = ""
-        const exit = new Promise<[number | null, string | null]>((done) => child.on("exit", (code, signal) => done([code, signal])))
-        child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
-        child.stdout.on("data", (chunk) => {
-          stdout += String(chunk)
-          const url = /http:\/\/127\.0\.0\.1:\d+/.exec(stdout)?.[0]
-          if (url !== undefined) resume(Effect.succeed({ url, child, exit, stderr: () => stderr }))
-        })
-        void exit.then(([code]) => resume(Effect.die(new Error(`exited with ${code} before it started: ${stderr}`))))
-      }
-    ),
-    ({ child }) => Effect.sync(() => void (child.exitCode === null && child.kill("SIGKILL")))
-  )
+const launch = launchScoped
 
 /** GET /health with a 1 s deadline: the status, or "timeout" when the server does not answer in time. */
 const healthWithin1s = (url: string) =>

@@ -5,10 +5,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { cli, healthy, tmp } from "../cli.js"
+import { cli, healthy, launchScoped, tmp } from "../cli.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import { freePort } from "../openenv/helpers.js"
 import { Api, eventually, linesOf, request } from "./helpers.js"
@@ -102,29 +101,7 @@ describe("effect-gym serve (in-process)", () => {
 
 describe("effect-gym serve (the built binary)", () => {
   /** Starts the binary; resolves with the URL it prints, its output so far and its exit. */
-  const launch = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-    Effect.acquireRelease(
-      Effect.async<{ url: string; child: ReturnType<typeof spawn>; exit: Promise<[number | null, string | null]>; stderr: () => string }>(
-        (resume) => {
-          const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), "serve", ...args], {
-            cwd: root,
-            env: { ...process.env, ...env },
-            stdio: ["ignore", "pipe", "pipe"]
-          })
-          let stdout = ""
-          let stderr = ""
-          const exit = new Promise<[number | null, string | null]>((done) => child.on("exit", (code, signal) => done([code, signal])))
-          child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
-          child.stdout.on("data", (chunk) => {
-            stdout += String(chunk)
-            const url = /http:\/\/127\.0\.0\.1:\d+/.exec(stdout)?.[0]
-            if (url !== undefined) resume(Effect.succeed({ url, child, exit, stderr: () => stderr }))
-          })
-          void exit.then(([code]) => resume(Effect.die(new Error(`serve exited with ${code} before it started: ${stderr}`))))
-        }
-      ),
-      ({ child }) => Effect.sync(() => void (child.exitCode === null && child.kill("SIGKILL")))
-    )
+  const launch = (args: ReadonlyArray<string>, env: Record<string, string>) => launchScoped(["serve", ...args], env)
 
   it.live("SIGTERM with trajectories in flight: the grace period, then every env closed, exit code 0", () =>
     Effect.gen(function*() {

@@ -5,32 +5,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as path from "node:path"
 import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
 import { tmp } from "../inference/cli.js"
 import { writeTinyLlama } from "../inference/gguf.js"
+import { launch } from "../cli.js"
 
 const support = await Effect.runPromise(LlamaCpp.probe)
-const root = path.resolve(import.meta.dirname, "../..")
 const modelPath = writeTinyLlama(path.join(tmp(), "tiny.gguf"))
-
-const launch = (args: ReadonlyArray<string>) =>
-  new Promise<{ url: string; child: ReturnType<typeof spawn>; exit: Promise<[number | null, string | null]>; stderr: () => string }>(
-    (resolve, reject) => {
-      const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      const exit = new Promise<[number | null, string | null]>((done) => child.on("exit", (code, signal) => done([code, signal])))
-      child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
-      child.stdout.on("data", (chunk) => {
-        stdout += String(chunk)
-        const url = /http:\/\/127\.0\.0\.1:\d+/.exec(stdout)?.[0]
-        if (url !== undefined) resolve({ url, child, exit, stderr: () => stderr })
-      })
-      void exit.then(([code]) => reject(new Error(`exited with ${code} before it started: ${stderr}`)))
-    }
-  )
 
 describe.skipIf(!support.available)("serve --mode colocate: graceful shutdown", () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
