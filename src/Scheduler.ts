@@ -19,6 +19,7 @@ import type * as Scope from "effect/Scope"
 import * as Env from "./Env.js"
 import type { Completion, InferenceError } from "./Inference.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
+import { isReady } from "./internal/ready.js"
 import * as Message from "./Message.js"
 
 /**
@@ -368,39 +369,45 @@ export const gymSession = (
   env: Env.Env,
   request: TrajectoryRequest
 ): Effect.Effect<Session, Env.EnvError> =>
-  Effect.flatMap(
-    env.reset({
-      trajectoryId: request.id,
-      seed: request.rowSeed,
-      messages: request.messages,
-      dataDict: request.dataDict,
-      envConfig: request.envConfig
-    }),
-    (reset) => {
-      const invalid = checkReset(envName, reset)
-      if (invalid !== undefined) return Effect.fail(invalid)
-      return Effect.succeed<Session>({
-        messages: opening(reset),
-        info: reset.info ?? EMPTY_INFO,
-        checkFinished: () => false,
-        step: appendObservation,
-        onTurnEnd: (context) =>
-          Effect.flatMap(env.step(context.messages), (out) => {
-            const bad = checkStep(envName, out)
-            if (bad !== undefined) return Effect.fail(bad)
-            // total_reward and step_rewards are assembled once by the trajectory's fold (copying
-            // the step rewards here every turn would make a trajectory quadratic in its turns).
-            return Effect.succeed<TurnResult>({
-              done: out.done,
-              reward: out.reward,
-              observation: out.observation,
-              info: out.info ?? EMPTY_INFO,
-              rolloutInfos: out.done ? GYM_DONE : GYM_NOT_DONE
-            })
-          })
-      })
-    }
-  )
+{
+  const answer = (out: Env.StepResult): Effect.Effect<TurnResult, Env.EnvError> => {
+    const bad = checkStep(envName, out)
+    if (bad !== undefined) return Effect.fail(bad)
+    // total_reward and step_rewards are assembled once by the trajectory's fold (copying
+    // the step rewards here every turn would make a trajectory quadratic in its turns).
+    return Effect.succeed<TurnResult>({
+      done: out.done,
+      reward: out.reward,
+      observation: out.observation,
+      info: out.info ?? EMPTY_INFO,
+      rolloutInfos: out.done ? GYM_DONE : GYM_NOT_DONE
+    })
+  }
+  const session = (reset: Env.ResetResult): Effect.Effect<Session, Env.EnvError> => {
+    const invalid = checkReset(envName, reset)
+    if (invalid !== undefined) return Effect.fail(invalid)
+    return Effect.succeed<Session>({
+      messages: opening(reset),
+      info: reset.info ?? EMPTY_INFO,
+      checkFinished: () => false,
+      step: appendObservation,
+      // An env that answers with a completed Effect is answered at once (the trajectory loop then
+      // runs the turn without the fiber runtime).
+      onTurnEnd: (context) => {
+        const stepped = env.step(context.messages)
+        return isReady(stepped) ? answer(stepped.value) : Effect.flatMap(stepped, answer)
+      }
+    })
+  }
+  const reset = env.reset({
+    trajectoryId: request.id,
+    seed: request.rowSeed,
+    messages: request.messages,
+    dataDict: request.dataDict,
+    envConfig: request.envConfig
+  })
+  return isReady(reset) ? session(reset.value) : Effect.flatMap(reset, session)
+}
 
 /**
  * The built-in gym scheduler (the reference's `gym_scheduler`): the row's env, reset and stepped.

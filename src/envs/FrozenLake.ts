@@ -10,6 +10,7 @@
 import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Env from "../Env.js"
 import { Lru } from "../internal/lru.js"
+import { isReady } from "../internal/ready.js"
 import { PY_SPACE, PY_WORD } from "../internal/pyre.js"
 import type { Message } from "../Message.js"
 import { PyRandom, temper } from "./PyRandom.js"
@@ -380,6 +381,9 @@ const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
 /** The board of (size, p, seed), searched in slices with a turn of the event loop between them. */
 const boardEffect = (size: number, p: number, seed: number | bigint): Effect.Effect<Board, MapBudgetExceeded> => {
   const entry = mapEntry(size, p, seed)
+  // A map found in the first slice (or cached) is answered at once, as a completed Effect.
+  const first = entry.advance(SLICE_CELLS)
+  if (first !== undefined) return Either.isRight(first) ? Effect.succeed(first.right) : Effect.fail(first.left)
   const loop: Effect.Effect<Board, MapBudgetExceeded> = Effect.suspend(() => {
     const outcome = entry.advance(SLICE_CELLS)
     if (outcome === undefined) return Effect.zipRight(nextTurn, loop)
@@ -591,7 +595,9 @@ export class Game {
    * stopping between two slices when interrupted.
    */
   resetEffect(fallbackSeed: number | bigint): Effect.Effect<Env.ResetResult, MapBudgetExceeded> {
-    return Effect.map(boardEffect(this.size, this.p, this.seed ?? fallbackSeed), (board) => this.start(board, fallbackSeed))
+    const board = boardEffect(this.size, this.p, this.seed ?? fallbackSeed)
+    if (isReady(board)) return Effect.succeed(this.start(board.value, fallbackSeed))
+    return Effect.map(board, (board) => this.start(board, fallbackSeed))
   }
 
   private start(board: Board, fallbackSeed: number | bigint): Env.ResetResult {
@@ -677,16 +683,27 @@ export const definition = (name = "frozen_lake", description = "Text FrozenLake,
     make: (config) =>
       Effect.sync(() => {
         const game = new Game(config)
+        // Reset (of a map found at once) and step answer with completed Effects, which the trajectory
+        // loop uses without a trip through the fiber runtime.
         return {
-          reset: (request) =>
-            Effect.mapError(game.resetEffect(request.seed), (error) =>
+          reset: (request) => {
+            const reset = game.resetEffect(request.seed)
+            if (isReady(reset)) return Effect.succeed(reset.value)
+            return Effect.mapError(reset, (error) =>
               new Env.EnvError({
                 env: name,
                 phase: "reset",
                 detail: config.seed === null ? `${error.message} (The seed is the row's: env_config has none.)` : error.message,
                 cause: error
-              })),
-          step: (messages) => Effect.sync(() => game.step(messages))
+              }))
+          },
+          step: (messages) => {
+            try {
+              return Effect.succeed(game.step(messages))
+            } catch (defect) {
+              return Effect.die(defect)
+            }
+          }
         }
       })
   })
