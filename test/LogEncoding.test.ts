@@ -43,10 +43,10 @@ const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 3 }), fc.dictionary(key, tie("value"), { maxKeys: 3 }))
 })).value
 const info = fc.dictionary(key, json, { maxKeys: 4 })
-const message = fc.record({ role: fc.constantFrom("system", "user", "assistant"), content: fc.string({ maxLength: 20 }) })
+const message = fc.record({ role: fc.constantFrom("system" as const, "user" as const, "assistant" as const), content: fc.string({ maxLength: 20 }) })
 const ms = fc.oneof(fc.double({ min: 0, max: 1e6, noNaN: true }), fc.constant(0.0004999), fc.constant(1e-7))
 const turn = fc.record({
-  finishReason: fc.constantFrom("stop", "length"),
+  finishReason: fc.constantFrom("stop" as const, "length" as const),
   tokenIds: rarely(fc.array(fc.nat(), { maxLength: 2 })),
   logprobs: fc.constant(undefined),
   policyVersion: rarely(fc.nat())
