@@ -443,6 +443,14 @@ export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): st
  */
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
+  /**
+   * The bytes an item adds to the log (a group's lines under the failed-groups policy; `undefined`
+   * for nothing), encoded now: a consumer that batches writes keeps these bytes (outside the
+   * JavaScript heap) instead of the groups' records until the write. `writeEncoded` writes them.
+   */
+  readonly encode: (item: Item) => Uint8Array | undefined
+  /** Appends items encoded by `encode`, in one write (each group whole, as `write`). */
+  readonly writeEncoded: (chunks: ReadonlyArray<Uint8Array>) => Effect.Effect<void, PlatformError>
   readonly flush: Effect.Effect<void, PlatformError>
   /** Appends text already made of whole log lines (groups encoded elsewhere, e.g. by a cluster runner). */
   readonly writeText: (text: string) => Effect.Effect<void, PlatformError>
@@ -485,6 +493,13 @@ export const open = (
       return file.sync
     })
     yield* Effect.addFinalizer(() => Effect.ignore(flush))
+    const writeBytes = (bytes: Uint8Array): Effect.Effect<void, PlatformError> => {
+      dirty = true
+      return file.writeAll(bytes).pipe(
+        Effect.tap(() => void (size += bytes.length)),
+        Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
+      )
+    }
     return {
       write: (items) => {
         let text = ""
@@ -492,12 +507,25 @@ export const open = (
           if (item._tag === "Group") text += groupText(item, policy)
         }
         if (text === "") return Effect.void
-        dirty = true
-        const bytes = encoder.encode(text)
-        return file.writeAll(bytes).pipe(
-          Effect.tap(() => void (size += bytes.length)),
-          Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
-        )
+        return writeBytes(encoder.encode(text))
+      },
+      encode: (item) => {
+        if (item._tag !== "Group") return undefined
+        const text = groupText(item, policy)
+        return text === "" ? undefined : encoder.encode(text)
+      },
+      writeEncoded: (chunks) => {
+        if (chunks.length === 0) return Effect.void
+        if (chunks.length === 1) return writeBytes(chunks[0])
+        let total = 0
+        for (const chunk of chunks) total += chunk.length
+        const bytes = new Uint8Array(total)
+        let at = 0
+        for (const chunk of chunks) {
+          bytes.set(chunk, at)
+          at += chunk.length
+        }
+        return writeBytes(bytes)
       },
       writeText: (text) => {
         if (text === "") return Effect.void

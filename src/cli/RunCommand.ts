@@ -9,7 +9,7 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
+import { Cause, Chunk, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
@@ -205,15 +205,21 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           view,
           { accumulator, writer, scan, done },
           Rollout.stream(config, rows, { until }).pipe(
-            Stream.tap((item) => {
+            // Each group is encoded as it comes (its records are not kept until the write: bytes
+            // waiting for a write live outside the JavaScript heap, so the garbage collector does
+            // not copy them over and over).
+            Stream.mapEffect((item) => {
               accumulator.add(item)
-              if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
+              if (item._tag === "RowFailure") return Effect.as(Console.error(`bad row: ${item.error.message}`), undefined)
               if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-              return drift.add(item)
+              const bytes = writer.encode(item)
+              return Effect.as(drift.add(item), bytes)
             }),
             // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
             Stream.groupedWithin(256, "200 millis"),
-            Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
+            Stream.mapEffect((chunks) =>
+              Effect.mapError(writer.writeEncoded(Chunk.toReadonlyArray(chunks).filter((c) => c !== undefined)), outputError)
+            ),
             Stream.runDrain
           )
         )
