@@ -117,7 +117,8 @@ describe("Scripted policies", () => {
       const waited = yield* Fiber.joinAll(fibers)
       // a Node.js timer may fire up to a millisecond early against performance.now()
       for (const ms of waited) expect(ms).toBeGreaterThanOrEqual(39)
-      expect(timers()).toBe(before)
+      // none of the shared timers is left (a timer of something else may have ended meanwhile)
+      expect(timers()).toBeLessThanOrEqual(before)
     }))
 
   it.effect("bad options are typed errors naming the option", () =>
