@@ -128,11 +128,11 @@ describe("the trajectory loop's fast path", () => {
       yield* Effect.sleep("150 millis")
       // the sleep above ended on time: timers run while the run does
       expect(timerFired).toBe(true)
-      const started = performance.now()
       const exit = yield* Fiber.interrupt(fiber)
-      expect(performance.now() - started).toBeLessThan(2000)
       expect(Exit.isInterrupted(exit)).toBe(true)
+      // stopped in the middle: the run had started, and was far from its 80,000 trajectories
       expect(counters.created).toBeGreaterThan(0)
+      expect(counters.created).toBeLessThan(80_000)
       expect(counters.closed).toBe(counters.created)
     }))
 
@@ -157,15 +157,15 @@ describe("the trajectory loop's fast path", () => {
           await new Promise((r) => setTimeout(r, 50))
         }
         child.kill("SIGINT")
-        const sent = performance.now()
         const { code, signal } = await exited
         expect(signal, "killed by the test's guard: SIGINT was not handled").toBeNull()
         expect(code).toBe(130)
-        expect(performance.now() - sent).toBeLessThan(10_000)
-        // every line written is whole
+        // every line written is whole, and the run stopped in the middle of its 400,000 trajectories
         const text = fs.readFileSync(output, "utf8")
         expect(text.endsWith("\n")).toBe(true)
-        for (const line of text.trimEnd().split("\n")) JSON.parse(line)
+        const lines = text.trimEnd().split("\n")
+        for (const line of lines) JSON.parse(line)
+        expect(lines.length).toBeLessThan(400_000)
       } finally {
         clearTimeout(guard)
       }
