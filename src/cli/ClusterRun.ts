@@ -57,11 +57,18 @@ export const runId = (args: RunArgs, resuming: boolean) =>
 /** Checks the shape of `--cluster` (before anything is written). */
 export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
 
+/**
+ * Connects to the cluster and takes the run id, for the run's scope (before anything is written:
+ * a database that does not answer or a run id in use writes nothing and trims nothing).
+ */
+export const open = (url: string, runId: string, resuming: boolean) => Coordinator.open(url, runId, { resuming })
+
 /** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
 export const coordinate = (
   args: RunArgs,
   parts: {
     readonly url: string
+    readonly session: Coordinator.Session
     readonly runId: string
     readonly resolved: RolloutOptions.Resolved
     readonly sampling: object
@@ -86,9 +93,9 @@ export const coordinate = (
       fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
       done === undefined ? undefined : (index) => done.has(index)
     ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
-    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${parts.url.replace(/:[^:@/]*@/, ":***@")}`)
+    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${Cluster.redact(parts.url)}`)
     yield* Coordinator.run({
-      url: parts.url,
+      session: parts.session,
       runId: parts.runId,
       file: args.dataset,
       rows,
@@ -139,6 +146,9 @@ export const coordinate = (
             yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
           }
         }),
+      onNoRunner: Console.error(
+        `cluster: waiting for runners: none is up in ${Cluster.redact(parts.url)} (start one: effect-gym runner --cluster URL)`
+      ),
       onRunner: (event) =>
         Effect.zipRight(
           Effect.sync(() => report.runner_events.push(event)),
