@@ -54,6 +54,63 @@ export const runId = (args: RunArgs, resuming: boolean) =>
     return given ?? `run-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
   })
 
+/** What only a runner takes (inference, policy, env workers): each runner's own on a cluster run. */
+const RUNNER_ONLY = [
+  ["--policy", "policy"],
+  ["--policy-option", "policyOptions"],
+  ["--base-url", "baseUrl"],
+  ["--model", "model"],
+  ["--api-key-env", "apiKeyEnv"],
+  ["--strict-openai", "strictOpenai"],
+  ["--seeded-sampling", "seededSampling"],
+  ["--no-logprobs", "noLogprobs"],
+  ["--request-timeout", "requestTimeout"],
+  ["--retries", "retries"],
+  ["--inference-concurrency", "inferenceConcurrency"],
+  ["--context-size", "contextSize"],
+  ["--gpu-layers", "gpuLayers"],
+  ["--threads", "threads"],
+  ["--token-path", "tokenPath"],
+  ["--tokenizer", "tokenizer"],
+  ["--chat-template-kwargs", "chatTemplateKwargs"],
+  ["--max-transport-failures", "maxTransportFailures"],
+  ["--isolate-envs", "isolateEnvs"],
+  ["--env-workers", "envWorkers"]
+] as const satisfies ReadonlyArray<readonly [string, keyof RunArgs]>
+
+const given = (value: unknown): boolean =>
+  Option.isOption(value)
+    ? Option.isSome(value)
+    : typeof value === "boolean"
+    ? value
+    : typeof value === "object" && value !== null && Object.keys(value).length > 0
+
+/**
+ * Options of a local run that a cluster run's coordinator does not use (the runners' inference,
+ * policy and env workers): refused by name, not silently dropped.
+ */
+export const refuseRunnerOptions = (args: RunArgs): Effect.Effect<void, OptionError> => {
+  if (args.titoCheck) {
+    return Effect.fail(
+      new OptionError({
+        option: "--tito-check",
+        detail: "not on a cluster run: the drift check re-tokenizes where inference runs, and runners do not run it; " +
+          "check a sample with a local run (without --cluster)"
+      })
+    )
+  }
+  const runnerOnly = (option: string) =>
+    new OptionError({
+      option,
+      detail: "a runner's option: on a cluster run, inference, the policy and env workers are each runner's own " +
+        "(give it to `effect-gym runner`)"
+    })
+  if (args.mode !== "scripted") return Effect.fail(runnerOnly("--mode"))
+  if (args.envTimeout !== "60") return Effect.fail(runnerOnly("--env-timeout"))
+  const found = RUNNER_ONLY.find(([, key]) => given(args[key]))
+  return found === undefined ? Effect.void : Effect.fail(runnerOnly(found[0]))
+}
+
 /** Checks the shape of `--cluster` (before anything is written). */
 export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
 

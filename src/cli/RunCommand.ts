@@ -120,6 +120,9 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       // The coordinator: no scheduler, no inference here (both are the runners').
       const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
       const url = args.cluster.value
+      yield* ClusterRun.refuseRunnerOptions(args)
+      // The scheduler's options checked here, at start (the runners make the run's instance).
+      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
       // The run id: on --resume the log's record's (also for a log still empty).
       const runId = yield* ClusterRun.runId(args, mode === "resume")
       // Its shape checked, the database asked and the run id taken before anything is written

@@ -216,7 +216,8 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     // SIGINT: stops at once with what finished (nothing), exit 130; --resume completes the run
     first.child.kill("SIGINT")
     expect(await first.exited, first.err).toBe(130)
-    const only = await runner(url, 41351)
+    // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
+    const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
     const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
     expect(await resumed.exited, resumed.err).toBe(0)
     expectSameAs(path.join(dir, "held.jsonl"), expected, rows)
@@ -246,6 +247,38 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     odd.child.kill("SIGTERM")
     await odd.exited
   }, 300_000)
+
+  it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
+    const url = database("options")
+    const output = path.join(dir, "options.jsonl")
+    const run: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--policy", "frozen-lake-solver"], /--policy: a runner's option/],
+      [["--policy-option", "a=1"], /--policy-option: a runner's option/],
+      [["--mode", "server", "--base-url", "http://127.0.0.1:9/v1"], /--mode: a runner's option/],
+      [["--isolate-envs"], /--isolate-envs: a runner's option/],
+      [["--env-timeout", "5"], /--env-timeout: a runner's option/],
+      [["--tito-check"], /--tito-check: not on a cluster run/],
+      [["--scheduler-option", "bogus=1"], /--scheduler-option bogus: unknown option/]
+    ]
+    const runner: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--dataset", dataset], /--dataset: the run's option, not a runner's/],
+      [["--temperature=0.5"], /--temperature: the run's option/],
+      [["--run-id", "x"], /--run-id: the run's option/],
+      [["--tito-check"], /--tito-check: not on a runner/],
+      [["--env-workers", "2"], /--env-workers: only with --isolate-envs/]
+    ]
+    const procs = [
+      ...run.map(([extra, message]) =>
+        [start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], dir), message] as const
+      ),
+      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", "41342", ...extra], dir), message] as const)
+    ]
+    for (const [proc, message] of procs) {
+      expect(await proc.exited, proc.err).toBe(2)
+      expect(proc.err).toMatch(message)
+    }
+    expect(fs.existsSync(output)).toBe(false)
+  }, 120_000)
 
   it("a bad connection string or an unreachable database: a clear error at start, exit 2", async () => {
     const free = await Postgres.freePort()
