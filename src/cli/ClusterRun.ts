@@ -54,14 +54,78 @@ export const runId = (args: RunArgs, resuming: boolean) =>
     return given ?? `run-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
   })
 
+/** What only a runner takes (inference, policy, env workers): each runner's own on a cluster run. */
+const RUNNER_ONLY = [
+  ["--policy", "policy"],
+  ["--policy-option", "policyOptions"],
+  ["--base-url", "baseUrl"],
+  ["--model", "model"],
+  ["--api-key-env", "apiKeyEnv"],
+  ["--strict-openai", "strictOpenai"],
+  ["--seeded-sampling", "seededSampling"],
+  ["--no-logprobs", "noLogprobs"],
+  ["--request-timeout", "requestTimeout"],
+  ["--retries", "retries"],
+  ["--inference-concurrency", "inferenceConcurrency"],
+  ["--context-size", "contextSize"],
+  ["--gpu-layers", "gpuLayers"],
+  ["--threads", "threads"],
+  ["--token-path", "tokenPath"],
+  ["--tokenizer", "tokenizer"],
+  ["--chat-template-kwargs", "chatTemplateKwargs"],
+  ["--max-transport-failures", "maxTransportFailures"],
+  ["--isolate-envs", "isolateEnvs"],
+  ["--env-workers", "envWorkers"]
+] as const satisfies ReadonlyArray<readonly [string, keyof RunArgs]>
+
+const given = (value: unknown): boolean =>
+  Option.isOption(value)
+    ? Option.isSome(value)
+    : typeof value === "boolean"
+    ? value
+    : typeof value === "object" && value !== null && Object.keys(value).length > 0
+
+/**
+ * Options of a local run that a cluster run's coordinator does not use (the runners' inference,
+ * policy and env workers): refused by name, not silently dropped.
+ */
+export const refuseRunnerOptions = (args: RunArgs): Effect.Effect<void, OptionError> => {
+  if (args.titoCheck) {
+    return Effect.fail(
+      new OptionError({
+        option: "--tito-check",
+        detail: "not on a cluster run: the drift check re-tokenizes where inference runs, and runners do not run it; " +
+          "check a sample with a local run (without --cluster)"
+      })
+    )
+  }
+  const runnerOnly = (option: string) =>
+    new OptionError({
+      option,
+      detail: "a runner's option: on a cluster run, inference, the policy and env workers are each runner's own " +
+        "(give it to `effect-gym runner`)"
+    })
+  if (args.mode !== "scripted") return Effect.fail(runnerOnly("--mode"))
+  if (args.envTimeout !== "60") return Effect.fail(runnerOnly("--env-timeout"))
+  const found = RUNNER_ONLY.find(([, key]) => given(args[key]))
+  return found === undefined ? Effect.void : Effect.fail(runnerOnly(found[0]))
+}
+
 /** Checks the shape of `--cluster` (before anything is written). */
 export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
+
+/**
+ * Connects to the cluster and takes the run id, for the run's scope (before anything is written:
+ * a database that does not answer or a run id in use writes nothing and trims nothing).
+ */
+export const open = (url: string, runId: string, resuming: boolean) => Coordinator.open(url, runId, { resuming })
 
 /** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
 export const coordinate = (
   args: RunArgs,
   parts: {
     readonly url: string
+    readonly session: Coordinator.Session
     readonly runId: string
     readonly resolved: RolloutOptions.Resolved
     readonly sampling: object
@@ -86,9 +150,9 @@ export const coordinate = (
       fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
       done === undefined ? undefined : (index) => done.has(index)
     ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
-    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${parts.url.replace(/:[^:@/]*@/, ":***@")}`)
+    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${Cluster.redact(parts.url)}`)
     yield* Coordinator.run({
-      url: parts.url,
+      session: parts.session,
       runId: parts.runId,
       file: args.dataset,
       rows,
@@ -139,6 +203,9 @@ export const coordinate = (
             yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
           }
         }),
+      onNoRunner: Console.error(
+        `cluster: waiting for runners: none is up in ${Cluster.redact(parts.url)} (start one: effect-gym runner --cluster URL)`
+      ),
       onRunner: (event) =>
         Effect.zipRight(
           Effect.sync(() => report.runner_events.push(event)),

@@ -20,8 +20,10 @@ import {
 import type { MessageStorage, Sharding } from "@effect/cluster"
 import { RpcSerialization } from "@effect/rpc"
 import { NodeClusterSocket } from "@effect/platform-node"
+import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import * as Redact from "../internal/redact.js"
 
 /**
  * The cluster cannot be used: a connection string that is not a PostgreSQL URL, a database that
@@ -39,16 +41,46 @@ export class ClusterStartError extends Schema.TaggedError<ClusterStartError>("ef
   }
 }
 
-/** The connection string without its password, for messages. */
+/**
+ * The connection string as it may be shown: its password and query values (`?password=...`,
+ * `?sslkey=...`) masked; the user, host, port and database kept (they say which cluster).
+ *
+ * @since 0.3.0
+ */
 export const redact = (url: string): string => {
   try {
     const parsed = new URL(url)
     if (parsed.password !== "") parsed.password = "***"
-    return parsed.toString()
+    const keys = [...parsed.searchParams.keys()]
+    parsed.search = ""
+    const shown = parsed.toString()
+    return keys.length === 0 ? shown : `${shown}?${keys.map((key) => `${key}=***`).join("&")}`
   } catch {
-    return url.replace(/:[^:@/]*@/, ":***@")
+    // not a URL: whatever sits between a ':' and an '@' may be a password, and a query's values are masked
+    return url.replace(/:[^:@/]*@/, ":***@").replace(/=[^&]*/g, "=***")
   }
 }
+
+/**
+ * The secrets of a connection string (its password and query values, raw, decoded and encoded),
+ * to scrub from messages built by the database driver.
+ */
+const secretsOf = (url: string): ReadonlyArray<string> => {
+  try {
+    const parsed = new URL(url)
+    parsed.username = ""
+    return Redact.secretsOf(parsed.toString())
+  } catch {
+    return []
+  }
+}
+
+/**
+ * A message with the connection string's secrets masked.
+ *
+ * @since 0.3.0
+ */
+export const scrub = (url: string, text: string): string => Redact.scrub(text, secretsOf(url))
 
 /**
  * Checks the shape of a `--cluster` connection string (`postgres://user@host:port/database`).
@@ -126,8 +158,13 @@ const describe = (cause: Cause.Cause<unknown>): string => {
   return inner === undefined ? outer : `${outer}: ${text(inner)}`
 }
 
+/** How long the first `SELECT 1` may take before the database is taken as unreachable. */
+export const PROBE_TIMEOUT = Duration.seconds(15)
+
 /**
- * The database connection; fails at start (within `connectTimeout`) when it cannot be reached.
+ * The database connection. Building it runs `SELECT 1` (the driver's own probe, limited to
+ * {@link PROBE_TIMEOUT}): a wrong URL, a database that does not exist or cannot be reached fails
+ * here, at start, with the URL's secrets masked.
  *
  * @since 0.3.0
  * @category layers
@@ -136,13 +173,16 @@ export const database = (url: string, options: { readonly maxConnections?: numbe
   Layer.unwrapEffect(Effect.map(parseUrl(url), (url) =>
     PgClient.layer({
       url: Redacted.make(url),
-      connectTimeout: Duration.seconds(10),
+      connectTimeout: PROBE_TIMEOUT,
       maxConnections: options.maxConnections ?? 8,
       applicationName: "effect-gym"
     }).pipe(
       Layer.catchAllCause((cause) =>
         Layer.fail(
-          new ClusterStartError({ option: "--cluster", detail: `cannot connect to ${redact(url)}: ${describe(cause)}` })
+          new ClusterStartError({
+            option: "--cluster",
+            detail: `cannot connect to ${redact(url)}: ${scrub(url, describe(cause))}`
+          })
         )
       )
     )))
@@ -200,7 +240,11 @@ export const runner = (
 export const client = (
   url: string
 ): Layer.Layer<
-  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  | Sharding.Sharding
+  | Runners.Runners
+  | MessageStorage.MessageStorage
+  | RunnerStorage.RunnerStorage
+  | SqlClient.SqlClient,
   ClusterStartError
 > =>
   SocketRunner.layerClientOnly.pipe(
@@ -208,7 +252,7 @@ export const client = (
     Layer.provideMerge(storage),
     Layer.provide(ShardingConfig.layer({ ...shardingConfig, runnerAddress: Option.none() })),
     Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provide(database(url, { maxConnections: 16 }))
+    Layer.provideMerge(database(url, { maxConnections: 16 }))
   )
 
 /** Re-exported for the commands: the registered runners, and whether each is healthy. */

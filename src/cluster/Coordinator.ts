@@ -7,8 +7,11 @@
  * @since 0.3.0
  */
 import { RunnerStorage } from "@effect/cluster"
-import { Effect, Either, Schedule, Stream } from "effect"
+import type { Context, Scope } from "effect"
+import { Effect, Either, Layer, Schedule, Stream } from "effect"
+import * as os from "node:os"
 import type { RowError } from "./internal/engine.js"
+import * as Runs from "./internal/runs.js"
 import * as Cluster from "./Cluster.js"
 import type { GroupConfig, GroupReply } from "./Protocol.js"
 import { entityId, RolloutEntity } from "./Protocol.js"
@@ -27,11 +30,46 @@ export interface RunnerEvent {
 }
 
 /**
+ * A coordinator's connection to the cluster, made before anything of the run is written: the
+ * database answered, the run id is this coordinator's (see {@link open}).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Session {
+  readonly context: Context.Context<Layer.Layer.Success<ReturnType<typeof Cluster.client>>>
+  /** Records the run id as used (once the run's log is about to be written). */
+  readonly register: Effect.Effect<void, Cluster.ClusterStartError>
+}
+
+/**
+ * Connects to the cluster at `url` for the current scope and takes the run id: fails with a
+ * `ClusterStartError` when the database cannot be used (within `Cluster.PROBE_TIMEOUT`), when
+ * another coordinator is running `runId`, or when a new run (not `resuming`) names a used run id.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const open = (
+  url: string,
+  runId: string,
+  options: { readonly resuming: boolean }
+): Effect.Effect<Session, Cluster.ClusterStartError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Cluster.client(url))
+    const { register } = yield* Effect.provide(
+      Runs.claim(runId, { resuming: options.resuming, coordinator: `${os.hostname()} pid ${process.pid}` }),
+      context
+    )
+    return { context, register }
+  })
+
+/**
  * @since 0.3.0
  * @category models
  */
 export interface Options<E, R> {
-  readonly url: string
+  readonly session: Session
   readonly runId: string
   readonly file: string
   /** The dataset's rows, each with its line's text; bad lines as errors. */
@@ -45,14 +83,16 @@ export interface Options<E, R> {
   readonly onReply: (row: number, reply: GroupReply) => Effect.Effect<void, E>
   readonly onRowError: (error: RowError) => Effect.Effect<void, E>
   readonly onRunner: (event: RunnerEvent) => Effect.Effect<void>
+  /** Called when no healthy runner is registered (at start, or after the last one left). */
+  readonly onNoRunner: Effect.Effect<void>
 }
 
 const isTransient = (error: { readonly _tag: string }) =>
   error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
 
 /**
- * Runs the groups through the cluster at `url`. Fails at start with a `ClusterStartError` when the
- * database cannot be used; with the refusal of a runner (`PluginMismatch`, `ConfigRefused`).
+ * Runs the groups through the session's cluster. Fails with the refusal of a runner
+ * (`PluginMismatch`, `ConfigRefused`).
  *
  * @since 0.3.0
  * @category running
@@ -66,6 +106,7 @@ export const run = <E, R>(options: Options<E, R>) =>
 
     // Runners joining and leaving, read from the cluster's runner table.
     const known = new Map<string, boolean>()
+    let waiting = false
     const watch = Effect.flatMap(Effect.orElseSucceed(storage.getRunners, () => undefined), (runners) => {
       if (runners === undefined) return Effect.void
       const now = new Map(runners.map(([runner, healthy]) => [`${runner.address.host}:${runner.address.port}`, healthy]))
@@ -80,7 +121,13 @@ export const run = <E, R>(options: Options<E, R>) =>
       for (const runner of known.keys()) if (!now.has(runner)) events.push({ event: "left", runner, atMs })
       known.clear()
       for (const [runner, healthy] of now) known.set(runner, healthy)
-      return Effect.forEach(events, options.onRunner, { discard: true })
+      const none = ![...now.values()].some((healthy) => healthy)
+      const waits = none && !waiting
+      waiting = none
+      return Effect.zipRight(
+        Effect.forEach(events, options.onRunner, { discard: true }),
+        waits ? options.onNoRunner : Effect.void
+      )
     })
     yield* watch
     yield* Effect.forkScoped(Effect.repeat(watch, Schedule.spaced("1 second")))
@@ -108,4 +155,4 @@ export const run = <E, R>(options: Options<E, R>) =>
       Stream.runDrain
     )
     return yield* options.until === undefined ? groups : Effect.raceFirst(groups, Effect.asVoid(options.until))
-  }).pipe(Effect.scoped, Effect.provide(Cluster.client(options.url)))
+  }).pipe(Effect.scoped, Effect.provide(options.session.context))

@@ -172,6 +172,17 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await first.exited
     const before = lineCount(output)
     expect(before).toBeLessThan(rows * GENERATIONS)
+    // a torn last line, as a kill can leave; a --resume whose database does not answer trims
+    // nothing and writes nothing (the database is asked first)
+    fs.appendFileSync(output, `{"row": 99`)
+    const record = fs.readdirSync(dir).filter((f) => f.startsWith("resumed.jsonl")).map((f) => [f, fs.readFileSync(path.join(dir, f), "utf8")])
+    const free = await Postgres.freePort()
+    const unreachable = args.map((a) => (a === url ? `postgres://postgres@127.0.0.1:${free}/postgres` : a))
+    const refused = start([...unreachable, "--resume"], dir)
+    expect(await refused.exited, refused.err).toBe(2)
+    expect(refused.err).toMatch(/--cluster: cannot connect to/)
+    expect(fs.readdirSync(dir).filter((f) => f.startsWith("resumed.jsonl")).map((f) => [f, fs.readFileSync(path.join(dir, f), "utf8")]))
+      .toEqual(record)
     const second = start([...args, "--resume", "--json"], dir)
     expect(await second.exited, second.err).toBe(0)
     expect(second.err).toMatch(/resuming .*: \d+ complete groups/)
@@ -187,6 +198,42 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     for (const proc of runners) await proc.exited
   }, 600_000)
 
+  it("run ids: a used one is refused for a new run, a second coordinator on a run is refused; SIGINT, then --resume", async () => {
+    const url = database("runids")
+    const rows = 40
+    const small = path.join(dir, "rows-40.jsonl")
+    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const expected = new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows))
+    const args = (runId: string, output: string) =>
+      ["run", "--cluster", url, "--run-id", runId, "--dataset", small, ...common, "--output", path.join(dir, output)]
+    // no runner yet: the coordinator says it waits, and holds the run id
+    const first = start(args("held", "held.jsonl"), dir)
+    await until("the coordinator to wait for runners", () => first.err.includes("waiting for runners") || first.child.exitCode !== null, 60_000)
+    const second = start(args("held", "held-2.jsonl"), dir)
+    expect(await second.exited, second.err).toBe(2)
+    expect(second.err).toMatch(/--run-id: run held is being coordinated by another process \(.* pid \d+, started .*\): one coordinator per run/)
+    expect(fs.existsSync(path.join(dir, "held-2.jsonl"))).toBe(false)
+    // SIGINT: stops at once with what finished (nothing), exit 130; --resume completes the run
+    first.child.kill("SIGINT")
+    expect(await first.exited, first.err).toBe(130)
+    // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
+    const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
+    const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
+    expect(await resumed.exited, resumed.err).toBe(0)
+    expectSameAs(path.join(dir, "held.jsonl"), expected, rows)
+    // a used run id is refused for a new run (its stored replies are that run's), with any output
+    const again = start(args("held", "held-3.jsonl"), dir)
+    expect(await again.exited, again.err).toBe(2)
+    expect(again.err).toMatch(/--run-id: run id held was already used \(a run started .*\): --resume continues that run/)
+    expect(fs.existsSync(path.join(dir, "held-3.jsonl"))).toBe(false)
+    // --run-id without --cluster is refused, not ignored
+    const local = start(["run", "--run-id", "x", "--dataset", small, ...common, "--output", path.join(dir, "local-x.jsonl")], dir)
+    expect(await local.exited, local.err).toBe(2)
+    expect(local.err).toContain("--run-id: only with --cluster")
+    only.child.kill("SIGTERM")
+    await only.exited
+  }, 300_000)
+
   it("runners with other plugins are refused", async () => {
     const url = database("mismatch")
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
@@ -201,13 +248,51 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await odd.exited
   }, 300_000)
 
+  it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
+    const url = database("options")
+    const output = path.join(dir, "options.jsonl")
+    const run: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--policy", "frozen-lake-solver"], /--policy: a runner's option/],
+      [["--policy-option", "a=1"], /--policy-option: a runner's option/],
+      [["--mode", "server", "--base-url", "http://127.0.0.1:9/v1"], /--mode: a runner's option/],
+      [["--isolate-envs"], /--isolate-envs: a runner's option/],
+      [["--env-timeout", "5"], /--env-timeout: a runner's option/],
+      [["--tito-check"], /--tito-check: not on a cluster run/],
+      [["--scheduler-option", "bogus=1"], /--scheduler-option bogus: unknown option/]
+    ]
+    const runner: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--dataset", dataset], /--dataset: the run's option, not a runner's/],
+      [["--temperature=0.5"], /--temperature: the run's option/],
+      [["--run-id", "x"], /--run-id: the run's option/],
+      [["--tito-check"], /--tito-check: not on a runner/],
+      [["--env-workers", "2"], /--env-workers: only with --isolate-envs/]
+    ]
+    const procs = [
+      ...run.map(([extra, message]) =>
+        [start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], dir), message] as const
+      ),
+      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", "41342", ...extra], dir), message] as const)
+    ]
+    for (const [proc, message] of procs) {
+      expect(await proc.exited, proc.err).toBe(2)
+      expect(proc.err).toMatch(message)
+    }
+    expect(fs.existsSync(output)).toBe(false)
+  }, 120_000)
+
   it("a bad connection string or an unreachable database: a clear error at start, exit 2", async () => {
     const free = await Postgres.freePort()
     const cases: Array<[ReadonlyArray<string>, RegExp]> = [
       [["--cluster", "http://127.0.0.1/x"], /--cluster: .*expected a postgres:\/\/ URL/],
       [["--cluster", "not a url"], /--cluster: .*not a connection string/],
       [["--cluster", `postgres://postgres@127.0.0.1:${free}/postgres`], /--cluster: cannot connect to postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres/],
-      [["--cluster", pg.url.replace(/\/postgres$/, "/nosuchdb")], /--cluster: cannot connect to .*nosuchdb/]
+      [["--cluster", pg.url.replace(/\/postgres$/, "/nosuchdb")], /--cluster: cannot connect to .*nosuchdb/],
+      // a password and query values are masked in every message
+      [
+        ["--cluster", `postgres://postgres:s3cr3tpw@127.0.0.1:${free}/postgres?application_name=qv4lue`],
+        /--cluster: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/postgres\?application_name=\*\*\*/
+      ],
+      [["--cluster", "postgres://postgres:s3cr3tpw@[::1"], /--cluster: .*not a connection string/]
     ]
     for (const [option, message] of cases) {
       const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
@@ -216,6 +301,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       const alone = start(["runner", ...option, "--port", "41341"], dir)
       expect(await alone.exited, alone.err).toBe(2)
       expect(alone.err).toMatch(message)
+      for (const text of [run.err, run.out, alone.err, alone.out]) expect(text).not.toMatch(/s3cr3tpw|qv4lue/)
     }
   }, 300_000)
 })
