@@ -6,7 +6,7 @@
  *
  * @since 0.3.0
  */
-import { RunnerStorage } from "@effect/cluster"
+import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "@effect/cluster"
 import type { Context, Scope } from "effect"
 import { Effect, Either, Layer, Schedule, Stream } from "effect"
 import * as os from "node:os"
@@ -132,7 +132,26 @@ export const run = <E, R>(options: Options<E, R>) =>
     yield* watch
     yield* Effect.forkScoped(Effect.repeat(watch, Schedule.spaced("1 second")))
 
+    // A refusal (other plugins, a config a runner cannot use) is stored as the group's reply like
+    // any other: it is forgotten (the group's message and reply cleared) so that the group can be
+    // sent again once the runners are fixed. A refusal found stored (an earlier try's, answered
+    // after its coordinator stopped) is forgotten and the group sent once more.
+    const messages = yield* MessageStorage.MessageStorage
+    const forget = (row: number) =>
+      Effect.flatMap(RolloutEntity.getShardId(EntityId.make(entityId(options.runId, row))), (shardId) =>
+        messages.clearAddress(EntityAddress.make({
+          shardId,
+          entityType: RolloutEntity.type,
+          entityId: EntityId.make(entityId(options.runId, row))
+        }))).pipe(Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(5))), Effect.ignore)
+    const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
     const send = (row: number, line: string) =>
+      Effect.catchIf(sendOnce(row, line), isRefusal, () =>
+        Effect.zipRight(
+          forget(row),
+          Effect.tapError(sendOnce(row, line), (error) => (isRefusal(error) ? forget(row) : Effect.void))
+        ))
+    const sendOnce = (row: number, line: string) =>
       makeClient(entityId(options.runId, row)).RunGroup({
         runId: options.runId,
         file: options.file,
