@@ -141,15 +141,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
         ))
         const done = resumed?.done
+        const cluster = ClusterRun.newReport(runId)
         const { outcome, summary } = yield* underProgress(
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until })
+          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
         )
         const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
-        const cluster = Exit.isSuccess(outcome) ? outcome.value : { run_id: runId }
         return yield* report(args, summary, outcome, error, { json: { cluster }, text: `\ncluster run    ${runId}` })
       }))
     }
