@@ -197,7 +197,78 @@ export const toLine = (record: TrajectoryRecord): CompletionLine => {
  * @since 0.1.0
  * @category encoding
  */
-export const encodeLine = (record: TrajectoryRecord): string => Json.stringify(toLine(record))
+export const encodeLine = (record: TrajectoryRecord): string => plainLine(record) ?? Json.stringify(toLine(record))
+
+/**
+ * Whether {@link encodeLine} writes this record's line directly (not through {@link toLine}); for
+ * tests.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const encodesDirectly = (record: TrajectoryRecord): boolean => plainLine(record) !== undefined
+
+/** The keys {@link toLine} writes into `rollout_infos` after the run's own (a run's key of the same name keeps its place). */
+const FOLDED_INFOS = ["total_reward", "step_rewards", "num_turns", "reset_info", "step_infos"] as const
+
+/** `JSON.stringify` of a value that is written as a field (never `undefined` here: see {@link plainLine}). */
+const q = (value: unknown): string => {
+  const text = JSON.stringify(value)
+  if (text === undefined) throw new TypeError("no JSON text")
+  return text
+}
+
+/** A number as `JSON.stringify` writes it. */
+const num = (x: number): string => (Number.isFinite(x) ? String(x) : "null")
+
+/**
+ * The line of {@link toLine}, written directly (the same text, byte for byte; see
+ * test/CompletionsLog.test.ts), for the common record: plain JSON data, one attempt, no token
+ * fields, no run key in `rollout_infos` that the log writes itself. Building the line object
+ * first and stringifying it cost about half of a line's encoding (measured on 1,024 x 8 FrozenLake:
+ * see BENCHMARKS.md, log encoding). `undefined`: use {@link toLine} (a bigint, say).
+ */
+const plainLine = (record: TrajectoryRecord): string | undefined => {
+  const result = record.result
+  if (record.attempts !== undefined && record.attempts > 1) return undefined
+  if (result.tokens !== undefined) return undefined
+  const turns = result.turns
+  for (let i = 0; i < turns.length; i++) {
+    const t = turns[i]
+    if (t.tokenIds !== undefined || t.logprobs !== undefined || t.policyVersion !== undefined) return undefined
+  }
+  const infos = result.rolloutInfos
+  for (let i = 0; i < FOLDED_INFOS.length; i++) if (Object.hasOwn(infos, FOLDED_INFOS[i])) return undefined
+  if (!plainRecord(record)) return undefined
+  try {
+    const config = record.row.envConfig
+    let text = `{"row":${num(result.row)},"generation":${num(result.generation)},"id":${q(result.id)},"env":${
+      result.env === undefined ? "null" : q(result.env)
+    }`
+    if (config !== undefined) text += `,"env_config":${q(config)}`
+    text += `,"messages":${q(result.messages)},"rewards":${record.rewards === undefined ? "null" : q(record.rewards)},"reward":${
+      record.reward === undefined ? "null" : num(record.reward)
+    },"advantage":${record.advantage === undefined ? "null" : num(record.advantage)},"rollout_infos":`
+    const own = q(infos)
+    text += own.length === 2 ? "{" : `${own.slice(0, -1)},`
+    text += `"total_reward":${num(result.totalReward)},"step_rewards":${q(result.stepRewards)},"num_turns":${
+      num(result.numTurns)
+    },"reset_info":${result.resetInfo === undefined ? "null" : q(result.resetInfo)},"step_infos":${q(result.stepInfos)}},"end_reason":${
+      q(result.endReason)
+    },"error":${record.error === undefined ? "null" : q(errorToJson(record.error))},"finish_reasons":[`
+    for (let i = 0; i < turns.length; i++) text += i === 0 ? q(turns[i].finishReason) : `,${q(turns[i].finishReason)}`
+    const timings = result.timings
+    text += `],"timings":{"total_ms":${num(round(timings.totalMs))},"reset_ms":${num(round(timings.resetMs))},"turns":[`
+    const times = timings.turns
+    for (let i = 0; i < times.length; i++) {
+      text += `${i === 0 ? "" : ","}{"model_ms":${num(round(times[i].modelMs))},"env_ms":${num(round(times[i].envMs))}}`
+    }
+    return text + "]}}"
+  } catch {
+    // a bigint (JSON.stringify cannot write one), a throwing getter: the general path decides
+    return undefined
+  }
+}
 
 /**
  * The first value of a record's log line that JSON cannot hold, as an {@link EncodeError} naming
@@ -372,6 +443,14 @@ export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): st
  */
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
+  /**
+   * The bytes an item adds to the log (a group's lines under the failed-groups policy; `undefined`
+   * for nothing), encoded now: a consumer that batches writes keeps these bytes (outside the
+   * JavaScript heap) instead of the groups' records until the write. `writeEncoded` writes them.
+   */
+  readonly encode: (item: Item) => Uint8Array | undefined
+  /** Appends items encoded by `encode`, in one write (each group whole, as `write`). */
+  readonly writeEncoded: (chunks: ReadonlyArray<Uint8Array>) => Effect.Effect<void, PlatformError>
   readonly flush: Effect.Effect<void, PlatformError>
   /** Appends text already made of whole log lines (groups encoded elsewhere, e.g. by a cluster runner). */
   readonly writeText: (text: string) => Effect.Effect<void, PlatformError>
@@ -414,6 +493,13 @@ export const open = (
       return file.sync
     })
     yield* Effect.addFinalizer(() => Effect.ignore(flush))
+    const writeBytes = (bytes: Uint8Array): Effect.Effect<void, PlatformError> => {
+      dirty = true
+      return file.writeAll(bytes).pipe(
+        Effect.tap(() => void (size += bytes.length)),
+        Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
+      )
+    }
     return {
       write: (items) => {
         let text = ""
@@ -421,12 +507,25 @@ export const open = (
           if (item._tag === "Group") text += groupText(item, policy)
         }
         if (text === "") return Effect.void
-        dirty = true
-        const bytes = encoder.encode(text)
-        return file.writeAll(bytes).pipe(
-          Effect.tap(() => void (size += bytes.length)),
-          Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
-        )
+        return writeBytes(encoder.encode(text))
+      },
+      encode: (item) => {
+        if (item._tag !== "Group") return undefined
+        const text = groupText(item, policy)
+        return text === "" ? undefined : encoder.encode(text)
+      },
+      writeEncoded: (chunks) => {
+        if (chunks.length === 0) return Effect.void
+        if (chunks.length === 1) return writeBytes(chunks[0])
+        let total = 0
+        for (const chunk of chunks) total += chunk.length
+        const bytes = new Uint8Array(total)
+        let at = 0
+        for (const chunk of chunks) {
+          bytes.set(chunk, at)
+          at += chunk.length
+        }
+        return writeBytes(bytes)
       },
       writeText: (text) => {
         if (text === "") return Effect.void

@@ -6,7 +6,7 @@
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Option, Stream } from "effect"
 import type * as CompletionsLog from "../CompletionsLog.js"
-import type { RunnerEvent } from "../cluster/Coordinator.js"
+import type { DatabaseEvent, RunnerEvent } from "../cluster/Coordinator.js"
 import * as Cluster from "../cluster/Cluster.js"
 import * as Coordinator from "../cluster/Coordinator.js"
 import * as Engine from "../cluster/internal/engine.js"
@@ -23,7 +23,17 @@ export interface ClusterReport {
   /** Groups per runner that ran them (a group rerun after a runner died counts once, where it finished). */
   readonly groups_by_runner: Record<string, number>
   readonly runner_events: Array<RunnerEvent>
+  /** The database going away and coming back during the run. */
+  readonly database_events: Array<DatabaseEvent>
 }
+
+/** An empty report of the run `runId`, filled as the run goes (kept when the run stops early). */
+export const newReport = (runId: string): ClusterReport => ({
+  run_id: runId,
+  groups_by_runner: {},
+  runner_events: [],
+  database_events: []
+})
 
 /** The run id: `--run-id`, else the one recorded with the log (`--resume`), else a new one. */
 export const runId = (args: RunArgs, resuming: boolean) =>
@@ -133,12 +143,13 @@ export const coordinate = (
     readonly writer: CompletionsLog.Writer
     readonly accumulator: Summary.Accumulator
     readonly until: Effect.Effect<unknown> | undefined
+    readonly report: ClusterReport
   }
 ) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const { accumulator, resolved, writer } = parts
-    const report: ClusterReport = { run_id: parts.runId, groups_by_runner: {}, runner_events: [] }
+    const report = parts.report
     const digest = registryDigest(resolved.registry, args.plugins)
     const writing = yield* Effect.makeSemaphore(1)
     const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
@@ -203,6 +214,16 @@ export const coordinate = (
             yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
           }
         }),
+      onDatabase: (event) =>
+        Effect.zipRight(
+          Effect.sync(() => report.database_events.push(event)),
+          Console.error(
+            event.event === "down"
+              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Coordinator.databaseWait()} s ` +
+                `(EFFECT_GYM_CLUSTER_DB_WAIT); the replies received are written`
+              : `cluster: the database answers again (${event.detail})`
+          )
+        ),
       onNoRunner: Console.error(
         `cluster: waiting for runners: none is up in ${Cluster.redact(parts.url)} (start one: effect-gym runner --cluster URL)`
       ),

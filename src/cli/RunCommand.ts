@@ -9,7 +9,7 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
+import { Cause, Chunk, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
@@ -141,15 +141,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
         ))
         const done = resumed?.done
+        const cluster = ClusterRun.newReport(runId)
         const { outcome, summary } = yield* underProgress(
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until })
+          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
         )
         const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
-        const cluster = Exit.isSuccess(outcome) ? outcome.value : { run_id: runId }
         return yield* report(args, summary, outcome, error, { json: { cluster }, text: `\ncluster run    ${runId}` })
       }))
     }
@@ -211,15 +211,21 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           view,
           { accumulator, writer, scan, done },
           Rollout.stream(config, rows, { until }).pipe(
-            Stream.tap((item) => {
+            // Each group is encoded as it comes (its records are not kept until the write: bytes
+            // waiting for a write live outside the JavaScript heap, so the garbage collector does
+            // not copy them over and over).
+            Stream.mapEffect((item) => {
               accumulator.add(item)
-              if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
+              if (item._tag === "RowFailure") return Effect.as(Console.error(`bad row: ${item.error.message}`), undefined)
               if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-              return drift.add(item)
+              const bytes = writer.encode(item)
+              return Effect.as(drift.add(item), bytes)
             }),
             // Groups are written in batches (at most 200 ms late), each group whole, not one write per group.
             Stream.groupedWithin(256, "200 millis"),
-            Stream.mapEffect((items) => Effect.mapError(writer.write(items), outputError)),
+            Stream.mapEffect((chunks) =>
+              Effect.mapError(writer.writeEncoded(Chunk.toReadonlyArray(chunks).filter((c) => c !== undefined)), outputError)
+            ),
             Stream.runDrain
           )
         )

@@ -4,7 +4,7 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Layer, Option } from "effect"
+import { Effect, FiberRef, HashSet, Layer, Option } from "effect"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
@@ -130,7 +130,10 @@ export const runnerJob = (args: RunnerArgs) =>
       policyOptions: args.policyOptions
     })
     const Runner = yield* Effect.promise(() => import("../cluster/Runner.js"))
+    const { condensed } = yield* Effect.promise(() => import("../cluster/internal/log.js"))
     const name = `${args.host}:${args.port}`
+    // the cluster's storage warnings while the database is away: one line, not a stack every 0.5 s
+    const logger = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
     yield* Layer.launch(
       Runner.layer({
         url,
@@ -148,7 +151,7 @@ export const runnerJob = (args: RunnerArgs) =>
               `${args.concurrency} groups at once)\n`
           )
       }).pipe(Layer.provide(inferenceLayer))
-    )
+    ).pipe(Effect.locally(FiberRef.currentLoggers, HashSet.make(logger)))
   }).pipe(Effect.scoped)
 
 export const command = Command.make("runner", runnerOptions).pipe(

@@ -42,6 +42,56 @@ export class ClusterStartError extends Schema.TaggedError<ClusterStartError>("ef
 }
 
 /**
+ * The cluster's database stopped answering during a run, for longer than the coordinator waits
+ * (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60): the run stops, what finished is written,
+ * `--resume` completes it once the database is back.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class DatabaseDown extends Schema.TaggedError<DatabaseDown>("effect-gym/DatabaseDown")("DatabaseDown", {
+  url: Schema.String,
+  seconds: Schema.Number,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the cluster's database ${this.url} has not answered for ${this.seconds} s (${this.detail}); ` +
+      `once it is back, --resume completes the run (EFFECT_GYM_CLUSTER_DB_WAIT sets the wait)`
+  }
+}
+
+/**
+ * The run's coordinator lost its run id to another coordinator (while the database was down).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class RunTaken extends Schema.TaggedError<RunTaken>("effect-gym/RunTaken")("RunTaken", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `run ${this.runId} was taken by another coordinator while the database was down: this one stops`
+  }
+}
+
+/**
+ * The innermost message of a failure (a driver's error is wrapped in a `SqlError`, in a
+ * `PersistenceError`...), one line.
+ *
+ * @since 0.3.0
+ */
+export const rootMessage = (cause: Cause.Cause<unknown>): string => {
+  let error: unknown = Cause.squash(cause)
+  for (let i = 0; i < 10; i++) {
+    const inner = (error as { cause?: unknown } | null)?.cause
+    if (inner === undefined || inner === null || inner === error) break
+    error = inner
+  }
+  const text = error instanceof Error ? error.message : String(error)
+  return text.split("\n")[0]
+}
+
+/**
  * The connection string as it may be shown: its password and query values (`?password=...`,
  * `?sslkey=...`) masked; the user, host, port and database kept (they say which cluster).
  *

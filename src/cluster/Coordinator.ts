@@ -6,9 +6,10 @@
  *
  * @since 0.3.0
  */
-import { RunnerStorage } from "@effect/cluster"
-import type { Context, Scope } from "effect"
-import { Effect, Either, Layer, Schedule, Stream } from "effect"
+import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "@effect/cluster"
+import { SqlClient } from "@effect/sql"
+import type { Context } from "effect"
+import { Effect, Either, Layer, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import type { RowError } from "./internal/engine.js"
 import * as Runs from "./internal/runs.js"
@@ -37,9 +38,34 @@ export interface RunnerEvent {
  * @category models
  */
 export interface Session {
+  readonly url: string
+  readonly runId: string
   readonly context: Context.Context<Layer.Layer.Success<ReturnType<typeof Cluster.client>>>
   /** Records the run id as used (once the run's log is about to be written). */
   readonly register: Effect.Effect<void, Cluster.ClusterStartError>
+  /** Takes the run's lock again (after a database restart ended its session); false: taken. */
+  readonly relock: Effect.Effect<boolean, Cluster.ClusterStartError>
+}
+
+/**
+ * The database going away and coming back during a run.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface DatabaseEvent {
+  readonly event: "down" | "up"
+  /** Milliseconds since the coordinator started. */
+  readonly atMs: number
+  /** Down: why (the driver's message); up: after how many milliseconds down. */
+  readonly detail: string
+}
+
+/** How long a coordinator waits for its database (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60). */
+export const databaseWait = (): number => {
+  const text = process.env.EFFECT_GYM_CLUSTER_DB_WAIT
+  const value = text === undefined ? NaN : Number(text)
+  return Number.isFinite(value) && value > 0 ? value : 60
 }
 
 /**
@@ -56,12 +82,14 @@ export const open = (
   options: { readonly resuming: boolean }
 ): Effect.Effect<Session, Cluster.ClusterStartError, Scope.Scope> =>
   Effect.gen(function*() {
+    const scope = yield* Effect.scope
     const context = yield* Layer.build(Cluster.client(url))
     const { register } = yield* Effect.provide(
       Runs.claim(runId, { resuming: options.resuming, coordinator: `${os.hostname()} pid ${process.pid}` }),
       context
     )
-    return { context, register }
+    const relock = Scope.extend(Effect.provide(Runs.lock(runId), context), scope)
+    return { url, runId, context, register, relock }
   })
 
 /**
@@ -85,10 +113,54 @@ export interface Options<E, R> {
   readonly onRunner: (event: RunnerEvent) => Effect.Effect<void>
   /** Called when no healthy runner is registered (at start, or after the last one left). */
   readonly onNoRunner: Effect.Effect<void>
+  /** Called when the database stops answering, and when it answers again. */
+  readonly onDatabase: (event: DatabaseEvent) => Effect.Effect<void>
 }
 
 const isTransient = (error: { readonly _tag: string }) =>
   error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
+
+/**
+ * Watches the database (`SELECT 1` every second, 2 s each): reports it going and coming back; fails
+ * with `DatabaseDown` once it has been down for `databaseWait()` seconds, with `RunTaken` when the
+ * run's lock (lost with its connection) is another coordinator's when it comes back. Never succeeds.
+ */
+const watchDatabase = (
+  session: Session,
+  started: number,
+  onDatabase: (event: DatabaseEvent) => Effect.Effect<void>
+): Effect.Effect<never, Cluster.DatabaseDown | Cluster.RunTaken | Cluster.ClusterStartError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const wait = databaseWait()
+    const probe = Effect.timeoutFail(sql`SELECT 1`, { duration: "2 seconds", onTimeout: () => new Error("no answer in 2 s") })
+    let downSince: number | undefined
+    let why = ""
+    const atMs = () => Math.round(performance.now() - started)
+    const check = Effect.matchCauseEffect(probe, {
+      onFailure: (cause) =>
+        Effect.gen(function*() {
+          if (downSince === undefined) {
+            downSince = performance.now()
+            why = Cluster.scrub(session.url, Cluster.rootMessage(cause))
+            yield* onDatabase({ event: "down", atMs: atMs(), detail: why })
+          }
+          if (performance.now() - downSince >= wait * 1000) {
+            return yield* new Cluster.DatabaseDown({ url: Cluster.redact(session.url), seconds: wait, detail: why })
+          }
+        }),
+      onSuccess: () =>
+        Effect.gen(function*() {
+          if (downSince === undefined) return
+          const downMs = Math.round(performance.now() - downSince)
+          downSince = undefined
+          yield* onDatabase({ event: "up", atMs: atMs(), detail: `after ${(downMs / 1000).toFixed(1)} s` })
+          // the lock went with its connection: taken again, unless another coordinator has it now
+          if (!(yield* session.relock)) return yield* new Cluster.RunTaken({ runId: session.runId })
+        })
+    })
+    return yield* Effect.forever(Effect.zipRight(check, Effect.sleep("1 second")))
+  })
 
 /**
  * Runs the groups through the session's cluster. Fails with the refusal of a runner
@@ -132,7 +204,26 @@ export const run = <E, R>(options: Options<E, R>) =>
     yield* watch
     yield* Effect.forkScoped(Effect.repeat(watch, Schedule.spaced("1 second")))
 
+    // A refusal (other plugins, a config a runner cannot use) is stored as the group's reply like
+    // any other: it is forgotten (the group's message and reply cleared) so that the group can be
+    // sent again once the runners are fixed. A refusal found stored (an earlier try's, answered
+    // after its coordinator stopped) is forgotten and the group sent once more.
+    const messages = yield* MessageStorage.MessageStorage
+    const forget = (row: number) =>
+      Effect.flatMap(RolloutEntity.getShardId(EntityId.make(entityId(options.runId, row))), (shardId) =>
+        messages.clearAddress(EntityAddress.make({
+          shardId,
+          entityType: RolloutEntity.type,
+          entityId: EntityId.make(entityId(options.runId, row))
+        }))).pipe(Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(5))), Effect.ignore)
+    const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
     const send = (row: number, line: string) =>
+      Effect.catchIf(sendOnce(row, line), isRefusal, () =>
+        Effect.zipRight(
+          forget(row),
+          Effect.tapError(sendOnce(row, line), (error) => (isRefusal(error) ? forget(row) : Effect.void))
+        ))
+    const sendOnce = (row: number, line: string) =>
       makeClient(entityId(options.runId, row)).RunGroup({
         runId: options.runId,
         file: options.file,
@@ -141,7 +232,8 @@ export const run = <E, R>(options: Options<E, R>) =>
         config,
         digest: options.digest
       }).pipe(
-        Effect.retry({ while: isTransient, schedule: Schedule.exponential("200 millis").pipe(Schedule.upTo("30 seconds")) })
+        // tried again while the database or a runner is away (the database watch bounds the wait)
+        Effect.retry({ while: isTransient, schedule: Schedule.union(Schedule.exponential("200 millis"), Schedule.spaced("2 seconds")) })
       )
 
     const groups = options.rows.pipe(
@@ -154,5 +246,6 @@ export const run = <E, R>(options: Options<E, R>) =>
       ),
       Stream.runDrain
     )
-    return yield* options.until === undefined ? groups : Effect.raceFirst(groups, Effect.asVoid(options.until))
+    const watched = Effect.raceFirst(groups, watchDatabase(options.session, started, options.onDatabase))
+    return yield* options.until === undefined ? watched : Effect.raceFirst(watched, Effect.asVoid(options.until))
   }).pipe(Effect.scoped, Effect.provide(options.session.context))

@@ -9,9 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { Completion, Service } from "../Inference.js"
 import { mixSeed, Rng } from "../internal/seed.js"
+import { sleepOf } from "./internal/latency.js"
 import * as Message from "../Message.js"
 import * as Policy from "../Policy.js"
 
@@ -34,16 +35,16 @@ const Latency = Schema.Union(Schema.Number, Schema.NumberFromString).pipe(
 )
 
 /**
- * An optional fixed delay per call, to stand in for a remote model in benchmarks and tests. It is an
- * `Effect.sleep`, so it follows the `Clock` in use (a `TestClock` drives it without waiting).
+ * An optional fixed delay per call, to stand in for a remote model in benchmarks and tests. It
+ * follows the `Clock` in use when the policy is made (a `TestClock` drives it without waiting);
+ * under the live clock, calls ending in the same millisecond share a timer (`internal/latency.ts`).
  */
-const withLatency = (latencyMs: number, service: Service): Service => {
-  if (latencyMs <= 0) return service
-  const wait = Effect.sleep(Duration.millis(latencyMs))
-  return {
+const withLatency = (latencyMs: number, service: Service): Effect.Effect<Service> => {
+  if (latencyMs <= 0) return Effect.succeed(service)
+  return Effect.map(sleepOf(latencyMs), (wait) => ({
     name: `${service.name}, latency ${latencyMs}ms`,
     chat: (request) => Effect.zipRight(wait, service.chat(request))
-  }
+  }))
 }
 
 /**
@@ -55,10 +56,10 @@ export const random: Policy.Definition = Policy.define({
   description: "Seeded uniformly random FrozenLake moves (<action>dir</action>); option latency_ms",
   options: Schema.Struct({ latency_ms: Schema.optionalWith(Latency, { default: () => 0 }) }),
   make: (options) =>
-    Effect.succeed(withLatency(options.latency_ms, {
+    withLatency(options.latency_ms, {
       name: "policy random",
       chat: (request) => Effect.succeed(answers[MOVES[mixSeed(request.seed, 1) & 3]])
-    }))
+    })
 })
 
 /**
@@ -140,7 +141,7 @@ export const frozenLakeSolver: Policy.Definition = Policy.define({
     latency_ms: Schema.optionalWith(Latency, { default: () => 0 })
   }),
   make: (options) =>
-    Effect.succeed(withLatency(options.latency_ms, {
+    withLatency(options.latency_ms, {
       name: options.epsilon > 0 ? `policy frozen-lake-solver, epsilon ${options.epsilon}` : "policy frozen-lake-solver",
       chat: (request) =>
         Effect.sync(() => {
@@ -151,5 +152,5 @@ export const frozenLakeSolver: Policy.Definition = Policy.define({
           const move = grid === undefined ? undefined : planMove(grid)
           return answers[move ?? MOVES[rng.int(4)]]
         })
-    }))
+    })
 })

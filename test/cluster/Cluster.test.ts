@@ -25,8 +25,8 @@ interface Proc {
 }
 
 const procs: Array<Proc> = []
-const start = (args: ReadonlyArray<string>, cwd: string): Proc => {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+const start = (args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}): Proc => {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } })
   const proc: Proc = {
     child,
     out: "",
@@ -81,7 +81,11 @@ const database = (name: string) => {
 const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
 const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
   const proc = start(
-    ["runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver", "--log-groups", "--concurrency", "64", ...extra],
+    [
+      "runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver", "--log-groups",
+      ...(extra.includes("--concurrency") ? [] : ["--concurrency", "64"]),
+      ...extra
+    ],
     dir
   )
   await until(`runner ${port} to join`, () => proc.err.includes("joined the cluster") || proc.child.exitCode !== null, 120_000)
@@ -234,18 +238,64 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await only.exited
   }, 300_000)
 
-  it("runners with other plugins are refused", async () => {
+  it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
+    const url = database("dbdown")
+    const rows = 600
+    const subset = path.join(dir, "rows-600.jsonl")
+    fs.writeFileSync(subset, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
+    const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
+    const output = path.join(dir, "dbdown.jsonl")
+    const args = ["run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json"]
+    const first = start(args, dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "4" })
+    await until("some groups", () => lineCount(output) >= 100 || first.child.exitCode !== null)
+    await pg.halt()
+    try {
+      expect(await first.exited, first.err).toBe(3)
+      expect(first.err).toMatch(/cluster: the database does not answer \(.*\): waiting for it up to 4 s/)
+      expect(first.err).toMatch(/the run stopped early: the cluster's database .* has not answered for 4 s/)
+      const summary = JSON.parse(first.out) as { groups: number; cluster: { database_events: Array<{ event: string }> } }
+      expect(summary.cluster.database_events.map((e) => e.event)).toEqual(["down"])
+      expect(summary.groups).toBeLessThan(rows)
+      expect(lineCount(output)).toBe(summary.groups * GENERATIONS)
+    } finally {
+      await pg.restart()
+    }
+    // the runner said so in one line (no stack every 0.5 s), and that the database is back
+    await until("the runner to see the database back", () => slow.err.includes("the database answers again"), 60_000)
+    expect(slow.err.match(/the database does not answer/g)?.length, slow.err).toBe(1)
+    expect(slow.err).not.toMatch(/level=(WARN|ERROR)/)
+    const second = start([...args, "--resume"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    slow.child.kill("SIGTERM")
+    await slow.exited
+  }, 300_000)
+
+  it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
     const url = database("mismatch")
+    const rows = 60
+    const small = path.join(dir, "rows-60.jsonl")
+    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
     const odd = await runner(url, 41331, ["--plugin", plugin])
     const output = path.join(dir, "mismatch.jsonl")
-    const coordinator = start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output], dir)
+    const args = ["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16"]
+    const coordinator = start(args, dir)
     const code = await coordinator.exited
-    expect(code).not.toBe(0)
+    expect(code).toBe(3)
     expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
     expect(lineCount(output)).toBe(0)
     odd.child.kill("SIGTERM")
     await odd.exited
+    // the same runner without the plugin; the groups it refused (and those it refused after the
+    // coordinator stopped) run now; the run id comes from the (empty) log's record
+    const fixed = await runner(url, 41331)
+    const resumed = start([...args, "--resume"], dir)
+    expect(await resumed.exited, resumed.err).toBe(0)
+    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    fixed.child.kill("SIGTERM")
+    await fixed.exited
   }, 300_000)
 
   it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {

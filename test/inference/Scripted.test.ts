@@ -101,6 +101,25 @@ describe("Scripted policies", () => {
       expect(timers()).toBe(before)
     }))
 
+  it.live("under the live clock, calls that end in the same millisecond share one timer, and each waits its latency", () =>
+    Effect.gen(function*() {
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      const before = timers()
+      const slow = yield* make(random, { latency_ms: "40" })
+      const started = performance.now()
+      const fibers = yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) =>
+        Effect.fork(Effect.map(
+          slow.chat({ messages: [Message.user("F P G")], sampling: {}, trajectoryId: `t${i}`, turn: 1, seed: i }),
+          () => performance.now() - started
+        )))
+      // 300 calls made within a few milliseconds: a few timers, not 300
+      expect(timers() - before).toBeLessThanOrEqual(10)
+      const waited = yield* Fiber.joinAll(fibers)
+      // a Node.js timer may fire up to a millisecond early against performance.now()
+      for (const ms of waited) expect(ms).toBeGreaterThanOrEqual(39)
+      expect(timers()).toBe(before)
+    }))
+
   it.effect("bad options are typed errors naming the option", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(make(frozenLakeSolver, { epsilon: "2" }))

@@ -37,6 +37,30 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   ))
 
 /**
+ * Takes the run's lock for the current scope (false: another coordinator holds it). The lock lives
+ * in one session: a connection of its own, held for the scope, unlocked before it goes back to the
+ * pool. A database restart ends the session, and the lock with it: take it again then.
+ */
+export const lock = (runId: string): Effect.Effect<boolean, ClusterStartError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const connection = yield* Effect.mapError(sql.reserve, sqlError("cannot reserve a connection"))
+    const rows = yield* Effect.mapError(
+      connection.executeValues("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [lockKey(runId)]),
+      sqlError("cannot lock the run id")
+    )
+    const locked = rows[0]?.[0] === true
+    if (locked) {
+      yield* Effect.addFinalizer(() =>
+        Effect.ignore(
+          Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
+        )
+      )
+    }
+    return locked
+  })
+
+/**
  * Takes the run id for this coordinator, for the current scope: fails when another coordinator
  * holds it (`--run-id`, with who), or when a new run (not `resuming`) names a run id already used.
  * Gives `register`, which records the run (call it once the run's log is about to be written).
@@ -56,14 +80,7 @@ export const claim = (
       ),
       Effect.mapError(sqlError("cannot read the table of runs"))
     )
-    // The lock lives in one session: a connection of its own, held for the scope, unlocked before
-    // it goes back to the pool.
-    const connection = yield* Effect.mapError(sql.reserve, sqlError("cannot reserve a connection"))
-    const rows = yield* Effect.mapError(
-      connection.executeValues("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [lockKey(runId)]),
-      sqlError("cannot lock the run id")
-    )
-    if (rows[0]?.[0] !== true) {
+    if (!(yield* lock(runId))) {
       const holder = yield* known
       return yield* failure(
         "--run-id",
@@ -72,9 +89,6 @@ export const claim = (
           `: one coordinator per run; wait for it to end, or stop it and --resume`
       )
     }
-    yield* Effect.addFinalizer(() =>
-      Effect.ignore(Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds"))
-    )
     const before = yield* known
     if (before !== undefined && !options.resuming) {
       return yield* failure(
