@@ -56,8 +56,58 @@ await esbuild.build({
 // launcher resolves as from this folder. `import.meta.url` becomes this file's URL: the
 // modules that look for files beside themselves (the env worker's entry, the view's assets,
 // package.json) find what they find from the ES module bundle, which sits in the same folder.
+//
+// In one file, every module that a dynamic import reaches is evaluated lazily, and so is all it
+// imports: an import from a package's index (`import { Effect } from "effect"`) then evaluates every
+// module that index re-exports (all of effect, fast-check, @effect/platform's HTTP stack, msgpackr's
+// native-module probe), where the ES module bundle drops them as unused. So our modules' imports from
+// the @effect packages' indexes are rewritten to the modules they name (`import * as Effect from
+// "effect/Effect"`), as they are in the packages themselves.
+const barrels = new Map()
+const barrelOf = (pkg) => {
+  if (barrels.has(pkg)) return barrels.get(pkg)
+  const index = path.join(root, "node_modules", pkg, "dist/esm/index.js")
+  let names
+  if (fs.existsSync(index)) {
+    names = new Map()
+    const text = fs.readFileSync(index, "utf8")
+    for (const m of text.matchAll(/export \* as (\w+) from "\.\/([\w/]+)\.js"/g)) names.set(m[1], { module: m[2], namespace: true })
+    for (const m of text.matchAll(/export \{([^}]*)\} from "\.\/([\w/]+)\.js"/g)) {
+      for (const name of m[1].split(",").map((n) => n.trim()).filter((n) => /^\w+$/.test(n))) {
+        names.set(name, { module: m[2], namespace: false })
+      }
+    }
+  }
+  barrels.set(pkg, names)
+  return names
+}
+const deepImports = {
+  name: "deep-imports",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]dist[\\/].*\.js$/ }, (args) => {
+      if (args.path.includes("node_modules")) return undefined
+      const text = fs.readFileSync(args.path, "utf8")
+      const contents = text.replace(/import \{([^}]*)\} from "((?:@effect\/)?[\w-]+)";/g, (statement, list, pkg) => {
+        const names = (pkg === "effect" || pkg.startsWith("@effect/")) ? barrelOf(pkg) : undefined
+        if (names === undefined) return statement
+        const kept = []
+        const deep = []
+        for (const specifier of list.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
+          const [name, local = name] = specifier.split(/\s+as\s+/)
+          const target = names.get(name)
+          if (target === undefined) kept.push(specifier)
+          else if (target.namespace) deep.push(`import * as ${local} from "${pkg}/${target.module}";`)
+          else deep.push(`import { ${name} as ${local} } from "${pkg}/${target.module}";`)
+        }
+        return [...(kept.length > 0 ? [`import { ${kept.join(", ")} } from "${pkg}";`] : []), ...deep].join(" ")
+      })
+      return { contents, loader: "js" }
+    })
+  }
+}
 const cjs = path.join(outdir, "cli.cjs")
 await esbuild.build({
+  plugins: [deepImports],
   entryPoints: [path.join(root, "dist/cli/bin.js")],
   outfile: cjs,
   bundle: true,
