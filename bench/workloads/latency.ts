@@ -8,9 +8,14 @@
  *          effect-floor  C Effect fibers that only wait the delay in a loop, the way the policy
  *                        waits (`Effect.sleep` on the Clock, interruptible): the best an
  *                        Effect-based loop with one interruptible wait per turn can do here
+ *          shared-floor  the same with the scripted policies' own wait (sleeps ending in the same
+ *                        millisecond share one timer: dist/inference/internal/latency.js)
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
+ *
+ * Each run also reports `cpuMicrosPerTurn` (the process's user + system CPU over the turns).
  */
 import { Duration, Effect } from "effect"
+import { sleepOf } from "../../dist/inference/internal/latency.js"
 import { flags, frozenLakeRun, randomPolicy, report } from "../lib.js"
 
 const args = flags()
@@ -24,8 +29,8 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
   // Each "turn" is one wait; as many as the engine run would do at the bound for `seconds`.
   const perFiber = Math.ceil((seconds * 1000) / latencyMs)
   const started = performance.now()
-  if (path === "effect-floor") {
-    const wait = Effect.sleep(Duration.millis(latencyMs))
+  if (path === "effect-floor" || path === "shared-floor") {
+    const wait = path === "effect-floor" ? Effect.sleep(Duration.millis(latencyMs)) : Effect.runSync(sleepOf(latencyMs))
     const fiber = Effect.gen(function*() {
       for (let i = 0; i < perFiber; i++) yield* wait
     })
@@ -40,6 +45,11 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
 }
 
 const main = async () => {
+  const cpu = process.cpuUsage()
+  const cpuMicrosPerTurn = (turns: number) => {
+    const used = process.cpuUsage(cpu)
+    return (used.user + used.system) / turns
+  }
   if (path === "engine") {
     // FrozenLake with the random policy averages about 5.5 turns; size the run to last `seconds`.
     const trajectories = Math.ceil((bound * seconds * 1.1) / 5.5)
@@ -48,10 +58,17 @@ const main = async () => {
     const figures = await Effect.runPromise(
       frozenLakeRun({ rows, generations, concurrency, maxTurns: 10 }).pipe(Effect.provide(randomPolicy(latencyMs)))
     )
-    report({ ...figures, bound, efficiency: figures.turnsPerSecond / bound })
+    report({ ...figures, bound, efficiency: figures.turnsPerSecond / bound, cpuMicrosPerTurn: cpuMicrosPerTurn(figures.turns) })
   } else {
     const { seconds: elapsed, turns } = await floor()
-    report({ turns, seconds: elapsed, turnsPerSecond: turns / elapsed, bound, efficiency: turns / elapsed / bound })
+    report({
+      turns,
+      seconds: elapsed,
+      turnsPerSecond: turns / elapsed,
+      bound,
+      efficiency: turns / elapsed / bound,
+      cpuMicrosPerTurn: cpuMicrosPerTurn(turns)
+    })
   }
 }
 
