@@ -219,7 +219,7 @@ export const coordinate = (
           Effect.sync(() => report.database_events.push(event)),
           Console.error(
             event.event === "down"
-              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Coordinator.databaseWait()} s ` +
+              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Cluster.databaseWait()} s ` +
                 `(EFFECT_GYM_CLUSTER_DB_WAIT); the replies received are written`
               : `cluster: the database answers again (${event.detail})`
           )

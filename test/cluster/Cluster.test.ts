@@ -223,7 +223,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
     const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
     const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
-    expect(await resumed.exited, resumed.err).toBe(0)
+    expect(await resumed.exited, resumed.err + resumed.out + only.err).toBe(0)
     expectSameAs(path.join(dir, "held.jsonl"), expected, rows)
     // a used run id is refused for a new run (its stored replies are that run's), with any output
     const again = start(args("held", "held-3.jsonl"), dir)
@@ -238,6 +238,37 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await only.exited
   }, 300_000)
 
+  it("a runner killed at start, a huge row, SIGTERM to the coordinator, then --resume: every group exactly once", async () => {
+    const url = database("hostile")
+    const rows = 300
+    const huge = 7
+    const file = path.join(dir, "rows-huge.jsonl")
+    const lines = fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows)
+    // a 4 MB row (its message is the env's reset, not the row's: its log lines are a local run's)
+    lines[huge] = JSON.stringify({ messages: [{ role: "user", content: "x".repeat(4_000_000) }], env_config: { seed: huge } })
+    fs.writeFileSync(file, lines.join("\n") + "\n")
+    // killed as soon as it has joined: its shards are leased to it until the lease expires (10 s)
+    const dead = await runner(url, 41371)
+    dead.child.kill("SIGKILL")
+    await dead.exited
+    const alive = await runner(url, 41372, ["--policy-option", "latency_ms=5"])
+    const output = path.join(dir, "hostile.jsonl")
+    const args = ["run", "--cluster", url, "--run-id", "hostile", "--dataset", file, ...common, "--output", output, "--concurrency", "32"]
+    const first = start(args, dir)
+    await until("some groups", () => lineCount(output) >= 40 || first.child.exitCode !== null)
+    first.child.kill("SIGTERM")
+    expect(await first.exited, first.err).toBe(143)
+    expect(first.err).toContain("SIGTERM: stopping")
+    // what was written is whole groups
+    const written = linesOf(output)
+    for (const key of written.keys()) expect(written.has(`${key.split("/")[0]}/${1 - Number(key.split("/")[1])}`), key).toBe(true)
+    const second = start([...args, "--resume", "--json"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    alive.child.kill("SIGTERM")
+    await alive.exited
+  }, 300_000)
+
   it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
     const url = database("dbdown")
     const rows = 600
@@ -246,8 +277,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
     const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
     const output = path.join(dir, "dbdown.jsonl")
-    const args = ["run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json"]
+    // (--trajectory-timeout is seconds on the runners too: read as milliseconds, every trajectory would time out)
+    const args = [
+      "run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json",
+      "--trajectory-timeout", "10"
+    ]
     const first = start(args, dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "4" })
+    let late: Proc | undefined
     await until("some groups", () => lineCount(output) >= 100 || first.child.exitCode !== null)
     await pg.halt()
     try {
@@ -259,8 +295,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       expect(summary.groups).toBeLessThan(rows)
       expect(lineCount(output)).toBe(summary.groups * GENERATIONS)
     } finally {
+      // a runner started while the database is down waits for it, and says so
+      late = start(["runner", "--cluster", url, "--port", "41362", "--policy", "frozen-lake-solver", "--log-groups"], dir)
+      await until("the late runner to wait", () => late!.err.includes("does not answer") || late!.child.exitCode !== null, 60_000)
       await pg.restart()
     }
+    expect(late.err).toMatch(/runner 127\.0\.0\.1:41362: the database at postgres:\/\/.* does not answer \(.*\): waiting for it up to 60 s/)
+    await until("the late runner to join", () => late!.err.includes("joined the cluster") || late!.child.exitCode !== null, 60_000)
     // the runner said so in one line (no stack every 0.5 s), and that the database is back
     await until("the runner to see the database back", () => slow.err.includes("the database answers again"), 60_000)
     expect(slow.err.match(/the database does not answer/g)?.length, slow.err).toBe(1)
@@ -268,8 +309,8 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const second = start([...args, "--resume"], dir)
     expect(await second.exited, second.err).toBe(0)
     expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    slow.child.kill("SIGTERM")
-    await slow.exited
+    for (const proc of [slow, late]) proc.child.kill("SIGTERM")
+    for (const proc of [slow, late]) await proc.exited
   }, 300_000)
 
   it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
@@ -348,7 +389,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
       expect(await run.exited, run.err).toBe(2)
       expect(run.err).toMatch(message)
-      const alone = start(["runner", ...option, "--port", "41341"], dir)
+      const alone = start(["runner", ...option, "--port", "41341"], dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "2" })
       expect(await alone.exited, alone.err).toBe(2)
       expect(alone.err).toMatch(message)
       for (const text of [run.err, run.out, alone.err, alone.out]) expect(text).not.toMatch(/s3cr3tpw|qv4lue/)
