@@ -281,7 +281,28 @@ const unreachable = (message: string): boolean =>
 /** Both stores in the database (their tables are created at first start: `cluster_*`). */
 // Runners started together on a fresh database race to create the tables (CREATE TABLE IF NOT
 // EXISTS can fail on PostgreSQL's catalog when two run at once): setting up is tried again.
-const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+// `SqlRunnerStorage` does its shard locking on one reserved connection (PostgreSQL's advisory
+// locks belong to a session), from several fibers: the lease refresh every 2 s, shards acquired and
+// released one by one as they move. pg runs one query at a time per connection and queues the
+// others, warning ("Calling client.query() when the client is already executing a query is
+// deprecated", pg 8.20+; pg 9 will refuse). Those operations are taken one at a time here, so the
+// connection never gets a second query while one runs (what pg did anyway, without the queue).
+const oneLockQueryAtATime = Layer.effect(
+  RunnerStorage.RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage.RunnerStorage
+    const serial = (yield* Effect.makeSemaphore(1)).withPermits(1)
+    return {
+      ...storage,
+      acquire: (address, shardIds) => serial(storage.acquire(address, shardIds)),
+      refresh: (address, shardIds) => serial(storage.refresh(address, shardIds)),
+      release: (address, shardId) => serial(storage.release(address, shardId)),
+      releaseAll: (address) => serial(storage.releaseAll(address))
+    } satisfies RunnerStorage.RunnerStorage["Type"]
+  })
+).pipe(Layer.provide(SqlRunnerStorage.layer))
+
+const storage = Layer.mergeAll(SqlMessageStorage.layer, oneLockQueryAtATime).pipe(
   Layer.catchAllCause((cause) => Layer.fail(cause)),
   Layer.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
   Layer.mapError((cause) =>
