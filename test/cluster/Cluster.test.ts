@@ -64,6 +64,21 @@ const linesOf = (file: string): Map<string, string> => {
   return map
 }
 
+/** The dataset's first `rows` rows, as a file of their own. */
+const firstRows = (rows: number): string => {
+  const file = path.join(dir, `rows-${rows}.jsonl`)
+  if (!fs.existsSync(file)) fs.writeFileSync(file, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+  return file
+}
+/** The log has the first `rows` groups of the local run, each once. */
+const expectFirstRows = (file: string, rows: number): void =>
+  expectSameAs(file, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+/** Stops processes (SIGTERM) and waits for them. */
+const stopAll = async (...stopping: ReadonlyArray<Proc>) => {
+  for (const proc of stopping) proc.child.kill("SIGTERM")
+  for (const proc of stopping) await proc.exited
+}
+
 const expectSameAs = (file: string, reference: Map<string, string>, rows: number) => {
   const lines = linesOf(file)
   expect(lines.size).toBe(rows * GENERATIONS)
@@ -160,15 +175,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expect(coordinator.err).toMatch(/cluster: runner 127\.0\.0\.1:41311 (left|unhealthy)/)
     // no query sent to a busy pg connection (the shard locks' connection is used one query at a time)
     for (const proc of [...runners, coordinator]) expect(proc.err).not.toContain("DeprecationWarning")
-    for (const proc of runners.slice(1)) proc.child.kill("SIGTERM")
-    for (const proc of runners.slice(1)) await proc.exited
+    await stopAll(...runners.slice(1))
   }, 600_000)
 
   it("the coordinator killed halfway: --resume takes the stored replies, nothing is run twice", async () => {
     const url = database("killcoordinator")
     const rows = 1000
-    const small = path.join(dir, "rows-1000.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const small = firstRows(rows)
     const runners = [await runner(url, 41321), await runner(url, 41322)]
     const output = path.join(dir, "resumed.jsonl")
     const args = ["run", "--cluster", url, "--run-id", "resume-test", "--dataset", small, ...common, "--output", output, "--concurrency", "128"]
@@ -192,7 +205,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const second = start([...args, "--resume", "--json"], dir)
     expect(await second.exited, second.err).toBe(0)
     expect(second.err).toMatch(/resuming .*: \d+ complete groups/)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    expectFirstRows(output, rows)
     // every group ran once on the runners, across both coordinators
     const ran = ranRows(runners, "resume-test").sort((a, b) => a - b)
     expect(ran).toEqual(Array.from({ length: rows }, (_, i) => i))
@@ -200,16 +213,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const other = start([...args.filter((a) => a !== "resume-test" && a !== "--run-id"), "--run-id", "another", "--resume"], dir)
     expect(await other.exited).toBe(2)
     expect(other.err).toContain("was written by cluster run resume-test")
-    for (const proc of runners) proc.child.kill("SIGTERM")
-    for (const proc of runners) await proc.exited
+    await stopAll(...runners)
   }, 600_000)
 
   it("run ids: a used one is refused for a new run, a second coordinator on a run is refused; SIGINT, then --resume", async () => {
     const url = database("runids")
     const rows = 40
-    const small = path.join(dir, "rows-40.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
-    const expected = new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows))
+    const small = firstRows(rows)
     const args = (runId: string, output: string) =>
       ["run", "--cluster", url, "--run-id", runId, "--dataset", small, ...common, "--output", path.join(dir, output)]
     // no runner yet: the coordinator says it waits, and holds the run id
@@ -226,7 +236,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
     const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
     expect(await resumed.exited, resumed.err + resumed.out + only.err).toBe(0)
-    expectSameAs(path.join(dir, "held.jsonl"), expected, rows)
+    expectFirstRows(path.join(dir, "held.jsonl"), rows)
     // a used run id is refused for a new run (its stored replies are that run's), with any output
     const again = start(args("held", "held-3.jsonl"), dir)
     expect(await again.exited, again.err).toBe(2)
@@ -236,8 +246,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const local = start(["run", "--run-id", "x", "--dataset", small, ...common, "--output", path.join(dir, "local-x.jsonl")], dir)
     expect(await local.exited, local.err).toBe(2)
     expect(local.err).toContain("--run-id: only with --cluster")
-    only.child.kill("SIGTERM")
-    await only.exited
+    await stopAll(only)
   }, 300_000)
 
   it("a runner killed at start, a huge row, SIGTERM to the coordinator, then --resume: every group exactly once", async () => {
@@ -266,16 +275,14 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     for (const key of written.keys()) expect(written.has(`${key.split("/")[0]}/${1 - Number(key.split("/")[1])}`), key).toBe(true)
     const second = start([...args, "--resume", "--json"], dir)
     expect(await second.exited, second.err).toBe(0)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    alive.child.kill("SIGTERM")
-    await alive.exited
+    expectFirstRows(output, rows)
+    await stopAll(alive)
   }, 300_000)
 
   it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
     const url = database("dbdown")
     const rows = 600
-    const subset = path.join(dir, "rows-600.jsonl")
-    fs.writeFileSync(subset, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const subset = firstRows(rows)
     // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
     const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
     const output = path.join(dir, "dbdown.jsonl")
@@ -310,16 +317,14 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expect(slow.err).not.toMatch(/level=(WARN|ERROR)/)
     const second = start([...args, "--resume"], dir)
     expect(await second.exited, second.err).toBe(0)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    for (const proc of [slow, late]) proc.child.kill("SIGTERM")
-    for (const proc of [slow, late]) await proc.exited
+    expectFirstRows(output, rows)
+    await stopAll(slow, late)
   }, 300_000)
 
   it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
     const url = database("mismatch")
     const rows = 60
-    const small = path.join(dir, "rows-60.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const small = firstRows(rows)
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
     const odd = await runner(url, 41331, ["--plugin", plugin])
     const output = path.join(dir, "mismatch.jsonl")
@@ -329,16 +334,14 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expect(code).toBe(3)
     expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
     expect(lineCount(output)).toBe(0)
-    odd.child.kill("SIGTERM")
-    await odd.exited
+    await stopAll(odd)
     // the same runner without the plugin; the groups it refused (and those it refused after the
     // coordinator stopped) run now; the run id comes from the (empty) log's record
     const fixed = await runner(url, 41331)
     const resumed = start([...args, "--resume"], dir)
     expect(await resumed.exited, resumed.err).toBe(0)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    fixed.child.kill("SIGTERM")
-    await fixed.exited
+    expectFirstRows(output, rows)
+    await stopAll(fixed)
   }, 300_000)
 
   it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
