@@ -13,6 +13,7 @@ import * as Engine from "../cluster/internal/engine.js"
 import { registryDigest } from "../cluster/internal/digest.js"
 import type * as Summary from "../Summary.js"
 import { FileError, OptionError } from "./common.js"
+import * as InferenceOptions from "./InferenceOptions.js"
 import type * as RolloutOptions from "./RolloutOptions.js"
 import type { RunArgs } from "./RunCommand.js"
 import * as RunLog from "./RunLog.js"
@@ -65,28 +66,16 @@ export const runId = (args: RunArgs, resuming: boolean) =>
   })
 
 /** What only a runner takes (inference, policy, env workers): each runner's own on a cluster run. */
-const RUNNER_ONLY = [
+const RUNNER_ONLY: ReadonlyArray<readonly [string, keyof RunArgs]> = [
   ["--policy", "policy"],
   ["--policy-option", "policyOptions"],
-  ["--base-url", "baseUrl"],
-  ["--model", "model"],
-  ["--api-key-env", "apiKeyEnv"],
-  ["--strict-openai", "strictOpenai"],
-  ["--seeded-sampling", "seededSampling"],
-  ["--no-logprobs", "noLogprobs"],
-  ["--request-timeout", "requestTimeout"],
-  ["--retries", "retries"],
-  ["--inference-concurrency", "inferenceConcurrency"],
-  ["--context-size", "contextSize"],
-  ["--gpu-layers", "gpuLayers"],
-  ["--threads", "threads"],
-  ["--token-path", "tokenPath"],
-  ["--tokenizer", "tokenizer"],
-  ["--chat-template-kwargs", "chatTemplateKwargs"],
-  ["--max-transport-failures", "maxTransportFailures"],
+  ...InferenceOptions.SERVER_ONLY,
+  ...InferenceOptions.COLOCATE_ONLY,
+  // (--tito-check has a message of its own)
+  ...InferenceOptions.MODEL_ONLY.filter(([flag]) => flag !== "--tito-check"),
   ["--isolate-envs", "isolateEnvs"],
   ["--env-workers", "envWorkers"]
-] as const satisfies ReadonlyArray<readonly [string, keyof RunArgs]>
+]
 
 const given = (value: unknown): boolean =>
   Option.isOption(value)
@@ -219,7 +208,7 @@ export const coordinate = (
           Effect.sync(() => report.database_events.push(event)),
           Console.error(
             event.event === "down"
-              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Coordinator.databaseWait()} s ` +
+              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Cluster.databaseWait()} s ` +
                 `(EFFECT_GYM_CLUSTER_DB_WAIT); the replies received are written`
               : `cluster: the database answers again (${event.detail})`
           )

@@ -145,6 +145,11 @@ export const runnerJob = (args: RunnerArgs) =>
         digest,
         concurrency: args.concurrency,
         logGroups: args.logGroups,
+        onWaitForDatabase: (why) =>
+          process.stderr.write(
+            `runner ${name}: the database at ${Cluster.redact(url)} does not answer (${why}): waiting for it up to ` +
+              `${Cluster.databaseWait()} s (EFFECT_GYM_CLUSTER_DB_WAIT)\n`
+          ),
         onReady: () =>
           process.stderr.write(
             `runner ${name} joined the cluster at ${Cluster.redact(url)} (registry digest ${digest.slice(0, 12)}, ` +

@@ -208,6 +208,18 @@ const describe = (cause: Cause.Cause<unknown>): string => {
   return inner === undefined ? outer : `${outer}: ${text(inner)}`
 }
 
+/**
+ * How long the cluster's processes wait for a database that does not answer: a coordinator during
+ * a run, a runner at start (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60).
+ *
+ * @since 0.3.0
+ */
+export const databaseWait = (): number => {
+  const text = process.env.EFFECT_GYM_CLUSTER_DB_WAIT
+  const value = text === undefined ? NaN : Number(text)
+  return Number.isFinite(value) && value > 0 ? value : 60
+}
+
 /** How long the first `SELECT 1` may take before the database is taken as unreachable. */
 export const PROBE_TIMEOUT = Duration.seconds(15)
 
@@ -219,28 +231,78 @@ export const PROBE_TIMEOUT = Duration.seconds(15)
  * @since 0.3.0
  * @category layers
  */
-export const database = (url: string, options: { readonly maxConnections?: number | undefined } = {}) =>
-  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) =>
-    PgClient.layer({
+export const database = (
+  url: string,
+  options: {
+    readonly maxConnections?: number | undefined
+    /**
+     * A database that does not answer yet (refused, timed out, starting up) is waited for, up to
+     * `seconds`; `onWait` is called once, with why. Without it, the first failure is the error.
+     */
+    readonly wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> } | undefined
+  } = {}
+) =>
+  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) => {
+    const failed = (cause: Cause.Cause<unknown>) =>
+      new ClusterStartError({
+        option: "--cluster",
+        detail: `cannot connect to ${redact(url)}: ${scrub(url, describe(cause))}`
+      })
+    const connect = PgClient.layer({
       url: Redacted.make(url),
       connectTimeout: PROBE_TIMEOUT,
       maxConnections: options.maxConnections ?? 8,
       applicationName: "effect-gym"
-    }).pipe(
-      Layer.catchAllCause((cause) =>
-        Layer.fail(
-          new ClusterStartError({
-            option: "--cluster",
-            detail: `cannot connect to ${redact(url)}: ${scrub(url, describe(cause))}`
-          })
+    }).pipe(Layer.catchAllCause((cause) => Layer.fail(cause)))
+    const wait = options.wait
+    if (wait === undefined) return Layer.mapError(connect, failed)
+    let said = false
+    return connect.pipe(
+      Layer.retry(
+        Schedule.spaced("1 second").pipe(
+          Schedule.whileInput((cause: Cause.Cause<unknown>) => unreachable(rootMessage(cause))),
+          Schedule.tapInput((cause: Cause.Cause<unknown>) =>
+            said ? Effect.void : Effect.suspend(() => {
+              said = true
+              return wait.onWait(scrub(url, rootMessage(cause)))
+            })
+          ),
+          Schedule.upTo(Duration.seconds(wait.seconds))
         )
-      )
-    )))
+      ),
+      Layer.mapError(failed)
+    )
+  }))
+
+/** A database that may answer in a moment (down, restarting, starting up), not a wrong URL. */
+const unreachable = (message: string): boolean =>
+  /ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|timed out|starting up|shutting down|terminated/i.test(message)
 
 /** Both stores in the database (their tables are created at first start: `cluster_*`). */
 // Runners started together on a fresh database race to create the tables (CREATE TABLE IF NOT
 // EXISTS can fail on PostgreSQL's catalog when two run at once): setting up is tried again.
-const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+// `SqlRunnerStorage` does its shard locking on one reserved connection (PostgreSQL's advisory
+// locks belong to a session), from several fibers: the lease refresh every 2 s, shards acquired and
+// released one by one as they move. pg runs one query at a time per connection and queues the
+// others, warning ("Calling client.query() when the client is already executing a query is
+// deprecated", pg 8.20+; pg 9 will refuse). Those operations are taken one at a time here, so the
+// connection never gets a second query while one runs (what pg did anyway, without the queue).
+const oneLockQueryAtATime = Layer.effect(
+  RunnerStorage.RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage.RunnerStorage
+    const serial = (yield* Effect.makeSemaphore(1)).withPermits(1)
+    return {
+      ...storage,
+      acquire: (address, shardIds) => serial(storage.acquire(address, shardIds)),
+      refresh: (address, shardIds) => serial(storage.refresh(address, shardIds)),
+      release: (address, shardId) => serial(storage.release(address, shardId)),
+      releaseAll: (address) => serial(storage.releaseAll(address))
+    } satisfies RunnerStorage.RunnerStorage["Type"]
+  })
+).pipe(Layer.provide(SqlRunnerStorage.layer))
+
+const storage = Layer.mergeAll(SqlMessageStorage.layer, oneLockQueryAtATime).pipe(
   Layer.catchAllCause((cause) => Layer.fail(cause)),
   Layer.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
   Layer.mapError((cause) =>
@@ -257,7 +319,8 @@ const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).
  */
 export const runner = (
   url: string,
-  address: RunnerAddressOptions
+  address: RunnerAddressOptions,
+  wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> }
 ): Layer.Layer<
   Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
   ClusterStartError
@@ -277,7 +340,7 @@ export const runner = (
       runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provide(database(url))
+    Layer.provide(database(url, { wait }))
   )
 }
 

@@ -7,9 +7,9 @@
  * @since 0.3.0
  */
 import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "@effect/cluster"
-import { SqlClient } from "@effect/sql"
+import { type SqlConnection, SqlError } from "@effect/sql"
 import type { Context } from "effect"
-import { Effect, Either, Layer, Schedule, Scope, Stream } from "effect"
+import { Cause, Effect, Either, Layer, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import type { RowError } from "./internal/engine.js"
 import * as Runs from "./internal/runs.js"
@@ -43,8 +43,13 @@ export interface Session {
   readonly context: Context.Context<Layer.Layer.Success<ReturnType<typeof Cluster.client>>>
   /** Records the run id as used (once the run's log is about to be written). */
   readonly register: Effect.Effect<void, Cluster.ClusterStartError>
-  /** Takes the run's lock again (after a database restart ended its session); false: taken. */
-  readonly relock: Effect.Effect<boolean, Cluster.ClusterStartError>
+  /**
+   * Asks the database through the connection that holds the run's lock (not the pool, which may be
+   * busy with the run's messages). Fails when it does not answer in 5 s; when that connection has
+   * died (a database restart ended the session, and the lock with it) the lock is taken again on a
+   * new one, or the run is found taken by another coordinator (`RunTaken`).
+   */
+  readonly probe: Effect.Effect<void, Cluster.RunTaken | { readonly message: string }>
 }
 
 /**
@@ -61,12 +66,7 @@ export interface DatabaseEvent {
   readonly detail: string
 }
 
-/** How long a coordinator waits for its database (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60). */
-export const databaseWait = (): number => {
-  const text = process.env.EFFECT_GYM_CLUSTER_DB_WAIT
-  const value = text === undefined ? NaN : Number(text)
-  return Number.isFinite(value) && value > 0 ? value : 60
-}
+
 
 /**
  * Connects to the cluster at `url` for the current scope and takes the run id: fails with a
@@ -84,12 +84,40 @@ export const open = (
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const context = yield* Layer.build(Cluster.client(url))
-    const { register } = yield* Effect.provide(
+    const claimed = yield* Effect.provide(
       Runs.claim(runId, { resuming: options.resuming, coordinator: `${os.hostname()} pid ${process.pid}` }),
       context
     )
-    const relock = Scope.extend(Effect.provide(Runs.lock(runId), context), scope)
-    return { url, runId, context, register, relock }
+    let holder: SqlConnection.Connection | undefined = claimed.connection
+    const answer = (connection: SqlConnection.Connection) =>
+      Effect.timeoutFail(connection.executeValues("SELECT 1", []), {
+        duration: "5 seconds",
+        onTimeout: () => ({ message: "no answer in 5 s" })
+      })
+    const relock = Effect.flatMap(Scope.extend(Effect.provide(Runs.lock(runId), context), scope), (connection) =>
+      connection === undefined
+        ? Effect.fail(new Cluster.RunTaken({ runId }))
+        : Effect.sync(() => void (holder = connection)))
+    const probe = Effect.suspend(() => {
+      const connection = holder
+      if (connection === undefined) return relock
+      return Effect.catchIf(
+        answer(connection),
+        // the session is gone (a timeout is not: a slow database keeps its sessions)
+        (error) => error instanceof SqlError.SqlError,
+        (error) => {
+          holder = undefined
+          return Effect.zipRight(Effect.ignore(relock), Effect.fail({ message: Cluster.rootMessage(Cause.fail(error)) }))
+        }
+      )
+    }).pipe(
+      Effect.catchIf(
+        (error): error is Cluster.ClusterStartError => error instanceof Cluster.ClusterStartError,
+        (error) => Effect.fail({ message: error.detail })
+      ),
+      Effect.asVoid
+    )
+    return { url, runId, context, register: claimed.register, probe }
   })
 
 /**
@@ -121,28 +149,27 @@ const isTransient = (error: { readonly _tag: string }) =>
   error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
 
 /**
- * Watches the database (`SELECT 1` every second, 2 s each): reports it going and coming back; fails
+ * Watches the database (`Session.probe` every second): reports it going and coming back; fails
  * with `DatabaseDown` once it has been down for `databaseWait()` seconds, with `RunTaken` when the
- * run's lock (lost with its connection) is another coordinator's when it comes back. Never succeeds.
+ * run's lock (lost with its session) is another coordinator's when it comes back. Never succeeds.
  */
 const watchDatabase = (
   session: Session,
   started: number,
   onDatabase: (event: DatabaseEvent) => Effect.Effect<void>
-): Effect.Effect<never, Cluster.DatabaseDown | Cluster.RunTaken | Cluster.ClusterStartError, SqlClient.SqlClient> =>
+): Effect.Effect<never, Cluster.DatabaseDown | Cluster.RunTaken> =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const wait = databaseWait()
-    const probe = Effect.timeoutFail(sql`SELECT 1`, { duration: "2 seconds", onTimeout: () => new Error("no answer in 2 s") })
+    const wait = Cluster.databaseWait()
     let downSince: number | undefined
     let why = ""
     const atMs = () => Math.round(performance.now() - started)
-    const check = Effect.matchCauseEffect(probe, {
-      onFailure: (cause) =>
+    const check = Effect.matchEffect(session.probe, {
+      onFailure: (error) =>
         Effect.gen(function*() {
+          if (error instanceof Cluster.RunTaken) return yield* error
           if (downSince === undefined) {
             downSince = performance.now()
-            why = Cluster.scrub(session.url, Cluster.rootMessage(cause))
+            why = Cluster.scrub(session.url, error.message)
             yield* onDatabase({ event: "down", atMs: atMs(), detail: why })
           }
           if (performance.now() - downSince >= wait * 1000) {
@@ -155,8 +182,6 @@ const watchDatabase = (
           const downMs = Math.round(performance.now() - downSince)
           downSince = undefined
           yield* onDatabase({ event: "up", atMs: atMs(), detail: `after ${(downMs / 1000).toFixed(1)} s` })
-          // the lock went with its connection: taken again, unless another coordinator has it now
-          if (!(yield* session.relock)) return yield* new Cluster.RunTaken({ runId: session.runId })
         })
     })
     return yield* Effect.forever(Effect.zipRight(check, Effect.sleep("1 second")))

@@ -64,6 +64,21 @@ const linesOf = (file: string): Map<string, string> => {
   return map
 }
 
+/** The dataset's first `rows` rows, as a file of their own. */
+const firstRows = (rows: number): string => {
+  const file = path.join(dir, `rows-${rows}.jsonl`)
+  if (!fs.existsSync(file)) fs.writeFileSync(file, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+  return file
+}
+/** The log has the first `rows` groups of the local run, each once. */
+const expectFirstRows = (file: string, rows: number): void =>
+  expectSameAs(file, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+/** Stops processes (SIGTERM) and waits for them. */
+const stopAll = async (...stopping: ReadonlyArray<Proc>) => {
+  for (const proc of stopping) proc.child.kill("SIGTERM")
+  for (const proc of stopping) await proc.exited
+}
+
 const expectSameAs = (file: string, reference: Map<string, string>, rows: number) => {
   const lines = linesOf(file)
   expect(lines.size).toBe(rows * GENERATIONS)
@@ -158,15 +173,15 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       JSON.stringify(events)
     ).toBe(true)
     expect(coordinator.err).toMatch(/cluster: runner 127\.0\.0\.1:41311 (left|unhealthy)/)
-    for (const proc of runners.slice(1)) proc.child.kill("SIGTERM")
-    for (const proc of runners.slice(1)) await proc.exited
+    // no query sent to a busy pg connection (the shard locks' connection is used one query at a time)
+    for (const proc of [...runners, coordinator]) expect(proc.err).not.toContain("DeprecationWarning")
+    await stopAll(...runners.slice(1))
   }, 600_000)
 
   it("the coordinator killed halfway: --resume takes the stored replies, nothing is run twice", async () => {
     const url = database("killcoordinator")
     const rows = 1000
-    const small = path.join(dir, "rows-1000.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const small = firstRows(rows)
     const runners = [await runner(url, 41321), await runner(url, 41322)]
     const output = path.join(dir, "resumed.jsonl")
     const args = ["run", "--cluster", url, "--run-id", "resume-test", "--dataset", small, ...common, "--output", output, "--concurrency", "128"]
@@ -190,7 +205,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const second = start([...args, "--resume", "--json"], dir)
     expect(await second.exited, second.err).toBe(0)
     expect(second.err).toMatch(/resuming .*: \d+ complete groups/)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    expectFirstRows(output, rows)
     // every group ran once on the runners, across both coordinators
     const ran = ranRows(runners, "resume-test").sort((a, b) => a - b)
     expect(ran).toEqual(Array.from({ length: rows }, (_, i) => i))
@@ -198,16 +213,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const other = start([...args.filter((a) => a !== "resume-test" && a !== "--run-id"), "--run-id", "another", "--resume"], dir)
     expect(await other.exited).toBe(2)
     expect(other.err).toContain("was written by cluster run resume-test")
-    for (const proc of runners) proc.child.kill("SIGTERM")
-    for (const proc of runners) await proc.exited
+    await stopAll(...runners)
   }, 600_000)
 
   it("run ids: a used one is refused for a new run, a second coordinator on a run is refused; SIGINT, then --resume", async () => {
     const url = database("runids")
     const rows = 40
-    const small = path.join(dir, "rows-40.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
-    const expected = new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows))
+    const small = firstRows(rows)
     const args = (runId: string, output: string) =>
       ["run", "--cluster", url, "--run-id", runId, "--dataset", small, ...common, "--output", path.join(dir, output)]
     // no runner yet: the coordinator says it waits, and holds the run id
@@ -223,8 +235,8 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
     const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
     const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
-    expect(await resumed.exited, resumed.err).toBe(0)
-    expectSameAs(path.join(dir, "held.jsonl"), expected, rows)
+    expect(await resumed.exited, resumed.err + resumed.out + only.err).toBe(0)
+    expectFirstRows(path.join(dir, "held.jsonl"), rows)
     // a used run id is refused for a new run (its stored replies are that run's), with any output
     const again = start(args("held", "held-3.jsonl"), dir)
     expect(await again.exited, again.err).toBe(2)
@@ -234,20 +246,53 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const local = start(["run", "--run-id", "x", "--dataset", small, ...common, "--output", path.join(dir, "local-x.jsonl")], dir)
     expect(await local.exited, local.err).toBe(2)
     expect(local.err).toContain("--run-id: only with --cluster")
-    only.child.kill("SIGTERM")
-    await only.exited
+    await stopAll(only)
+  }, 300_000)
+
+  it("a runner killed at start, a huge row, SIGTERM to the coordinator, then --resume: every group exactly once", async () => {
+    const url = database("hostile")
+    const rows = 300
+    const huge = 7
+    const file = path.join(dir, "rows-huge.jsonl")
+    const lines = fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows)
+    // a 4 MB row (its message is the env's reset, not the row's: its log lines are a local run's)
+    lines[huge] = JSON.stringify({ messages: [{ role: "user", content: "x".repeat(4_000_000) }], env_config: { seed: huge } })
+    fs.writeFileSync(file, lines.join("\n") + "\n")
+    // killed as soon as it has joined: its shards are leased to it until the lease expires (10 s)
+    const dead = await runner(url, 41371)
+    dead.child.kill("SIGKILL")
+    await dead.exited
+    const alive = await runner(url, 41372, ["--policy-option", "latency_ms=5"])
+    const output = path.join(dir, "hostile.jsonl")
+    const args = ["run", "--cluster", url, "--run-id", "hostile", "--dataset", file, ...common, "--output", output, "--concurrency", "32"]
+    const first = start(args, dir)
+    await until("some groups", () => lineCount(output) >= 40 || first.child.exitCode !== null)
+    first.child.kill("SIGTERM")
+    expect(await first.exited, first.err).toBe(143)
+    expect(first.err).toContain("SIGTERM: stopping")
+    // what was written is whole groups
+    const written = linesOf(output)
+    for (const key of written.keys()) expect(written.has(`${key.split("/")[0]}/${1 - Number(key.split("/")[1])}`), key).toBe(true)
+    const second = start([...args, "--resume", "--json"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expectFirstRows(output, rows)
+    await stopAll(alive)
   }, 300_000)
 
   it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
     const url = database("dbdown")
     const rows = 600
-    const subset = path.join(dir, "rows-600.jsonl")
-    fs.writeFileSync(subset, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const subset = firstRows(rows)
     // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
     const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
     const output = path.join(dir, "dbdown.jsonl")
-    const args = ["run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json"]
+    // (--trajectory-timeout is seconds on the runners too: read as milliseconds, every trajectory would time out)
+    const args = [
+      "run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json",
+      "--trajectory-timeout", "10"
+    ]
     const first = start(args, dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "4" })
+    let late: Proc | undefined
     await until("some groups", () => lineCount(output) >= 100 || first.child.exitCode !== null)
     await pg.halt()
     try {
@@ -259,24 +304,27 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       expect(summary.groups).toBeLessThan(rows)
       expect(lineCount(output)).toBe(summary.groups * GENERATIONS)
     } finally {
+      // a runner started while the database is down waits for it, and says so
+      late = start(["runner", "--cluster", url, "--port", "41362", "--policy", "frozen-lake-solver", "--log-groups"], dir)
+      await until("the late runner to wait", () => late!.err.includes("does not answer") || late!.child.exitCode !== null, 60_000)
       await pg.restart()
     }
+    expect(late.err).toMatch(/runner 127\.0\.0\.1:41362: the database at postgres:\/\/.* does not answer \(.*\): waiting for it up to 60 s/)
+    await until("the late runner to join", () => late!.err.includes("joined the cluster") || late!.child.exitCode !== null, 60_000)
     // the runner said so in one line (no stack every 0.5 s), and that the database is back
     await until("the runner to see the database back", () => slow.err.includes("the database answers again"), 60_000)
     expect(slow.err.match(/the database does not answer/g)?.length, slow.err).toBe(1)
     expect(slow.err).not.toMatch(/level=(WARN|ERROR)/)
     const second = start([...args, "--resume"], dir)
     expect(await second.exited, second.err).toBe(0)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    slow.child.kill("SIGTERM")
-    await slow.exited
+    expectFirstRows(output, rows)
+    await stopAll(slow, late)
   }, 300_000)
 
   it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
     const url = database("mismatch")
     const rows = 60
-    const small = path.join(dir, "rows-60.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const small = firstRows(rows)
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
     const odd = await runner(url, 41331, ["--plugin", plugin])
     const output = path.join(dir, "mismatch.jsonl")
@@ -286,16 +334,14 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expect(code).toBe(3)
     expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
     expect(lineCount(output)).toBe(0)
-    odd.child.kill("SIGTERM")
-    await odd.exited
+    await stopAll(odd)
     // the same runner without the plugin; the groups it refused (and those it refused after the
     // coordinator stopped) run now; the run id comes from the (empty) log's record
     const fixed = await runner(url, 41331)
     const resumed = start([...args, "--resume"], dir)
     expect(await resumed.exited, resumed.err).toBe(0)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
-    fixed.child.kill("SIGTERM")
-    await fixed.exited
+    expectFirstRows(output, rows)
+    await stopAll(fixed)
   }, 300_000)
 
   it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
@@ -348,7 +394,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
       expect(await run.exited, run.err).toBe(2)
       expect(run.err).toMatch(message)
-      const alone = start(["runner", ...option, "--port", "41341"], dir)
+      const alone = start(["runner", ...option, "--port", "41341"], dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "2" })
       expect(await alone.exited, alone.err).toBe(2)
       expect(alone.err).toMatch(message)
       for (const text of [run.err, run.out, alone.err, alone.out]) expect(text).not.toMatch(/s3cr3tpw|qv4lue/)

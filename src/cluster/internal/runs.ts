@@ -5,7 +5,7 @@
  * advisory lock on the run id, held by one connection of the coordinator: it goes when the
  * coordinator or its connection dies, nothing to expire by hand).
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlConnection } from "@effect/sql"
 import { Effect, Schedule, type Scope } from "effect"
 import { ClusterStartError } from "../Cluster.js"
 
@@ -37,11 +37,14 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   ))
 
 /**
- * Takes the run's lock for the current scope (false: another coordinator holds it). The lock lives
- * in one session: a connection of its own, held for the scope, unlocked before it goes back to the
- * pool. A database restart ends the session, and the lock with it: take it again then.
+ * Takes the run's lock for the current scope: the connection that holds it, or none when another
+ * coordinator holds it. The lock lives in one session: a connection of its own, held for the scope,
+ * unlocked before it goes back to the pool. A database restart ends the session, and the lock with
+ * it: take it again then.
  */
-export const lock = (runId: string): Effect.Effect<boolean, ClusterStartError, SqlClient.SqlClient | Scope.Scope> =>
+export const lock = (
+  runId: string
+): Effect.Effect<SqlConnection.Connection | undefined, ClusterStartError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const connection = yield* Effect.mapError(sql.reserve, sqlError("cannot reserve a connection"))
@@ -49,15 +52,13 @@ export const lock = (runId: string): Effect.Effect<boolean, ClusterStartError, S
       connection.executeValues("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [lockKey(runId)]),
       sqlError("cannot lock the run id")
     )
-    const locked = rows[0]?.[0] === true
-    if (locked) {
-      yield* Effect.addFinalizer(() =>
-        Effect.ignore(
-          Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
-        )
+    if (rows[0]?.[0] !== true) return undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.ignore(
+        Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
       )
-    }
-    return locked
+    )
+    return connection
   })
 
 /**
@@ -68,7 +69,11 @@ export const lock = (runId: string): Effect.Effect<boolean, ClusterStartError, S
 export const claim = (
   runId: string,
   options: { readonly resuming: boolean; readonly coordinator: string }
-): Effect.Effect<{ readonly register: Effect.Effect<void, ClusterStartError> }, ClusterStartError, SqlClient.SqlClient | Scope.Scope> =>
+): Effect.Effect<
+  { readonly register: Effect.Effect<void, ClusterStartError>; readonly connection: SqlConnection.Connection },
+  ClusterStartError,
+  SqlClient.SqlClient | Scope.Scope
+> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* setup
@@ -80,7 +85,8 @@ export const claim = (
       ),
       Effect.mapError(sqlError("cannot read the table of runs"))
     )
-    if (!(yield* lock(runId))) {
+    const connection = yield* lock(runId)
+    if (connection === undefined) {
       const holder = yield* known
       return yield* failure(
         "--run-id",
@@ -101,5 +107,5 @@ export const claim = (
       INSERT INTO effect_gym_runs (run_id, coordinator) VALUES (${runId}, ${options.coordinator})
       ON CONFLICT (run_id) DO UPDATE SET coordinator = EXCLUDED.coordinator
     `.pipe(Effect.asVoid, Effect.mapError(sqlError("cannot record the run")))
-    return { register }
+    return { register, connection }
   })
