@@ -1,5 +1,7 @@
-// Bundles the command line (dist/cli/bin.js, built by tsc) into dist/bundle/, which
-// bin/effect-gym.js runs. Loading one bundle instead of hundreds of modules cuts the CPU time of
+// Bundles the command line (dist/cli/bin.js, built by tsc) into dist/bundle/, twice: as one
+// CommonJS file, dist/bundle/cli.cjs, which bin/effect-gym.js runs through the launcher
+// (dist/bundle/launch.js, from src/cli/launch.ts) with V8's code cache; and as ES modules
+// (dist/bundle/bin.js and chunks), which the env worker threads run and the launcher falls back to. Loading one bundle instead of hundreds of modules cuts the CPU time of
 // `effect-gym envs` about 3.5x (bench/workloads/startup.ts). Code split at dynamic imports: the
 // servers, the checker and the inference backends load only when used. The package's own
 // dependencies that are native, heavy or load files of their own (node-llama-cpp, tsx, undici,
@@ -14,6 +16,18 @@ import * as path from "node:path"
 const root = path.resolve(import.meta.dirname, "..")
 const outdir = path.join(root, "dist/bundle")
 fs.rmSync(outdir, { recursive: true, force: true })
+const external = [
+  "node-llama-cpp",
+  "tsx",
+  "undici",
+  "@huggingface/jinja",
+  "@huggingface/tokenizers",
+  // ws's optional native helpers, required inside a try
+  "bufferutil",
+  "utf-8-validate",
+  // pg's optional native binding, required lazily
+  "pg-native"
+]
 await esbuild.build({
   entryPoints: {
     bin: path.join(root, "dist/cli/bin.js"),
@@ -27,18 +41,7 @@ await esbuild.build({
   format: "esm",
   platform: "node",
   target: "node20",
-  external: [
-    "node-llama-cpp",
-    "tsx",
-    "undici",
-    "@huggingface/jinja",
-    "@huggingface/tokenizers",
-    // ws's optional native helpers, required inside a try
-    "bufferutil",
-    "utf-8-validate",
-    // pg's optional native binding, required lazily
-    "pg-native"
-  ],
+  external,
   // CommonJS dependencies inside an ES module bundle call require
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
   minifySyntax: true,
@@ -46,3 +49,85 @@ await esbuild.build({
   legalComments: "none",
   logLevel: "warning"
 })
+
+// The same program as one CommonJS file, for the launcher's vm.Script and its code cache (Node 20
+// has no code cache for ES modules). Its dynamic imports of its own modules are inlined (evaluated
+// when first imported); those of external packages and plugins stay import() calls, which the
+// launcher resolves as from this folder. `import.meta.url` becomes this file's URL: the
+// modules that look for files beside themselves (the env worker's entry, the view's assets,
+// package.json) find what they find from the ES module bundle, which sits in the same folder.
+//
+// In one file, every module that a dynamic import reaches is evaluated lazily, and so is all it
+// imports: an import from a package's index (`import { Effect } from "effect"`) then evaluates every
+// module that index re-exports (all of effect, fast-check, @effect/platform's HTTP stack, msgpackr's
+// native-module probe), where the ES module bundle drops them as unused. So our modules' imports from
+// the @effect packages' indexes are rewritten to the modules they name (`import * as Effect from
+// "effect/Effect"`), as they are in the packages themselves.
+const barrels = new Map()
+const barrelOf = (pkg) => {
+  if (barrels.has(pkg)) return barrels.get(pkg)
+  const index = path.join(root, "node_modules", pkg, "dist/esm/index.js")
+  let names
+  if (fs.existsSync(index)) {
+    names = new Map()
+    const text = fs.readFileSync(index, "utf8")
+    for (const m of text.matchAll(/export \* as (\w+) from "\.\/([\w/]+)\.js"/g)) names.set(m[1], { module: m[2], namespace: true })
+    for (const m of text.matchAll(/export \{([^}]*)\} from "\.\/([\w/]+)\.js"/g)) {
+      for (const name of m[1].split(",").map((n) => n.trim()).filter((n) => /^\w+$/.test(n))) {
+        names.set(name, { module: m[2], namespace: false })
+      }
+    }
+  }
+  barrels.set(pkg, names)
+  return names
+}
+const deepImports = {
+  name: "deep-imports",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]dist[\\/].*\.js$/ }, (args) => {
+      if (args.path.includes("node_modules")) return undefined
+      const text = fs.readFileSync(args.path, "utf8")
+      const contents = text.replace(/import \{([^}]*)\} from "((?:@effect\/)?[\w-]+)";/g, (statement, list, pkg) => {
+        const names = (pkg === "effect" || pkg.startsWith("@effect/")) ? barrelOf(pkg) : undefined
+        if (names === undefined) return statement
+        const kept = []
+        const deep = []
+        for (const specifier of list.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
+          const [name, local = name] = specifier.split(/\s+as\s+/)
+          const target = names.get(name)
+          if (target === undefined) kept.push(specifier)
+          else if (target.namespace) deep.push(`import * as ${local} from "${pkg}/${target.module}";`)
+          else deep.push(`import { ${name} as ${local} } from "${pkg}/${target.module}";`)
+        }
+        return [...(kept.length > 0 ? [`import { ${kept.join(", ")} } from "${pkg}";`] : []), ...deep].join(" ")
+      })
+      return { contents, loader: "js" }
+    })
+  }
+}
+const cjs = path.join(outdir, "cli.cjs")
+await esbuild.build({
+  plugins: [deepImports],
+  entryPoints: [path.join(root, "dist/cli/bin.js")],
+  outfile: cjs,
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  external,
+  define: { "import.meta.url": "__importMetaUrl", "import.meta.dirname": "__dirname", "import.meta.filename": "__filename" },
+  // (strict, as the ES modules it comes from are)
+  banner: { js: "\"use strict\";const __importMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+  minifySyntax: true,
+  minifyWhitespace: true,
+  legalComments: "none",
+  logLevel: "warning"
+})
+// The launcher compiles the file inside a function (no hashbang line) whose last parameter,
+// __effectGymImport, is the launcher's own import(): a script restored from V8's code cache has lost
+// the host's dynamic import callback in Node 20 ("A dynamic import callback was not specified"), so
+// the bundle's import() calls (not those inside strings: the env worker's boot code) go through it.
+const importCall = /(?<![\w$.`"'])import\(/g
+fs.writeFileSync(cjs, fs.readFileSync(cjs, "utf8").replace(/^#!.*\n/, "").replace(importCall, "__effectGymImport("))
+// The launcher imports node: modules only; it runs as built by tsc.
+fs.copyFileSync(path.join(root, "dist/cli/launch.js"), path.join(outdir, "launch.js"))

@@ -61,7 +61,9 @@ export const main = (
   let exitCode = 0
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     signals === undefined ? effect : Effect.provideService(effect, Signals, signals)
-  return cli(normalizeArgv(argv)).pipe(
+  // a coordinator's option given to a runner: named, not "unknown argument"
+  const refused = RunnerCommand.refusedOption(argv)
+  return (refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code

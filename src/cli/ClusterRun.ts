@@ -6,13 +6,14 @@
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Option, Stream } from "effect"
 import type * as CompletionsLog from "../CompletionsLog.js"
-import type { RunnerEvent } from "../cluster/Coordinator.js"
+import type { DatabaseEvent, RunnerEvent } from "../cluster/Coordinator.js"
 import * as Cluster from "../cluster/Cluster.js"
 import * as Coordinator from "../cluster/Coordinator.js"
 import * as Engine from "../cluster/internal/engine.js"
 import { registryDigest } from "../cluster/internal/digest.js"
 import type * as Summary from "../Summary.js"
 import { FileError, OptionError } from "./common.js"
+import * as InferenceOptions from "./InferenceOptions.js"
 import type * as RolloutOptions from "./RolloutOptions.js"
 import type { RunArgs } from "./RunCommand.js"
 import * as RunLog from "./RunLog.js"
@@ -23,7 +24,17 @@ export interface ClusterReport {
   /** Groups per runner that ran them (a group rerun after a runner died counts once, where it finished). */
   readonly groups_by_runner: Record<string, number>
   readonly runner_events: Array<RunnerEvent>
+  /** The database going away and coming back during the run. */
+  readonly database_events: Array<DatabaseEvent>
 }
+
+/** An empty report of the run `runId`, filled as the run goes (kept when the run stops early). */
+export const newReport = (runId: string): ClusterReport => ({
+  run_id: runId,
+  groups_by_runner: {},
+  runner_events: [],
+  database_events: []
+})
 
 /** The run id: `--run-id`, else the one recorded with the log (`--resume`), else a new one. */
 export const runId = (args: RunArgs, resuming: boolean) =>
@@ -54,14 +65,66 @@ export const runId = (args: RunArgs, resuming: boolean) =>
     return given ?? `run-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
   })
 
+/** What only a runner takes (inference, policy, env workers): each runner's own on a cluster run. */
+const RUNNER_ONLY: ReadonlyArray<readonly [string, keyof RunArgs]> = [
+  ["--policy", "policy"],
+  ["--policy-option", "policyOptions"],
+  ...InferenceOptions.SERVER_ONLY,
+  ...InferenceOptions.COLOCATE_ONLY,
+  // (--tito-check has a message of its own)
+  ...InferenceOptions.MODEL_ONLY.filter(([flag]) => flag !== "--tito-check"),
+  ["--isolate-envs", "isolateEnvs"],
+  ["--env-workers", "envWorkers"]
+]
+
+const given = (value: unknown): boolean =>
+  Option.isOption(value)
+    ? Option.isSome(value)
+    : typeof value === "boolean"
+    ? value
+    : typeof value === "object" && value !== null && Object.keys(value).length > 0
+
+/**
+ * Options of a local run that a cluster run's coordinator does not use (the runners' inference,
+ * policy and env workers): refused by name, not silently dropped.
+ */
+export const refuseRunnerOptions = (args: RunArgs): Effect.Effect<void, OptionError> => {
+  if (args.titoCheck) {
+    return Effect.fail(
+      new OptionError({
+        option: "--tito-check",
+        detail: "not on a cluster run: the drift check re-tokenizes where inference runs, and runners do not run it; " +
+          "check a sample with a local run (without --cluster)"
+      })
+    )
+  }
+  const runnerOnly = (option: string) =>
+    new OptionError({
+      option,
+      detail: "a runner's option: on a cluster run, inference, the policy and env workers are each runner's own " +
+        "(give it to `effect-gym runner`)"
+    })
+  if (args.mode !== "scripted") return Effect.fail(runnerOnly("--mode"))
+  if (args.envTimeout !== "60") return Effect.fail(runnerOnly("--env-timeout"))
+  const found = RUNNER_ONLY.find(([, key]) => given(args[key]))
+  return found === undefined ? Effect.void : Effect.fail(runnerOnly(found[0]))
+}
+
 /** Checks the shape of `--cluster` (before anything is written). */
 export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
+
+/**
+ * Connects to the cluster and takes the run id, for the run's scope (before anything is written:
+ * a database that does not answer or a run id in use writes nothing and trims nothing).
+ */
+export const open = (url: string, runId: string, resuming: boolean) => Coordinator.open(url, runId, { resuming })
 
 /** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
 export const coordinate = (
   args: RunArgs,
   parts: {
     readonly url: string
+    readonly session: Coordinator.Session
     readonly runId: string
     readonly resolved: RolloutOptions.Resolved
     readonly sampling: object
@@ -69,12 +132,13 @@ export const coordinate = (
     readonly writer: CompletionsLog.Writer
     readonly accumulator: Summary.Accumulator
     readonly until: Effect.Effect<unknown> | undefined
+    readonly report: ClusterReport
   }
 ) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const { accumulator, resolved, writer } = parts
-    const report: ClusterReport = { run_id: parts.runId, groups_by_runner: {}, runner_events: [] }
+    const report = parts.report
     const digest = registryDigest(resolved.registry, args.plugins)
     const writing = yield* Effect.makeSemaphore(1)
     const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
@@ -86,9 +150,9 @@ export const coordinate = (
       fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
       done === undefined ? undefined : (index) => done.has(index)
     ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
-    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${parts.url.replace(/:[^:@/]*@/, ":***@")}`)
+    yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${Cluster.redact(parts.url)}`)
     yield* Coordinator.run({
-      url: parts.url,
+      session: parts.session,
       runId: parts.runId,
       file: args.dataset,
       rows,
@@ -139,6 +203,19 @@ export const coordinate = (
             yield* Console.error(`bad row: ${Engine.rowError(reply.rowError).message}`)
           }
         }),
+      onDatabase: (event) =>
+        Effect.zipRight(
+          Effect.sync(() => report.database_events.push(event)),
+          Console.error(
+            event.event === "down"
+              ? `cluster: the database does not answer (${event.detail}): waiting for it up to ${Cluster.databaseWait()} s ` +
+                `(EFFECT_GYM_CLUSTER_DB_WAIT); the replies received are written`
+              : `cluster: the database answers again (${event.detail})`
+          )
+        ),
+      onNoRunner: Console.error(
+        `cluster: waiting for runners: none is up in ${Cluster.redact(parts.url)} (start one: effect-gym runner --cluster URL)`
+      ),
       onRunner: (event) =>
         Effect.zipRight(
           Effect.sync(() => report.runner_events.push(event)),

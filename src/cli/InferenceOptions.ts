@@ -166,7 +166,7 @@ export const sampling = (args: InferenceArgs): Effect.Effect<SamplingParams, Opt
     return set as SamplingParams
   })
 
-const SERVER_ONLY = [
+export const SERVER_ONLY = [
   ["--base-url", "baseUrl"],
   ["--api-key-env", "apiKeyEnv"],
   ["--strict-openai", "strictOpenai"],
@@ -178,7 +178,7 @@ const SERVER_ONLY = [
   ["--tokenizer", "tokenizer"],
   ["--max-transport-failures", "maxTransportFailures"]
 ] as const
-const COLOCATE_ONLY = [
+export const COLOCATE_ONLY = [
   ["--context-size", "contextSize"],
   ["--gpu-layers", "gpuLayers"],
   ["--threads", "threads"]
@@ -199,7 +199,7 @@ const MODEL_NOT_SWIFT = [
   ["--model", "model"],
   ["--tito-check", "titoCheck"]
 ] as const
-const MODEL_ONLY = [
+export const MODEL_ONLY = [
   ["--model", "model"],
   ["--inference-concurrency", "inferenceConcurrency"],
   ["--chat-template-kwargs", "chatTemplateKwargs"],

@@ -94,6 +94,9 @@ const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
 export const runJob = (args: RunArgs, view?: RunView.Handle) =>
   Effect.gen(function*() {
     yield* Rollout.validate(args)
+    if (Option.isNone(args.cluster) && Option.isSome(args.runId)) {
+      return yield* new OptionError({ option: "--run-id", detail: "only with --cluster (a local run is resumed by its --output)" })
+    }
     if (args.resume && args.overwrite) {
       return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
     }
@@ -110,16 +113,25 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     const local = RunLog.identityOf(args, { sha256: scan.sha256, schedulerOptions, sampling, columns })
     // On a cluster, inference is the runners': the log records the cluster run instead.
     const identity = clustered ? { ...local, mode: "cluster", policy: null, model: null, base_url: null } : local
-    const resumed = mode === "resume" && existing.size > 0 ? yield* resume(args, identity, scan) : undefined
+    // Checks the log against this run and cuts its torn tail (after the checks that write nothing).
+    const resumeLog = mode === "resume" && existing.size > 0 ? resume(args, identity, scan) : Effect.succeed(undefined)
 
     if (Option.isSome(args.cluster)) {
       // The coordinator: no scheduler, no inference here (both are the runners').
       const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
       const url = args.cluster.value
-      const runId = yield* ClusterRun.runId(args, resumed !== undefined)
-      // Its shape checked before anything is written (a bad --cluster writes nothing).
+      yield* ClusterRun.refuseRunnerOptions(args)
+      // The scheduler's options checked here, at start (the runners make the run's instance).
+      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
+      // The run id: on --resume the log's record's (also for a log still empty).
+      const runId = yield* ClusterRun.runId(args, mode === "resume")
+      // Its shape checked, the database asked and the run id taken before anything is written
+      // (a bad --cluster, an unreachable database, a run id in use write nothing, trim nothing).
       yield* ClusterRun.checkUrl(url)
       return yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* ClusterRun.open(url, runId, mode === "resume")
+        const resumed = yield* resumeLog
+        yield* session.register
         const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)
         const until = Option.getOrUndefined(onFirstSignal(
           yield* Effect.serviceOption(Signals),
@@ -129,26 +141,20 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
         ))
         const done = resumed?.done
+        const cluster = ClusterRun.newReport(runId)
         const { outcome, summary } = yield* underProgress(
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, runId, resolved, sampling, done, writer, accumulator, until })
+          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
         )
-        // A cluster that cannot be used at all is a bad invocation (exit 2), reported as such.
-        if (
-          Exit.isFailure(outcome) &&
-          Option.exists(Cause.failureOption(outcome.cause), (e) => e._tag === "ClusterStartError")
-        ) {
-          return yield* Effect.failCause(outcome.cause)
-        }
         const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
-        const cluster = Exit.isSuccess(outcome) ? outcome.value : { run_id: runId }
         return yield* report(args, summary, outcome, error, { json: { cluster }, text: `\ncluster run    ${runId}` })
       }))
     }
 
+    const resumed = yield* resumeLog
     const instance = yield* definition.make({ options: schedulerOptions })
     // The composition root: the run below gets its `Inference` from the one layer the options
     // select (built here, before anything is written: a bad option or an unreachable backend fails

@@ -4,13 +4,58 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Layer, Option } from "effect"
+import { Effect, FiberRef, HashSet, Layer, Option } from "effect"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
-const { titoCheck: _titoCheck, ...inferenceOptions } = InferenceOptions.options
+// Sampling is the run's (the coordinator sends it with every group); the drift check is a local run's.
+const {
+  frequencyPenalty: _frequencyPenalty,
+  maxTokens: _maxTokens,
+  presencePenalty: _presencePenalty,
+  stop: _stop,
+  temperature: _temperature,
+  titoCheck: _titoCheck,
+  topK: _topK,
+  topP: _topP,
+  ...inferenceOptions
+} = InferenceOptions.options
+
+/** Options of `run` that belong to the coordinator (the run's), refused by name on a runner. */
+const COORDINATOR_ONLY = [
+  "--dataset", "--output", "--resume", "--overwrite", "--json", "--run-id", "--view", "--view-port",
+  "--seed", "--num-generations", "--max-turns", "--failed-groups",
+  "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
+  "--reset-timeout", "--step-timeout", "--close-timeout", "--trajectory-timeout", "--trajectory-retries",
+  "--temperature", "--top-p", "--top-k", "--max-tokens", "--stop", "--presence-penalty", "--frequency-penalty"
+]
+
+/**
+ * A coordinator's option given to `runner` (`argv` as `process.argv`): refused by name, with what
+ * to do instead (@effect/cli would only say "unknown argument").
+ */
+export const refusedOption = (argv: ReadonlyArray<string>): OptionError | undefined => {
+  if (argv[2] !== "runner") return undefined
+  for (const token of argv.slice(3)) {
+    const flag = token.split("=")[0]
+    if (flag === "--tito-check") {
+      return new OptionError({
+        option: flag,
+        detail: "not on a runner: the drift check is a local run's (run without --cluster), it does not run on a cluster"
+      })
+    }
+    if (COORDINATOR_ONLY.includes(flag)) {
+      return new OptionError({
+        option: flag,
+        detail: "the run's option, not a runner's: give it to `effect-gym run --cluster` (the coordinator sends it " +
+          "with every group)"
+      })
+    }
+  }
+  return undefined
+}
 
 export const runnerOptions = {
   cluster: Options.text("cluster").pipe(
@@ -33,8 +78,23 @@ export const runnerOptions = {
   plugins,
   policy: RolloutOptions.options.policy,
   policyOptions: RolloutOptions.options.policyOptions,
+  isolateEnvs: RolloutOptions.isolateEnvs,
+  ...RolloutOptions.isolationOptions(),
   ...inferenceOptions
 }
+
+/** The inference options of a runner as the inference layer takes them (no sampling: the run's). */
+const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
+  ...args,
+  titoCheck: false,
+  temperature: Option.none(),
+  topP: Option.none(),
+  topK: Option.none(),
+  maxTokens: Option.none(),
+  stop: [],
+  presencePenalty: Option.none(),
+  frequencyPenalty: Option.none()
+})
 
 export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
 
@@ -52,18 +112,28 @@ export const runnerJob = (args: RunnerArgs) =>
     }
     const Cluster = yield* Effect.promise(() => import("../cluster/Cluster.js"))
     const url = yield* Cluster.parseUrl(args.cluster)
-    const registry = yield* PluginLoader.registry(args.plugins)
+    if (!args.isolateEnvs && (Option.isSome(args.envWorkers) || args.envTimeout !== "60")) {
+      return yield* new OptionError({
+        option: Option.isSome(args.envWorkers) ? "--env-workers" : "--env-timeout",
+        detail: "only with --isolate-envs"
+      })
+    }
+    const loaded = yield* PluginLoader.registry(args.plugins)
     const { registryDigest } = yield* Effect.promise(() => import("../cluster/internal/digest.js"))
-    const digest = registryDigest(registry, args.plugins)
-    yield* InferenceOptions.sampling({ ...args, titoCheck: false })
+    // the digest of the names and plugin files (the same with envs in worker threads or not)
+    const digest = registryDigest(loaded, args.plugins)
+    const registry = args.isolateEnvs ? (yield* RolloutOptions.isolate(loaded, args)).registry : loaded
     // This runner's one inference layer (built before the runner joins: a bad option fails at start).
-    const inferenceLayer = InferenceOptions.layer({ ...args, titoCheck: false }, {
+    const inferenceLayer = InferenceOptions.layer(inferenceArgs(args), {
       registry,
       policy: args.policy,
       policyOptions: args.policyOptions
     })
     const Runner = yield* Effect.promise(() => import("../cluster/Runner.js"))
+    const { condensed } = yield* Effect.promise(() => import("../cluster/internal/log.js"))
     const name = `${args.host}:${args.port}`
+    // the cluster's storage warnings while the database is away: one line, not a stack every 0.5 s
+    const logger = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
     yield* Layer.launch(
       Runner.layer({
         url,
@@ -75,13 +145,18 @@ export const runnerJob = (args: RunnerArgs) =>
         digest,
         concurrency: args.concurrency,
         logGroups: args.logGroups,
+        onWaitForDatabase: (why) =>
+          process.stderr.write(
+            `runner ${name}: the database at ${Cluster.redact(url)} does not answer (${why}): waiting for it up to ` +
+              `${Cluster.databaseWait()} s (EFFECT_GYM_CLUSTER_DB_WAIT)\n`
+          ),
         onReady: () =>
           process.stderr.write(
             `runner ${name} joined the cluster at ${Cluster.redact(url)} (registry digest ${digest.slice(0, 12)}, ` +
               `${args.concurrency} groups at once)\n`
           )
       }).pipe(Layer.provide(inferenceLayer))
-    )
+    ).pipe(Effect.locally(FiberRef.currentLoggers, HashSet.make(logger)))
   }).pipe(Effect.scoped)
 
 export const command = Command.make("runner", runnerOptions).pipe(

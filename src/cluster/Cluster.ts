@@ -20,8 +20,10 @@ import {
 import type { MessageStorage, Sharding } from "@effect/cluster"
 import { RpcSerialization } from "@effect/rpc"
 import { NodeClusterSocket } from "@effect/platform-node"
+import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import * as Redact from "../internal/redact.js"
 
 /**
  * The cluster cannot be used: a connection string that is not a PostgreSQL URL, a database that
@@ -39,16 +41,96 @@ export class ClusterStartError extends Schema.TaggedError<ClusterStartError>("ef
   }
 }
 
-/** The connection string without its password, for messages. */
+/**
+ * The cluster's database stopped answering during a run, for longer than the coordinator waits
+ * (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60): the run stops, what finished is written,
+ * `--resume` completes it once the database is back.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class DatabaseDown extends Schema.TaggedError<DatabaseDown>("effect-gym/DatabaseDown")("DatabaseDown", {
+  url: Schema.String,
+  seconds: Schema.Number,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the cluster's database ${this.url} has not answered for ${this.seconds} s (${this.detail}); ` +
+      `once it is back, --resume completes the run (EFFECT_GYM_CLUSTER_DB_WAIT sets the wait)`
+  }
+}
+
+/**
+ * The run's coordinator lost its run id to another coordinator (while the database was down).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class RunTaken extends Schema.TaggedError<RunTaken>("effect-gym/RunTaken")("RunTaken", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `run ${this.runId} was taken by another coordinator while the database was down: this one stops`
+  }
+}
+
+/**
+ * The innermost message of a failure (a driver's error is wrapped in a `SqlError`, in a
+ * `PersistenceError`...), one line.
+ *
+ * @since 0.3.0
+ */
+export const rootMessage = (cause: Cause.Cause<unknown>): string => {
+  let error: unknown = Cause.squash(cause)
+  for (let i = 0; i < 10; i++) {
+    const inner = (error as { cause?: unknown } | null)?.cause
+    if (inner === undefined || inner === null || inner === error) break
+    error = inner
+  }
+  const text = error instanceof Error ? error.message : String(error)
+  return text.split("\n")[0]
+}
+
+/**
+ * The connection string as it may be shown: its password and query values (`?password=...`,
+ * `?sslkey=...`) masked; the user, host, port and database kept (they say which cluster).
+ *
+ * @since 0.3.0
+ */
 export const redact = (url: string): string => {
   try {
     const parsed = new URL(url)
     if (parsed.password !== "") parsed.password = "***"
-    return parsed.toString()
+    const keys = [...parsed.searchParams.keys()]
+    parsed.search = ""
+    const shown = parsed.toString()
+    return keys.length === 0 ? shown : `${shown}?${keys.map((key) => `${key}=***`).join("&")}`
   } catch {
-    return url.replace(/:[^:@/]*@/, ":***@")
+    // not a URL: whatever sits between a ':' and an '@' may be a password, and a query's values are masked
+    return url.replace(/:[^:@/]*@/, ":***@").replace(/=[^&]*/g, "=***")
   }
 }
+
+/**
+ * The secrets of a connection string (its password and query values, raw, decoded and encoded),
+ * to scrub from messages built by the database driver.
+ */
+const secretsOf = (url: string): ReadonlyArray<string> => {
+  try {
+    const parsed = new URL(url)
+    parsed.username = ""
+    return Redact.secretsOf(parsed.toString())
+  } catch {
+    return []
+  }
+}
+
+/**
+ * A message with the connection string's secrets masked.
+ *
+ * @since 0.3.0
+ */
+export const scrub = (url: string, text: string): string => Redact.scrub(text, secretsOf(url))
 
 /**
  * Checks the shape of a `--cluster` connection string (`postgres://user@host:port/database`).
@@ -127,30 +209,100 @@ const describe = (cause: Cause.Cause<unknown>): string => {
 }
 
 /**
- * The database connection; fails at start (within `connectTimeout`) when it cannot be reached.
+ * How long the cluster's processes wait for a database that does not answer: a coordinator during
+ * a run, a runner at start (`EFFECT_GYM_CLUSTER_DB_WAIT` seconds, default 60).
+ *
+ * @since 0.3.0
+ */
+export const databaseWait = (): number => {
+  const text = process.env.EFFECT_GYM_CLUSTER_DB_WAIT
+  const value = text === undefined ? NaN : Number(text)
+  return Number.isFinite(value) && value > 0 ? value : 60
+}
+
+/** How long the first `SELECT 1` may take before the database is taken as unreachable. */
+export const PROBE_TIMEOUT = Duration.seconds(15)
+
+/**
+ * The database connection. Building it runs `SELECT 1` (the driver's own probe, limited to
+ * {@link PROBE_TIMEOUT}): a wrong URL, a database that does not exist or cannot be reached fails
+ * here, at start, with the URL's secrets masked.
  *
  * @since 0.3.0
  * @category layers
  */
-export const database = (url: string, options: { readonly maxConnections?: number | undefined } = {}) =>
-  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) =>
-    PgClient.layer({
+export const database = (
+  url: string,
+  options: {
+    readonly maxConnections?: number | undefined
+    /**
+     * A database that does not answer yet (refused, timed out, starting up) is waited for, up to
+     * `seconds`; `onWait` is called once, with why. Without it, the first failure is the error.
+     */
+    readonly wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> } | undefined
+  } = {}
+) =>
+  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) => {
+    const failed = (cause: Cause.Cause<unknown>) =>
+      new ClusterStartError({
+        option: "--cluster",
+        detail: `cannot connect to ${redact(url)}: ${scrub(url, describe(cause))}`
+      })
+    const connect = PgClient.layer({
       url: Redacted.make(url),
-      connectTimeout: Duration.seconds(10),
+      connectTimeout: PROBE_TIMEOUT,
       maxConnections: options.maxConnections ?? 8,
       applicationName: "effect-gym"
-    }).pipe(
-      Layer.catchAllCause((cause) =>
-        Layer.fail(
-          new ClusterStartError({ option: "--cluster", detail: `cannot connect to ${redact(url)}: ${describe(cause)}` })
+    }).pipe(Layer.catchAllCause((cause) => Layer.fail(cause)))
+    const wait = options.wait
+    if (wait === undefined) return Layer.mapError(connect, failed)
+    let said = false
+    return connect.pipe(
+      Layer.retry(
+        Schedule.spaced("1 second").pipe(
+          Schedule.whileInput((cause: Cause.Cause<unknown>) => unreachable(rootMessage(cause))),
+          Schedule.tapInput((cause: Cause.Cause<unknown>) =>
+            said ? Effect.void : Effect.suspend(() => {
+              said = true
+              return wait.onWait(scrub(url, rootMessage(cause)))
+            })
+          ),
+          Schedule.upTo(Duration.seconds(wait.seconds))
         )
-      )
-    )))
+      ),
+      Layer.mapError(failed)
+    )
+  }))
+
+/** A database that may answer in a moment (down, restarting, starting up), not a wrong URL. */
+const unreachable = (message: string): boolean =>
+  /ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|timed out|starting up|shutting down|terminated/i.test(message)
 
 /** Both stores in the database (their tables are created at first start: `cluster_*`). */
 // Runners started together on a fresh database race to create the tables (CREATE TABLE IF NOT
 // EXISTS can fail on PostgreSQL's catalog when two run at once): setting up is tried again.
-const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).pipe(
+// `SqlRunnerStorage` does its shard locking on one reserved connection (PostgreSQL's advisory
+// locks belong to a session), from several fibers: the lease refresh every 2 s, shards acquired and
+// released one by one as they move. pg runs one query at a time per connection and queues the
+// others, warning ("Calling client.query() when the client is already executing a query is
+// deprecated", pg 8.20+; pg 9 will refuse). Those operations are taken one at a time here, so the
+// connection never gets a second query while one runs (what pg did anyway, without the queue).
+const oneLockQueryAtATime = Layer.effect(
+  RunnerStorage.RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage.RunnerStorage
+    const serial = (yield* Effect.makeSemaphore(1)).withPermits(1)
+    return {
+      ...storage,
+      acquire: (address, shardIds) => serial(storage.acquire(address, shardIds)),
+      refresh: (address, shardIds) => serial(storage.refresh(address, shardIds)),
+      release: (address, shardId) => serial(storage.release(address, shardId)),
+      releaseAll: (address) => serial(storage.releaseAll(address))
+    } satisfies RunnerStorage.RunnerStorage["Type"]
+  })
+).pipe(Layer.provide(SqlRunnerStorage.layer))
+
+const storage = Layer.mergeAll(SqlMessageStorage.layer, oneLockQueryAtATime).pipe(
   Layer.catchAllCause((cause) => Layer.fail(cause)),
   Layer.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
   Layer.mapError((cause) =>
@@ -167,7 +319,8 @@ const storage = Layer.mergeAll(SqlMessageStorage.layer, SqlRunnerStorage.layer).
  */
 export const runner = (
   url: string,
-  address: RunnerAddressOptions
+  address: RunnerAddressOptions,
+  wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> }
 ): Layer.Layer<
   Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
   ClusterStartError
@@ -187,7 +340,7 @@ export const runner = (
       runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provide(database(url))
+    Layer.provide(database(url, { wait }))
   )
 }
 
@@ -200,7 +353,11 @@ export const runner = (
 export const client = (
   url: string
 ): Layer.Layer<
-  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  | Sharding.Sharding
+  | Runners.Runners
+  | MessageStorage.MessageStorage
+  | RunnerStorage.RunnerStorage
+  | SqlClient.SqlClient,
   ClusterStartError
 > =>
   SocketRunner.layerClientOnly.pipe(
@@ -208,7 +365,7 @@ export const client = (
     Layer.provideMerge(storage),
     Layer.provide(ShardingConfig.layer({ ...shardingConfig, runnerAddress: Option.none() })),
     Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provide(database(url, { maxConnections: 16 }))
+    Layer.provideMerge(database(url, { maxConnections: 16 }))
   )
 
 /** Re-exported for the commands: the registered runners, and whether each is healthy. */

@@ -6,9 +6,13 @@
  *
  * @since 0.3.0
  */
-import { RunnerStorage } from "@effect/cluster"
-import { Effect, Either, Schedule, Stream } from "effect"
+import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "@effect/cluster"
+import { type SqlConnection, SqlError } from "@effect/sql"
+import type { Context } from "effect"
+import { Cause, Effect, Either, Layer, Schedule, Scope, Stream } from "effect"
+import * as os from "node:os"
 import type { RowError } from "./internal/engine.js"
+import * as Runs from "./internal/runs.js"
 import * as Cluster from "./Cluster.js"
 import type { GroupConfig, GroupReply } from "./Protocol.js"
 import { entityId, RolloutEntity } from "./Protocol.js"
@@ -27,11 +31,101 @@ export interface RunnerEvent {
 }
 
 /**
+ * A coordinator's connection to the cluster, made before anything of the run is written: the
+ * database answered, the run id is this coordinator's (see {@link open}).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Session {
+  readonly url: string
+  readonly runId: string
+  readonly context: Context.Context<Layer.Layer.Success<ReturnType<typeof Cluster.client>>>
+  /** Records the run id as used (once the run's log is about to be written). */
+  readonly register: Effect.Effect<void, Cluster.ClusterStartError>
+  /**
+   * Asks the database through the connection that holds the run's lock (not the pool, which may be
+   * busy with the run's messages). Fails when it does not answer in 5 s; when that connection has
+   * died (a database restart ended the session, and the lock with it) the lock is taken again on a
+   * new one, or the run is found taken by another coordinator (`RunTaken`).
+   */
+  readonly probe: Effect.Effect<void, Cluster.RunTaken | { readonly message: string }>
+}
+
+/**
+ * The database going away and coming back during a run.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface DatabaseEvent {
+  readonly event: "down" | "up"
+  /** Milliseconds since the coordinator started. */
+  readonly atMs: number
+  /** Down: why (the driver's message); up: after how many milliseconds down. */
+  readonly detail: string
+}
+
+
+
+/**
+ * Connects to the cluster at `url` for the current scope and takes the run id: fails with a
+ * `ClusterStartError` when the database cannot be used (within `Cluster.PROBE_TIMEOUT`), when
+ * another coordinator is running `runId`, or when a new run (not `resuming`) names a used run id.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const open = (
+  url: string,
+  runId: string,
+  options: { readonly resuming: boolean }
+): Effect.Effect<Session, Cluster.ClusterStartError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const context = yield* Layer.build(Cluster.client(url))
+    const claimed = yield* Effect.provide(
+      Runs.claim(runId, { resuming: options.resuming, coordinator: `${os.hostname()} pid ${process.pid}` }),
+      context
+    )
+    let holder: SqlConnection.Connection | undefined = claimed.connection
+    const answer = (connection: SqlConnection.Connection) =>
+      Effect.timeoutFail(connection.executeValues("SELECT 1", []), {
+        duration: "5 seconds",
+        onTimeout: () => ({ message: "no answer in 5 s" })
+      })
+    const relock = Effect.flatMap(Scope.extend(Effect.provide(Runs.lock(runId), context), scope), (connection) =>
+      connection === undefined
+        ? Effect.fail(new Cluster.RunTaken({ runId }))
+        : Effect.sync(() => void (holder = connection)))
+    const probe = Effect.suspend(() => {
+      const connection = holder
+      if (connection === undefined) return relock
+      return Effect.catchIf(
+        answer(connection),
+        // the session is gone (a timeout is not: a slow database keeps its sessions)
+        (error) => error instanceof SqlError.SqlError,
+        (error) => {
+          holder = undefined
+          return Effect.zipRight(Effect.ignore(relock), Effect.fail({ message: Cluster.rootMessage(Cause.fail(error)) }))
+        }
+      )
+    }).pipe(
+      Effect.catchIf(
+        (error): error is Cluster.ClusterStartError => error instanceof Cluster.ClusterStartError,
+        (error) => Effect.fail({ message: error.detail })
+      ),
+      Effect.asVoid
+    )
+    return { url, runId, context, register: claimed.register, probe }
+  })
+
+/**
  * @since 0.3.0
  * @category models
  */
 export interface Options<E, R> {
-  readonly url: string
+  readonly session: Session
   readonly runId: string
   readonly file: string
   /** The dataset's rows, each with its line's text; bad lines as errors. */
@@ -45,14 +139,57 @@ export interface Options<E, R> {
   readonly onReply: (row: number, reply: GroupReply) => Effect.Effect<void, E>
   readonly onRowError: (error: RowError) => Effect.Effect<void, E>
   readonly onRunner: (event: RunnerEvent) => Effect.Effect<void>
+  /** Called when no healthy runner is registered (at start, or after the last one left). */
+  readonly onNoRunner: Effect.Effect<void>
+  /** Called when the database stops answering, and when it answers again. */
+  readonly onDatabase: (event: DatabaseEvent) => Effect.Effect<void>
 }
 
 const isTransient = (error: { readonly _tag: string }) =>
   error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
 
 /**
- * Runs the groups through the cluster at `url`. Fails at start with a `ClusterStartError` when the
- * database cannot be used; with the refusal of a runner (`PluginMismatch`, `ConfigRefused`).
+ * Watches the database (`Session.probe` every second): reports it going and coming back; fails
+ * with `DatabaseDown` once it has been down for `databaseWait()` seconds, with `RunTaken` when the
+ * run's lock (lost with its session) is another coordinator's when it comes back. Never succeeds.
+ */
+const watchDatabase = (
+  session: Session,
+  started: number,
+  onDatabase: (event: DatabaseEvent) => Effect.Effect<void>
+): Effect.Effect<never, Cluster.DatabaseDown | Cluster.RunTaken> =>
+  Effect.gen(function*() {
+    const wait = Cluster.databaseWait()
+    let downSince: number | undefined
+    let why = ""
+    const atMs = () => Math.round(performance.now() - started)
+    const check = Effect.matchEffect(session.probe, {
+      onFailure: (error) =>
+        Effect.gen(function*() {
+          if (error instanceof Cluster.RunTaken) return yield* error
+          if (downSince === undefined) {
+            downSince = performance.now()
+            why = Cluster.scrub(session.url, error.message)
+            yield* onDatabase({ event: "down", atMs: atMs(), detail: why })
+          }
+          if (performance.now() - downSince >= wait * 1000) {
+            return yield* new Cluster.DatabaseDown({ url: Cluster.redact(session.url), seconds: wait, detail: why })
+          }
+        }),
+      onSuccess: () =>
+        Effect.gen(function*() {
+          if (downSince === undefined) return
+          const downMs = Math.round(performance.now() - downSince)
+          downSince = undefined
+          yield* onDatabase({ event: "up", atMs: atMs(), detail: `after ${(downMs / 1000).toFixed(1)} s` })
+        })
+    })
+    return yield* Effect.forever(Effect.zipRight(check, Effect.sleep("1 second")))
+  })
+
+/**
+ * Runs the groups through the session's cluster. Fails with the refusal of a runner
+ * (`PluginMismatch`, `ConfigRefused`).
  *
  * @since 0.3.0
  * @category running
@@ -66,6 +203,7 @@ export const run = <E, R>(options: Options<E, R>) =>
 
     // Runners joining and leaving, read from the cluster's runner table.
     const known = new Map<string, boolean>()
+    let waiting = false
     const watch = Effect.flatMap(Effect.orElseSucceed(storage.getRunners, () => undefined), (runners) => {
       if (runners === undefined) return Effect.void
       const now = new Map(runners.map(([runner, healthy]) => [`${runner.address.host}:${runner.address.port}`, healthy]))
@@ -80,12 +218,37 @@ export const run = <E, R>(options: Options<E, R>) =>
       for (const runner of known.keys()) if (!now.has(runner)) events.push({ event: "left", runner, atMs })
       known.clear()
       for (const [runner, healthy] of now) known.set(runner, healthy)
-      return Effect.forEach(events, options.onRunner, { discard: true })
+      const none = ![...now.values()].some((healthy) => healthy)
+      const waits = none && !waiting
+      waiting = none
+      return Effect.zipRight(
+        Effect.forEach(events, options.onRunner, { discard: true }),
+        waits ? options.onNoRunner : Effect.void
+      )
     })
     yield* watch
     yield* Effect.forkScoped(Effect.repeat(watch, Schedule.spaced("1 second")))
 
+    // A refusal (other plugins, a config a runner cannot use) is stored as the group's reply like
+    // any other: it is forgotten (the group's message and reply cleared) so that the group can be
+    // sent again once the runners are fixed. A refusal found stored (an earlier try's, answered
+    // after its coordinator stopped) is forgotten and the group sent once more.
+    const messages = yield* MessageStorage.MessageStorage
+    const forget = (row: number) =>
+      Effect.flatMap(RolloutEntity.getShardId(EntityId.make(entityId(options.runId, row))), (shardId) =>
+        messages.clearAddress(EntityAddress.make({
+          shardId,
+          entityType: RolloutEntity.type,
+          entityId: EntityId.make(entityId(options.runId, row))
+        }))).pipe(Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(5))), Effect.ignore)
+    const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
     const send = (row: number, line: string) =>
+      Effect.catchIf(sendOnce(row, line), isRefusal, () =>
+        Effect.zipRight(
+          forget(row),
+          Effect.tapError(sendOnce(row, line), (error) => (isRefusal(error) ? forget(row) : Effect.void))
+        ))
+    const sendOnce = (row: number, line: string) =>
       makeClient(entityId(options.runId, row)).RunGroup({
         runId: options.runId,
         file: options.file,
@@ -94,7 +257,8 @@ export const run = <E, R>(options: Options<E, R>) =>
         config,
         digest: options.digest
       }).pipe(
-        Effect.retry({ while: isTransient, schedule: Schedule.exponential("200 millis").pipe(Schedule.upTo("30 seconds")) })
+        // tried again while the database or a runner is away (the database watch bounds the wait)
+        Effect.retry({ while: isTransient, schedule: Schedule.union(Schedule.exponential("200 millis"), Schedule.spaced("2 seconds")) })
       )
 
     const groups = options.rows.pipe(
@@ -107,5 +271,6 @@ export const run = <E, R>(options: Options<E, R>) =>
       ),
       Stream.runDrain
     )
-    return yield* options.until === undefined ? groups : Effect.raceFirst(groups, Effect.asVoid(options.until))
-  }).pipe(Effect.scoped, Effect.provide(Cluster.client(options.url)))
+    const watched = Effect.raceFirst(groups, watchDatabase(options.session, started, options.onDatabase))
+    return yield* options.until === undefined ? watched : Effect.raceFirst(watched, Effect.asVoid(options.until))
+  }).pipe(Effect.scoped, Effect.provide(options.session.context))

@@ -31,6 +31,8 @@ export interface Options {
   readonly logGroups?: boolean | undefined
   /** Called once the runner has joined the cluster. */
   readonly onReady?: (() => void) | undefined
+  /** Called once when the database does not answer at start (it is waited for, `Cluster.databaseWait()` s). */
+  readonly onWaitForDatabase?: ((why: string) => void) | undefined
 }
 
 const decodeConfig = Schema.decodeUnknown(Schema.parseJson(GroupConfig))
@@ -99,6 +101,10 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
     Effect.sync(() => options.onReady?.())
   )
   return Layer.provideMerge(ready, handlers).pipe(
-    Layer.provide(Cluster.runner(options.url, { host: options.host, port: options.port, listenHost: options.listenHost }))
+    Layer.provide(Cluster.runner(
+      options.url,
+      { host: options.host, port: options.port, listenHost: options.listenHost },
+      { seconds: Cluster.databaseWait(), onWait: (why) => Effect.sync(() => options.onWaitForDatabase?.(why)) }
+    ))
   )
 }

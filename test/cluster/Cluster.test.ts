@@ -25,8 +25,8 @@ interface Proc {
 }
 
 const procs: Array<Proc> = []
-const start = (args: ReadonlyArray<string>, cwd: string): Proc => {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+const start = (args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}): Proc => {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } })
   const proc: Proc = {
     child,
     out: "",
@@ -64,6 +64,21 @@ const linesOf = (file: string): Map<string, string> => {
   return map
 }
 
+/** The dataset's first `rows` rows, as a file of their own. */
+const firstRows = (rows: number): string => {
+  const file = path.join(dir, `rows-${rows}.jsonl`)
+  if (!fs.existsSync(file)) fs.writeFileSync(file, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+  return file
+}
+/** The log has the first `rows` groups of the local run, each once. */
+const expectFirstRows = (file: string, rows: number): void =>
+  expectSameAs(file, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+/** Stops processes (SIGTERM) and waits for them. */
+const stopAll = async (...stopping: ReadonlyArray<Proc>) => {
+  for (const proc of stopping) proc.child.kill("SIGTERM")
+  for (const proc of stopping) await proc.exited
+}
+
 const expectSameAs = (file: string, reference: Map<string, string>, rows: number) => {
   const lines = linesOf(file)
   expect(lines.size).toBe(rows * GENERATIONS)
@@ -81,7 +96,11 @@ const database = (name: string) => {
 const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
 const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
   const proc = start(
-    ["runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver", "--log-groups", "--concurrency", "64", ...extra],
+    [
+      "runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver", "--log-groups",
+      ...(extra.includes("--concurrency") ? [] : ["--concurrency", "64"]),
+      ...extra
+    ],
     dir
   )
   await until(`runner ${port} to join`, () => proc.err.includes("joined the cluster") || proc.child.exitCode !== null, 120_000)
@@ -154,15 +173,15 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       JSON.stringify(events)
     ).toBe(true)
     expect(coordinator.err).toMatch(/cluster: runner 127\.0\.0\.1:41311 (left|unhealthy)/)
-    for (const proc of runners.slice(1)) proc.child.kill("SIGTERM")
-    for (const proc of runners.slice(1)) await proc.exited
+    // no query sent to a busy pg connection (the shard locks' connection is used one query at a time)
+    for (const proc of [...runners, coordinator]) expect(proc.err).not.toContain("DeprecationWarning")
+    await stopAll(...runners.slice(1))
   }, 600_000)
 
   it("the coordinator killed halfway: --resume takes the stored replies, nothing is run twice", async () => {
     const url = database("killcoordinator")
     const rows = 1000
-    const small = path.join(dir, "rows-1000.jsonl")
-    fs.writeFileSync(small, fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows).join("\n") + "\n")
+    const small = firstRows(rows)
     const runners = [await runner(url, 41321), await runner(url, 41322)]
     const output = path.join(dir, "resumed.jsonl")
     const args = ["run", "--cluster", url, "--run-id", "resume-test", "--dataset", small, ...common, "--output", output, "--concurrency", "128"]
@@ -172,10 +191,21 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await first.exited
     const before = lineCount(output)
     expect(before).toBeLessThan(rows * GENERATIONS)
+    // a torn last line, as a kill can leave; a --resume whose database does not answer trims
+    // nothing and writes nothing (the database is asked first)
+    fs.appendFileSync(output, `{"row": 99`)
+    const record = fs.readdirSync(dir).filter((f) => f.startsWith("resumed.jsonl")).map((f) => [f, fs.readFileSync(path.join(dir, f), "utf8")])
+    const free = await Postgres.freePort()
+    const unreachable = args.map((a) => (a === url ? `postgres://postgres@127.0.0.1:${free}/postgres` : a))
+    const refused = start([...unreachable, "--resume"], dir)
+    expect(await refused.exited, refused.err).toBe(2)
+    expect(refused.err).toMatch(/--cluster: cannot connect to/)
+    expect(fs.readdirSync(dir).filter((f) => f.startsWith("resumed.jsonl")).map((f) => [f, fs.readFileSync(path.join(dir, f), "utf8")]))
+      .toEqual(record)
     const second = start([...args, "--resume", "--json"], dir)
     expect(await second.exited, second.err).toBe(0)
     expect(second.err).toMatch(/resuming .*: \d+ complete groups/)
-    expectSameAs(output, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+    expectFirstRows(output, rows)
     // every group ran once on the runners, across both coordinators
     const ran = ranRows(runners, "resume-test").sort((a, b) => a - b)
     expect(ran).toEqual(Array.from({ length: rows }, (_, i) => i))
@@ -183,23 +213,168 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const other = start([...args.filter((a) => a !== "resume-test" && a !== "--run-id"), "--run-id", "another", "--resume"], dir)
     expect(await other.exited).toBe(2)
     expect(other.err).toContain("was written by cluster run resume-test")
-    for (const proc of runners) proc.child.kill("SIGTERM")
-    for (const proc of runners) await proc.exited
+    await stopAll(...runners)
   }, 600_000)
 
-  it("runners with other plugins are refused", async () => {
+  it("run ids: a used one is refused for a new run, a second coordinator on a run is refused; SIGINT, then --resume", async () => {
+    const url = database("runids")
+    const rows = 40
+    const small = firstRows(rows)
+    const args = (runId: string, output: string) =>
+      ["run", "--cluster", url, "--run-id", runId, "--dataset", small, ...common, "--output", path.join(dir, output)]
+    // no runner yet: the coordinator says it waits, and holds the run id
+    const first = start(args("held", "held.jsonl"), dir)
+    await until("the coordinator to wait for runners", () => first.err.includes("waiting for runners") || first.child.exitCode !== null, 60_000)
+    const second = start(args("held", "held-2.jsonl"), dir)
+    expect(await second.exited, second.err).toBe(2)
+    expect(second.err).toMatch(/--run-id: run held is being coordinated by another process \(.* pid \d+, started .*\): one coordinator per run/)
+    expect(fs.existsSync(path.join(dir, "held-2.jsonl"))).toBe(false)
+    // SIGINT: stops at once with what finished (nothing), exit 130; --resume completes the run
+    first.child.kill("SIGINT")
+    expect(await first.exited, first.err).toBe(130)
+    // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
+    const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
+    const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
+    expect(await resumed.exited, resumed.err + resumed.out + only.err).toBe(0)
+    expectFirstRows(path.join(dir, "held.jsonl"), rows)
+    // a used run id is refused for a new run (its stored replies are that run's), with any output
+    const again = start(args("held", "held-3.jsonl"), dir)
+    expect(await again.exited, again.err).toBe(2)
+    expect(again.err).toMatch(/--run-id: run id held was already used \(a run started .*\): --resume continues that run/)
+    expect(fs.existsSync(path.join(dir, "held-3.jsonl"))).toBe(false)
+    // --run-id without --cluster is refused, not ignored
+    const local = start(["run", "--run-id", "x", "--dataset", small, ...common, "--output", path.join(dir, "local-x.jsonl")], dir)
+    expect(await local.exited, local.err).toBe(2)
+    expect(local.err).toContain("--run-id: only with --cluster")
+    await stopAll(only)
+  }, 300_000)
+
+  it("a runner killed at start, a huge row, SIGTERM to the coordinator, then --resume: every group exactly once", async () => {
+    const url = database("hostile")
+    const rows = 300
+    const huge = 7
+    const file = path.join(dir, "rows-huge.jsonl")
+    const lines = fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows)
+    // a 4 MB row (its message is the env's reset, not the row's: its log lines are a local run's)
+    lines[huge] = JSON.stringify({ messages: [{ role: "user", content: "x".repeat(4_000_000) }], env_config: { seed: huge } })
+    fs.writeFileSync(file, lines.join("\n") + "\n")
+    // killed as soon as it has joined: its shards are leased to it until the lease expires (10 s)
+    const dead = await runner(url, 41371)
+    dead.child.kill("SIGKILL")
+    await dead.exited
+    const alive = await runner(url, 41372, ["--policy-option", "latency_ms=5"])
+    const output = path.join(dir, "hostile.jsonl")
+    const args = ["run", "--cluster", url, "--run-id", "hostile", "--dataset", file, ...common, "--output", output, "--concurrency", "32"]
+    const first = start(args, dir)
+    await until("some groups", () => lineCount(output) >= 40 || first.child.exitCode !== null)
+    first.child.kill("SIGTERM")
+    expect(await first.exited, first.err).toBe(143)
+    expect(first.err).toContain("SIGTERM: stopping")
+    // what was written is whole groups
+    const written = linesOf(output)
+    for (const key of written.keys()) expect(written.has(`${key.split("/")[0]}/${1 - Number(key.split("/")[1])}`), key).toBe(true)
+    const second = start([...args, "--resume", "--json"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expectFirstRows(output, rows)
+    await stopAll(alive)
+  }, 300_000)
+
+  it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
+    const url = database("dbdown")
+    const rows = 600
+    const subset = firstRows(rows)
+    // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
+    const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
+    const output = path.join(dir, "dbdown.jsonl")
+    // (--trajectory-timeout is seconds on the runners too: read as milliseconds, every trajectory would time out)
+    const args = [
+      "run", "--cluster", url, "--run-id", "dbdown", "--dataset", subset, ...common, "--output", output, "--json",
+      "--trajectory-timeout", "10"
+    ]
+    const first = start(args, dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "4" })
+    let late: Proc | undefined
+    await until("some groups", () => lineCount(output) >= 100 || first.child.exitCode !== null)
+    await pg.halt()
+    try {
+      expect(await first.exited, first.err).toBe(3)
+      expect(first.err).toMatch(/cluster: the database does not answer \(.*\): waiting for it up to 4 s/)
+      expect(first.err).toMatch(/the run stopped early: the cluster's database .* has not answered for 4 s/)
+      const summary = JSON.parse(first.out) as { groups: number; cluster: { database_events: Array<{ event: string }> } }
+      expect(summary.cluster.database_events.map((e) => e.event)).toEqual(["down"])
+      expect(summary.groups).toBeLessThan(rows)
+      expect(lineCount(output)).toBe(summary.groups * GENERATIONS)
+    } finally {
+      // a runner started while the database is down waits for it, and says so
+      late = start(["runner", "--cluster", url, "--port", "41362", "--policy", "frozen-lake-solver", "--log-groups"], dir)
+      await until("the late runner to wait", () => late!.err.includes("does not answer") || late!.child.exitCode !== null, 60_000)
+      await pg.restart()
+    }
+    expect(late.err).toMatch(/runner 127\.0\.0\.1:41362: the database at postgres:\/\/.* does not answer \(.*\): waiting for it up to 60 s/)
+    await until("the late runner to join", () => late!.err.includes("joined the cluster") || late!.child.exitCode !== null, 60_000)
+    // the runner said so in one line (no stack every 0.5 s), and that the database is back
+    await until("the runner to see the database back", () => slow.err.includes("the database answers again"), 60_000)
+    expect(slow.err.match(/the database does not answer/g)?.length, slow.err).toBe(1)
+    expect(slow.err).not.toMatch(/level=(WARN|ERROR)/)
+    const second = start([...args, "--resume"], dir)
+    expect(await second.exited, second.err).toBe(0)
+    expectFirstRows(output, rows)
+    await stopAll(slow, late)
+  }, 300_000)
+
+  it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
     const url = database("mismatch")
+    const rows = 60
+    const small = firstRows(rows)
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
     const odd = await runner(url, 41331, ["--plugin", plugin])
     const output = path.join(dir, "mismatch.jsonl")
-    const coordinator = start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output], dir)
+    const args = ["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16"]
+    const coordinator = start(args, dir)
     const code = await coordinator.exited
-    expect(code).not.toBe(0)
+    expect(code).toBe(3)
     expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
     expect(lineCount(output)).toBe(0)
-    odd.child.kill("SIGTERM")
-    await odd.exited
+    await stopAll(odd)
+    // the same runner without the plugin; the groups it refused (and those it refused after the
+    // coordinator stopped) run now; the run id comes from the (empty) log's record
+    const fixed = await runner(url, 41331)
+    const resumed = start([...args, "--resume"], dir)
+    expect(await resumed.exited, resumed.err).toBe(0)
+    expectFirstRows(output, rows)
+    await stopAll(fixed)
   }, 300_000)
+
+  it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
+    const url = database("options")
+    const output = path.join(dir, "options.jsonl")
+    const run: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--policy", "frozen-lake-solver"], /--policy: a runner's option/],
+      [["--policy-option", "a=1"], /--policy-option: a runner's option/],
+      [["--mode", "server", "--base-url", "http://127.0.0.1:9/v1"], /--mode: a runner's option/],
+      [["--isolate-envs"], /--isolate-envs: a runner's option/],
+      [["--env-timeout", "5"], /--env-timeout: a runner's option/],
+      [["--tito-check"], /--tito-check: not on a cluster run/],
+      [["--scheduler-option", "bogus=1"], /--scheduler-option bogus: unknown option/]
+    ]
+    const runner: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["--dataset", dataset], /--dataset: the run's option, not a runner's/],
+      [["--temperature=0.5"], /--temperature: the run's option/],
+      [["--run-id", "x"], /--run-id: the run's option/],
+      [["--tito-check"], /--tito-check: not on a runner/],
+      [["--env-workers", "2"], /--env-workers: only with --isolate-envs/]
+    ]
+    const procs = [
+      ...run.map(([extra, message]) =>
+        [start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], dir), message] as const
+      ),
+      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", "41342", ...extra], dir), message] as const)
+    ]
+    for (const [proc, message] of procs) {
+      expect(await proc.exited, proc.err).toBe(2)
+      expect(proc.err).toMatch(message)
+    }
+    expect(fs.existsSync(output)).toBe(false)
+  }, 120_000)
 
   it("a bad connection string or an unreachable database: a clear error at start, exit 2", async () => {
     const free = await Postgres.freePort()
@@ -207,15 +382,22 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       [["--cluster", "http://127.0.0.1/x"], /--cluster: .*expected a postgres:\/\/ URL/],
       [["--cluster", "not a url"], /--cluster: .*not a connection string/],
       [["--cluster", `postgres://postgres@127.0.0.1:${free}/postgres`], /--cluster: cannot connect to postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres/],
-      [["--cluster", pg.url.replace(/\/postgres$/, "/nosuchdb")], /--cluster: cannot connect to .*nosuchdb/]
+      [["--cluster", pg.url.replace(/\/postgres$/, "/nosuchdb")], /--cluster: cannot connect to .*nosuchdb/],
+      // a password and query values are masked in every message
+      [
+        ["--cluster", `postgres://postgres:s3cr3tpw@127.0.0.1:${free}/postgres?application_name=qv4lue`],
+        /--cluster: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/postgres\?application_name=\*\*\*/
+      ],
+      [["--cluster", "postgres://postgres:s3cr3tpw@[::1"], /--cluster: .*not a connection string/]
     ]
     for (const [option, message] of cases) {
       const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
       expect(await run.exited, run.err).toBe(2)
       expect(run.err).toMatch(message)
-      const alone = start(["runner", ...option, "--port", "41341"], dir)
+      const alone = start(["runner", ...option, "--port", "41341"], dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "2" })
       expect(await alone.exited, alone.err).toBe(2)
       expect(alone.err).toMatch(message)
+      for (const text of [run.err, run.out, alone.err, alone.out]) expect(text).not.toMatch(/s3cr3tpw|qv4lue/)
     }
   }, 300_000)
 })

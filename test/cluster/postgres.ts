@@ -12,10 +12,15 @@ import { freePort } from "../openenv/helpers.js"
 
 const BIN = process.env.PG_BIN ?? "/usr/lib/postgresql/15/bin"
 
-/** A running temporary server: its URL, and `stop` (fast shutdown, directory removed). */
+/**
+ * A running temporary server: its URL; `halt` stops the server (its data kept) and `restart` starts
+ * it again on the same port (a database outage); `stop` shuts it down and removes its directory.
+ */
 export interface TempPostgres {
   readonly url: string
   readonly port: number
+  readonly halt: () => Promise<void>
+  readonly restart: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -38,16 +43,8 @@ const accepts = (port: number): Promise<boolean> =>
     socket.once("error", () => resolve(false))
   })
 
-/** Starts a temporary server (about a second or two). */
-export const start = async (): Promise<TempPostgres> => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-pg-"))
-  fs.chmodSync(dir, 0o755)
-  const data = path.join(dir, "data")
-  fs.mkdirSync(data, { mode: 0o700 })
-  if (asRoot) execFileSync("chown", ["-R", "nobody", dir])
-  const [initdb, initArgs] = command("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-  execFileSync(initdb, initArgs, { stdio: ["ignore", "ignore", "pipe"] })
-  const port = await freePort()
+/** Starts the server of `data` on `port`; gives a stop (fast shutdown, by the server's own pid). */
+const launch = async (dir: string, data: string, port: number): Promise<() => Promise<void>> => {
   const [postgres, args] = command("postgres", [
     "-D", data, "-h", "127.0.0.1", "-p", String(port), "-k", dir,
     "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"
@@ -64,27 +61,54 @@ export const start = async (): Promise<TempPostgres> => {
   }
   // accepting connections may come a moment before it is ready for them
   await new Promise((r) => setTimeout(r, 300))
+  return async () => {
+    // The server's own pid (runuser does not always pass signals on): SIGINT is a fast shutdown.
+    const pidFile = path.join(data, "postmaster.pid")
+    const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, "utf8").split("\n")[0]) : 0
+    const alive = () => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    if (pid > 0 && alive()) {
+      process.kill(pid, "SIGINT")
+      for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 100))
+      if (alive()) process.kill(pid, "SIGKILL")
+    }
+    if (child.exitCode === null) child.kill("SIGKILL")
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 2_000))])
+  }
+}
+
+/** Starts a temporary server (about a second or two). */
+export const start = async (): Promise<TempPostgres> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-pg-"))
+  fs.chmodSync(dir, 0o755)
+  const data = path.join(dir, "data")
+  fs.mkdirSync(data, { mode: 0o700 })
+  if (asRoot) execFileSync("chown", ["-R", "nobody", dir])
+  const [initdb, initArgs] = command("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+  execFileSync(initdb, initArgs, { stdio: ["ignore", "ignore", "pipe"] })
+  const port = await freePort()
+  let stopServer: (() => Promise<void>) | undefined = await launch(dir, data, port)
+  const halt = async () => {
+    const stopping = stopServer
+    stopServer = undefined
+    await stopping?.()
+  }
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
+    halt,
+    restart: async () => {
+      await halt()
+      stopServer = await launch(dir, data, port)
+    },
     stop: async () => {
-      // The server's own pid (runuser does not always pass signals on): SIGINT is a fast shutdown.
-      const pid = Number(fs.readFileSync(path.join(data, "postmaster.pid"), "utf8").split("\n")[0])
-      const alive = () => {
-        try {
-          process.kill(pid, 0)
-          return true
-        } catch {
-          return false
-        }
-      }
-      if (pid > 0 && alive()) {
-        process.kill(pid, "SIGINT")
-        for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 100))
-        if (alive()) process.kill(pid, "SIGKILL")
-      }
-      if (child.exitCode === null) child.kill("SIGKILL")
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 2_000))])
+      await halt()
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }

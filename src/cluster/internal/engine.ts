@@ -50,7 +50,8 @@ export const prepare = (
       yield* Effect.mapError(Registry.env(registry, gymEnv), message)
     }
     const instance = yield* Effect.mapError(definition.make({ options: group.schedulerOptions }), message)
-    const ms = (x: number | null) => (x === null ? undefined : x)
+    // the group config's timeouts are in seconds, the engine's in milliseconds
+    const ms = (x: number | null) => (x === null ? undefined : x * 1000)
     const config: Rollout.Config = {
       registry,
       scheduler: { definition, instance },

@@ -1,0 +1,134 @@
+/**
+ * The command line's launcher (bin/effect-gym.js runs it; scripts/bundle.mjs puts it beside the
+ * bundle as dist/bundle/launch.js). It runs the whole command line, bundled into one CommonJS file
+ * (dist/bundle/cli.cjs), as a `vm.Script` with V8's code cache: the first run compiles the bundle and,
+ * as the process exits, writes the compiled code (the bundle's top level and every function that ran)
+ * to dist/bundle/cli.cjs.cache; later runs load it instead of parsing and compiling 3 MB of
+ * JavaScript, which is most of a command's start-up (bench/workloads/startup.ts, BENCHMARKS.md).
+ *
+ * The cache is only ever an optimisation:
+ * - it is used only when it was made from this exact bundle (its SHA-256), by this Node version on
+ *   this architecture, and its payload's SHA-256 matches (V8 does not check a code cache's payload:
+ *   a corrupt one would crash the process, so it is checked here first); anything else is ignored and
+ *   rewritten;
+ * - it is written atomically (a temporary file renamed), and where it cannot be written (a read-only
+ *   installation) the command runs as without it;
+ * - `EFFECT_GYM_CODE_CACHE=off` neither reads nor writes it.
+ * Without dist/bundle/cli.cjs it falls back to the ES module bundle (dist/bundle/bin.js).
+ */
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import * as vm from "node:vm"
+
+/** The cache file's first line (then the payload): what it was made from, and its payload's hash. */
+interface Header {
+  readonly format: 1
+  readonly source: string
+  readonly node: string
+  readonly arch: string
+  readonly payload: string
+}
+
+const sha256 = (data: string | Uint8Array): string => crypto.createHash("sha256").update(data).digest("hex")
+
+const headerFor = (sourceHash: string, payload: Uint8Array): Header => ({
+  format: 1,
+  source: sourceHash,
+  node: process.version,
+  arch: process.arch,
+  payload: sha256(payload)
+})
+
+/**
+ * The cached code in `file` if it was made from the source with this hash by this Node version on
+ * this architecture and its payload is intact; else `undefined`.
+ */
+export const readCache = (file: string, sourceHash: string): Buffer | undefined => {
+  let data: Buffer
+  try {
+    data = fs.readFileSync(file)
+  } catch {
+    return undefined
+  }
+  const newline = data.indexOf(10)
+  if (newline < 0) return undefined
+  try {
+    const header = JSON.parse(data.subarray(0, newline).toString("utf8")) as Partial<Header>
+    const payload = data.subarray(newline + 1)
+    const ok = header.format === 1 && header.source === sourceHash && header.node === process.version &&
+      header.arch === process.arch && header.payload === sha256(payload)
+    return ok ? payload : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Writes the cache atomically; gives up silently (read-only installation, full disk). */
+const writeCache = (file: string, sourceHash: string, payload: Uint8Array): void => {
+  const temporary = `${file}.${process.pid}.tmp`
+  try {
+    fs.writeFileSync(temporary, JSON.stringify(headerFor(sourceHash, payload)) + "\n")
+    fs.appendFileSync(temporary, payload)
+    fs.renameSync(temporary, file)
+  } catch {
+    try {
+      fs.rmSync(temporary, { force: true })
+    } catch {
+      // nothing to clean up
+    }
+  }
+}
+
+const writable = (dir: string): boolean => {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Runs the CommonJS bundle `bundle` (with its code cache at `${bundle}.cache` unless `cache` is
+ * false), as Node would run it with `require`.
+ */
+export const launch = (bundle: string, cache: boolean): void => {
+  const text = fs.readFileSync(bundle, "utf8")
+  const sourceHash = sha256(text)
+  const cacheFile = `${bundle}.cache`
+  const cachedData = cache ? readCache(cacheFile, sourceHash) : undefined
+  const script = new vm.Script(
+    `(function (exports, require, module, __filename, __dirname, __effectGymImport) {${text}\n})`,
+    { filename: bundle, cachedData }
+  )
+  if (cache && (cachedData === undefined || script.cachedDataRejected === true) && writable(path.dirname(bundle))) {
+    // At exit, so that the cache holds every function the command compiled, not just the top level.
+    process.once("exit", () => writeCache(cacheFile, sourceHash, script.createCachedData()))
+  }
+  const module = { exports: {} }
+  const run = script.runInThisContext() as (
+    exports: object,
+    require: NodeJS.Require,
+    module: { exports: object },
+    filename: string,
+    dirname: string,
+    dynamicImport: (specifier: string) => Promise<unknown>
+  ) => void
+  // The bundle's import() calls (optional packages, plugins), rewritten by scripts/bundle.mjs: they
+  // resolve from this module's folder, which is the bundle's.
+  run(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle), (specifier) => import(specifier))
+}
+
+/**
+ * Runs the command line: the CommonJS bundle beside this file with its code cache, or, where there
+ * is none (this module run from dist/cli, a build without it), the ES module command line beside it.
+ */
+export const main = async (): Promise<void> => {
+  const dir = path.dirname(fileURLToPath(import.meta.url))
+  const bundle = path.join(dir, "cli.cjs")
+  if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off")
+  else await import(pathToFileURL(path.join(dir, "bin.js")).href)
+}

@@ -1,0 +1,56 @@
+/**
+ * A runner's log while its database is away. `@effect/cluster` logs every failed storage read
+ * (every `entityMessagePollInterval`, 0.5 s) and lock refresh as a WARN or ERROR with the driver's
+ * whole stack: dozens of lines a second for one outage. Those are condensed to one line when the
+ * database goes, a reminder every 30 s, and one line when it is back ("Shard lock storage has
+ * recovered"); every other log goes on as before.
+ */
+import { Cause, Logger, LogLevel } from "effect"
+import { rootMessage } from "../Cluster.js"
+
+const problem = (message: string, cause: Cause.Cause<unknown>): boolean => {
+  if (/storage/i.test(message)) return true
+  if (Cause.isEmpty(cause)) return false
+  return /PersistenceError|SqlError|ECONNREFUSED|Connection terminated/.test(Cause.pretty(cause))
+}
+
+const text = (message: unknown): string =>
+  Array.isArray(message) ? message.map((part) => (typeof part === "string" ? part : String(part))).join(" ") : String(message)
+
+/**
+ * The runner's logger: `write` gets each line (stderr); `scrub` masks the connection string's
+ * secrets; `name` is the runner's address.
+ */
+export const condensed = (
+  name: string,
+  write: (line: string) => void,
+  scrub: (text: string) => string
+): Logger.Logger<unknown, void> => {
+  const plain = Logger.stringLogger
+  let downSince: number | undefined
+  let reminded = 0
+  return Logger.make((options) => {
+    const message = text(options.message)
+    if (message.includes("storage has recovered") || message.includes("storage is healthy")) {
+      if (downSince !== undefined) {
+        write(`runner ${name}: the database answers again (after ${((Date.now() - downSince) / 1000).toFixed(1)} s)`)
+        downSince = undefined
+      }
+      return
+    }
+    if (LogLevel.greaterThanEqual(options.logLevel, LogLevel.Warning) && problem(message, options.cause)) {
+      const now = Date.now()
+      if (downSince === undefined) {
+        downSince = now
+        reminded = now
+        const why = Cause.isEmpty(options.cause) ? message : rootMessage(options.cause)
+        write(scrub(`runner ${name}: the database does not answer (${why}): retrying; the groups running go on`))
+      } else if (now - reminded >= 30_000) {
+        reminded = now
+        write(`runner ${name}: still waiting for the database (${Math.round((now - downSince) / 1000)} s)`)
+      }
+      return
+    }
+    write(scrub(plain.log(options)))
+  })
+}

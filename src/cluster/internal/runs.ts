@@ -1,0 +1,111 @@
+/**
+ * The cluster's runs, by id, in the cluster's database (`effect_gym_runs`): a run id names one run
+ * only (the stored messages are keyed by it, so a second run under the same id would be answered
+ * with the first one's replies), and one coordinator at a time sends its groups (PostgreSQL's
+ * advisory lock on the run id, held by one connection of the coordinator: it goes when the
+ * coordinator or its connection dies, nothing to expire by hand).
+ */
+import { SqlClient, type SqlConnection } from "@effect/sql"
+import { Effect, Schedule, type Scope } from "effect"
+import { ClusterStartError } from "../Cluster.js"
+
+/** A run id that was used (its start, and who coordinated it last). */
+export interface Known {
+  readonly startedAt: string
+  readonly coordinator: string
+}
+
+const lockKey = (runId: string) => `effect-gym run ${runId}`
+
+const failure = (option: string, detail: string) => new ClusterStartError({ option, detail })
+
+const sqlError = (what: string) => (error: { readonly message: string; readonly cause?: unknown }) =>
+  failure(
+    "--cluster",
+    `${what}: ${error.cause instanceof Error ? error.cause.message : error.message}`
+  )
+
+/** The table, made at first use (runners and coordinators started together race: tried again). */
+const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql`CREATE TABLE IF NOT EXISTS effect_gym_runs (
+    run_id VARCHAR(100) PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    coordinator TEXT NOT NULL
+  )`.pipe(
+    Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
+    Effect.mapError(sqlError("cannot set up the table of runs"))
+  ))
+
+/**
+ * Takes the run's lock for the current scope: the connection that holds it, or none when another
+ * coordinator holds it. The lock lives in one session: a connection of its own, held for the scope,
+ * unlocked before it goes back to the pool. A database restart ends the session, and the lock with
+ * it: take it again then.
+ */
+export const lock = (
+  runId: string
+): Effect.Effect<SqlConnection.Connection | undefined, ClusterStartError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const connection = yield* Effect.mapError(sql.reserve, sqlError("cannot reserve a connection"))
+    const rows = yield* Effect.mapError(
+      connection.executeValues("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [lockKey(runId)]),
+      sqlError("cannot lock the run id")
+    )
+    if (rows[0]?.[0] !== true) return undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.ignore(
+        Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
+      )
+    )
+    return connection
+  })
+
+/**
+ * Takes the run id for this coordinator, for the current scope: fails when another coordinator
+ * holds it (`--run-id`, with who), or when a new run (not `resuming`) names a run id already used.
+ * Gives `register`, which records the run (call it once the run's log is about to be written).
+ */
+export const claim = (
+  runId: string,
+  options: { readonly resuming: boolean; readonly coordinator: string }
+): Effect.Effect<
+  { readonly register: Effect.Effect<void, ClusterStartError>; readonly connection: SqlConnection.Connection },
+  ClusterStartError,
+  SqlClient.SqlClient | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* setup
+    const known = sql<{ started_at: Date; coordinator: string }>`
+      SELECT started_at, coordinator FROM effect_gym_runs WHERE run_id = ${runId}
+    `.pipe(
+      Effect.map((rows): Known | undefined =>
+        rows[0] === undefined ? undefined : { startedAt: new Date(rows[0].started_at).toISOString(), coordinator: rows[0].coordinator }
+      ),
+      Effect.mapError(sqlError("cannot read the table of runs"))
+    )
+    const connection = yield* lock(runId)
+    if (connection === undefined) {
+      const holder = yield* known
+      return yield* failure(
+        "--run-id",
+        `run ${runId} is being coordinated by another process` +
+          (holder === undefined ? "" : ` (${holder.coordinator}, started ${holder.startedAt})`) +
+          `: one coordinator per run; wait for it to end, or stop it and --resume`
+      )
+    }
+    const before = yield* known
+    if (before !== undefined && !options.resuming) {
+      return yield* failure(
+        "--run-id",
+        `run id ${runId} was already used (a run started ${before.startedAt} by ${before.coordinator}): ` +
+          `--resume continues that run with its log; a new run needs another --run-id`
+      )
+    }
+    const register = sql`
+      INSERT INTO effect_gym_runs (run_id, coordinator) VALUES (${runId}, ${options.coordinator})
+      ON CONFLICT (run_id) DO UPDATE SET coordinator = EXCLUDED.coordinator
+    `.pipe(Effect.asVoid, Effect.mapError(sqlError("cannot record the run")))
+    return { register, connection }
+  })

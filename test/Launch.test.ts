@@ -1,0 +1,115 @@
+/**
+ * The launcher's code cache (src/cli/launch.ts, bin/effect-gym.js): it is an optimisation only. The
+ * command line prints the same with it, without it and with a cache that is corrupt, stale or cannot
+ * be written; a cache that cannot be used is rewritten. Runs the built binary from a copy of bin/ and
+ * dist/bundle/ (as installed), so that each test starts from its own cache.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { readCache } from "../src/cli/launch.js"
+
+const root = path.resolve(import.meta.dirname, "..")
+const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
+let copy = ""
+let bundle = ""
+let cacheFile = ""
+
+beforeEach(() => {
+  fs.mkdirSync(path.join(root, "scratch"), { recursive: true })
+  copy = fs.mkdtempSync(path.join(root, "scratch", "launch-"))
+  fs.cpSync(path.join(root, "bin"), path.join(copy, "bin"), { recursive: true })
+  fs.cpSync(path.join(root, "dist/bundle"), path.join(copy, "dist/bundle"), {
+    recursive: true,
+    filter: (source) => !source.endsWith(".cache")
+  })
+  fs.copyFileSync(path.join(root, "package.json"), path.join(copy, "package.json"))
+  bundle = path.join(copy, "dist/bundle/cli.cjs")
+  cacheFile = `${bundle}.cache`
+})
+afterEach(() => {
+  fs.chmodSync(path.join(copy, "dist/bundle"), 0o755)
+  fs.rmSync(copy, { recursive: true, force: true })
+})
+
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const result = spawnSync(process.execPath, [path.join(copy, "bin/effect-gym.js"), ...args], {
+    cwd: copy,
+    encoding: "utf8",
+    env: { ...process.env, ...env }
+  })
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+const without = (args: ReadonlyArray<string>) => run(args, { EFFECT_GYM_CODE_CACHE: "off" })
+const sourceHash = () => crypto.createHash("sha256").update(fs.readFileSync(bundle, "utf8")).digest("hex")
+const valid = () => readCache(cacheFile, sourceHash()) !== undefined
+
+describe("the launcher's code cache", () => {
+  it("is written by the first run and used by the next; the output is the same as without it", () => {
+    const expected = without(["envs"])
+    expect(expected.code).toBe(0)
+    expect(fs.existsSync(cacheFile)).toBe(false)
+    expect(run(["envs"])).toEqual(expected)
+    expect(valid()).toBe(true)
+    const written = fs.readFileSync(cacheFile)
+    // warm: the same output, for another command too, and the cache is left as it is
+    expect(run(["envs"])).toEqual(expected)
+    expect(run(["--help"])).toEqual(without(["--help"]))
+    expect(run(["dataset", "--help"])).toEqual(without(["dataset", "--help"]))
+    // the bundle's import() (a plugin) works from a cached script
+    const withPlugin = without(["envs", "--plugin", plugin])
+    expect(withPlugin.code).toBe(0)
+    expect(run(["envs", "--plugin", plugin])).toEqual(withPlugin)
+    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+  }, 120_000)
+
+  it("a corrupt cache is ignored and rewritten: flipped payload bytes, a cut file, no header, garbage", () => {
+    const expected = without(["envs"])
+    expect(run(["envs"])).toEqual(expected)
+    const good = fs.readFileSync(cacheFile)
+    const flipped = Buffer.from(good)
+    for (let i = good.indexOf(10) + 1000; i < flipped.length; i += 4099) flipped[i] ^= 0x5a
+    const corruptions = [flipped, good.subarray(0, good.length >> 1), good.subarray(good.indexOf(10) + 1), Buffer.from("garbage")]
+    for (const corrupt of corruptions) {
+      fs.writeFileSync(cacheFile, corrupt)
+      expect(valid()).toBe(false)
+      expect(run(["envs"])).toEqual(expected)
+      expect(valid()).toBe(true)
+    }
+  }, 120_000)
+
+  it("a stale cache (another bundle, another Node version) is ignored and rewritten", () => {
+    const expected = without(["envs"])
+    expect(run(["envs"])).toEqual(expected)
+    const good = fs.readFileSync(cacheFile)
+    const newline = good.indexOf(10)
+    const header = JSON.parse(good.subarray(0, newline).toString("utf8")) as Record<string, unknown>
+    for (const stale of [{ node: "v0.0.0" }, { arch: "other" }, { format: 2 }]) {
+      fs.writeFileSync(cacheFile, Buffer.concat([Buffer.from(JSON.stringify({ ...header, ...stale }) + "\n"), good.subarray(newline + 1)]))
+      expect(valid()).toBe(false)
+      expect(run(["envs"])).toEqual(expected)
+      expect(valid()).toBe(true)
+    }
+    // another build of the bundle: the old cache is not used for it
+    fs.appendFileSync(bundle, "\n// another build\n")
+    expect(valid()).toBe(false)
+    expect(run(["envs"])).toEqual(expected)
+    expect(valid()).toBe(true)
+  }, 120_000)
+
+  it("where the cache cannot be written, commands run as without it", () => {
+    const expected = without(["envs"])
+    // the cache's path is taken by a folder: neither read nor written
+    fs.mkdirSync(cacheFile)
+    expect(run(["envs"])).toEqual(expected)
+    expect(fs.statSync(cacheFile).isDirectory()).toBe(true)
+    fs.rmdirSync(cacheFile)
+    // a read-only installation (root writes anyway: checked only as another user)
+    fs.chmodSync(path.join(copy, "dist/bundle"), 0o555)
+    expect(run(["envs"])).toEqual(expected)
+    if (process.getuid?.() !== 0) expect(fs.existsSync(cacheFile)).toBe(false)
+    expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
+  }, 120_000)
+})
