@@ -94,10 +94,19 @@ export const open = (
         duration: "5 seconds",
         onTimeout: () => ({ message: "no answer in 5 s" })
       })
-    const relock = Effect.flatMap(Scope.extend(Effect.provide(Runs.lock(runId), context), scope), (connection) =>
-      connection === undefined
+    // A lock found held may still be this coordinator's old session, until the server notices that
+    // its connection is gone: taken only when it stays held for 15 s.
+    let heldSince: number | undefined
+    const relock = Effect.flatMap(Scope.extend(Effect.provide(Runs.lock(runId), context), scope), (connection) => {
+      if (connection !== undefined) {
+        heldSince = undefined
+        return Effect.sync(() => void (holder = connection))
+      }
+      heldSince ??= Date.now()
+      return Date.now() - heldSince >= 15_000
         ? Effect.fail(new Cluster.RunTaken({ runId }))
-        : Effect.sync(() => void (holder = connection)))
+        : Effect.fail({ message: "the run's lock is held by another session (this coordinator's old one?)" })
+    })
     const probe = Effect.suspend(() => {
       const connection = holder
       if (connection === undefined) return relock

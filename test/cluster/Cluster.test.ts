@@ -73,6 +73,15 @@ const firstRows = (rows: number): string => {
 /** The log has the first `rows` groups of the local run, each once. */
 const expectFirstRows = (file: string, rows: number): void =>
   expectSameAs(file, new Map([...reference].filter(([key]) => Number(key.split("/")[0]) < rows)), rows)
+/** `n` distinct free loopback ports (not fixed ones: another checkout may run these tests at once). */
+const ports = async (n: number): Promise<Array<number>> => {
+  const out: Array<number> = []
+  while (out.length < n) {
+    const port = await Postgres.freePort()
+    if (!out.includes(port)) out.push(port)
+  }
+  return out
+}
 /** Stops processes (SIGTERM) and waits for them. */
 const stopAll = async (...stopping: ReadonlyArray<Proc>) => {
   for (const proc of stopping) proc.child.kill("SIGTERM")
@@ -140,7 +149,8 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
 
   it("3 runners, one killed with SIGKILL halfway: every group exactly once, as a local run wrote it", async () => {
     const url = database("killrunner")
-    const runners = [await runner(url, 41311), await runner(url, 41312), await runner(url, 41313)]
+    const [p1, p2, p3] = await ports(3)
+    const runners = [await runner(url, p1), await runner(url, p2), await runner(url, p3)]
     const output = path.join(dir, "cluster.jsonl")
     const coordinator = start(
       ["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, "--concurrency", "256", "--json"],
@@ -162,17 +172,17 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     // the survivors took the killed runner's shards
     const byRunner = summary.cluster.groups_by_runner
     expect(Object.values(byRunner).reduce((a, b) => a + b, 0)).toBe(GROUPS)
-    expect(byRunner["127.0.0.1:41312"] + byRunner["127.0.0.1:41313"]).toBeGreaterThan(GROUPS / 2)
+    expect(byRunner[`127.0.0.1:${p2}`] + byRunner[`127.0.0.1:${p3}`]).toBeGreaterThan(GROUPS / 2)
     // runners joining and leaving were reported (a runner whose heartbeat is late on a loaded
     // machine may leave and join again: reported as it happens)
     const events = summary.cluster.runner_events
     const joined = new Set(events.filter((e) => e.event === "joined").map((e) => e.runner))
-    expect([...joined].sort(), JSON.stringify(events)).toEqual(["127.0.0.1:41311", "127.0.0.1:41312", "127.0.0.1:41313"])
+    expect([...joined].sort(), JSON.stringify(events)).toEqual([p1, p2, p3].map((p) => `127.0.0.1:${p}`).sort())
     expect(
-      events.some((e) => e.runner === "127.0.0.1:41311" && (e.event === "left" || e.event === "unhealthy")),
+      events.some((e) => e.runner === `127.0.0.1:${p1}` && (e.event === "left" || e.event === "unhealthy")),
       JSON.stringify(events)
     ).toBe(true)
-    expect(coordinator.err).toMatch(/cluster: runner 127\.0\.0\.1:41311 (left|unhealthy)/)
+    expect(coordinator.err).toMatch(new RegExp(`cluster: runner 127\\.0\\.0\\.1:${p1} (left|unhealthy)`))
     // no query sent to a busy pg connection (the shard locks' connection is used one query at a time)
     for (const proc of [...runners, coordinator]) expect(proc.err).not.toContain("DeprecationWarning")
     await stopAll(...runners.slice(1))
@@ -182,7 +192,8 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const url = database("killcoordinator")
     const rows = 1000
     const small = firstRows(rows)
-    const runners = [await runner(url, 41321), await runner(url, 41322)]
+    const [p1, p2] = await ports(2)
+    const runners = [await runner(url, p1), await runner(url, p2)]
     const output = path.join(dir, "resumed.jsonl")
     const args = ["run", "--cluster", url, "--run-id", "resume-test", "--dataset", small, ...common, "--output", output, "--concurrency", "128"]
     const first = start(args, dir)
@@ -233,7 +244,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     first.child.kill("SIGINT")
     expect(await first.exited, first.err).toBe(130)
     // (this runner's envs run in worker threads: a runner takes run's --isolate-envs options)
-    const only = await runner(url, 41351, ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
+    const only = await runner(url, (await ports(1))[0], ["--isolate-envs", "--env-workers", "1", "--env-timeout", "30"])
     const resumed = start([...args("held", "held.jsonl"), "--resume"], dir)
     expect(await resumed.exited, resumed.err + resumed.out + only.err).toBe(0)
     expectFirstRows(path.join(dir, "held.jsonl"), rows)
@@ -259,10 +270,11 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     lines[huge] = JSON.stringify({ messages: [{ role: "user", content: "x".repeat(4_000_000) }], env_config: { seed: huge } })
     fs.writeFileSync(file, lines.join("\n") + "\n")
     // killed as soon as it has joined: its shards are leased to it until the lease expires (10 s)
-    const dead = await runner(url, 41371)
+    const [p1, p2] = await ports(2)
+    const dead = await runner(url, p1)
     dead.child.kill("SIGKILL")
     await dead.exited
-    const alive = await runner(url, 41372, ["--policy-option", "latency_ms=5"])
+    const alive = await runner(url, p2, ["--policy-option", "latency_ms=5"])
     const output = path.join(dir, "hostile.jsonl")
     const args = ["run", "--cluster", url, "--run-id", "hostile", "--dataset", file, ...common, "--output", output, "--concurrency", "32"]
     const first = start(args, dir)
@@ -279,12 +291,13 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await stopAll(alive)
   }, 300_000)
 
-  it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes", async () => {
+  it("the database down mid-run: the coordinator waits, stops with exit 3 (what finished written), --resume completes; a restart under a run: it goes on", async () => {
     const url = database("dbdown")
     const rows = 600
     const subset = firstRows(rows)
     // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
-    const slow = await runner(url, 41361, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
+    const [p1, p2] = await ports(2)
+    const slow = await runner(url, p1, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
     const output = path.join(dir, "dbdown.jsonl")
     // (--trajectory-timeout is seconds on the runners too: read as milliseconds, every trajectory would time out)
     const args = [
@@ -305,17 +318,30 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       expect(lineCount(output)).toBe(summary.groups * GENERATIONS)
     } finally {
       // a runner started while the database is down waits for it, and says so
-      late = start(["runner", "--cluster", url, "--port", "41362", "--policy", "frozen-lake-solver", "--log-groups"], dir)
+      late = start(["runner", "--cluster", url, "--port", String(p2), "--policy", "frozen-lake-solver", "--log-groups"], dir)
       await until("the late runner to wait", () => late!.err.includes("does not answer") || late!.child.exitCode !== null, 60_000)
       await pg.restart()
     }
-    expect(late.err).toMatch(/runner 127\.0\.0\.1:41362: the database at postgres:\/\/.* does not answer \(.*\): waiting for it up to 60 s/)
+    expect(late.err).toMatch(
+      new RegExp(`runner 127\\.0\\.0\\.1:${p2}: the database at postgres://.* does not answer \\(.*\\): waiting for it up to 60 s`)
+    )
     await until("the late runner to join", () => late!.err.includes("joined the cluster") || late!.child.exitCode !== null, 60_000)
     // the runner said so in one line (no stack every 0.5 s), and that the database is back
     await until("the runner to see the database back", () => slow.err.includes("the database answers again"), 60_000)
     expect(slow.err.match(/the database does not answer/g)?.length, slow.err).toBe(1)
     expect(slow.err).not.toMatch(/level=(WARN|ERROR)/)
     const second = start([...args, "--resume"], dir)
+    // the database restarted under the resumed run: it goes on, and keeps its run id (taken again
+    // with a new session): another coordinator is still refused
+    const before = lineCount(output)
+    await until("more groups", () => lineCount(output) >= before + 40 || second.child.exitCode !== null)
+    await pg.restart()
+    if (second.child.exitCode === null) {
+      const other = start([...args, "--resume"], dir)
+      await until("the database back for the resumed run", () => second.err.includes("answers again") || second.child.exitCode !== null)
+      expect(await other.exited, other.err).toBe(2)
+      expect(other.err).toMatch(/run dbdown is being coordinated by another process|no answer|cannot connect/)
+    }
     expect(await second.exited, second.err).toBe(0)
     expectFirstRows(output, rows)
     await stopAll(slow, late)
@@ -326,18 +352,19 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     const rows = 60
     const small = firstRows(rows)
     const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
-    const odd = await runner(url, 41331, ["--plugin", plugin])
+    const [port] = await ports(1)
+    const odd = await runner(url, port, ["--plugin", plugin])
     const output = path.join(dir, "mismatch.jsonl")
     const args = ["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16"]
     const coordinator = start(args, dir)
     const code = await coordinator.exited
     expect(code).toBe(3)
-    expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:41331 refused the run: its plugins .*js_plugin\.mjs.* differ/)
+    expect(coordinator.err).toMatch(new RegExp(`runner 127\\.0\\.0\\.1:${port} refused the run: its plugins .*js_plugin\\.mjs.* differ`))
     expect(lineCount(output)).toBe(0)
     await stopAll(odd)
     // the same runner without the plugin; the groups it refused (and those it refused after the
     // coordinator stopped) run now; the run id comes from the (empty) log's record
-    const fixed = await runner(url, 41331)
+    const fixed = await runner(url, port)
     const resumed = start([...args, "--resume"], dir)
     expect(await resumed.exited, resumed.err).toBe(0)
     expectFirstRows(output, rows)
@@ -363,11 +390,12 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       [["--tito-check"], /--tito-check: not on a runner/],
       [["--env-workers", "2"], /--env-workers: only with --isolate-envs/]
     ]
+    const [port] = await ports(1)
     const procs = [
       ...run.map(([extra, message]) =>
         [start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], dir), message] as const
       ),
-      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", "41342", ...extra], dir), message] as const)
+      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", String(port), ...extra], dir), message] as const)
     ]
     for (const [proc, message] of procs) {
       expect(await proc.exited, proc.err).toBe(2)
@@ -394,7 +422,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       const run = start(["run", ...option, "--dataset", dataset, ...common, "--output", path.join(dir, `bad-${procs.length}.jsonl`)], dir)
       expect(await run.exited, run.err).toBe(2)
       expect(run.err).toMatch(message)
-      const alone = start(["runner", ...option, "--port", "41341"], dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "2" })
+      const alone = start(["runner", ...option, "--port", String(await Postgres.freePort())], dir, { EFFECT_GYM_CLUSTER_DB_WAIT: "2" })
       expect(await alone.exited, alone.err).toBe(2)
       expect(alone.err).toMatch(message)
       for (const text of [run.err, run.out, alone.err, alone.out]) expect(text).not.toMatch(/s3cr3tpw|qv4lue/)
