@@ -23,6 +23,7 @@ import { tokenState } from "./Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "./Inference.js"
 import * as Message from "./Message.js"
 import { describe } from "./internal/lift.js"
+import { nextTurn } from "./internal/nextTurn.js"
 import { isReady } from "./internal/ready.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
@@ -415,16 +416,6 @@ const SYNC_TURNS = 64
 
 /** Turns answered at once since the last turn of the event loop, over all trajectories. */
 let syncTurns = 0
-
-/** Waits for the next turn of the event loop (timers, I/O and signals run); interruptible. */
-const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
-  if (typeof setImmediate === "function") {
-    const handle = setImmediate(() => resume(Effect.void))
-    return Effect.sync(() => clearImmediate(handle))
-  }
-  const handle = setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => clearTimeout(handle))
-})
 
 const toTrajectoryError = (phase: string, cause: Cause.Cause<unknown>): TrajectoryError => {
   const failure = Cause.failureOption(cause)

@@ -10,6 +10,7 @@
 import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Env from "../Env.js"
 import { Lru } from "../internal/lru.js"
+import { nextTurn } from "../internal/nextTurn.js"
 import { isReady } from "../internal/ready.js"
 import { PY_SPACE, PY_WORD } from "../internal/pyre.js"
 import type { Message } from "../Message.js"
@@ -367,16 +368,6 @@ const mapEntry = (size: number, p: number, seed: number | bigint): MapEntry =>
  * costs no turn of the event loop.
  */
 const SLICE_CELLS = 65536
-
-/** Waits for the next turn of the event loop (timers and I/O run); interruptible. */
-const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
-  if (typeof setImmediate === "function") {
-    const handle = setImmediate(() => resume(Effect.void))
-    return Effect.sync(() => clearImmediate(handle))
-  }
-  const handle = setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => clearTimeout(handle))
-})
 
 /** The board of (size, p, seed), searched in slices with a turn of the event loop between them. */
 const boardEffect = (size: number, p: number, seed: number | bigint): Effect.Effect<Board, MapBudgetExceeded> => {
