@@ -88,15 +88,10 @@ const lastJson = <A>(stdout: string): A => {
   return JSON.parse(lines[lines.length - 1]) as A
 }
 
-const effectGym = async (output: string): Promise<Side> => {
-  const run = await exec(process.execPath, [
-    bin, "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
-    ...(latencyMs > 0 ? ["--policy-option", `latency_ms=${latencyMs}`] : []),
-    "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
-    "--output", output, "--overwrite", "--json"
-  ])
-  const summary = lastJson<{ turns: number; trajectories: number; turnsPerSecond: number }>(run.stdout)
-  if (countLines(output) !== rows * generations) throw new Error(`effect-gym's log lacks trajectories`)
+/** One side's figures from its summary (the last line of its stdout), once its log is complete. */
+const side = (who: string, run: { stdout: string; wallSeconds: number; cpuSeconds: number }, output: string): Side => {
+  const summary = lastJson<{ turns: number; turnsPerSecond: number }>(run.stdout)
+  if (countLines(output) !== rows * generations) throw new Error(`${who} log lacks trajectories`)
   return {
     turns: summary.turns,
     inRunTurnsPerSecond: summary.turnsPerSecond,
@@ -106,21 +101,23 @@ const effectGym = async (output: string): Promise<Side> => {
   }
 }
 
+const effectGym = async (output: string): Promise<Side> => {
+  const run = await exec(process.execPath, [
+    bin, "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+    ...(latencyMs > 0 ? ["--policy-option", `latency_ms=${latencyMs}`] : []),
+    "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
+    "--output", output, "--overwrite", "--json"
+  ])
+  return side("effect-gym's", run, output)
+}
+
 const pythonLoop = async (output: string): Promise<Side> => {
   const run = await exec(python, [
     loop, "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", String(generations),
     "--max-turns", "10", "--concurrency", String(concurrency), "--latency-ms", String(latencyMs),
     "--step-copy", stepCopy, "--output", output
   ])
-  const summary = lastJson<{ turns: number; turnsPerSecond: number }>(run.stdout)
-  if (countLines(output) !== rows * generations) throw new Error(`the Python loop's log lacks trajectories`)
-  return {
-    turns: summary.turns,
-    inRunTurnsPerSecond: summary.turnsPerSecond,
-    endToEndTurnsPerSecond: summary.turns / run.wallSeconds,
-    wallSeconds: run.wallSeconds,
-    cpuSeconds: run.cpuSeconds
-  }
+  return side("the Python loop's", run, output)
 }
 
 const main = async () => {
