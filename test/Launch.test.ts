@@ -183,4 +183,35 @@ describe("the launcher's code cache", () => {
       fs.rmSync(elsewhere, { recursive: true, force: true })
     }
   }, 120_000)
+
+  // root writes anywhere: as root (CI), the read-only cases run as the user nobody, through setpriv
+  const asNobody = process.getuid?.() === 0 && spawnSync("setpriv", ["--version"]).status === 0
+  it.skipIf(!asNobody)("a read-only installation, run by another user: no cache written; an unreadable cache is ignored", () => {
+    const expected = without(["envs"])
+    const nobody = () => {
+      const result = spawnSync("setpriv", [
+        "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, path.join(copy, "bin/effect-gym.js"), "envs"
+      ], { cwd: copy, encoding: "utf8", timeout: 60_000 })
+      return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+    }
+    fs.chmodSync(copy, 0o755)
+    fs.chmodSync(path.join(copy, "dist/bundle"), 0o755)
+    // no cache, a folder it cannot write
+    expect(nobody()).toEqual(expected)
+    expect(fs.existsSync(cacheFile)).toBe(false)
+    // a valid cache it can read: used, left as it is
+    expect(run(["envs"])).toEqual(expected)
+    const written = fs.readFileSync(cacheFile)
+    expect(nobody()).toEqual(expected)
+    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+    // a cache it cannot read, in a folder it cannot write
+    fs.chmodSync(cacheFile, 0o000)
+    expect(nobody()).toEqual(expected)
+    // ... in a folder it can write: replaced by one it made
+    fs.chmodSync(path.join(copy, "dist/bundle"), 0o777)
+    expect(nobody()).toEqual(expected)
+    expect(fs.statSync(cacheFile).uid).toBe(65534)
+    expect(valid()).toBe(true)
+    expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
+  }, 120_000)
 })
