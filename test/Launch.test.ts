@@ -214,4 +214,9 @@ describe("the launcher's code cache", () => {
     expect(valid()).toBe(true)
     expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
   }, 120_000)
+
+  it("the bundle's lines are short: an uncaught error prints its source line, not 260 KB of minified code", () => {
+    const lines = fs.readFileSync(bundle, "utf8").split("\n")
+    expect(Math.max(...lines.map((line) => line.length))).toBeLessThan(2_000)
+  })
 })
