@@ -181,4 +181,21 @@ describe("the bundled command line against the unbundled one", () => {
       expect((await viewer.done).code).toBe(0)
     }
   }, 120_000)
+
+  it("a pipe read slowly gets all the output: the exit waits for it (before, only what the pipe held came through)", async () => {
+    for (const entry of [bundled, unbundled]) {
+      let paused = false
+      const ran = await exec(entry, ["dataset", "frozen-lake", "--rows", "20000"], {
+        onStdout: (child) => {
+          // the reader stalls for a second at its first chunk: the pipe fills, the writes queue
+          if (paused) return
+          paused = true
+          child.stdout?.pause()
+          setTimeout(() => child.stdout?.resume(), 1_000)
+        }
+      })
+      expect(ran.code, ran.stderr).toBe(0)
+      expect(ran.stdout.split("\n").length - 1).toBe(20_000)
+    }
+  }, 120_000)
 })
