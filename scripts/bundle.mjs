@@ -46,6 +46,9 @@ await esbuild.build({
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
   minifySyntax: true,
   minifyWhitespace: true,
+  // Short lines: Node prints an uncaught error's whole source line (without this, up to 260 KB of
+  // minified code on stderr), and a stack's line numbers then say where
+  lineLimit: 160,
   legalComments: "none",
   logLevel: "warning"
 })
@@ -120,6 +123,9 @@ await esbuild.build({
   banner: { js: "\"use strict\";const __importMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
   minifySyntax: true,
   minifyWhitespace: true,
+  // Short lines: Node prints an uncaught error's whole source line (without this, up to 260 KB of
+  // minified code on stderr), and a stack's line numbers then say where
+  lineLimit: 160,
   legalComments: "none",
   logLevel: "warning"
 })

@@ -5,9 +5,10 @@
  * dist/bundle/ (as installed), so that each test starts from its own cache.
  */
 import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { readCache } from "../src/cli/launch.js"
 
@@ -34,9 +35,10 @@ afterEach(() => {
   fs.rmSync(copy, { recursive: true, force: true })
 })
 
-const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const result = spawnSync(process.execPath, [path.join(copy, "bin/effect-gym.js"), ...args], {
-    cwd: copy,
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, entry = path.join(copy, "bin/effect-gym.js"), cwd = copy) => {
+  const result = spawnSync(process.execPath, [entry, ...args], {
+    cwd,
+    timeout: 60_000,
     encoding: "utf8",
     env: { ...process.env, ...env }
   })
@@ -112,4 +114,109 @@ describe("the launcher's code cache", () => {
     if (process.getuid?.() !== 0) expect(fs.existsSync(cacheFile)).toBe(false)
     expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
   }, 120_000)
+
+  it("something other than a cache file at its path (a FIFO, a link to /dev/zero, an empty file) is ignored and replaced", () => {
+    const expected = without(["envs"])
+    const odd: Array<() => void> = [
+      () => fs.writeFileSync(cacheFile, ""),
+      () => fs.symlinkSync("/dev/zero", cacheFile)
+    ]
+    // a FIFO: reading it waits for a writer, for ever (the launcher hung before it checked)
+    if (process.platform !== "win32") odd.push(() => spawnSync("mkfifo", [cacheFile]))
+    for (const make of odd) {
+      fs.rmSync(cacheFile, { force: true })
+      make()
+      const result = run(["envs"])
+      expect(result).toEqual(expected)
+      expect(fs.lstatSync(cacheFile).isFile()).toBe(true)
+      expect(valid()).toBe(true)
+    }
+  }, 120_000)
+
+  it("processes starting at once with no cache all run and leave one valid cache, no temporary files", async () => {
+    const expected = without(["envs"])
+    const once = () =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [path.join(copy, "bin/effect-gym.js"), "envs"], { cwd: copy })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.on("data", (chunk) => void (stdout += String(chunk)))
+        child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
+        child.on("close", (code) => resolve({ code, stdout, stderr }))
+      })
+    for (let round = 0; round < 2; round++) {
+      fs.rmSync(cacheFile, { force: true })
+      const results = await Promise.all(Array.from({ length: 4 }, once))
+      for (const result of results) expect(result).toEqual(expected)
+      expect(valid()).toBe(true)
+      expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
+    }
+    // and the cache they left is used
+    expect(run(["envs"])).toEqual(expected)
+  }, 120_000)
+
+  it("another Node flag (NODE_OPTIONS=--max-old-space-size): V8 rejects the cache; same output, rewritten", () => {
+    const expected = without(["envs"])
+    expect(run(["envs"])).toEqual(expected)
+    const flagged = { NODE_OPTIONS: "--max-old-space-size=300" }
+    expect(run(["envs"], flagged)).toEqual(expected)
+    expect(valid()).toBe(true)
+    expect(run(["envs"], flagged)).toEqual(expected)
+    expect(run(["envs"])).toEqual(expected)
+  }, 120_000)
+
+  it("through a symlink to bin (npm's node_modules/.bin), from another folder, with a TypeScript plugin there", () => {
+    const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-launch-"))
+    try {
+      const link = path.join(elsewhere, "effect-gym")
+      fs.symlinkSync(path.join(copy, "bin/effect-gym.js"), link)
+      // a plugin in a folder with no node_modules: effect-gym and effect resolve to the tool's
+      fs.copyFileSync(path.join(root, "examples/frozen_lake_plugin.ts"), path.join(elsewhere, "plugin.ts"))
+      const args = ["envs", "--plugin", "plugin.ts"]
+      const expected = run(args, { EFFECT_GYM_CODE_CACHE: "off" }, link, elsewhere)
+      expect(expected.code, expected.stderr).toBe(0)
+      expect(expected.stdout).toContain("slippery_frozen_lake")
+      expect(run(args, {}, link, elsewhere)).toEqual(expected)
+      expect(valid()).toBe(true)
+      expect(run(args, {}, link, elsewhere)).toEqual(expected)
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  // root writes anywhere: as root (CI), the read-only cases run as the user nobody, through setpriv
+  const asNobody = process.getuid?.() === 0 && spawnSync("setpriv", ["--version"]).status === 0
+  it.skipIf(!asNobody)("a read-only installation, run by another user: no cache written; an unreadable cache is ignored", () => {
+    const expected = without(["envs"])
+    const nobody = () => {
+      const result = spawnSync("setpriv", [
+        "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, path.join(copy, "bin/effect-gym.js"), "envs"
+      ], { cwd: copy, encoding: "utf8", timeout: 60_000 })
+      return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+    }
+    fs.chmodSync(copy, 0o755)
+    fs.chmodSync(path.join(copy, "dist/bundle"), 0o755)
+    // no cache, a folder it cannot write
+    expect(nobody()).toEqual(expected)
+    expect(fs.existsSync(cacheFile)).toBe(false)
+    // a valid cache it can read: used, left as it is
+    expect(run(["envs"])).toEqual(expected)
+    const written = fs.readFileSync(cacheFile)
+    expect(nobody()).toEqual(expected)
+    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+    // a cache it cannot read, in a folder it cannot write
+    fs.chmodSync(cacheFile, 0o000)
+    expect(nobody()).toEqual(expected)
+    // ... in a folder it can write: replaced by one it made
+    fs.chmodSync(path.join(copy, "dist/bundle"), 0o777)
+    expect(nobody()).toEqual(expected)
+    expect(fs.statSync(cacheFile).uid).toBe(65534)
+    expect(valid()).toBe(true)
+    expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
+  }, 120_000)
+
+  it("the bundle's lines are short: an uncaught error prints its source line, not 260 KB of minified code", () => {
+    const lines = fs.readFileSync(bundle, "utf8").split("\n")
+    expect(Math.max(...lines.map((line) => line.length))).toBeLessThan(2_000)
+  })
 })

@@ -42,17 +42,47 @@ const headerFor = (sourceHash: string, payload: Uint8Array): Header => ({
   payload: sha256(payload)
 })
 
+/** Bigger than any cache of this bundle (about 1.7 MB): a file this big is not one, and is not read. */
+const MAX_CACHE_BYTES = 256 * 1024 * 1024
+
+/**
+ * The content of `file` if it is a regular file of at most `max` bytes. Something else at the path
+ * (a FIFO, which would block a plain read for ever, a device, a folder) or a file that cannot be
+ * opened gives `undefined`.
+ */
+const readRegularFile = (file: string, max: number): Buffer | undefined => {
+  let fd: number
+  try {
+    // non-blocking: opening a FIFO for reading otherwise waits for a writer
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+  } catch {
+    return undefined
+  }
+  try {
+    const stat = fs.fstatSync(fd)
+    if (!stat.isFile() || stat.size > max) return undefined
+    const data = Buffer.allocUnsafe(stat.size)
+    let read = 0
+    while (read < data.length) {
+      const n = fs.readSync(fd, data, read, data.length - read, read)
+      if (n === 0) break
+      read += n
+    }
+    return data.subarray(0, read)
+  } catch {
+    return undefined
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
  * The cached code in `file` if it was made from the source with this hash by this Node version on
  * this architecture and its payload is intact; else `undefined`.
  */
 export const readCache = (file: string, sourceHash: string): Buffer | undefined => {
-  let data: Buffer
-  try {
-    data = fs.readFileSync(file)
-  } catch {
-    return undefined
-  }
+  const data = readRegularFile(file, MAX_CACHE_BYTES)
+  if (data === undefined) return undefined
   const newline = data.indexOf(10)
   if (newline < 0) return undefined
   try {
@@ -106,7 +136,14 @@ export const launch = (bundle: string, cache: boolean): void => {
   )
   if (cache && (cachedData === undefined || script.cachedDataRejected === true) && writable(path.dirname(bundle))) {
     // At exit, so that the cache holds every function the command compiled, not just the top level.
-    process.once("exit", () => writeCache(cacheFile, sourceHash, script.createCachedData()))
+    process.once("exit", () => {
+      // (a throw here would change the command's exit code: the cache is never worth that)
+      try {
+        writeCache(cacheFile, sourceHash, script.createCachedData())
+      } catch {
+        // no cache this time
+      }
+    })
   }
   const module = { exports: {} }
   const run = script.runInThisContext() as (
