@@ -41,7 +41,7 @@ const faulty = (ready: boolean, counters: Counters): Env.Definition =>
                 return Effect.succeed({ observation: "start", info: { at } })
               }),
             step: () =>
-              answer(() => {
+              answer((): Effect.Effect<Env.StepResult, Env.EnvError> => {
                 turn++
                 if (turn === at) {
                   switch (fault) {
@@ -93,7 +93,7 @@ describe("the fast path, hostile", () => {
       }
     }))
 
-  it.live("a trajectory that never ends and answers at once is stopped by the trajectory timeout; a hung step among completed ones by the step timeout", () =>
+  it.scopedLive("a trajectory that never ends and answers at once is stopped by the trajectory timeout; a hung step among completed ones by the step timeout", () =>
     Effect.gen(function*() {
       const endless = Env.define({
         name: "endless",
@@ -132,7 +132,7 @@ describe("the fast path, hostile", () => {
       expect(Date.now() - started).toBeLessThan(15_000)
     }))
 
-  it.live("Stream.take(n) over a run whose every answer is completed starts a bounded number of groups (stream and events)", () =>
+  it.scopedLive("Stream.take(n) over a run whose every answer is completed starts a bounded number of groups (stream and events)", () =>
     Effect.gen(function*() {
       for (const events of [false, true]) {
         const counters = new Counters()
