@@ -542,11 +542,9 @@ export const open = (
         }
         return writeBytes(bytes)
       },
-      writeText: (text) => {
-        if (text === "") return Effect.void
-        dirty = true
-        return file.writeAll(encoder.encode(text))
-      },
+      // (cut back on failure as the others: it wrote on without counting `size`, so a full disk
+      // left a cluster run's log torn, and a later failed write cut back into its lines)
+      writeText: (text) => text === "" ? Effect.void : writeBytes(encoder.encode(text)),
       flush
     }
   })

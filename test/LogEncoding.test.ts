@@ -4,6 +4,8 @@
  * generated with awkward values (keys of every kind in infos, run keys in rollout_infos, -0, NaN
  * advantages, unicode and escapes in messages, bigints, undefined fields, typed errors).
  */
+import { FileSystem } from "@effect/platform"
+import { SystemError } from "@effect/platform/Error"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
@@ -272,6 +274,56 @@ describe("log encoding: hostile values (hostile pass)", () => {
       for (const item of items) {
         if (item._tag !== "Group") continue
         for (const line of CompletionsLog.groupText(item).trimEnd().split("\n")) expect(() => Json.parse(line)).not.toThrow()
+      }
+    }))
+})
+
+describe("the writer, hostile: a write cut half way (a full disk) leaves the log on its last whole line", () => {
+  /** A file that keeps its bytes in memory; the `failAt`-th write (1-based) writes half its bytes and fails. */
+  const fakeFile = (failAt: number) => {
+    let bytes = new Uint8Array(0)
+    let writes = 0
+    const append = (more: Uint8Array) => {
+      const next = new Uint8Array(bytes.length + more.length)
+      next.set(bytes)
+      next.set(more, bytes.length)
+      bytes = next
+    }
+    const noSpace = () => new SystemError({ reason: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC: no space left on device" })
+    const file = {
+      [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+      stat: Effect.sync(() => ({ size: FileSystem.Size(bytes.length) })),
+      sync: Effect.void,
+      truncate: (length?: FileSystem.SizeInput) => Effect.sync(() => void (bytes = bytes.slice(0, Number(length ?? 0)))),
+      writeAll: (buffer: Uint8Array) =>
+        Effect.suspend(() => {
+          if (++writes !== failAt) return Effect.sync(() => append(buffer))
+          append(buffer.slice(0, Math.floor(buffer.length / 2)))
+          return Effect.fail(noSpace())
+        })
+    } as unknown as FileSystem.File
+    const layer = FileSystem.layerNoop({ open: () => Effect.succeed(file) })
+    return { layer, text: () => new TextDecoder().decode(bytes) }
+  }
+  const group = (id: string) =>
+    ({ _tag: "Group", records: [plain({ id: `${id}-0` }), plain({ id: `${id}-1` })] }) as unknown as Rollout.Group
+
+  it.effect("for each way of writing: write, writeEncoded, writeText (a cluster coordinator's)", () =>
+    Effect.gen(function*() {
+      for (const how of ["write", "writeEncoded", "writeText"] as const) {
+        const fake = fakeFile(2)
+        const exit = yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open("log.jsonl")
+          for (const id of ["a", "b"]) {
+            const g = group(id)
+            if (how === "write") yield* writer.write([g])
+            else if (how === "writeEncoded") yield* writer.writeEncoded([writer.encode(g)!])
+            else yield* writer.writeText(CompletionsLog.groupText(g))
+          }
+        })).pipe(Effect.provide(fake.layer), Effect.exit)
+        expect(exit._tag, how).toBe("Failure")
+        // the first group whole, nothing of the second
+        expect(fake.text(), how).toBe(CompletionsLog.groupText(group("a")))
       }
     }))
 })
