@@ -11,10 +11,13 @@ import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as Rollout from "../src/Rollout.js"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cli, tmp } from "./cli.js"
 import { Counters, records, rows, runConfig, withoutTimings } from "./helpers.js"
+
+const ROOT = path.resolve(import.meta.dirname, "..")
 
 type Fault = "throw" | "die" | "fail" | "invalid" | "throw_reset" | "die_reset" | "none"
 
@@ -216,4 +219,79 @@ export default Plugin.make({ envs: [promised] })
       for (let i = 1; i < logs.length; i++) expect(logs[i], variants[i].join(" ")).toEqual(logs[0])
       fs.rmSync(dir, { recursive: true, force: true })
     }), 120_000)
+})
+
+describe("the fast path, hostile: kill -9 with large groups written per chunk, then --resume", () => {
+  it("lines of ~100 KB, answers completed and through the runtime mixed: every group exactly once, as an uninterrupted run wrote it", async () => {
+    const dir = tmp()
+    try {
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 160 }, (_, i) => JSON.stringify({ env_config: { seed: i } })).join("\n") + "\n")
+      const plugin = path.join(dir, "big.ts")
+      fs.writeFileSync(
+        plugin,
+        `import { Effect } from "effect"
+import { Env, Plugin } from "effect-gym"
+const big = Env.define({
+  name: "bigline",
+  make: (config) => Effect.sync((): Env.Env => {
+    let turn = 0
+    const seed = Number((config as { seed?: number }).seed ?? 0)
+    return {
+      reset: () => Effect.succeed({ observation: "start", info: { seed } }),
+      step: () => {
+        turn++
+        const out = { observation: "t" + turn, reward: (seed * 7 + turn) % 3, done: turn >= 4, info: { pad: String(seed).repeat(8_000 + seed * 13), s: "\\u2028\\ud800" } }
+        return turn % 3 === 0 ? Effect.promise(() => new Promise<typeof out>((r) => setImmediate(() => r(out)))) : Effect.succeed(out)
+      }
+    }
+  })
+})
+export default Plugin.make({ envs: [big] })
+`
+      )
+      const args = (output: string) => [
+        path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "bigline",
+        "--policy", "random", "--num-generations", "4", "--seed", "3", "--output", output, "--resume"
+      ]
+      const run = (output: string) => {
+        const child = spawn(process.execPath, args(output), { stdio: "ignore" })
+        const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+          child.on("exit", (code, signal) => resolve({ code, signal })))
+        return { child, exited }
+      }
+      const size = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0)
+      const full = path.join(dir, "full.jsonl")
+      expect((await run(full).exited).code).toBe(0)
+      const cut = path.join(dir, "cut.jsonl")
+      let seed = 7
+      const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff
+      let killed = 0
+      for (let kill = 0; kill < 4; kill++) {
+        const before = size(cut)
+        const proc = run(cut)
+        // once it writes (past its start), a random moment later
+        for (let i = 0; i < 400 && size(cut) <= before; i++) await new Promise((r) => setTimeout(r, 25))
+        await new Promise((r) => setTimeout(r, Math.floor(rand() * 300)))
+        proc.child.kill("SIGKILL")
+        const { code, signal } = await proc.exited
+        // (a run that finished before the kill is fine too)
+        expect(signal === "SIGKILL" || code === 0).toBe(true)
+        if (signal === "SIGKILL") killed++
+      }
+      // the kills landed mid-run (not all after the end)
+      expect(killed).toBeGreaterThan(0)
+      expect(size(cut)).toBeLessThan(size(full))
+      expect((await run(cut).exited).code).toBe(0)
+      const lines = (file: string) =>
+        fs.readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.stringify(withoutTimings(JSON.parse(line) as { timings: unknown })))
+      const a = lines(full)
+      const b = lines(cut)
+      expect(a.length).toBe(640)
+      expect(new Set(b).size).toBe(b.length)
+      expect(b.sort()).toEqual(a.sort())
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })
