@@ -281,7 +281,6 @@ export default Plugin.make({ envs: [big] })
       }
       // the kills landed mid-run (not all after the end)
       expect(killed).toBeGreaterThan(0)
-      expect(size(cut)).toBeLessThan(size(full))
       expect((await run(cut).exited).code).toBe(0)
       const lines = (file: string) =>
         fs.readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.stringify(withoutTimings(JSON.parse(line) as { timings: unknown })))
