@@ -240,6 +240,16 @@ const plainLine = (record: TrajectoryRecord): string | undefined => {
   }
   const infos = result.rolloutInfos
   for (let i = 0; i < FOLDED_INFOS.length; i++) if (Object.hasOwn(infos, FOLDED_INFOS[i])) return undefined
+  // The values written whole below: JSON.stringify would call a `toJSON` of theirs with the key ""
+  // where toLine's line calls it with the field's name, and rollout_infos is spliced as an object's
+  // text (an array, or a `toJSON` giving something else, made invalid JSON). `toJSON` deeper down is
+  // called with the same key by both. (plainJson sees enumerable `toJSON` keys only.)
+  if (Array.isArray(infos) || hasToJSON(infos) || hasToJSON(record.row.envConfig) || hasToJSON(result.messages)) {
+    return undefined
+  }
+  if (hasToJSON(record.rewards) || hasToJSON(result.stepRewards) || hasToJSON(result.resetInfo) || hasToJSON(result.stepInfos)) {
+    return undefined
+  }
   if (!plainRecord(record)) return undefined
   try {
     const config = record.row.envConfig
@@ -270,6 +280,10 @@ const plainLine = (record: TrajectoryRecord): string | undefined => {
     return undefined
   }
 }
+
+/** Whether `JSON.stringify` would call a `toJSON` of `value` itself (own, inherited or not enumerable). */
+const hasToJSON = (value: unknown): boolean =>
+  typeof value === "object" && value !== null && typeof (value as { readonly toJSON?: unknown }).toJSON === "function"
 
 /**
  * The first value of a record's log line that JSON cannot hold, as an {@link EncodeError} naming
@@ -528,11 +542,9 @@ export const open = (
         }
         return writeBytes(bytes)
       },
-      writeText: (text) => {
-        if (text === "") return Effect.void
-        dirty = true
-        return file.writeAll(encoder.encode(text))
-      },
+      // (cut back on failure as the others: it wrote on without counting `size`, so a full disk
+      // left a cluster run's log torn, and a later failed write cut back into its lines)
+      writeText: (text) => text === "" ? Effect.void : writeBytes(encoder.encode(text)),
       flush
     }
   })

@@ -4,9 +4,13 @@
  * generated with awkward values (keys of every kind in infos, run keys in rollout_infos, -0, NaN
  * advantages, unicode and escapes in messages, bigints, undefined fields, typed errors).
  */
+import { FileSystem } from "@effect/platform"
+import { SystemError } from "@effect/platform/Error"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
+import * as Env from "../src/Env.js"
+import * as Inference from "../src/Inference.js"
 import * as Json from "../src/internal/Json.js"
 import * as Rollout from "../src/Rollout.js"
 import { UnexpectedError } from "../src/Scheduler.js"
@@ -136,4 +140,190 @@ describe("log encoding: the direct path writes toLine's text", () => {
       expect(all.length).toBe(64)
       for (const r of all) expect(CompletionsLog.encodeLine(r)).toBe(general(r))
     }).pipe(Effect.provide(randomPolicy())))
+})
+
+/** The general text, or the message it throws with. */
+const generalOrThrow = (r: Rollout.TrajectoryRecord): string => {
+  try {
+    return general(r)
+  } catch (error) {
+    return `throws ${String(error)}`
+  }
+}
+const encodedOrThrow = (r: Rollout.TrajectoryRecord): string => {
+  try {
+    return CompletionsLog.encodeLine(r)
+  } catch (error) {
+    return `throws ${String(error)}`
+  }
+}
+
+/** A plain record of one turn with `over` in its result (hand-built, as a user of `encodeLine` may). */
+const plain = (over: Record<string, unknown>): Rollout.TrajectoryRecord => ({
+  row: { index: 0, envConfig: {}, messages: [], dataDict: {} } as unknown as Rollout.TrajectoryRecord["row"],
+  rewards: undefined,
+  reward: 1,
+  advantage: 0,
+  error: undefined,
+  result: {
+    id: "r0-g0",
+    row: 0,
+    generation: 0,
+    env: "e",
+    messages: [{ role: "user", content: "hi" }],
+    totalReward: 1,
+    stepRewards: [1],
+    numTurns: 1,
+    resetInfo: {},
+    stepInfos: [{}],
+    rolloutInfos: {},
+    endReason: "done",
+    error: undefined,
+    turns: [{ finishReason: "stop" }],
+    tokens: undefined,
+    timings: { totalMs: 1, resetMs: 1, turns: [{ modelMs: 1, envMs: 1 }] },
+    ...over
+  } as unknown as Rollout.TrajectoryRecord["result"]
+})
+
+const hidden = <A extends object>(value: A, toJSON: (key: string) => unknown): A =>
+  Object.defineProperty(value, "toJSON", { value: toJSON, enumerable: false })
+
+let deep: unknown = 1
+for (let i = 0; i < 5000; i++) deep = { d: deep }
+
+describe("log encoding: hostile values (hostile pass)", () => {
+  const cases: Record<string, Record<string, unknown>> = {
+    // these wrote invalid JSON or other text on the direct path (fixed: such values take toLine's)
+    "rollout_infos with a non-enumerable toJSON giving a string": { rolloutInfos: hidden({ a: 1 }, () => "x") },
+    "rollout_infos with a non-enumerable toJSON giving another object": { rolloutInfos: hidden({ a: 1 }, () => ({ b: 2 })) },
+    "rollout_infos an array": { rolloutInfos: [1, 2] },
+    "reset_info whose toJSON reads its key": { resetInfo: hidden({ a: 1 }, (key) => key) },
+    "messages whose toJSON reads its key": { messages: hidden([{ role: "user", content: "x" }], (key) => `k=${key}`) },
+    "step_infos whose toJSON reads its key": { stepInfos: hidden([{}], (key) => key) },
+    // these were fine; kept as checks
+    "symbol keys": { rolloutInfos: { [Symbol("s")]: 1, a: 2 } },
+    "an enumerable getter": { rolloutInfos: Object.defineProperty({}, "g", { get: () => 5, enumerable: true }) },
+    "a throwing getter": { stepInfos: [Object.defineProperty({}, "g", { get: () => { throw new Error("no") }, enumerable: true })] },
+    "__proto__, numeric-like keys": { rolloutInfos: JSON.parse(`{"__proto__":{"x":1},"10":2,"b":3,"0":1,"-1":4,"01":5}`) },
+    "sparse arrays, undefined and functions in arrays and objects": {
+      stepInfos: [{ a: [1, , 3], u: undefined, f: () => 1, g: [undefined, () => 1] }]
+    },
+    "a Date and a class instance": { stepInfos: [{ d: new Date(0), m: new Map([[1, 2]]), c: new (class C { x = 1 })() }] },
+    "nesting 40 deep and 5000 deep": { resetInfo: { d: JSON.parse("[".repeat(40) + "]".repeat(40)) }, stepInfos: [{ deep }] },
+    "strings JSON escapes": {
+      messages: [{ role: "user", content: "\ud800\udfff\u2028\u2029\u0000\u001f\u007f\"\\" + "é".repeat(200_000) }],
+      stepInfos: [{ "\ud800": "\udc00x", "\u2028": 1 }]
+    },
+    "NaN, Infinity, -0 in infos": { stepInfos: [{ n: Number.NaN, i: Infinity, z: -0, a: [Number.NaN, -0] }] },
+    "a bigint": { stepInfos: [{ n: 2n ** 80n, a: [-(2n ** 64n)] }], rolloutInfos: { big: 1n } }
+  }
+  for (const [name, over] of Object.entries(cases)) {
+    it(name, () => {
+      const r = plain(over)
+      expect(encodedOrThrow(r)).toBe(generalOrThrow(r))
+    })
+  }
+
+  it("every line the writer writes for a hand-built hostile record is JSON", () => {
+    for (const over of Object.values(cases)) {
+      const text = CompletionsLog.groupText({ _tag: "Group", records: [plain(over)] } as unknown as Rollout.Group)
+      for (const line of text.trimEnd().split("\n")) expect(() => Json.parse(line)).not.toThrow()
+    }
+  })
+
+  it.scoped("through a plugin env's infos and the model's text: toLine's text, every line JSON", () =>
+    Effect.gen(function*() {
+      const infos: ReadonlyArray<() => Record<string, unknown>> = [
+        () => ({ n: Number.NaN, z: -0, i: -Infinity }),
+        () => ({ s: "\ud800 \u2028 \u0001", long: "x".repeat(100_000) }),
+        () => ({ u: undefined, f: () => 1, a: [1, , undefined] }),
+        () => ({ d: new Date(0), c: new (class K { y = 2 })() }),
+        () => JSON.parse(`{"__proto__":{"p":1},"2":1,"1":0,"a":1}`),
+        () => ({ [Symbol("x")]: 1, ok: true }),
+        () => hidden({ a: 1 }, (key) => `key ${key}`),
+        () => ({ big: 12345678901234567890n }),
+        () => ({ deep }),
+        () => Object.defineProperty({}, "g", { get: () => "got", enumerable: true })
+      ]
+      const hostile = Env.define({
+        name: "hostile",
+        make: () =>
+          Effect.sync((): Env.Env => {
+            let turn = 0
+            return {
+              reset: () => Effect.succeed({ observation: "start \ud800", info: infos[6]() }),
+              step: () => {
+                turn++
+                const info = infos[turn % infos.length]()
+                // completed answers and ones through the runtime, alternately
+                const out = { observation: `o\u2028${turn}`, reward: 0, done: turn >= 12, info }
+                return turn % 2 === 0 ? Effect.succeed(out) : Effect.promise(() => Promise.resolve(out))
+              }
+            }
+          })
+      })
+      const config = yield* runConfig({ envs: [hostile], defaultEnv: "hostile", numGenerations: 2, maxTurns: 12 })
+      const items = yield* Rollout.runAll(config, rows([{ env_config: {} }, { env_config: { k: "\u2029" } }])).pipe(
+        Effect.provide(Inference.layerFunction("hostile", (request) =>
+          Effect.succeed({ text: `\ud83d ${request.turn} \u0000 "\\`, finishReason: "stop" as const })))
+      )
+      const all = records(items)
+      expect(all.length).toBe(4)
+      for (const r of all) expect(encodedOrThrow(r)).toBe(generalOrThrow(r))
+      for (const item of items) {
+        if (item._tag !== "Group") continue
+        for (const line of CompletionsLog.groupText(item).trimEnd().split("\n")) expect(() => Json.parse(line)).not.toThrow()
+      }
+    }))
+})
+
+describe("the writer, hostile: a write cut half way (a full disk) leaves the log on its last whole line", () => {
+  /** A file that keeps its bytes in memory; the `failAt`-th write (1-based) writes half its bytes and fails. */
+  const fakeFile = (failAt: number) => {
+    let bytes = new Uint8Array(0)
+    let writes = 0
+    const append = (more: Uint8Array) => {
+      const next = new Uint8Array(bytes.length + more.length)
+      next.set(bytes)
+      next.set(more, bytes.length)
+      bytes = next
+    }
+    const noSpace = () => new SystemError({ reason: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC: no space left on device" })
+    const file = {
+      [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+      stat: Effect.sync(() => ({ size: FileSystem.Size(bytes.length) })),
+      sync: Effect.void,
+      truncate: (length?: FileSystem.SizeInput) => Effect.sync(() => void (bytes = bytes.slice(0, Number(length ?? 0)))),
+      writeAll: (buffer: Uint8Array) =>
+        Effect.suspend(() => {
+          if (++writes !== failAt) return Effect.sync(() => append(buffer))
+          append(buffer.slice(0, Math.floor(buffer.length / 2)))
+          return Effect.fail(noSpace())
+        })
+    } as unknown as FileSystem.File
+    const layer = FileSystem.layerNoop({ open: () => Effect.succeed(file) })
+    return { layer, text: () => new TextDecoder().decode(bytes) }
+  }
+  const group = (id: string) =>
+    ({ _tag: "Group", records: [plain({ id: `${id}-0` }), plain({ id: `${id}-1` })] }) as unknown as Rollout.Group
+
+  it.effect("for each way of writing: write, writeEncoded, writeText (a cluster coordinator's)", () =>
+    Effect.gen(function*() {
+      for (const how of ["write", "writeEncoded", "writeText"] as const) {
+        const fake = fakeFile(2)
+        const exit = yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open("log.jsonl")
+          for (const id of ["a", "b"]) {
+            const g = group(id)
+            if (how === "write") yield* writer.write([g])
+            else if (how === "writeEncoded") yield* writer.writeEncoded([writer.encode(g)!])
+            else yield* writer.writeText(CompletionsLog.groupText(g))
+          }
+        })).pipe(Effect.provide(fake.layer), Effect.exit)
+        expect(exit._tag, how).toBe("Failure")
+        // the first group whole, nothing of the second
+        expect(fake.text(), how).toBe(CompletionsLog.groupText(group("a")))
+      }
+    }))
 })

@@ -61,4 +61,13 @@ const sharedSleep = (ms: number): Effect.Effect<void> =>
  * made): shared timers under the live clock, that clock's `sleep` under another.
  */
 export const sleepOf = (ms: number): Effect.Effect<Effect.Effect<void>> =>
-  Effect.map(Effect.clock, (clock) => (clock === liveClock ? sharedSleep(ms) : clock.sleep(Duration.millis(ms))))
+  Effect.map(Effect.clock, (clock) =>
+    clock === liveClock && ms <= MAX_TIMER_MS ? sharedSleep(ms) : clock.sleep(Duration.millis(ms)))
+
+/**
+ * The longest sleep given a shared timer: a Node.js timer holds at most 2^31 - 1 ms (a longer one
+ * fired after 1 ms, with a TimeoutOverflowWarning), and the shared timer's delay is the sleep's
+ * rounded up to the millisecond. Longer sleeps are the Clock's (which, as `Effect.sleep`, never ends
+ * them: test/inference/Latency.test.ts).
+ */
+const MAX_TIMER_MS = 2 ** 31 - 2
