@@ -115,9 +115,19 @@ export const checkUrl = (url: string) => Effect.asVoid(Cluster.parseUrl(url))
 
 /**
  * Connects to the cluster and takes the run id, for the run's scope (before anything is written:
- * a database that does not answer or a run id in use writes nothing and trims nothing).
+ * a database that does not answer, a run id in use, or a resumed run id started with other options
+ * (`identity`, recorded in the database: its stored replies are that run's) writes nothing and
+ * trims nothing).
  */
-export const open = (url: string, runId: string, resuming: boolean) => Coordinator.open(url, runId, { resuming })
+export const open = (url: string, runId: string, resuming: boolean, identity: RunLog.Identity) =>
+  Coordinator.open(url, runId, {
+    resuming,
+    identity: { ...identity },
+    difference: (recorded) =>
+      identity.dataset_sha256 === null
+        ? `the dataset ${identity.dataset} is not a regular file: it cannot be checked against the run's`
+        : RunLog.difference(recorded, identity)
+  })
 
 /** Sends the dataset's groups (those not done yet) to the cluster and folds each reply in. */
 export const coordinate = (

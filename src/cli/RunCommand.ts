@@ -129,7 +129,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       // (a bad --cluster, an unreachable database, a run id in use write nothing, trim nothing).
       yield* ClusterRun.checkUrl(url)
       return yield* Effect.scoped(Effect.gen(function*() {
-        const session = yield* ClusterRun.open(url, runId, mode === "resume")
+        const session = yield* ClusterRun.open(url, runId, mode === "resume", identity)
         const resumed = yield* resumeLog
         yield* session.register
         const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)

@@ -71,7 +71,8 @@ export interface DatabaseEvent {
 /**
  * Connects to the cluster at `url` for the current scope and takes the run id: fails with a
  * `ClusterStartError` when the database cannot be used (within `Cluster.PROBE_TIMEOUT`), when
- * another coordinator is running `runId`, or when a new run (not `resuming`) names a used run id.
+ * another coordinator is running `runId`, when a new run (not `resuming`) names a used run id, or
+ * when a resumed run's options are not those the run id was started with.
  *
  * @since 0.3.0
  * @category constructors
@@ -79,13 +80,24 @@ export interface DatabaseEvent {
 export const open = (
   url: string,
   runId: string,
-  options: { readonly resuming: boolean }
+  options: {
+    readonly resuming: boolean
+    /** The run's options (JSON), recorded with the run id; a resumed run's must be the same. */
+    readonly identity: Readonly<Record<string, unknown>>
+    /** How the options recorded with the run id differ from this run's (`undefined`: the same). */
+    readonly difference: (recorded: Readonly<Record<string, unknown>>) => string | undefined
+  }
 ): Effect.Effect<Session, Cluster.ClusterStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const context = yield* Layer.build(Cluster.client(url))
     const claimed = yield* Effect.provide(
-      Runs.claim(runId, { resuming: options.resuming, coordinator: `${os.hostname()} pid ${process.pid}` }),
+      Runs.claim(runId, {
+        resuming: options.resuming,
+        coordinator: `${os.hostname()} pid ${process.pid}`,
+        identity: options.identity,
+        difference: options.difference
+      }),
       context
     )
     let holder: SqlConnection.Connection | undefined = claimed.connection

@@ -32,6 +32,8 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     coordinator TEXT NOT NULL
   )`.pipe(
+    // the run's options (a table made by an older version has no such column: added)
+    Effect.zipRight(sql`ALTER TABLE effect_gym_runs ADD COLUMN IF NOT EXISTS identity TEXT`),
     Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
     Effect.mapError(sqlError("cannot set up the table of runs"))
   ))
@@ -63,12 +65,22 @@ export const lock = (
 
 /**
  * Takes the run id for this coordinator, for the current scope: fails when another coordinator
- * holds it (`--run-id`, with who), or when a new run (not `resuming`) names a run id already used.
- * Gives `register`, which records the run (call it once the run's log is about to be written).
+ * holds it (`--run-id`, with who), when a new run (not `resuming`) names a run id already used, or
+ * when a resumed run's options differ from those recorded when the run started (`difference`
+ * says how: the stored replies were computed with those, and would be handed back as this run's).
+ * Gives `register`, which records the run and its options (call it once the run's log is about to
+ * be written).
  */
 export const claim = (
   runId: string,
-  options: { readonly resuming: boolean; readonly coordinator: string }
+  options: {
+    readonly resuming: boolean
+    readonly coordinator: string
+    /** The run's options (JSON), recorded with the run id. */
+    readonly identity: Readonly<Record<string, unknown>>
+    /** How the recorded options differ from this run's (`undefined`: the same run). */
+    readonly difference: (recorded: Readonly<Record<string, unknown>>) => string | undefined
+  }
 ): Effect.Effect<
   { readonly register: Effect.Effect<void, ClusterStartError>; readonly connection: SqlConnection.Connection },
   ClusterStartError,
@@ -77,11 +89,15 @@ export const claim = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* setup
-    const known = sql<{ started_at: Date; coordinator: string }>`
-      SELECT started_at, coordinator FROM effect_gym_runs WHERE run_id = ${runId}
+    const known = sql<{ started_at: Date; coordinator: string; identity: string | null }>`
+      SELECT started_at, coordinator, identity FROM effect_gym_runs WHERE run_id = ${runId}
     `.pipe(
-      Effect.map((rows): Known | undefined =>
-        rows[0] === undefined ? undefined : { startedAt: new Date(rows[0].started_at).toISOString(), coordinator: rows[0].coordinator }
+      Effect.map((rows): (Known & { readonly identity: string | null }) | undefined =>
+        rows[0] === undefined ? undefined : {
+          startedAt: new Date(rows[0].started_at).toISOString(),
+          coordinator: rows[0].coordinator,
+          identity: rows[0].identity
+        }
       ),
       Effect.mapError(sqlError("cannot read the table of runs"))
     )
@@ -103,9 +119,28 @@ export const claim = (
           `--resume continues that run with its log; a new run needs another --run-id`
       )
     }
+    // Resumed: the options must be the run's (a run recorded by an older version has none to compare).
+    if (before !== undefined && before.identity !== null) {
+      let recorded: Readonly<Record<string, unknown>> = {}
+      try {
+        recorded = JSON.parse(before.identity) as Readonly<Record<string, unknown>>
+      } catch {
+        // unreadable: compared as empty, so every option differs
+      }
+      const difference = options.difference(recorded)
+      if (difference !== undefined) {
+        return yield* failure(
+          "--resume",
+          `run ${runId} was started with other options (its groups' stored replies were computed with those): ` +
+            `${difference}; resume it with its own options, or start a new run (another --run-id)`
+        )
+      }
+    }
+    const identity = JSON.stringify(options.identity)
     const register = sql`
-      INSERT INTO effect_gym_runs (run_id, coordinator) VALUES (${runId}, ${options.coordinator})
-      ON CONFLICT (run_id) DO UPDATE SET coordinator = EXCLUDED.coordinator
+      INSERT INTO effect_gym_runs (run_id, coordinator, identity) VALUES (${runId}, ${options.coordinator}, ${identity})
+      ON CONFLICT (run_id) DO UPDATE SET coordinator = EXCLUDED.coordinator,
+        identity = COALESCE(effect_gym_runs.identity, EXCLUDED.identity)
     `.pipe(Effect.asVoid, Effect.mapError(sqlError("cannot record the run")))
     return { register, connection }
   })
