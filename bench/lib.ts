@@ -20,7 +20,11 @@ import { random } from "../dist/inference/Scripted.js"
 export const flags = (argv: ReadonlyArray<string> = process.argv.slice(2)): Record<string, string> => {
   const out: Record<string, string> = {}
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i].startsWith("--")) out[argv[i].slice(2)] = argv[i + 1]?.startsWith("--") === false ? argv[++i] : "true"
+    if (!argv[i].startsWith("--")) continue
+    // `--name=value` takes a value that itself starts with "--" (e.g. --node-flags="--max-semi-space-size=64").
+    const eq = argv[i].indexOf("=")
+    if (eq > 2) out[argv[i].slice(2, eq)] = argv[i].slice(eq + 1)
+    else out[argv[i].slice(2)] = argv[i + 1]?.startsWith("--") === false ? argv[++i] : "true"
   }
   return out
 }

@@ -8,7 +8,7 @@
  *   --rows N (1024)  --generations G (8)  --concurrency C (64)  --policy NAME (random)
  *   --latency-ms MS  (0: none; else the scripted policy's latency_ms option)
  *   --bin PATH       (bin/effect-gym.js; another build's, to compare before/after)
- *   --node-flags "…" (flags given to node before the CLI)
+ *   --node-flags="…" (flags given to node before the CLI; with "=", since they start with "--")
  *
  * Reports: `inRunTurnsPerSecond` (the summary's own figure: turns / time from the first row read to
  * the last group written), `endToEndTurnsPerSecond` (turns / process start to exit), `wallSeconds`,
