@@ -12,6 +12,7 @@ import * as Json from "./internal/Json.js"
 import { errorMessage } from "./internal/lift.js"
 import { Messages } from "./Message.js"
 import type { Group, Item, TrajectoryRecord } from "./Rollout.js"
+import { UnexpectedError } from "./Scheduler.js"
 
 /**
  * A trajectory whose log line cannot be written: a value JSON cannot hold (a cycle, a function,
@@ -364,11 +365,33 @@ const turnsIssue = (record: TrajectoryRecord) => {
 
 const finiteOr0 = (x: number): number => (Number.isFinite(x) ? x : 0)
 
+/** An attempt's error as is when it can be written, else its tag and message (or only its tag). */
+const writableAttempt = <E extends { readonly _tag: string; readonly message: string }>(error: E): E | UnexpectedError => {
+  if (writable(error)) return error
+  let message: string
+  try {
+    message = `${error._tag}: ${String(error.message)}`
+  } catch {
+    message = String(error._tag)
+  }
+  return new UnexpectedError({ phase: "log", detail: `${message} (its fields cannot be written as JSON)` })
+}
+
+/** Whether an error's log form ({@link errorToJson}) can be written as JSON. */
+const writable = (error: { readonly _tag: string; readonly message: string }): boolean => {
+  try {
+    Json.stringify(errorToJson(error))
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * The record of a trajectory whose line cannot be written: failed with `error` (a trajectory that
- * had failed already keeps its own error), keeping what can be written (ids, the row's config, the
- * conversation when it is text, turns and timings) and leaving out infos, rewards and other values
- * that JSON cannot hold.
+ * had failed already keeps its own error, when that error can be written itself), keeping what
+ * can be written (ids, the row's config, the conversation when it is text, turns and timings) and
+ * leaving out infos, rewards and other values that JSON cannot hold.
  *
  * @since 0.1.0
  * @category encoding
@@ -382,7 +405,10 @@ export const withEncodeError = (record: TrajectoryRecord, error: EncodeError): T
     rewards: undefined,
     reward: undefined,
     advantage: undefined,
-    error: record.error ?? error,
+    // (an error that cannot be written itself, say an EnvError whose `details` hold a cycle, is
+    // replaced: kept, it made the line fail again and stopped the run with an internal error)
+    error: record.error === undefined || !writable(record.error) ? error : record.error,
+    ...(record.attemptErrors === undefined ? {} : { attemptErrors: record.attemptErrors.map(writableAttempt) }),
     result: {
       ...result,
       messages: jsonIssue(result.messages, "messages") === undefined ? result.messages : [],

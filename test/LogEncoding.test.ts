@@ -14,6 +14,9 @@ import * as Inference from "../src/Inference.js"
 import * as Json from "../src/internal/Json.js"
 import * as Rollout from "../src/Rollout.js"
 import { UnexpectedError } from "../src/Scheduler.js"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { cli, tmp } from "./cli.js"
 import { randomPolicy, records, rows, runConfig } from "./helpers.js"
 
 const general = (record: Rollout.TrajectoryRecord): string => Json.stringify(CompletionsLog.toLine(record))
@@ -325,5 +328,58 @@ describe("the writer, hostile: a write cut half way (a full disk) leaves the log
         // the first group whole, nothing of the second
         expect(fake.text(), how).toBe(CompletionsLog.groupText(group("a")))
       }
+    }))
+})
+
+describe("the writer, hostile: an error that cannot be written itself", () => {
+  const cyclic: Record<string, unknown> = { a: 1 }
+  cyclic.self = cyclic
+  const throwing = { toJSON: () => { throw new Error("toJSON threw") } }
+  for (const [name, details] of [["a cycle", { cyclic }], ["a throwing toJSON", { throwing }]] as const) {
+    it(`an EnvError whose details hold ${name}: its line is written with an EncodeError (it stopped the run with an internal error)`, () => {
+      const error = new Env.EnvError({ env: "e", phase: "step", detail: "no", details })
+      const record = { ...plain({ endReason: "error" }), error }
+      const retried = { ...record, attempts: 2, attemptErrors: [error] } as Rollout.TrajectoryRecord
+      for (const r of [record, retried]) {
+        const text = CompletionsLog.groupText({ _tag: "Group", records: [r] } as unknown as Rollout.Group)
+        const line = Json.parse(text.trimEnd()) as { error: { _tag: string; message: string }; attempt_errors?: Array<{ detail: string }> }
+        expect(line.error._tag).toBe("EncodeError")
+        if (r === retried) expect(line.attempt_errors?.[0].detail).toContain("EnvError")
+      }
+    })
+  }
+
+  it.live("through a CLI run whose plugin env fails its steps so: every line written, no internal error", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const plugin = path.join(dir, "p.ts")
+      fs.writeFileSync(
+        plugin,
+        `import { Effect } from "effect"
+import { Env, Plugin } from "effect-gym"
+const cyc: Record<string, unknown> = { a: 1 }
+cyc.self = cyc
+const bad = Env.define({
+  name: "bad_details",
+  make: () => Effect.succeed<Env.Env>({
+    reset: () => Effect.succeed({ observation: "start", info: {} }),
+    step: () => Effect.fail(new Env.EnvError({ env: "bad_details", phase: "step", detail: "no", details: { cyc } }))
+  })
+})
+export default Plugin.make({ envs: [bad] })
+`
+      )
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{"env_config":{}}\n{"env_config":{}}\n`)
+      const output = path.join(dir, "out.jsonl")
+      const { stderr } = yield* cli(
+        "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "bad_details", "--policy", "random", "--num-generations", "2",
+        "--output", output, "--json"
+      )
+      expect(stderr).not.toContain("internal error")
+      const lines = fs.readFileSync(output, "utf8").trimEnd().split("\n").map((l) => Json.parse(l) as { error: { _tag: string } })
+      expect(lines.length).toBe(4)
+      for (const line of lines) expect(line.error._tag).toBe("EncodeError")
+      fs.rmSync(dir, { recursive: true, force: true })
     }))
 })
