@@ -227,7 +227,8 @@ const num = (x: number): string => (Number.isFinite(x) ? String(x) : "null")
  * test/CompletionsLog.test.ts), for the common record: plain JSON data, one attempt, no token
  * fields, no run key in `rollout_infos` that the log writes itself: no line object is built.
  * Measured with bench/workloads/log_encoding.ts (1,024 x 8 FrozenLake lines, a group at a time, UTF-8
- * copy included): 0.8x the CPU per line of `toLine` + `JSON.stringify` warm, 0.95x cold.
+ * copy included): 0.8x the CPU per line of `toLine` + `JSON.stringify` warm; cold (before the JIT
+ * has compiled it) about 1.16x (BENCHMARKS.md, workload 10).
  * `undefined`: use {@link toLine} (a bigint, say).
  */
 const plainLine = (record: TrajectoryRecord): string | undefined => {
