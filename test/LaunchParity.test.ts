@@ -115,7 +115,10 @@ describe("the bundled command line against the unbundled one", () => {
           "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "4", "--concurrency", "8",
           "--policy-option", "latency_ms=20", "--output", output, "--json"
         ])
-        await until(() => lineCount(output) >= 8, 60_000)
+        await until(() => lineCount(output) >= 8, 60_000).catch((e) => {
+          running.child.kill("SIGKILL")
+          throw e
+        })
         running.child.kill(signal)
         const ran = await running.done
         expect(ran.code, ran.stderr).toBe(code)
@@ -163,24 +166,34 @@ describe("the bundled command line against the unbundled one", () => {
     expect(result.stderr).not.toContain("cannot load node-llama-cpp")
   }, 120_000)
 
-  it("view serves its page and stops on SIGTERM with 0, as the unbundled one does", async () => {
+  it("view, serve and openenv serve start, answer and stop on SIGTERM with 0, as the unbundled ones do", async () => {
     const dir = tmp("effect-gym-parity-")
     const log = path.join(dir, "log.jsonl")
     expect((await exec(bundled, ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "1", "--output", log])).code)
       .toBe(0)
+    const servers: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+      [["view", log, "--port", "0"], "/"],
+      [["serve", "--port", "0", "--gym-env", "frozen_lake"], "/health"],
+      [["openenv", "serve", "--env", "frozen_lake", "--port", "0"], "/health"]
+    ]
     for (const entry of [bundled, unbundled]) {
-      let url = ""
-      const viewer = start(entry, ["view", log, "--port", "0"], {
-        onStdout: (_, chunk) => void (url ||= /http:\/\/127\.0\.0\.1:\d+/.exec(chunk)?.[0] ?? "")
-      })
-      await until(() => url !== "", 60_000)
-      const page = await fetch(url)
-      expect(page.status).toBe(200)
-      expect(await page.text()).toContain("<html")
-      viewer.child.kill("SIGTERM")
-      expect((await viewer.done).code).toBe(0)
+      for (const [args, page] of servers) {
+        let url = ""
+        const server = start(entry, args, {
+          onStdout: (_, chunk) => void (url ||= /http:\/\/127\.0\.0\.1:\d+/.exec(chunk)?.[0] ?? "")
+        })
+        try {
+          await until(() => url !== "", 60_000)
+          expect((await fetch(`${url}${page}`)).status, args.join(" ")).toBe(200)
+          server.child.kill("SIGTERM")
+          const ran = await server.done
+          expect(ran.code, `${entry} ${args.join(" ")}: ${ran.stderr}`).toBe(0)
+        } finally {
+          if (server.child.exitCode === null) server.child.kill("SIGKILL")
+        }
+      }
     }
-  }, 120_000)
+  }, 180_000)
 
   it("a pipe read slowly gets all the output: the exit waits for it (before, only what the pipe held came through)", async () => {
     for (const entry of [bundled, unbundled]) {

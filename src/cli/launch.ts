@@ -11,6 +11,8 @@
  *   this architecture, and its payload's SHA-256 matches (V8 does not check a code cache's payload:
  *   a corrupt one would crash the process, so it is checked here first); anything else is ignored and
  *   rewritten;
+ * - only a regular file of sane size is read (a FIFO or a link to a device at its path would block
+ *   or never end); it is replaced like any other unusable cache;
  * - it is written atomically (a temporary file renamed), and where it cannot be written (a read-only
  *   installation) the command runs as without it;
  * - `EFFECT_GYM_CODE_CACHE=off` neither reads nor writes it.
