@@ -178,6 +178,7 @@ export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Type"]> = {
   shardsPerGroup: 60,
   shardLockRefreshInterval: Duration.seconds(2),
   shardLockExpiration: Duration.seconds(10),
+  shardLockDisableAdvisory: true,
   runnerHealthCheckInterval: Duration.seconds(2),
   refreshAssignmentsInterval: Duration.seconds(1),
   entityMessagePollInterval: Duration.millis(500),
@@ -322,7 +323,7 @@ export const runner = (
   address: RunnerAddressOptions,
   wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> }
 ): Layer.Layer<
-  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage | SqlClient.SqlClient,
   ClusterStartError
 > => {
   const listen = `${address.listenHost ?? address.host}:${address.port}`
@@ -340,7 +341,7 @@ export const runner = (
       runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provide(database(url, { wait }))
+    Layer.provideMerge(database(url, { wait }))
   )
 }
 

@@ -4,10 +4,12 @@
  *
  * @since 0.3.0
  */
+import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schema, Scope } from "effect"
 import { Inference } from "../Inference.js"
 import type * as Registry from "../Registry.js"
 import * as Cluster from "./Cluster.js"
+import * as Attempts from "./internal/attempts.js"
 import * as Engine from "./internal/engine.js"
 import { ConfigRefused, GroupConfig, PluginMismatch, RolloutEntity } from "./Protocol.js"
 
@@ -48,8 +50,19 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
   const name = `${options.host}:${options.port}`
   const handlers = Layer.unwrapScoped(Effect.gen(function*() {
     const inference = yield* Inference
+    const sql = yield* SqlClient.SqlClient
+    yield* Attempts.setup
+    const maxAttempts = Attempts.maxAttempts()
     const scope = yield* Effect.scope
     const permits = yield* Effect.makeSemaphore(options.concurrency)
+    // The way to the permits, one at a time: a group that takes them all (its last start) waits
+    // for the groups running to end while no other starts (Effect's semaphore alone would let
+    // groups taking one permit pass it for ever).
+    const gate = yield* Effect.makeSemaphore(1)
+    const withPermits = (n: number) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(restore(gate.withPermits(1)(permits.take(n))), (taken) => Effect.ensuring(restore(effect), permits.release(taken)))
+      )
     // one engine config per run config (the scheduler's instance is shared by the run's groups)
     const configs = new Map<string, Effect.Effect<Engine.Prepared, string>>()
     const prepared = (text: string) =>
@@ -83,8 +96,22 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
             }
             const config = yield* Effect.mapError(prepared(payload.config), (detail) => new ConfigRefused({ runner: name, detail }))
             const start = performance.now()
-            const outcome = yield* permits.withPermits(1)(
-              Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference)
+            // Counted as it starts (not while it waits for a permit): a group that was started
+            // `maxAttempts` times already killed each runner that took it; given up, a bad row.
+            // Its last start is alone on this runner (all permits), so that a group that only ran
+            // beside the one that killed the runner is not given up with it.
+            const before = yield* Effect.provideService(Attempts.count(payload.runId, payload.row), SqlClient.SqlClient, sql)
+            const outcome = yield* withPermits(before + 1 >= maxAttempts ? options.concurrency : 1)(
+              Effect.flatMap(Effect.provideService(Attempts.start(payload.runId, payload.row), SqlClient.SqlClient, sql), (attempt) =>
+                attempt > maxAttempts
+                  ? Effect.succeed(Engine.failedRow(
+                    payload.file,
+                    payload.row,
+                    `its group was started ${attempt - 1} times and never finished: the runner running it stopped each ` +
+                      `time before replying (the env crashed the process? ran it out of memory?); not started again ` +
+                      `(EFFECT_GYM_CLUSTER_MAX_ATTEMPTS=${maxAttempts})`
+                  ))
+                  : Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference))
             )
             if (options.logGroups === true) {
               process.stderr.write(

@@ -104,6 +104,14 @@ export const runGroup = (
     return { text, summary: { ...accumulator }, rowError }
   })
 
+/** The outcome of a group that was not run: its row's error (a bad row in the summary). */
+export const failedRow = (file: string, index: number, detail: string): GroupOutcome => {
+  const error = new Row.RowError({ file, line: index + 1, path: "", detail })
+  const accumulator = new Summary.Accumulator()
+  accumulator.add({ _tag: "RowFailure", error })
+  return { text: "", summary: { ...accumulator }, rowError: { file, line: index + 1, path: "", detail } }
+}
+
 /** A `Row.RowError` from a runner's reply. */
 export const rowError = (problem: NonNullable<GroupOutcome["rowError"]>): Row.RowError => new Row.RowError(problem)
 
