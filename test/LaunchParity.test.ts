@@ -142,6 +142,16 @@ describe("the bundled command line against the unbundled one", () => {
     }
   }, 120_000)
 
+  it("dataset to a reader that has gone stops making rows: 100 million rows (minutes of work before) end at once, exit 0", async () => {
+    for (const entry of [bundled, unbundled]) {
+      const ran = await exec(entry, ["dataset", "frozen-lake", "--rows", "100000000"], {
+        onStdout: (child) => child.stdout?.destroy()
+      })
+      expect([ran.code, ran.signal], ran.stderr).toEqual([0, null])
+      expect(ran.stderr).toBe("")
+    }
+  }, 60_000)
+
   it("a TypeScript plugin's envs in worker threads (--isolate-envs), from another folder", async () => {
     const result = await same((out) => [
       "run", "--dataset", dataset, "--plugin", tsPlugin, "--gym-env", "slippery_frozen_lake",

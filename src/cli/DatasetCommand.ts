@@ -55,6 +55,17 @@ const chunks = (options: DatasetOptions): Stream.Stream<string> =>
     return Option.some([text, end] as const)
   })
 
+/**
+ * Writes a chunk to standard output and waits until it is taken, so that a slow reader holds the
+ * rows back instead of them piling up in memory; `false` once the reader has gone (EPIPE:
+ * `dataset frozen-lake --rows 1000000 | head -1` stops there instead of making every row).
+ */
+const toStdout = (text: string): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    if (process.stdout.destroyed) return resume(Effect.succeed(false))
+    process.stdout.write(text, (error) => resume(Effect.succeed(error == null)))
+  })
+
 const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "env_config.p": "-p", "env_config.seed": "--start-seed" }
 
 /** Checks the options as `run` checks a row's env_config (the first and the last seed). */
@@ -85,8 +96,7 @@ export const command = Command.make("dataset").pipe(
           }
           yield* check(options)
           if (Option.isNone(args.output)) {
-            // each chunk ends with a newline, which Console.log writes back
-            return yield* Stream.runForEach(chunks(options), (text) => Console.log(text.slice(0, -1)))
+            return yield* chunks(options).pipe(Stream.mapEffect(toStdout), Stream.takeWhile((taken) => taken), Stream.runDrain)
           }
           const file = args.output.value
           const fs = yield* FileSystem.FileSystem

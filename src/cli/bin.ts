@@ -39,6 +39,9 @@ const onSignal = (signal: Signal) => {
   if (graceful) Deferred.unsafeDone(received, Exit.succeed(signal))
   else fiber.unsafeInterruptAsFork(fiber.id())
 }
+// A reader of stdout that has gone (EPIPE: `| head -1`) is not an error of the command: what it
+// writes after that is dropped (`dataset` stops making rows), and the exit code stays its own.
+process.stdout.on("error", () => {})
 process.on("SIGINT", () => onSignal("SIGINT"))
 process.on("SIGTERM", () => onSignal("SIGTERM"))
 
