@@ -467,7 +467,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     }
     expect(coordinator.err).toMatch(/bad row: .*poison\.jsonl:3: its group was started 3 times and never finished/)
     const summary = JSON.parse(coordinator.out) as { badRows: number; groups: number; failuresByError: Record<string, number> }
-    expect(summary.badRows).toBe(1)
+    expect(summary.badRows, coordinator.err).toBe(1)
     expect(summary.groups).toBe(configs.length - 1)
     expect(summary.failuresByError).toEqual({ Timeout: 2 })
     const reference = linesOf(path.join(dir, "poison-local-out.jsonl"))
