@@ -401,6 +401,12 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expect(await same.exited, same.err).toBe(0)
     expectFirstRows(path.join(dir, "opts-3.jsonl"), rows)
     expect(ranRows([only], "opts").length).toBe(rows)
+    // a user who may read the cluster's tables but not write its messages: a clear stop (exit 3), not a silent wait
+    execFileSync("psql", [url, "-q", "-c", "CREATE ROLE reader LOGIN", "-c", "GRANT CREATE ON SCHEMA public TO reader", "-c", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader",
+      "-c", "GRANT INSERT, UPDATE ON effect_gym_runs TO reader"])
+    const reader = start(["run", "--cluster", url.replace("postgres@", "reader@"), "--dataset", small, ...common, "--output", path.join(dir, "opts-4.jsonl")], dir)
+    expect(await reader.exited, reader.err).toBe(3)
+    expect(reader.err).toMatch(/refuses to store the run's messages \(permission denied for table cluster_messages\)/)
     await stopAll(only)
   }, 120_000)
 
