@@ -402,9 +402,18 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     expectFirstRows(path.join(dir, "opts-3.jsonl"), rows)
     expect(ranRows([only], "opts").length).toBe(rows)
     // a user who may read the cluster's tables but not write its messages: a clear stop (exit 3), not a silent wait
-    execFileSync("psql", [url, "-q", "-c", "CREATE ROLE reader LOGIN", "-c", "GRANT CREATE ON SCHEMA public TO reader", "-c", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader",
-      "-c", "GRANT INSERT, UPDATE ON effect_gym_runs TO reader"])
-    const reader = start(["run", "--cluster", url.replace("postgres@", "reader@"), "--dataset", small, ...common, "--output", path.join(dir, "opts-4.jsonl")], dir)
+    const grants = [
+      "CREATE ROLE reader LOGIN",
+      "GRANT CREATE ON SCHEMA public TO reader",
+      "GRANT ALL ON ALL TABLES IN SCHEMA public TO reader",
+      "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO reader",
+      "REVOKE INSERT, UPDATE, DELETE ON cluster_messages FROM reader"
+    ]
+    execFileSync("psql", [url, "-q", ...grants.flatMap((statement) => ["-c", statement])])
+    const reader = start(
+      ["run", "--cluster", url.replace("postgres@", "reader@"), "--dataset", small, ...common, "--output", path.join(dir, "opts-4.jsonl")],
+      dir
+    )
     expect(await reader.exited, reader.err).toBe(3)
     expect(reader.err).toMatch(/refuses to store the run's messages \(permission denied for table cluster_messages\)/)
     await stopAll(only)
