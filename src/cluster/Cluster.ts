@@ -61,6 +61,28 @@ export class DatabaseDown extends Schema.TaggedError<DatabaseDown>("effect-gym/D
 }
 
 /**
+ * The cluster's database answers but refuses to store the run's messages (the user of `--cluster`
+ * may not write the cluster's tables, a read-only database): waiting does not help, the run stops.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class StorageRefused extends Schema.TaggedError<StorageRefused>("effect-gym/StorageRefused")("StorageRefused", {
+  url: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the cluster's database ${this.url} refuses to store the run's messages (${this.detail}): the user of --cluster ` +
+      `must be able to read and write the cluster_* and effect_gym_* tables of a database that is not read-only; ` +
+      `--resume continues the run once it can`
+  }
+}
+
+/** A database error that waiting does not mend (permissions, a read-only database). */
+export const isRefusedWrite = (message: string): boolean =>
+  /permission denied|read-only transaction|must be owner of|read only/i.test(message)
+
+/**
  * The run's coordinator lost its run id to another coordinator (while the database was down).
  *
  * @since 0.3.0

@@ -169,6 +169,10 @@ export interface Options<E, R> {
 const isTransient = (error: { readonly _tag: string }) =>
   error._tag === "PersistenceError" || error._tag === "MailboxFull" || error._tag === "RunnerUnavailable"
 
+/** A message the database refuses to store (permissions, read-only): not tried again. */
+const isRefusedWrite = (error: { readonly _tag: string }) =>
+  error._tag === "PersistenceError" && Cluster.isRefusedWrite(Cluster.rootMessage(Cause.fail(error)))
+
 /**
  * Watches the database (`Session.probe` every second): reports it going and coming back; fails
  * with `DatabaseDown` once it has been down for `databaseWait()` seconds, with `RunTaken` when the
@@ -278,8 +282,19 @@ export const run = <E, R>(options: Options<E, R>) =>
         config,
         digest: options.digest
       }).pipe(
-        // tried again while the database or a runner is away (the database watch bounds the wait)
-        Effect.retry({ while: isTransient, schedule: Schedule.union(Schedule.exponential("200 millis"), Schedule.spaced("2 seconds")) })
+        // tried again while the database or a runner is away (the database watch bounds the wait);
+        // a database that answers but refuses the write stops the run
+        Effect.retry({
+          while: (error) => isTransient(error) && !isRefusedWrite(error),
+          schedule: Schedule.union(Schedule.exponential("200 millis"), Schedule.spaced("2 seconds"))
+        }),
+        Effect.catchIf(isRefusedWrite, (error) =>
+          Effect.fail(
+            new Cluster.StorageRefused({
+              url: Cluster.redact(options.session.url),
+              detail: Cluster.scrub(options.session.url, Cluster.rootMessage(Cause.fail(error)))
+            })
+          ))
       )
 
     const groups = options.rows.pipe(

@@ -371,6 +371,126 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await stopAll(fixed)
   }, 300_000)
 
+  it("--resume of a run id with other options (dataset, --num-generations) is refused at start, exit 2, nothing written", async () => {
+    const url = database("otheroptions")
+    const rows = 20
+    const small = firstRows(rows)
+    const [port] = await ports(1)
+    const only = await runner(url, port)
+    const args = (output: string, options: { dataset?: string; generations?: string; turns?: string } = {}) => [
+      "run", "--cluster", url, "--run-id", "opts", "--gym-env", "frozen_lake", "--seed", "7", "--output", path.join(dir, output),
+      "--dataset", options.dataset ?? small, "--num-generations", options.generations ?? "2", "--max-turns", options.turns ?? "10"
+    ]
+    const first = start(args("opts.jsonl"), dir)
+    expect(await first.exited, first.err).toBe(0)
+    // the stored replies are the first run's: another log (no record to check there) must not get them
+    const cases: Array<[Parameters<typeof args>[1], RegExp]> = [
+      [{ generations: "3" }, /--num-generations is 3 here, 2 in/],
+      [{ dataset: firstRows(rows + 1) }, /--dataset is .*rows-21\.jsonl.* here/],
+      [{ turns: "5" }, /--max-turns is 5 here, 10 in/]
+    ]
+    for (const [options, message] of cases) {
+      const other = start([...args("opts-2.jsonl", options), "--resume"], dir)
+      expect(await other.exited, other.err).toBe(2)
+      expect(other.err).toMatch(/--resume: run opts was started with other options/)
+      expect(other.err).toMatch(message)
+      expect(fs.existsSync(path.join(dir, "opts-2.jsonl"))).toBe(false)
+    }
+    // with its own options, a --resume into another log gets the stored replies (nothing run again)
+    const same = start([...args("opts-3.jsonl"), "--resume"], dir)
+    expect(await same.exited, same.err).toBe(0)
+    expectFirstRows(path.join(dir, "opts-3.jsonl"), rows)
+    expect(ranRows([only], "opts").length).toBe(rows)
+    // a user who may read the cluster's tables but not write its messages: a clear stop (exit 3), not a silent wait
+    const grants = [
+      "CREATE ROLE reader LOGIN",
+      "GRANT CREATE ON SCHEMA public TO reader",
+      "GRANT ALL ON ALL TABLES IN SCHEMA public TO reader",
+      "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO reader",
+      "REVOKE INSERT, UPDATE, DELETE ON cluster_messages FROM reader"
+    ]
+    execFileSync("psql", [url, "-q", ...grants.flatMap((statement) => ["-c", statement])])
+    const reader = start(
+      ["run", "--cluster", url.replace("postgres@", "reader@"), "--dataset", small, ...common, "--output", path.join(dir, "opts-4.jsonl")],
+      dir
+    )
+    expect(await reader.exited, reader.err).toBe(3)
+    expect(reader.err).toMatch(/refuses to store the run's messages \(permission denied for table cluster_messages\)/)
+    await stopAll(only)
+  }, 120_000)
+
+  it("a runner frozen (SIGSTOP) mid-run loses its shards after the lease: the run completes without it; thawed, nothing is written twice", async () => {
+    const url = database("frozen")
+    const rows = 40
+    const small = firstRows(rows)
+    const [p1, p2] = await ports(2)
+    const slow = ["--policy-option", "latency_ms=200", "--concurrency", "4"]
+    const frozen = await runner(url, p1, slow)
+    const other = await runner(url, p2, slow)
+    const output = path.join(dir, "frozen.jsonl")
+    const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16", "--json"], dir)
+    await until("some groups", () => lineCount(output) >= 8 || coordinator.child.exitCode !== null)
+    frozen.child.kill("SIGSTOP")
+    try {
+      // its PostgreSQL session stays open: the shards move because their leases expire (10 s), not
+      // because the session ends
+      await until("the run to end without the frozen runner", () => coordinator.child.exitCode !== null, 90_000).catch((error) => {
+        throw new Error(`${error}: ${lineCount(output)} lines; coordinator: ${coordinator.err}; other: ${other.err.slice(-2000)}`)
+      })
+      expect(await coordinator.exited, coordinator.err).toBe(0)
+    } finally {
+      frozen.child.kill("SIGCONT")
+    }
+    expectFirstRows(output, rows)
+    const summary = JSON.parse(coordinator.out) as { cluster: { groups_by_runner: Record<string, number> } }
+    expect(Object.values(summary.cluster.groups_by_runner).reduce((a, b) => a + b, 0)).toBe(rows)
+    // thawed, it ends the groups it was running; the log is unchanged
+    await new Promise((r) => setTimeout(r, 3000))
+    expectFirstRows(output, rows)
+    await stopAll(frozen, other)
+  }, 180_000)
+
+  it("a poison row (its env kills the runner) is given up after 3 starts as a bad row (exit 1); the others once; a hanging env times out", async () => {
+    const url = database("poison")
+    const plugin = path.join(root, "test/fixtures/plugins/cluster_faults.mjs")
+    const row = (config: object) => JSON.stringify({ messages: [{ role: "user", content: "go" }], env_config: config })
+    const configs = [{ n: 1 }, { n: 2 }, { fault: "crash" }, { fault: "hang" }, { n: 3 }, { n: 2 }]
+    const file = path.join(dir, "poison.jsonl")
+    fs.writeFileSync(file, configs.map(row).join("\n") + "\n")
+    // the local run's lines, the poison row as a plain one (a local run dies with it)
+    const localFile = path.join(dir, "poison-local.jsonl")
+    fs.writeFileSync(localFile, configs.map((c, i) => row(i === 2 ? { n: 1 } : c)).join("\n") + "\n")
+    const faults = ["--gym-env", "cluster_faulty", "--num-generations", "2", "--seed", "7", "--trajectory-timeout", "2", "--plugin", plugin]
+    const local = start(["run", "--dataset", localFile, ...faults, "--policy", "frozen-lake-solver", "--output", "poison-local-out.jsonl"], dir)
+    expect(await local.exited, local.err).toBe(1)
+    // a runner restarted as it dies (as a service manager does), on the same port
+    const [port] = await ports(1)
+    let stopped = false
+    const started: Array<Proc> = []
+    const supervise = async (): Promise<void> => {
+      const proc = await runner(url, port, ["--plugin", plugin, "--concurrency", "4"])
+      started.push(proc)
+      void proc.exited.then(() => (stopped ? undefined : supervise()))
+    }
+    await supervise()
+    const output = path.join(dir, "poison-out.jsonl")
+    const coordinator = start(["run", "--cluster", url, "--dataset", file, ...faults, "--output", output, "--json"], dir)
+    try {
+      expect(await coordinator.exited, coordinator.err).toBe(1)
+    } finally {
+      stopped = true
+    }
+    expect(coordinator.err).toMatch(/bad row: .*poison\.jsonl:3: its group was started 3 times and never finished/)
+    const summary = JSON.parse(coordinator.out) as { badRows: number; groups: number; failuresByError: Record<string, number> }
+    expect(summary.badRows, coordinator.err).toBe(1)
+    expect(summary.groups).toBe(configs.length - 1)
+    expect(summary.failuresByError).toEqual({ Timeout: 2 })
+    const reference = linesOf(path.join(dir, "poison-local-out.jsonl"))
+    expectSameAs(output, new Map([...reference].filter(([key]) => !key.startsWith("2/"))), configs.length - 1)
+    expect(started.length).toBe(4)
+    await stopAll(...started)
+  }, 180_000)
+
   it("a runner's options on the coordinator, and the run's on a runner, are refused by name (exit 2)", async () => {
     const url = database("options")
     const output = path.join(dir, "options.jsonl")

@@ -32,8 +32,13 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     coordinator TEXT NOT NULL
   )`.pipe(
-    // the run's options (a table made by an older version has no such column: added)
-    Effect.zipRight(sql`ALTER TABLE effect_gym_runs ADD COLUMN IF NOT EXISTS identity TEXT`),
+    // the run's options (a table made by an older version has no such column: added; asked first,
+    // since ALTER TABLE needs the table's owner, which a coordinator's user need not be)
+    Effect.zipRight(sql`
+      SELECT 1 FROM information_schema.columns
+      WHERE table_schema = current_schema() AND table_name = 'effect_gym_runs' AND column_name = 'identity'
+    `),
+    Effect.flatMap((rows) => rows.length > 0 ? Effect.void : sql`ALTER TABLE effect_gym_runs ADD COLUMN IF NOT EXISTS identity TEXT`),
     Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
     Effect.mapError(sqlError("cannot set up the table of runs"))
   ))
