@@ -53,6 +53,9 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
     const sql = yield* SqlClient.SqlClient
     yield* Attempts.setup
     const maxAttempts = Attempts.maxAttempts()
+    // the groups running here now, counted as started: `runId NUL row`
+    const startedHere = new Set<string>()
+    const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => Effect.provideService(effect, SqlClient.SqlClient, sql)
     const scope = yield* Effect.scope
     const permits = yield* Effect.makeSemaphore(options.concurrency)
     // The way to the permits, one at a time: a group that takes them all (its last start) waits
@@ -99,20 +102,38 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
             // Counted as it starts (not while it waits for a permit): a group that was started
             // `maxAttempts` times already killed each runner that took it; given up, a bad row.
             // Its last start is alone on this runner (all permits), so that a group that only ran
-            // beside the one that killed the runner is not given up with it.
-            const before = yield* Effect.provideService(Attempts.count(payload.runId, payload.row), SqlClient.SqlClient, sql)
-            const outcome = yield* withPermits(before + 1 >= maxAttempts ? options.concurrency : 1)(
-              Effect.flatMap(Effect.provideService(Attempts.start(payload.runId, payload.row), SqlClient.SqlClient, sql), (attempt) =>
-                attempt > maxAttempts
-                  ? Effect.succeed(Engine.failedRow(
-                    payload.file,
-                    payload.row,
-                    `its group was started ${attempt - 1} times and never finished: the runner running it stopped each ` +
-                      `time before replying (the env crashed the process? ran it out of memory?); not started again ` +
-                      `(EFFECT_GYM_CLUSTER_MAX_ATTEMPTS=${maxAttempts})`
-                  ))
-                  : Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference))
-            )
+            // beside the one that killed the runner is not given up with it. A start interrupted
+            // here (its shard moved, the runner stopped) is taken back: only a death counts.
+            const key = `${payload.runId}\u0000${payload.row}`
+            const runIt = Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference)
+            const counted = (alone: boolean): Effect.Effect<Engine.GroupOutcome | undefined> =>
+              withPermits(alone ? options.concurrency : 1)(Effect.suspend(() => {
+                // delivered again while it runs here (not after a death): not a new start
+                if (startedHere.has(key)) return runIt
+                return Effect.flatMap(withSql(Attempts.start(payload.runId, payload.row)), (attempt) => {
+                  if (attempt > maxAttempts) {
+                    return Effect.succeed(Engine.failedRow(
+                      payload.file,
+                      payload.row,
+                      `its group was started ${attempt - 1} times and never finished: the runner running it stopped each ` +
+                        `time before replying (the env crashed the process? ran it out of memory?); not started again ` +
+                        `(EFFECT_GYM_CLUSTER_MAX_ATTEMPTS=${maxAttempts})`
+                    ))
+                  }
+                  // the last start, found by a start counted meanwhile elsewhere: taken back, run alone
+                  if (attempt === maxAttempts && !alone) return Effect.as(withSql(Attempts.unstart(payload.runId, payload.row)), undefined)
+                  // the start is taken back when the group ends here in any way (done, interrupted as its
+                  // shard moves), before its permits go: only a start whose runner died stays counted
+                  // (a reply not yet stored when the next group killed the runner included)
+                  startedHere.add(key)
+                  return Effect.ensuring(runIt,
+                    Effect.zipRight(Effect.sync(() => startedHere.delete(key)), withSql(Attempts.unstart(payload.runId, payload.row))))
+                })
+              }))
+            const run = (alone: boolean): Effect.Effect<Engine.GroupOutcome> =>
+              Effect.flatMap(counted(alone), (outcome) => outcome === undefined ? run(true) : Effect.succeed(outcome))
+            const before = yield* withSql(Attempts.count(payload.runId, payload.row))
+            const outcome = yield* run(before + 1 >= maxAttempts)
             if (options.logGroups === true) {
               process.stderr.write(
                 `runner ${name}: ran row ${payload.row} of run ${payload.runId} in ${Math.round(performance.now() - start)} ms\n`

@@ -5,7 +5,8 @@
  * round the runners for ever. Counted here, it is given up after `maxAttempts()` starts and
  * answered as a bad row instead. The groups that ran beside it on the runners it killed were
  * started as often: a group's last start is alone on its runner (`Runner.ts`), so only the group
- * that kills its runner by itself is given up.
+ * that kills its runner by itself is given up. A start that ends on a live runner (done, or
+ * interrupted as its shard moves) is taken back (`unstart`): only a runner's death counts.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schedule } from "effect"
@@ -60,3 +61,16 @@ export const start = (runId: string, row: number): Effect.Effect<number, never, 
       Effect.map((rows) => Number(rows[0]?.attempts ?? 1)),
       Effect.orElseSucceed(() => 1)
     )
+
+/**
+ * Takes back a start that did not end in a crash: the group ended on a live runner (done, or
+ * interrupted as its shard moved or the runner stopped), so it did not kill anything. Only the
+ * starts of runners that died while running the group count; a group done whose reply was not
+ * stored yet when another group killed the runner is run again, not blamed.
+ */
+export const unstart = (runId: string, row: number): Effect.Effect<void, never, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`
+      UPDATE effect_gym_attempts SET attempts = GREATEST(attempts - 1, 0)
+      WHERE run_id = ${runId} AND row_index = ${row}
+    `).pipe(Effect.asVoid, Effect.orElseSucceed(() => undefined))
