@@ -19,7 +19,7 @@ import { random } from "../src/inference/Scripted.js"
 import { isReady } from "../src/internal/ready.js"
 import { mixSeed } from "../src/internal/seed.js"
 import * as Rollout from "../src/Rollout.js"
-import { Counters, records, rows, runConfig, withoutTimings } from "./helpers.js"
+import { Counters, readyEnv, records, rows, runConfig, withoutTimings } from "./helpers.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
 
@@ -105,20 +105,7 @@ describe("the trajectory loop's fast path", () => {
   it.scopedLive("an interruption lands in the middle of a run whose every answer is completed, and every env is closed", () =>
     Effect.gen(function*() {
       const counters = new Counters()
-      const ready = Env.define({
-        name: "ready",
-        make: () =>
-          Effect.map(
-            Effect.acquireRelease(Effect.sync(() => ++counters.created), () => Effect.sync(() => void counters.closed++)),
-            (): Env.Env => {
-              let turn = 0
-              return {
-                reset: () => Effect.succeed({ observation: "start", info: {} }),
-                step: () => Effect.succeed({ observation: `turn ${++turn}`, reward: 0, done: turn >= 50, info: {} })
-              }
-            }
-          )
-      })
+      const ready = readyEnv(counters, 50, (turn) => `turn ${turn}`)
       const config = yield* runConfig({ envs: [ready], defaultEnv: "ready", numGenerations: 8, concurrency: 64, maxTurns: 50 })
       // 80,000 trajectories of 50 turns: minutes of work, all of it answered at once
       const all = rows(Array.from({ length: 10_000 }, () => ({ env_config: {} })))

@@ -15,7 +15,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cli, tmp } from "./cli.js"
-import { Counters, records, rows, runConfig, withoutTimings } from "./helpers.js"
+import { Counters, readyEnv, records, rows, runConfig, withoutTimings } from "./helpers.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
 
@@ -139,20 +139,7 @@ describe("the fast path, hostile", () => {
     Effect.gen(function*() {
       for (const events of [false, true]) {
         const counters = new Counters()
-        const ready = Env.define({
-          name: "ready",
-          make: () =>
-            Effect.map(
-              Effect.acquireRelease(Effect.sync(() => ++counters.created), () => Effect.sync(() => void counters.closed++)),
-              (): Env.Env => {
-                let turn = 0
-                return {
-                  reset: () => Effect.succeed({ observation: "start", info: {} }),
-                  step: () => Effect.succeed({ observation: `t${++turn}`, reward: 0, done: turn >= 3, info: {} })
-                }
-              }
-            )
-        })
+        const ready = readyEnv(counters, 3)
         const base = yield* runConfig({ envs: [ready], defaultEnv: "ready", numGenerations: 4, concurrency: 8 })
         const config: Rollout.Config = { ...base, bufferSize: 2 }
         const all = rows(Array.from({ length: 100_000 }, () => ({ env_config: {} })))

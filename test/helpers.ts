@@ -22,6 +22,26 @@ export class Counters {
 }
 
 /**
+ * An env named "ready" whose reset and steps answer with completed Effects (the trajectory loop's
+ * fast path), done after `doneAt` steps; `counters` counts the envs created and closed.
+ */
+export const readyEnv = (counters: Counters, doneAt: number, observation = (turn: number) => `t${turn}`) =>
+  Env.define({
+    name: "ready",
+    make: () =>
+      Effect.map(
+        Effect.acquireRelease(Effect.sync(() => ++counters.created), () => Effect.sync(() => void counters.closed++)),
+        (): Env.Env => {
+          let turn = 0
+          return {
+            reset: () => Effect.succeed({ observation: "start", info: {} }),
+            step: () => Effect.succeed({ observation: observation(++turn), reward: 0, done: turn >= doneAt, info: {} })
+          }
+        }
+      )
+  })
+
+/**
  * A test env with fault injection from env_config:
  * - `fail`: "create" | "reset" | "step" | "throw_step" | "nan" | "die_step": fail there (at turn `at`, default 1)
  * - `length`: turns until done (default 3), reward 1 on the last turn
