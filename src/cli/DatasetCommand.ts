@@ -56,15 +56,24 @@ const chunks = (options: DatasetOptions): Stream.Stream<string> =>
   })
 
 /**
- * Writes a chunk to standard output and waits until it is taken, so that a slow reader holds the
- * rows back instead of them piling up in memory; `false` once the reader has gone (EPIPE:
- * `dataset frozen-lake --rows 1000000 | head -1` stops there instead of making every row).
+ * After a chunk is written (through the `Console`, which tests replace), waits while standard
+ * output's buffer is full, so that a slow reader holds the rows back instead of them piling up in
+ * memory; `false` once the reader has gone (EPIPE destroys the stream: `dataset frozen-lake --rows
+ * 1000000 | head -1` stops there instead of making every row).
  */
-const toStdout = (text: string): Effect.Effect<boolean> =>
-  Effect.async<boolean>((resume) => {
-    if (process.stdout.destroyed) return resume(Effect.succeed(false))
-    process.stdout.write(text, (error) => resume(Effect.succeed(error == null)))
-  })
+const taken: Effect.Effect<boolean> = Effect.async<boolean>((resume) => {
+  const out = process.stdout
+  if (out.destroyed || out.writableEnded) return resume(Effect.succeed(false))
+  if (!out.writableNeedDrain) return resume(Effect.succeed(true))
+  const done = (ok: boolean) => () => {
+    out.off("drain", onDrain).off("close", onClose)
+    resume(Effect.succeed(ok))
+  }
+  const onDrain = done(true)
+  const onClose = done(false)
+  out.once("drain", onDrain).once("close", onClose)
+  return Effect.sync(() => void out.off("drain", onDrain).off("close", onClose))
+})
 
 const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "env_config.p": "-p", "env_config.seed": "--start-seed" }
 
@@ -96,7 +105,12 @@ export const command = Command.make("dataset").pipe(
           }
           yield* check(options)
           if (Option.isNone(args.output)) {
-            return yield* chunks(options).pipe(Stream.mapEffect(toStdout), Stream.takeWhile((taken) => taken), Stream.runDrain)
+            // each chunk ends with a newline, which Console.log writes back
+            return yield* chunks(options).pipe(
+              Stream.mapEffect((text) => Effect.zipRight(Console.log(text.slice(0, -1)), taken)),
+              Stream.takeWhile((more) => more),
+              Stream.runDrain
+            )
           }
           const file = args.output.value
           const fs = yield* FileSystem.FileSystem
