@@ -325,9 +325,17 @@ const oneLockQueryAtATime = Layer.effect(
   })
 ).pipe(Layer.provide(SqlRunnerStorage.layer))
 
+/**
+ * How the setup of a table (`CREATE TABLE IF NOT EXISTS`, the cluster's and ours) is tried again:
+ * runners and coordinators started together race to make it.
+ *
+ * @since 0.3.0
+ */
+export const setupRetry = Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))
+
 const storage = Layer.mergeAll(SqlMessageStorage.layer, oneLockQueryAtATime).pipe(
   Layer.catchAllCause((cause) => Layer.fail(cause)),
-  Layer.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
+  Layer.retry(setupRetry),
   Layer.mapError((cause) =>
     new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${describe(cause)}` })
   )

@@ -10,7 +10,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schedule } from "effect"
-import { ClusterStartError } from "../Cluster.js"
+import { ClusterStartError, setupRetry } from "../Cluster.js"
 
 /**
  * Starts of a group after which it is given up (`EFFECT_GYM_CLUSTER_MAX_ATTEMPTS`, default 3).
@@ -29,7 +29,7 @@ export const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     attempts INTEGER NOT NULL,
     PRIMARY KEY (run_id, row_index)
   )`.pipe(
-    Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
+    Effect.retry(setupRetry),
     Effect.mapError((error) =>
       new ClusterStartError({ option: "--cluster", detail: `cannot set up the table of attempts: ${error.message}` })
     ),

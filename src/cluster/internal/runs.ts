@@ -6,8 +6,8 @@
  * coordinator or its connection dies, nothing to expire by hand).
  */
 import { SqlClient, type SqlConnection } from "@effect/sql"
-import { Effect, Schedule, type Scope } from "effect"
-import { ClusterStartError } from "../Cluster.js"
+import { Effect, type Scope } from "effect"
+import { ClusterStartError, setupRetry } from "../Cluster.js"
 
 /** A run id that was used (its start, and who coordinated it last). */
 export interface Known {
@@ -39,7 +39,7 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
       WHERE table_schema = current_schema() AND table_name = 'effect_gym_runs' AND column_name = 'identity'
     `),
     Effect.flatMap((rows) => rows.length > 0 ? Effect.void : sql`ALTER TABLE effect_gym_runs ADD COLUMN IF NOT EXISTS identity TEXT`),
-    Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))),
+    Effect.retry(setupRetry),
     Effect.mapError(sqlError("cannot set up the table of runs"))
   ))
 
