@@ -71,6 +71,9 @@ export const options = {
  * @since 0.1.0
  * @category options
  */
+/** `--env-timeout`'s default (seconds). */
+export const ENV_TIMEOUT_DEFAULT = "60"
+
 export function isolationOptions() {
   return {
     envWorkers: integer("env-workers").pipe(
@@ -81,7 +84,7 @@ export function isolationOptions() {
       Options.withDescription(
         "Seconds an isolated env's create, reset or step may take; then that env fails and its worker is replaced"
       ),
-      Options.withDefault("60")
+      Options.withDefault(ENV_TIMEOUT_DEFAULT)
     )
   }
 }

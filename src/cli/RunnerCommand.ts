@@ -112,7 +112,7 @@ export const runnerJob = (args: RunnerArgs) =>
     }
     const Cluster = yield* Effect.promise(() => import("../cluster/Cluster.js"))
     const url = yield* Cluster.parseUrl(args.cluster)
-    if (!args.isolateEnvs && (Option.isSome(args.envWorkers) || args.envTimeout !== "60")) {
+    if (!args.isolateEnvs && (Option.isSome(args.envWorkers) || args.envTimeout !== RolloutOptions.ENV_TIMEOUT_DEFAULT)) {
       return yield* new OptionError({
         option: Option.isSome(args.envWorkers) ? "--env-workers" : "--env-timeout",
         detail: "only with --isolate-envs"
