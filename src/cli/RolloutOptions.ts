@@ -14,6 +14,9 @@ import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
 import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, seconds } from "./common.js"
 
+/** `--env-timeout`'s default (seconds). */
+export const ENV_TIMEOUT_DEFAULT = "60"
+
 /** Most retries of one trajectory: each can take up to the timeouts' sum. */
 export const MAX_TRAJECTORY_RETRIES = 100
 
@@ -71,9 +74,6 @@ export const options = {
  * @since 0.1.0
  * @category options
  */
-/** `--env-timeout`'s default (seconds). */
-export const ENV_TIMEOUT_DEFAULT = "60"
-
 export function isolationOptions() {
   return {
     envWorkers: integer("env-workers").pipe(
