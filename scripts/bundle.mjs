@@ -45,7 +45,8 @@ await esbuild.build({
   // CommonJS dependencies inside an ES module bundle call require
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
   minifySyntax: true,
-  minifyWhitespace: true,
+  // EFFECT_GYM_BUNDLE_PRETTY=1: one statement per line, for reading a CPU profile's line numbers
+  minifyWhitespace: process.env.EFFECT_GYM_BUNDLE_PRETTY !== "1",
   // Short lines: Node prints an uncaught error's whole source line (without this, up to 260 KB of
   // minified code on stderr), and a stack's line numbers then say where
   lineLimit: 160,
@@ -122,7 +123,8 @@ await esbuild.build({
   // (strict, as the ES modules it comes from are)
   banner: { js: "\"use strict\";const __importMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
   minifySyntax: true,
-  minifyWhitespace: true,
+  // EFFECT_GYM_BUNDLE_PRETTY=1: one statement per line, for reading a CPU profile's line numbers
+  minifyWhitespace: process.env.EFFECT_GYM_BUNDLE_PRETTY !== "1",
   // Short lines: Node prints an uncaught error's whole source line (without this, up to 260 KB of
   // minified code on stderr), and a stack's line numbers then say where
   lineLimit: 160,

@@ -5,7 +5,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Effect, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import { jsonIssue, plainJson } from "./internal/inspect.js"
 import * as Json from "./internal/Json.js"
@@ -485,14 +485,6 @@ export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): st
  */
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
-  /**
-   * The bytes an item adds to the log (a group's lines under the failed-groups policy; `undefined`
-   * for nothing), encoded now: a consumer that batches writes keeps these bytes (outside the
-   * JavaScript heap) instead of the groups' records until the write. `writeEncoded` writes them.
-   */
-  readonly encode: (item: Item) => Uint8Array | undefined
-  /** Appends items encoded by `encode`, in one write (each group whole, as `write`). */
-  readonly writeEncoded: (chunks: ReadonlyArray<Uint8Array>) => Effect.Effect<void, PlatformError>
   readonly flush: Effect.Effect<void, PlatformError>
   /** Appends text already made of whole log lines (groups encoded elsewhere, e.g. by a cluster runner). */
   readonly writeText: (text: string) => Effect.Effect<void, PlatformError>
@@ -509,6 +501,10 @@ export interface OpenOptions {
   readonly append?: boolean | undefined
   readonly failedGroups?: FailedGroups | undefined
 }
+
+/** The first size of the writer's kept buffer, and the most it keeps (a larger write's bytes are its own). */
+const INITIAL_BYTES = 64 * 1024
+const REUSED_BYTES = 16 * 1024 * 1024
 
 /**
  * Opens the log file: truncated (the default) or appended to.
@@ -535,43 +531,58 @@ export const open = (
       return file.sync
     })
     yield* Effect.addFinalizer(() => Effect.ignore(flush))
-    const writeBytes = (bytes: Uint8Array): Effect.Effect<void, PlatformError> => {
+    // The UTF-8 bytes of a write go into one buffer, kept and reused from write to write (grown
+    // as needed; one of up to REUSED_BYTES is kept), each group's text encoded as it is made: a
+    // new Uint8Array per write cost about 80 us per group of 8 FrozenLake lines (20 KB: the
+    // allocation, not the copy), and encoding a chunk's text made of hundreds of groups at once
+    // cost 5 us per KB (the flattening of one huge concatenation), against 1 us per KB for a
+    // group at a time (BENCHMARKS.md, workload 10). A write that finds the buffer in use (another
+    // fiber's write under way), or one interrupted while the file's write may still read it, does
+    // not reuse it.
+    let kept: Uint8Array | undefined = new Uint8Array(INITIAL_BYTES)
+    const writeTexts = (each: (add: (text: string) => void) => void): Effect.Effect<void, PlatformError> =>
+      Effect.suspend(() => {
+        let buffer = kept ?? new Uint8Array(INITIAL_BYTES)
+        kept = undefined
+        let length = 0
+        each((text) => {
+          // at most 3 bytes of UTF-8 per UTF-16 code unit
+          const bound = length + text.length * 3
+          if (bound > buffer.length) {
+            const grown = new Uint8Array(Math.max(bound, buffer.length * 2))
+            grown.set(buffer.subarray(0, length))
+            buffer = grown
+          }
+          length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
+        })
+        if (length === 0) {
+          kept = buffer
+          return Effect.void
+        }
+        return writeBytes(buffer.subarray(0, length), buffer.length <= REUSED_BYTES ? buffer : undefined)
+      })
+    const writeBytes = (bytes: Uint8Array, buffer: Uint8Array | undefined): Effect.Effect<void, PlatformError> => {
       dirty = true
       return file.writeAll(bytes).pipe(
         Effect.tap(() => void (size += bytes.length)),
-        Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size))))
+        Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size)))),
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            if (buffer !== undefined && !(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause))) kept = buffer
+          })
+        )
       )
     }
     return {
-      write: (items) => {
-        let text = ""
-        for (const item of items) {
-          if (item._tag === "Group") text += groupText(item, policy)
-        }
-        if (text === "") return Effect.void
-        return writeBytes(encoder.encode(text))
-      },
-      encode: (item) => {
-        if (item._tag !== "Group") return undefined
-        const text = groupText(item, policy)
-        return text === "" ? undefined : encoder.encode(text)
-      },
-      writeEncoded: (chunks) => {
-        if (chunks.length === 0) return Effect.void
-        if (chunks.length === 1) return writeBytes(chunks[0])
-        let total = 0
-        for (const chunk of chunks) total += chunk.length
-        const bytes = new Uint8Array(total)
-        let at = 0
-        for (const chunk of chunks) {
-          bytes.set(chunk, at)
-          at += chunk.length
-        }
-        return writeBytes(bytes)
-      },
+      write: (items) =>
+        writeTexts((add) => {
+          for (const item of items) {
+            if (item._tag === "Group") add(groupText(item, policy))
+          }
+        }),
       // (cut back on failure as the others: it wrote on without counting `size`, so a full disk
       // left a cluster run's log torn, and a later failed write cut back into its lines)
-      writeText: (text) => text === "" ? Effect.void : writeBytes(encoder.encode(text)),
+      writeText: (text) => writeTexts((add) => add(text)),
       flush
     }
   })

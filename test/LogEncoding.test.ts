@@ -5,6 +5,7 @@
  * advantages, unicode and escapes in messages, bigints, undefined fields, typed errors).
  */
 import { FileSystem } from "@effect/platform"
+import { NodeFileSystem } from "@effect/platform-node"
 import { SystemError } from "@effect/platform/Error"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
@@ -311,16 +312,15 @@ describe("the writer, hostile: a write cut half way (a full disk) leaves the log
   const group = (id: string) =>
     ({ _tag: "Group", records: [plain({ id: `${id}-0` }), plain({ id: `${id}-1` })] }) as unknown as Rollout.Group
 
-  it.effect("for each way of writing: write, writeEncoded, writeText (a cluster coordinator's)", () =>
+  it.effect("for each way of writing: write, writeText (a cluster coordinator's)", () =>
     Effect.gen(function*() {
-      for (const how of ["write", "writeEncoded", "writeText"] as const) {
+      for (const how of ["write", "writeText"] as const) {
         const fake = fakeFile(2)
         const exit = yield* Effect.scoped(Effect.gen(function*() {
           const writer = yield* CompletionsLog.open("log.jsonl")
           for (const id of ["a", "b"]) {
             const g = group(id)
             if (how === "write") yield* writer.write([g])
-            else if (how === "writeEncoded") yield* writer.writeEncoded([writer.encode(g)!])
             else yield* writer.writeText(CompletionsLog.groupText(g))
           }
         })).pipe(Effect.provide(fake.layer), Effect.exit)
@@ -382,4 +382,37 @@ export default Plugin.make({ envs: [bad] })
       for (const line of lines) expect(line.error._tag).toBe("EncodeError")
       fs.rmSync(dir, { recursive: true, force: true })
     }))
+})
+
+describe("the writer's kept buffer: every write's bytes, whatever came before or beside it", () => {
+  const texts = [
+    "small line\n",
+    `${"x".repeat(30_000)}\n`, // grows the kept buffer (64 KB holds 21,845 code units)
+    "ascii again, shorter than the last\n",
+    "é ü 雪 🎲 and a lone surrogate \ud800 end\n",
+    `${"y".repeat(6_000_000)}\n`, // beyond what is kept: its own bytes
+    "after the big one\n"
+  ]
+  it.scoped("one after another, to a real file: byte for byte what TextEncoder makes", () =>
+    Effect.gen(function*() {
+      const file = path.join(tmp("kept-buffer"), "log.jsonl")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open(file)
+        for (const text of [...texts, ...texts]) yield* writer.writeText(text)
+      }))
+      const expected = new TextEncoder().encode([...texts, ...texts].join(""))
+      expect(Buffer.compare(fs.readFileSync(file), Buffer.from(expected))).toBe(0)
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.scoped("40 writes at once from as many fibers: each text whole, none mixed with another", () =>
+    Effect.gen(function*() {
+      const file = path.join(tmp("kept-buffer"), "log.jsonl")
+      const many = Array.from({ length: 40 }, (_, i) => `${String(i).padStart(2, "0")}:${String.fromCharCode(97 + (i % 26)).repeat(5_000 + i * 1_000)}\n`)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open(file)
+        yield* Effect.forEach(many, (text) => writer.writeText(text), { concurrency: "unbounded", discard: true })
+      }))
+      const lines = fs.readFileSync(file, "utf8").split("\n").slice(0, -1).map((line) => `${line}\n`)
+      expect([...lines].sort()).toEqual([...many].sort())
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
 })

@@ -213,24 +213,20 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           Rollout.stream(config, rows, { until }).pipe(
             // The groups of each chunk the run hands over are written in one write (each group
             // whole), at once: a chunk holds what came while the last write was under way, so
-            // writes batch by themselves when groups come fast. Each group is encoded as it comes
-            // (bytes, outside the JavaScript heap), not kept as records. `groupedWithin(256, 200 ms)`
+            // writes batch by themselves when groups come fast. `groupedWithin(256, 200 ms)`
             // batched here before: without it the 4000x8 job took 0.79x the CPU (BENCHMARKS.md,
             // workload 10, "Per-turn work").
-            Stream.runForEachChunk((items) => {
-              const encoded: Array<Uint8Array> = []
-              return Effect.zipRight(
+            Stream.runForEachChunk((items) =>
+              Effect.zipRight(
                 Effect.forEach(items, (item) => {
                   accumulator.add(item)
                   if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
                   if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-                  const bytes = writer.encode(item)
-                  if (bytes !== undefined) encoded.push(bytes)
                   return drift.add(item)
                 }, { discard: true }),
-                Effect.suspend(() => Effect.mapError(writer.writeEncoded(encoded), outputError))
+                Effect.suspend(() => Effect.mapError(writer.write(items), outputError))
               )
-            })
+            )
           )
         )
         const { outcome } = run
