@@ -12,7 +12,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import type { NodeContext } from "@effect/platform-node"
 import { Cause, Console, Context, Effect, Logger } from "effect"
 import { normalizeArgv } from "./argv.js"
-import { ExitCode, Signals, version } from "./common.js"
+import { ExitCode, OptionError, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
@@ -40,6 +40,19 @@ const command = Command.make("effect-gym").pipe(
 const cli = Command.run(command, { name: "effect-gym", version: version() })
 
 /**
+ * `--wizard` asks its questions on stdin; on one that is not a terminal (a pipe, /dev/null, a
+ * closed stdin in CI) @effect/cli's prompt waited forever at end of input. Refused instead.
+ */
+const wizardWithoutTerminal = (argv: ReadonlyArray<string>, terminal: boolean): OptionError | undefined =>
+  !terminal && argv.slice(2).includes("--wizard")
+    ? new OptionError({
+      option: "--wizard",
+      detail: "asks its questions on a terminal, and stdin is not one: run it in a terminal, or give the options " +
+        "on the command line (`effect-gym COMMAND --help` lists them)"
+    })
+    : undefined
+
+/**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the
  * exit code. Errors, warnings and logs go to stderr; stdout carries only what a command prints as
  * its result. `onExitCode` hears every code a command sets, also one set while it is being
@@ -62,7 +75,7 @@ export const main = (
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     signals === undefined ? effect : Effect.provideService(effect, Signals, signals)
   // a coordinator's option given to a runner: named, not "unknown argument"
-  const refused = RunnerCommand.refusedOption(argv)
+  const refused = RunnerCommand.refusedOption(argv) ?? wizardWithoutTerminal(argv, process.stdin.isTTY === true)
   return (refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {
