@@ -55,16 +55,46 @@ describe("the launcher's code cache", () => {
     expect(fs.existsSync(cacheFile)).toBe(false)
     expect(run(["envs"])).toEqual(expected)
     expect(valid()).toBe(true)
+    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs"])
     const written = fs.readFileSync(cacheFile)
-    // warm: the same output, for another command too, and the cache is left as it is
+    // warm: the same output, and the cache is left as it is for a command it names
     expect(run(["envs"])).toEqual(expected)
+    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+    // other commands: the same output; each one's first run adds it to the cache
     expect(run(["--help"])).toEqual(without(["--help"]))
     expect(run(["dataset", "--help"])).toEqual(without(["dataset", "--help"]))
+    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs", "", "dataset"])
+    const all = fs.readFileSync(cacheFile)
     // the bundle's import() (a plugin) works from a cached script
     const withPlugin = without(["envs", "--plugin", plugin])
     expect(withPlugin.code).toBe(0)
     expect(run(["envs", "--plugin", plugin])).toEqual(withPlugin)
-    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+    expect(fs.readFileSync(cacheFile).equals(all)).toBe(true)
+  }, 120_000)
+
+  it("a cache made by --help gets run's code at run's first run (it held none of the engine), then stays", () => {
+    const dataset = path.join(copy, "rows.jsonl")
+    fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
+    const job = ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
+    expect(run(["--help"]).code).toBe(0)
+    const help = fs.readFileSync(cacheFile)
+    expect(readCache(cacheFile, sourceHash())?.commands).toEqual([""])
+    expect(run(job).code).toBe(0)
+    const both = fs.readFileSync(cacheFile)
+    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["", "run"])
+    expect(both.length).toBeGreaterThan(help.length + 100_000)
+    expect(run(job).code).toBe(0)
+    expect(fs.readFileSync(cacheFile).equals(both)).toBe(true)
+    // a cache naming as many commands as it may is not written again for one more
+    const newline = both.indexOf(10)
+    const header = JSON.parse(both.subarray(0, newline).toString("utf8")) as Record<string, unknown>
+    const full = Buffer.concat([
+      Buffer.from(JSON.stringify({ ...header, commands: Array.from({ length: 16 }, (_, i) => `c${i}`) }) + "\n"),
+      both.subarray(newline + 1)
+    ])
+    fs.writeFileSync(cacheFile, full)
+    expect(run(["envs"]).code).toBe(0)
+    expect(fs.readFileSync(cacheFile).equals(full)).toBe(true)
   }, 120_000)
 
   it("a corrupt cache is ignored and rewritten: flipped payload bytes, a cut file, no header, garbage", () => {

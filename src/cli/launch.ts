@@ -5,6 +5,9 @@
  * as the process exits, writes the compiled code (the bundle's top level and every function that ran)
  * to dist/bundle/cli.cjs.cache; later runs load it instead of parsing and compiling 3 MB of
  * JavaScript, which is most of a command's start-up (bench/workloads/startup.ts, BENCHMARKS.md).
+ * The cache names the commands whose runs made it (`run`, `envs`, "" for the top level): the first
+ * run of a command it does not name writes it again at exit, holding what that command compiled as
+ * well (the cache a `--help` made held none of `run`'s engine).
  *
  * The cache is only ever an optimisation:
  * - it is used only when it was made from this exact bundle (its SHA-256), by this Node version on
@@ -32,16 +35,38 @@ interface Header {
   readonly node: string
   readonly arch: string
   readonly payload: string
+  /** The commands whose runs compiled what the cache holds (absent: none known). */
+  readonly commands?: ReadonlyArray<string>
+}
+
+/** What a usable cache holds: its payload, and the commands that made it. */
+export interface Cache {
+  readonly payload: Buffer
+  readonly commands: ReadonlyArray<string>
+}
+
+/** The most commands a cache names: past them, a new command does not write it again. */
+const MAX_COMMANDS = 16
+
+/**
+ * The command of a command line (`process.argv`): its first word after the script when that is a
+ * command's name (`run`, `check-env`), else "" (the top level: `--help`, `--version`, a typo's
+ * flags).
+ */
+export const commandOf = (argv: ReadonlyArray<string>): string => {
+  const word = argv[2]
+  return word !== undefined && /^[a-z][a-z-]{0,31}$/.test(word) ? word : ""
 }
 
 const sha256 = (data: string | Uint8Array): string => crypto.createHash("sha256").update(data).digest("hex")
 
-const headerFor = (sourceHash: string, payload: Uint8Array): Header => ({
+const headerFor = (sourceHash: string, payload: Uint8Array, commands: ReadonlyArray<string>): Header => ({
   format: 1,
   source: sourceHash,
   node: process.version,
   arch: process.arch,
-  payload: sha256(payload)
+  payload: sha256(payload),
+  commands
 })
 
 /** Bigger than any cache of this bundle (about 1.7 MB): a file this big is not one, and is not read. */
@@ -82,7 +107,7 @@ const readRegularFile = (file: string, max: number): Buffer | undefined => {
  * The cached code in `file` if it was made from the source with this hash by this Node version on
  * this architecture and its payload is intact; else `undefined`.
  */
-export const readCache = (file: string, sourceHash: string): Buffer | undefined => {
+export const readCache = (file: string, sourceHash: string): Cache | undefined => {
   const data = readRegularFile(file, MAX_CACHE_BYTES)
   if (data === undefined) return undefined
   const newline = data.indexOf(10)
@@ -92,17 +117,19 @@ export const readCache = (file: string, sourceHash: string): Buffer | undefined 
     const payload = data.subarray(newline + 1)
     const ok = header.format === 1 && header.source === sourceHash && header.node === process.version &&
       header.arch === process.arch && header.payload === sha256(payload)
-    return ok ? payload : undefined
+    if (!ok) return undefined
+    const commands = Array.isArray(header.commands) ? header.commands.filter((c): c is string => typeof c === "string") : []
+    return { payload, commands }
   } catch {
     return undefined
   }
 }
 
 /** Writes the cache atomically; gives up silently (read-only installation, full disk). */
-const writeCache = (file: string, sourceHash: string, payload: Uint8Array): void => {
+const writeCache = (file: string, sourceHash: string, payload: Uint8Array, commands: ReadonlyArray<string>): void => {
   const temporary = `${file}.${process.pid}.tmp`
   try {
-    fs.writeFileSync(temporary, JSON.stringify(headerFor(sourceHash, payload)) + "\n")
+    fs.writeFileSync(temporary, JSON.stringify(headerFor(sourceHash, payload, commands)) + "\n")
     fs.appendFileSync(temporary, payload)
     fs.renameSync(temporary, file)
   } catch {
@@ -125,23 +152,27 @@ const writable = (dir: string): boolean => {
 
 /**
  * Runs the CommonJS bundle `bundle` (with its code cache at `${bundle}.cache` unless `cache` is
- * false), as Node would run it with `require`.
+ * false), as Node would run it with `require`, for the command `command` (see {@link commandOf}).
  */
-export const launch = (bundle: string, cache: boolean): void => {
+export const launch = (bundle: string, cache: boolean, command = ""): void => {
   const text = fs.readFileSync(bundle, "utf8")
   const sourceHash = sha256(text)
   const cacheFile = `${bundle}.cache`
-  const cachedData = cache ? readCache(cacheFile, sourceHash) : undefined
+  const found = cache ? readCache(cacheFile, sourceHash) : undefined
   const script = new vm.Script(
     `(function (exports, require, module, __filename, __dirname, __effectGymImport) {${text}\n})`,
-    { filename: bundle, cachedData }
+    { filename: bundle, cachedData: found?.payload }
   )
-  if (cache && (cachedData === undefined || script.cachedDataRejected === true) && writable(path.dirname(bundle))) {
-    // At exit, so that the cache holds every function the command compiled, not just the top level.
+  const used = found !== undefined && script.cachedDataRejected !== true
+  const commands = used ? found.commands : []
+  const missing = !commands.includes(command) && commands.length < MAX_COMMANDS
+  if (cache && (!used || missing) && writable(path.dirname(bundle))) {
+    // At exit, so that the cache holds every function the command compiled, not just the top level
+    // (and, from a cache it used, what the commands before it compiled).
     process.once("exit", () => {
       // (a throw here would change the command's exit code: the cache is never worth that)
       try {
-        writeCache(cacheFile, sourceHash, script.createCachedData())
+        writeCache(cacheFile, sourceHash, script.createCachedData(), missing ? [...commands, command] : commands)
       } catch {
         // no cache this time
       }
@@ -168,6 +199,6 @@ export const launch = (bundle: string, cache: boolean): void => {
 export const main = async (): Promise<void> => {
   const dir = path.dirname(fileURLToPath(import.meta.url))
   const bundle = path.join(dir, "cli.cjs")
-  if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off")
+  if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off", commandOf(process.argv))
   else await import(pathToFileURL(path.join(dir, "bin.js")).href)
 }
