@@ -326,7 +326,17 @@ interface Board {
   readonly spaced: ReadonlyArray<string>
   readonly startRow: number
   readonly startCol: number
+  /** The board's text with the player at each cell (row * size + col), made when first shown; only for small boards (see {@link VIEWS_UP_TO}). */
+  readonly views: Array<string | undefined> | undefined
 }
+
+/**
+ * Boards up to this size keep the text of each player position once made: the 8 generations of a
+ * row share a board, and a 4x4 one has 16 positions, so most turns find their text made (a turn
+ * built it from a fresh array, slices and a join before). A 8x8 board keeps at most 64 texts of 127
+ * characters; bigger boards render each time (a 100x100 one would keep 10,000 texts of 20 KB).
+ */
+const VIEWS_UP_TO = 8
 
 /**
  * The map of one (size, p, seed): its search while it runs, then its board or its failure. Entries
@@ -395,7 +405,8 @@ const makeBoard = (grid: ReadonlyArray<string>): Board => {
       break
     }
   }
-  return { grid, spaced: grid.map((line) => line.split("").join(" ")), startRow, startCol }
+  const views = grid.length <= VIEWS_UP_TO ? new Array<string | undefined>(grid.length * grid.length).fill(undefined) : undefined
+  return { grid, spaced: grid.map((line) => line.split("").join(" ")), startRow, startCol, views }
 }
 
 /**
@@ -410,19 +421,30 @@ const observe = (
   head: ReadonlyArray<string>,
   tail: ReadonlyArray<string>
 ): string => {
-  const lines: Array<string> = []
-  for (let i = 0; i < head.length; i++) lines.push(head[i])
+  const view = boardView(board, row, col)
+  const text = head.length === 0 ? view : `${head.length === 1 ? head[0] : head.join("\n")}\n${view}`
+  return tail.length === 0 ? text : `${text}\n${tail.length === 1 ? tail[0] : tail.join("\n")}`
+}
+
+/** The board's rows (spaced) with the player's cell marked, joined by newlines. */
+const boardView = (board: Board, row: number, col: number): string => {
+  const views = board.views
+  const at = row * board.grid.length + col
+  const kept = views?.[at]
+  if (kept !== undefined) return kept
   const spaced = board.spaced
+  let text = ""
   for (let r = 0; r < spaced.length; r++) {
+    if (r > 0) text += "\n"
     if (r === row) {
       const line = spaced[r]
-      lines.push(line.slice(0, 2 * col) + (board.grid[r][col] === "G" ? "*" : "P") + line.slice(2 * col + 1))
+      text += line.slice(0, 2 * col) + (board.grid[r][col] === "G" ? "*" : "P") + line.slice(2 * col + 1)
     } else {
-      lines.push(spaced[r])
+      text += spaced[r]
     }
   }
-  for (let i = 0; i < tail.length; i++) lines.push(tail[i])
-  return lines.join("\n")
+  if (views !== undefined) views[at] = text
+  return text
 }
 
 const NONE: ReadonlyArray<string> = []
