@@ -536,12 +536,19 @@ export const open = (
     // new Uint8Array per write cost about 80 us per group of 8 FrozenLake lines (20 KB: the
     // allocation, not the copy), and encoding a chunk's text made of hundreds of groups at once
     // cost 5 us per KB (the flattening of one huge concatenation), against 1 us per KB for a
-    // group at a time (BENCHMARKS.md, workload 10). A write that finds the buffer in use (another
-    // fiber's write under way), or one interrupted while the file's write may still read it, does
-    // not reuse it.
+    // group at a time (BENCHMARKS.md, workload 10). A write that finds the buffer in use (a
+    // write that threw while encoding lost it) allocates its own.
+    //
+    // One write at a time, and a write once begun is not interrupted: the file writes at a
+    // position it counts itself, and an interrupted write went on in the OS without being counted
+    // (the next write, at the old position, was overwritten by it, or cut into it: a torn line in
+    // the middle of the log; and the buffer was still read by it), and a write that failed half
+    // way cut the file back to `size` after another fiber's write had gone on past its bytes
+    // (that write lost while counted in `size`: a later cut-back extended the file with zeros).
     let kept: Uint8Array | undefined = new Uint8Array(INITIAL_BYTES)
+    const lock = yield* Effect.makeSemaphore(1)
     const writeTexts = (each: (add: (text: string) => void) => void): Effect.Effect<void, PlatformError> =>
-      Effect.suspend(() => {
+      lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
         let buffer = kept ?? new Uint8Array(INITIAL_BYTES)
         kept = undefined
         let length = 0
@@ -555,12 +562,13 @@ export const open = (
           }
           length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
         })
+        const reused = buffer.length <= REUSED_BYTES ? buffer : undefined
         if (length === 0) {
-          kept = buffer
+          kept = reused
           return Effect.void
         }
-        return writeBytes(buffer.subarray(0, length), buffer.length <= REUSED_BYTES ? buffer : undefined)
-      })
+        return writeBytes(buffer.subarray(0, length), reused)
+      })))
     const writeBytes = (bytes: Uint8Array, buffer: Uint8Array | undefined): Effect.Effect<void, PlatformError> => {
       dirty = true
       return file.writeAll(bytes).pipe(
