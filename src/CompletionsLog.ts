@@ -552,15 +552,29 @@ export const open = (
         let buffer = kept ?? new Uint8Array(INITIAL_BYTES)
         kept = undefined
         let length = 0
+        const grow = (to: number) => {
+          const grown = new Uint8Array(to)
+          grown.set(buffer.subarray(0, length))
+          buffer = grown
+        }
         each((text) => {
-          // at most 3 bytes of UTF-8 per UTF-16 code unit
-          const bound = length + text.length * 3
-          if (bound > buffer.length) {
-            const grown = new Uint8Array(Math.max(bound, buffer.length * 2))
-            grown.set(buffer.subarray(0, length))
-            buffer = grown
+          // at most 3 bytes of UTF-8 per UTF-16 code unit: a text that fits so is encoded at once
+          if (length + text.length * 3 <= buffer.length) {
+            length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
+            return
           }
-          length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
+          // else grown for what it needs (not 3 bytes per code unit up front: an ASCII text of
+          // 100 MB took a buffer of 300 MB), in pieces: encodeInto stops before a character that
+          // does not fit, never inside a surrogate pair
+          let rest = text
+          if (length + rest.length > buffer.length) grow(Math.max(length + rest.length, Math.min(buffer.length * 2, REUSED_BYTES)))
+          for (;;) {
+            const { read, written } = encoder.encodeInto(rest, buffer.subarray(length))
+            length += written
+            if (read === rest.length) return
+            rest = rest.slice(read)
+            grow(Math.max(length + rest.length * 3, Math.min(buffer.length * 2, REUSED_BYTES)))
+          }
         })
         const reused = buffer.length <= REUSED_BYTES ? buffer : undefined
         if (length === 0) {

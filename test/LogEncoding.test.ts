@@ -593,6 +593,40 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       expect(Buffer.compare(fs.readFileSync(file), Buffer.from(new TextEncoder().encode(expected)))).toBe(0)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.effect("texts past what the buffer holds, with astral, CJK and lone surrogates where a piece ends: what TextEncoder makes, and a buffer about the size of the bytes (an ASCII text took 3 bytes per character up front)", () =>
+    Effect.gen(function*() {
+      const written: Array<Uint8Array> = []
+      let largest = 0
+      const file = {
+        [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+        stat: Effect.sync(() => ({ size: FileSystem.Size(0) })),
+        sync: Effect.void,
+        truncate: () => Effect.void,
+        writeAll: (bytes: Uint8Array) =>
+          Effect.sync(() => {
+            written.push(bytes.slice())
+            largest = Math.max(largest, bytes.buffer.byteLength)
+          })
+      } as unknown as FileSystem.File
+      const layer = FileSystem.layerNoop({ open: () => Effect.succeed(file) })
+      const texts: Array<string> = []
+      for (const k of [65_535, 65_536, 65_537, 65_534, 131_071, 200_000]) {
+        texts.push(`${"a".repeat(k)}🎲${"雪".repeat(30_000)}\ud800|\udc00${"b".repeat(1000)}😀\n`)
+        texts.push(`${"雪".repeat(k)}🎲\ud83c\n`)
+      }
+      texts.push(`${"c".repeat(20_000_000)}\n`)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open("log.jsonl")
+        for (const text of texts) {
+          largest = 0
+          yield* writer.writeText(text)
+          const bytes = new TextEncoder().encode(text)
+          expect(Buffer.compare(Buffer.from(written.at(-1)!), Buffer.from(bytes)), `${text.length} code units`).toBe(0)
+          if (text.length > 1_000_000) expect(largest).toBeLessThan(bytes.length * 1.1)
+        }
+      })).pipe(Effect.provide(layer))
+    }))
+
   it.scoped("items whose iteration throws half way: the write dies, the next writes are whole", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")
