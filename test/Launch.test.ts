@@ -282,6 +282,12 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
     expect(of("run", "--", "--help")).toBe("run")
     for (const word of ["../x", "a".repeat(33), "ränn", "RUN", "run\n", "run/..", "", "-", "--help", "1run", "\u0000"]) expect(of(word), JSON.stringify(word)).toBe("")
     expect(of()).toBe("")
+    // a --log-level before the command (@effect/cli takes it there too)
+    expect(of("--log-level", "debug", "run", "--dataset", "x")).toBe("run")
+    expect(of("--log-level=debug", "envs")).toBe("envs")
+    expect(of("--log-level", "debug", "run", "--help")).toBe("")
+    expect(of("--log-level")).toBe("")
+    expect(of("--log-level", "debug")).toBe("")
   })
 
   it("run --help first: the cache names the top level, and run's first real run adds run's code (+100 KB) (it named run, and never got its engine)", () => {

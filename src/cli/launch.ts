@@ -49,17 +49,21 @@ export interface Cache {
 const MAX_COMMANDS = 16
 
 /**
- * The command of a command line (`process.argv`): its first word after the script when that is a
- * command's name (`run`, `check-env`), else "" (the top level: `--help`, `--version`, a typo's
+ * The command of a command line (`process.argv`): its first word after the script (and after a
+ * `--log-level`) when that is a command's name (`run`, `check-env`), else "" (the top level: `--help`, `--version`, a typo's
  * flags). A command line that asks for a built-in of the command line's instead of the command
  * (`run --help`, `envs --version`, `--wizard`, `--completions`) is the top level's too: such a
  * run compiles what `--help` compiles, none of the command (`run --help` named `run` in the cache,
  * and `run`'s engine was never added to it).
  */
 export const commandOf = (argv: ReadonlyArray<string>): string => {
-  const word = argv[2]
+  // (past a --log-level before the command: `--log-level debug run` was the top level's, and a
+  // cache naming it never got run's engine)
+  let at = 2
+  while (at < argv.length && (argv[at] === "--log-level" || argv[at].startsWith("--log-level="))) at += argv[at] === "--log-level" ? 2 : 1
+  const word = argv[at]
   if (word === undefined || !/^[a-z][a-z-]{0,31}$/.test(word)) return ""
-  for (let i = 3; i < argv.length; i++) {
+  for (let i = at + 1; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === "--") break
     if (BUILT_INS.has(arg) || arg.startsWith("--wizard=") || arg.startsWith("--completions=")) return ""
