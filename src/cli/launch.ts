@@ -50,8 +50,8 @@ const MAX_COMMANDS = 16
 
 /**
  * The command of a command line (`process.argv`): its first word after the script (and after a
- * `--log-level`) when that is a command's name (`run`, `check-env`), else "" (the top level: `--help`, `--version`, a typo's
- * flags). A command line that asks for a built-in of the command line's instead of the command
+ * `--log-level`) when that is a command's name (`run`, `check-env`), else "" (the top level:
+ * `--help`, `--version`, a typo's flags). A command line that asks for a built-in of the command line's instead of the command
  * (`run --help`, `envs --version`, `--wizard`, `--completions`) is the top level's too: such a
  * run compiles what `--help` compiles, none of the command (`run --help` named `run` in the cache,
  * and `run`'s engine was never added to it).
