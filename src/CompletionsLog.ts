@@ -536,31 +536,53 @@ export const open = (
     // new Uint8Array per write cost about 80 us per group of 8 FrozenLake lines (20 KB: the
     // allocation, not the copy), and encoding a chunk's text made of hundreds of groups at once
     // cost 5 us per KB (the flattening of one huge concatenation), against 1 us per KB for a
-    // group at a time (BENCHMARKS.md, workload 10). A write that finds the buffer in use (another
-    // fiber's write under way), or one interrupted while the file's write may still read it, does
-    // not reuse it.
+    // group at a time (BENCHMARKS.md, workload 10). A write that finds the buffer in use (a
+    // write that threw while encoding lost it) allocates its own.
+    //
+    // One write at a time, and a write once begun is not interrupted: the file writes at a
+    // position it counts itself, and an interrupted write went on in the OS without being counted
+    // (the next write, at the old position, was overwritten by it, or cut into it: a torn line in
+    // the middle of the log; and the buffer was still read by it), and a write that failed half
+    // way cut the file back to `size` after another fiber's write had gone on past its bytes
+    // (that write lost while counted in `size`: a later cut-back extended the file with zeros).
     let kept: Uint8Array | undefined = new Uint8Array(INITIAL_BYTES)
+    const lock = yield* Effect.makeSemaphore(1)
     const writeTexts = (each: (add: (text: string) => void) => void): Effect.Effect<void, PlatformError> =>
-      Effect.suspend(() => {
+      lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
         let buffer = kept ?? new Uint8Array(INITIAL_BYTES)
         kept = undefined
         let length = 0
+        const grow = (to: number) => {
+          const grown = new Uint8Array(to)
+          grown.set(buffer.subarray(0, length))
+          buffer = grown
+        }
         each((text) => {
-          // at most 3 bytes of UTF-8 per UTF-16 code unit
-          const bound = length + text.length * 3
-          if (bound > buffer.length) {
-            const grown = new Uint8Array(Math.max(bound, buffer.length * 2))
-            grown.set(buffer.subarray(0, length))
-            buffer = grown
+          // at most 3 bytes of UTF-8 per UTF-16 code unit: a text that fits so is encoded at once
+          if (length + text.length * 3 <= buffer.length) {
+            length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
+            return
           }
-          length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
+          // else grown for what it needs (not 3 bytes per code unit up front: an ASCII text of
+          // 100 MB took a buffer of 300 MB), in pieces: encodeInto stops before a character that
+          // does not fit, never inside a surrogate pair
+          let rest = text
+          if (length + rest.length > buffer.length) grow(Math.max(length + rest.length, Math.min(buffer.length * 2, REUSED_BYTES)))
+          for (;;) {
+            const { read, written } = encoder.encodeInto(rest, buffer.subarray(length))
+            length += written
+            if (read === rest.length) return
+            rest = rest.slice(read)
+            grow(Math.max(length + rest.length * 3, Math.min(buffer.length * 2, REUSED_BYTES)))
+          }
         })
+        const reused = buffer.length <= REUSED_BYTES ? buffer : undefined
         if (length === 0) {
-          kept = buffer
+          kept = reused
           return Effect.void
         }
-        return writeBytes(buffer.subarray(0, length), buffer.length <= REUSED_BYTES ? buffer : undefined)
-      })
+        return writeBytes(buffer.subarray(0, length), reused)
+      })))
     const writeBytes = (bytes: Uint8Array, buffer: Uint8Array | undefined): Effect.Effect<void, PlatformError> => {
       dirty = true
       return file.writeAll(bytes).pipe(

@@ -10,7 +10,7 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { readCache } from "../src/cli/launch.js"
+import { commandOf, readCache } from "../src/cli/launch.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
@@ -62,7 +62,10 @@ describe("the launcher's code cache", () => {
     expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
     // other commands: the same output; each one's first run adds it to the cache
     expect(run(["--help"])).toEqual(without(["--help"]))
+    // (a command's --help is the top level's: it compiles none of the command; hostile pass)
     expect(run(["dataset", "--help"])).toEqual(without(["dataset", "--help"]))
+    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs", ""])
+    expect(run(["dataset", "frozen-lake", "--rows", "3"])).toEqual(without(["dataset", "frozen-lake", "--rows", "3"]))
     expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs", "", "dataset"])
     const all = fs.readFileSync(cacheFile)
     // the bundle's import() (a plugin) works from a cached script
@@ -249,4 +252,158 @@ describe("the launcher's code cache", () => {
     const lines = fs.readFileSync(bundle, "utf8").split("\n")
     expect(Math.max(...lines.map((line) => line.length))).toBeLessThan(2_000)
   })
+})
+
+
+describe("the launcher's code cache, hostile: which runs name their command", () => {
+  const commands = () => readCache(cacheFile, sourceHash())?.commands
+  const job = () => {
+    const dataset = path.join(copy, "rows.jsonl")
+    fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
+    return ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
+  }
+  /** The valid cache on disk with its header's `commands` replaced. */
+  const withCommands = (value: unknown): Buffer => {
+    const data = fs.readFileSync(cacheFile)
+    const newline = data.indexOf(10)
+    const header = JSON.parse(data.subarray(0, newline).toString("utf8")) as Record<string, unknown>
+    return Buffer.concat([Buffer.from(JSON.stringify({ ...header, commands: value }) + "\n"), data.subarray(newline + 1)])
+  }
+  const tmpFiles = () => fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))
+
+  it("commandOf: a command's built-ins (--help, -h, --version, --wizard, --completions) are the top level's; odd words are \"\"", () => {
+    const of = (...args: Array<string>) => commandOf(["node", "bin", ...args])
+    expect(of("run", "--dataset", "x")).toBe("run")
+    expect(of("check-env", "frozen_lake")).toBe("check-env")
+    for (const args of [["run", "--help"], ["run", "-h"], ["envs", "--version"], ["run", "--wizard"], ["run", "--wizard=true"], ["envs", "--completions", "bash"], ["openenv", "serve", "--help"]]) {
+      expect(of(...args), args.join(" ")).toBe("")
+    }
+    // after --, words are the command's arguments
+    expect(of("run", "--", "--help")).toBe("run")
+    for (const word of ["../x", "a".repeat(33), "ränn", "RUN", "run\n", "run/..", "", "-", "--help", "1run", "\u0000"]) expect(of(word), JSON.stringify(word)).toBe("")
+    expect(of()).toBe("")
+    // a --log-level before the command (@effect/cli takes it there too)
+    expect(of("--log-level", "debug", "run", "--dataset", "x")).toBe("run")
+    expect(of("--log-level=debug", "envs")).toBe("envs")
+    expect(of("--log-level", "debug", "run", "--help")).toBe("")
+    expect(of("--log-level")).toBe("")
+    expect(of("--log-level", "debug")).toBe("")
+  })
+
+  it("run --help first: the cache names the top level, and run's first real run adds run's code (+100 KB) (it named run, and never got its engine)", () => {
+    expect(run(["run", "--help"]).code).toBe(0)
+    expect(commands()).toEqual([""])
+    const help = fs.readFileSync(cacheFile).length
+    expect(run(job()).code).toBe(0)
+    expect(commands()).toEqual(["", "run"])
+    expect(fs.readFileSync(cacheFile).length).toBeGreaterThan(help + 100_000)
+  }, 120_000)
+
+  it("a run refused at its options (exit 2) or a typo names nothing: written where there was no cache, else left; the next run that goes through is named", () => {
+    expect(run(["run", "--bogus"]).code).toBe(2)
+    expect(valid()).toBe(true)
+    expect(commands()).toEqual([])
+    const refused = fs.readFileSync(cacheFile)
+    for (const typo of [["rnu"], ["../x"], ["envs", "--no-such-option"]]) {
+      expect(run(typo).code, typo.join(" ")).toBe(2)
+      expect(fs.readFileSync(cacheFile).equals(refused), typo.join(" ")).toBe(true)
+    }
+    expect(run(job()).code).toBe(0)
+    expect(commands()).toEqual(["run"])
+    expect(fs.readFileSync(cacheFile).length).toBeGreaterThan(refused.length + 100_000)
+    expect(tmpFiles()).toEqual([])
+  }, 120_000)
+
+  it("a run stopped by SIGINT does not name run; one killed by SIGKILL writes nothing, leaves no temporary file", async () => {
+    const fifo = path.join(copy, "rows.fifo")
+    if (spawnSync("mkfifo", [fifo]).status !== 0) return
+    // a run that waits for rows: its dataset a FIFO that gives one row, then stays open
+    const stopped = (signal: NodeJS.Signals) =>
+      new Promise<number | null>((resolve) => {
+        const writer = spawn("sh", ["-c", `{ printf '%s\\n' '{"env_config":{"seed":1}}'; exec sleep 60; } > '${fifo}'`], { detached: true })
+        const child = spawn(process.execPath, [
+          path.join(copy, "bin/effect-gym.js"), "run", "--dataset", fifo, "--gym-env", "frozen_lake", "--policy", "random",
+          "--output", path.join(copy, "out.jsonl"), "--overwrite"
+        ], { cwd: copy })
+        let stderr = ""
+        child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
+        const endRows = () => {
+          try {
+            process.kill(-writer.pid!, "SIGKILL")
+          } catch {
+            // gone
+          }
+        }
+        // (the rows end soon after the signal: a run stopped by SIGINT waits for its dataset's
+        // read, which on a FIFO kept open waits for the writer)
+        const timer = setTimeout(() => {
+          child.kill(signal)
+          setTimeout(endRows, 500)
+        }, 4_000)
+        child.on("close", (code) => {
+          clearTimeout(timer)
+          endRows()
+          resolve(code)
+        })
+      })
+    expect(await stopped("SIGKILL")).toBeNull()
+    expect(fs.existsSync(cacheFile)).toBe(false)
+    expect(tmpFiles()).toEqual([])
+    expect(await stopped("SIGINT")).toBe(130)
+    expect(valid()).toBe(true)
+    expect(commands()).toEqual([])
+    expect(run(job()).code).toBe(0)
+    expect(commands()).toEqual(["run"])
+  }, 120_000)
+
+  it("a header whose commands are not a list, hold other things, repeat one name or are huge: the command line runs as without it, and the cache ends valid", () => {
+    const expected = without(["envs"])
+    expect(run(["--help"]).code).toBe(0)
+    const huge = Array.from({ length: 100_000 }, (_, i) => `c${i}`)
+    const cases: Array<[unknown, ReadonlyArray<string>]> = [
+      ["envs", ["envs"]],
+      [{ 0: "envs", length: 1 }, ["envs"]],
+      [42, ["envs"]],
+      [null, ["envs"]],
+      [[1, null, {}, ["x"], "dataset"], ["dataset", "envs"]],
+      [["x".repeat(1_000_000)], ["envs"]],
+      // 16 times one name: one name (it kept every command from being added)
+      [Array.from({ length: 16 }, () => "x"), ["x", "envs"]],
+      [huge, huge.slice(0, 16)]
+    ]
+    for (const [value, after] of cases) {
+      fs.writeFileSync(cacheFile, withCommands(value))
+      expect(run(["envs"]), JSON.stringify(value).slice(0, 60)).toEqual(expected)
+      expect(valid()).toBe(true)
+      expect(commands(), JSON.stringify(value).slice(0, 60)).toEqual(after)
+      expect(fs.statSync(cacheFile).size).toBeLessThan(8 * 1024 * 1024)
+    }
+    expect(tmpFiles()).toEqual([])
+  }, 120_000)
+
+  it("two commands starting at once from a cache naming neither: both run, one valid cache naming what its writer ran, no temporary files", async () => {
+    const once = (args: ReadonlyArray<string>) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [path.join(copy, "bin/effect-gym.js"), ...args], { cwd: copy })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.on("data", (chunk) => void (stdout += String(chunk)))
+        child.stderr.on("data", (chunk) => void (stderr += String(chunk)))
+        child.on("close", (code) => resolve({ code, stdout, stderr }))
+      })
+    const envs = without(["envs"])
+    const rows = ["dataset", "frozen-lake", "--rows", "3"]
+    const dataset = without(rows)
+    expect(run(["--help"]).code).toBe(0)
+    for (let round = 0; round < 2; round++) {
+      const [a, b] = await Promise.all([once(["envs"]), once(rows)])
+      expect(a).toEqual(envs)
+      expect(b).toEqual(dataset)
+      expect(valid()).toBe(true)
+      const named = commands()!
+      // the last writer's: its own and what the cache it started from named (never a name whose code it does not hold)
+      expect([["", "envs"], ["", "dataset"], ["", "envs", "dataset"], ["", "dataset", "envs"]]).toContainEqual(named)
+      expect(tmpFiles()).toEqual([])
+    }
+  }, 120_000)
 })

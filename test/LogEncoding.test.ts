@@ -8,7 +8,7 @@ import { FileSystem } from "@effect/platform"
 import { NodeFileSystem } from "@effect/platform-node"
 import { SystemError } from "@effect/platform/Error"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc } from "effect"
+import { Cause, Effect, Fiber, FastCheck as fc } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
@@ -414,5 +414,235 @@ describe("the writer's kept buffer: every write's bytes, whatever came before or
       }))
       const lines = fs.readFileSync(file, "utf8").split("\n").slice(0, -1).map((line) => `${line}\n`)
       expect([...lines].sort()).toEqual([...many].sort())
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
+
+
+describe("the writer's kept buffer, hostile: interruptions, concurrency, full disks", () => {
+  /**
+   * A file as Node's: it writes at a position it counts itself (advanced when a write completes),
+   * one write at a time, and reads a write's bytes only when the OS gets to it (a timer here),
+   * whether or not the fiber that asked was interrupted meanwhile. `failAt`: those writes (1-based)
+   * write half their bytes and fail (a full disk). `truncate` past the end fills with zeros.
+   */
+  const nodeLikeFile = (...failAt: Array<number>) => {
+    let bytes = new Uint8Array(0)
+    let position = 0
+    let writes = 0
+    const semaphore = Effect.unsafeMakeSemaphore(1)
+    const put = (more: Uint8Array, at: number) => {
+      if (at + more.length > bytes.length) {
+        const next = new Uint8Array(at + more.length)
+        next.set(bytes)
+        bytes = next
+      }
+      bytes.set(more, at)
+    }
+    const file = {
+      [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+      stat: Effect.sync(() => ({ size: FileSystem.Size(bytes.length) })),
+      sync: Effect.void,
+      truncate: (length?: FileSystem.SizeInput) =>
+        semaphore.withPermits(1)(Effect.sync(() => {
+          const len = Number(length ?? 0)
+          const next = new Uint8Array(len)
+          next.set(bytes.subarray(0, Math.min(len, bytes.length)))
+          bytes = next
+          position = Math.min(position, len)
+        })),
+      writeAll: (buffer: Uint8Array) =>
+        semaphore.withPermits(1)(Effect.suspend(() => {
+          const at = position
+          const failing = failAt.includes(++writes)
+          return Effect.async<number, SystemError>((resume) => {
+            // no canceller: an interrupted write goes on, as the OS's
+            setTimeout(() => {
+              if (failing) {
+                put(buffer.slice(0, Math.floor(buffer.length / 2)), at)
+                resume(Effect.fail(new SystemError({ reason: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC" })))
+              } else {
+                put(buffer.slice(), at)
+                resume(Effect.succeed(buffer.length))
+              }
+            }, 5)
+          }).pipe(Effect.map((n) => void (position += n)))
+        }))
+    } as unknown as FileSystem.File
+    const layer = FileSystem.layerNoop({ open: () => Effect.succeed(file) })
+    return { layer, bytes: () => bytes, text: () => new TextDecoder().decode(bytes) }
+  }
+  /** The log's lines, each with its newline; the text after the last newline (a torn line) too, when there is one. */
+  const linesOf = (text: string) => text.split(/(?<=\n)/)
+
+  it.effect("a write interrupted while the file writes it, then more writes: nothing overwritten, no torn line", () =>
+    Effect.gen(function*() {
+      const big = `${"b".repeat(200_000)}\n`
+      for (const yields of [0, 1, 2, 5]) {
+        const fake = nodeLikeFile()
+        yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open("log.jsonl")
+          yield* writer.writeText("first\n")
+          const fiber = yield* Effect.fork(writer.writeText(big))
+          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+          yield* Fiber.interrupt(fiber)
+          yield* writer.writeText("after\n")
+          yield* writer.writeText("more\n")
+        })).pipe(Effect.provide(fake.layer))
+        // (the interrupted write put its bytes at the old position later: "first\nafter\nmore\nbbb…"
+        // or "first\nbbb…" whose line the next writes cut into)
+        const lines = linesOf(fake.text())
+        expect(lines.filter((l) => l !== big), `${yields} yields`).toEqual(["first\n", "after\n", "more\n"])
+        expect(lines.indexOf("after\n") === 1 || lines.indexOf("after\n") === 2, `${yields} yields`).toBe(true)
+      }
+    }))
+
+  it.scoped("the same to a real file", () =>
+    Effect.gen(function*() {
+      const big = `${"b".repeat(4_000_000)}\n`
+      for (const yields of [0, 1, 3]) {
+        const file = path.join(tmp("kept-buffer"), "log.jsonl")
+        yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open(file)
+          yield* writer.writeText("first\n")
+          const fiber = yield* Effect.fork(writer.writeText(big))
+          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+          yield* Fiber.interrupt(fiber)
+          yield* writer.writeText("after\n")
+          yield* writer.writeText("more\n")
+        }))
+        const lines = linesOf(fs.readFileSync(file, "utf8"))
+        expect(lines.filter((l) => l !== big), `${yields} yields`).toEqual(["first\n", "after\n", "more\n"])
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  for (const [name, failAt, interrupting] of [
+    ["every third interrupted", [], true],
+    ["the 6th and 9th writes failing half way", [6, 9], false],
+    ["both", [6, 9], true]
+  ] as const) {
+    it.effect(`40 fibers writing at once, ${name}: each text written whole or not at all as its fiber was told, no zeros`, () =>
+      Effect.gen(function*() {
+        const fake = nodeLikeFile(...failAt)
+        // (longest first: a write that overwrote an interrupted one's bytes hid them when longer)
+        const many = Array.from({ length: 40 }, (_, i) => `${String(i).padStart(2, "0")}:${"é🎲x".repeat(30_000 - i * 700)}\n`)
+        const outcomes = yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open("log.jsonl")
+          const fibers = yield* Effect.forEach(many, (text) => Effect.fork(writer.writeText(text)))
+          // (interrupted a few milliseconds apart: some while the file writes them, some waiting)
+          for (let i = 0; interrupting && i < fibers.length; i += 3) {
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, i % 2 === 0 ? 7 : 2)))
+            yield* Fiber.interrupt(fibers[i])
+          }
+          const exits = yield* Effect.forEach(fibers, Fiber.await)
+          yield* writer.writeText("last\n")
+          return exits
+        })).pipe(Effect.provide(fake.layer))
+        expect(fake.bytes().includes(0)).toBe(false)
+        const lines = linesOf(fake.text())
+        expect(lines.at(-1)).toBe("last\n")
+        expect(new Set(lines).size).toBe(lines.length)
+        expect(outcomes.filter((exit) => exit._tag === "Failure" && !Cause.isInterruptedOnly(exit.cause)).length).toBe(failAt.length)
+        outcomes.forEach((exit, i) => {
+          if (exit._tag === "Success") expect(lines, `text ${i} written`).toContain(many[i])
+          else if (!Cause.isInterruptedOnly(exit.cause)) expect(lines, `text ${i} failed`).not.toContain(many[i])
+        })
+        for (const line of lines.slice(0, -1)) expect(many).toContain(line)
+      }))
+  }
+
+  it.effect("a write failing half way after the buffer grew (and after a write beyond what is kept): cut back to the last whole line, then written on", () =>
+    Effect.gen(function*() {
+      const texts = ["small\n", `${"x".repeat(30_000)}\n`, `${"y".repeat(6_000_000)}\n`, `${"z".repeat(40_000)}🎲\n`, "tail\n"]
+      for (let failAt = 2; failAt <= 5; failAt++) {
+        const fake = nodeLikeFile(failAt)
+        const failed: Array<number> = []
+        yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open("log.jsonl")
+          for (let i = 0; i < texts.length; i++) {
+            const exit = yield* Effect.exit(writer.writeText(texts[i]))
+            if (exit._tag === "Failure") failed.push(i)
+          }
+          yield* writer.writeText("after\n")
+        })).pipe(Effect.provide(fake.layer))
+        expect(failed, `failAt ${failAt}`).toEqual([failAt - 1])
+        const expected = [...texts.filter((_, i) => i !== failAt - 1), "after\n"].join("")
+        expect(Buffer.compare(Buffer.from(fake.bytes()), Buffer.from(new TextEncoder().encode(expected))), `failAt ${failAt}`).toBe(0)
+      }
+    }))
+
+  it.scoped("groups whose text straddles the first buffer's end with astral characters, in one write: what TextEncoder makes", () =>
+    Effect.gen(function*() {
+      const file = path.join(tmp("kept-buffer"), "log.jsonl")
+      const groups = Array.from({ length: 12 }, (_, i) =>
+        ({
+          _tag: "Group",
+          records: [plain({ id: `g${i}`, messages: [{ role: "user", content: `${"a".repeat(5_000 + i * 333)}🎲${"ü".repeat(i * 91)}\u2028😀` }] })]
+        }) as unknown as Rollout.Group
+      )
+      const rowFailure = { _tag: "RowFailure", error: new Error("bad") } as unknown as Rollout.Item
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open(file)
+        yield* writer.write([])
+        yield* writer.write([rowFailure])
+        yield* writer.writeText("")
+        yield* writer.write(groups)
+        yield* writer.write([rowFailure, ...groups.slice(0, 3), rowFailure])
+        yield* writer.write(groups.slice(3))
+      }))
+      const expected = [...groups, ...groups].map((g) => CompletionsLog.groupText(g)).join("")
+      expect(Buffer.compare(fs.readFileSync(file), Buffer.from(new TextEncoder().encode(expected)))).toBe(0)
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("texts past what the buffer holds, with astral, CJK and lone surrogates where a piece ends: what TextEncoder makes, and a buffer about the size of the bytes (an ASCII text took 3 bytes per character up front)", () =>
+    Effect.gen(function*() {
+      const written: Array<Uint8Array> = []
+      let largest = 0
+      const file = {
+        [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+        stat: Effect.sync(() => ({ size: FileSystem.Size(0) })),
+        sync: Effect.void,
+        truncate: () => Effect.void,
+        writeAll: (bytes: Uint8Array) =>
+          Effect.sync(() => {
+            written.push(bytes.slice())
+            largest = Math.max(largest, bytes.buffer.byteLength)
+          })
+      } as unknown as FileSystem.File
+      const layer = FileSystem.layerNoop({ open: () => Effect.succeed(file) })
+      const texts: Array<string> = []
+      for (const k of [65_535, 65_536, 65_537, 65_534, 131_071, 200_000]) {
+        texts.push(`${"a".repeat(k)}🎲${"雪".repeat(30_000)}\ud800|\udc00${"b".repeat(1000)}😀\n`)
+        texts.push(`${"雪".repeat(k)}🎲\ud83c\n`)
+      }
+      texts.push(`${"c".repeat(20_000_000)}\n`)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open("log.jsonl")
+        for (const text of texts) {
+          largest = 0
+          yield* writer.writeText(text)
+          const bytes = new TextEncoder().encode(text)
+          expect(Buffer.compare(Buffer.from(written.at(-1)!), Buffer.from(bytes)), `${text.length} code units`).toBe(0)
+          if (text.length > 1_000_000) expect(largest).toBeLessThan(bytes.length * 1.1)
+        }
+      })).pipe(Effect.provide(layer))
+    }))
+
+  it.scoped("items whose iteration throws half way: the write dies, the next writes are whole", () =>
+    Effect.gen(function*() {
+      const file = path.join(tmp("kept-buffer"), "log.jsonl")
+      const group = { _tag: "Group", records: [plain({ id: "ok" })] } as unknown as Rollout.Group
+      function* throwing() {
+        yield group
+        throw new Error("iteration threw")
+      }
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open(file)
+        const exit = yield* Effect.exit(writer.write(throwing()))
+        expect(exit._tag).toBe("Failure")
+        yield* writer.write([group])
+        yield* writer.write([group])
+      }))
+      const line = CompletionsLog.groupText(group)
+      expect(fs.readFileSync(file, "utf8")).toBe(line + line)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 })

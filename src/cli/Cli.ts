@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Command } from "@effect/cli"
+import { CliConfig, Command } from "@effect/cli"
+import * as Descriptor from "@effect/cli/CommandDescriptor"
 import * as ValidationError from "@effect/cli/ValidationError"
 import type { NodeContext } from "@effect/platform-node"
 import { Cause, Console, Context, Effect, Logger } from "effect"
@@ -41,16 +42,43 @@ const cli = Command.run(command, { name: "effect-gym", version: version() })
 
 /**
  * `--wizard` asks its questions on stdin; on one that is not a terminal (a pipe, /dev/null, a
- * closed stdin in CI) @effect/cli's prompt waited forever at end of input. Refused instead.
+ * closed stdin in CI) @effect/cli's prompt waited forever at end of input. Refused instead, when
+ * @effect/cli's own parse of the arguments starts the wizard: not for a `--wizard` that is another
+ * option's value (`run --dataset --wizard`) or comes after `--`, nor when `--help` wins over it; and
+ * for `--wizard=true` too (a search of the words for "--wizard" refused the first ones and let
+ * the last wait forever).
  */
-const wizardWithoutTerminal = (argv: ReadonlyArray<string>, terminal: boolean): OptionError | undefined =>
-  !terminal && argv.slice(2).includes("--wizard")
-    ? new OptionError({
-      option: "--wizard",
-      detail: "asks its questions on a terminal, and stdin is not one: run it in a terminal, or give the options " +
-        "on the command line (`effect-gym COMMAND --help` lists them)"
-    })
-    : undefined
+const wizardWithoutTerminal = (
+  argv: ReadonlyArray<string>,
+  terminal: boolean
+): Effect.Effect<OptionError | undefined, never, NodeContext.NodeContext> => {
+  const args = argv.slice(2)
+  // (the parse only for words that may ask for it: every other invocation starts as before)
+  if (terminal || !args.some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))) return Effect.succeed(undefined)
+  return Effect.map(startsWizard(normalizeArgv(argv).slice(2)), (starts) =>
+    starts
+      ? new OptionError({
+        option: "--wizard",
+        detail: "asks its questions on a terminal, and stdin is not one: run it in a terminal, or give the options " +
+          "on the command line (`effect-gym COMMAND --help` lists them)"
+      })
+      : undefined)
+}
+
+/** Whether `Command.run` would start the wizard for these arguments (after a `--log-level`, which it takes out and parses again). */
+const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never, NodeContext.NodeContext> =>
+  Descriptor.parse(command.descriptor, ["effect-gym", ...args], CliConfig.defaultConfig).pipe(
+    Effect.flatMap((directive): Effect.Effect<boolean, never, NodeContext.NodeContext> => {
+      if (directive._tag !== "BuiltIn") return Effect.succeed(false)
+      if (directive.option._tag === "ShowWizard") return Effect.succeed(true)
+      if (directive.option._tag !== "SetLogLevel") return Effect.succeed(false)
+      // as @effect/cli's handling of --log-level: its words out, then parsed again
+      const rest = args.filter((arg, i) => !(arg === "--log-level" || arg.startsWith("--log-level=") || args[i - 1] === "--log-level"))
+      return rest.length === args.length ? Effect.succeed(false) : startsWizard(rest)
+    }),
+    // (a parse that fails is the command line's own error, which the run below prints)
+    Effect.orElseSucceed(() => false)
+  )
 
 /**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the
@@ -75,8 +103,11 @@ export const main = (
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     signals === undefined ? effect : Effect.provideService(effect, Signals, signals)
   // a coordinator's option given to a runner: named, not "unknown argument"
-  const refused = RunnerCommand.refusedOption(argv) ?? wizardWithoutTerminal(argv, process.stdin.isTTY === true)
-  return (refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
+  const refusedRunner = RunnerCommand.refusedOption(argv)
+  const refusal = refusedRunner === undefined
+    ? wizardWithoutTerminal(argv, process.stdin.isTTY === true)
+    : Effect.succeed(refusedRunner)
+  return Effect.flatMap(refusal, (refused) => refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code

@@ -49,13 +49,48 @@ export interface Cache {
 const MAX_COMMANDS = 16
 
 /**
- * The command of a command line (`process.argv`): its first word after the script when that is a
- * command's name (`run`, `check-env`), else "" (the top level: `--help`, `--version`, a typo's
- * flags).
+ * The command of a command line (`process.argv`): its first word after the script (and after a
+ * `--log-level`) when that is a command's name (`run`, `check-env`), else "" (the top level:
+ * `--help`, `--version`, a typo's flags). A command line that asks for a built-in of the command line's instead of the command
+ * (`run --help`, `envs --version`, `--wizard`, `--completions`) is the top level's too: such a
+ * run compiles what `--help` compiles, none of the command (`run --help` named `run` in the cache,
+ * and `run`'s engine was never added to it).
  */
 export const commandOf = (argv: ReadonlyArray<string>): string => {
-  const word = argv[2]
-  return word !== undefined && /^[a-z][a-z-]{0,31}$/.test(word) ? word : ""
+  // (past a --log-level before the command: `--log-level debug run` was the top level's, and a
+  // cache naming it never got run's engine)
+  let at = 2
+  while (at < argv.length && (argv[at] === "--log-level" || argv[at].startsWith("--log-level="))) at += argv[at] === "--log-level" ? 2 : 1
+  const word = argv[at]
+  if (word === undefined || !/^[a-z][a-z-]{0,31}$/.test(word)) return ""
+  for (let i = at + 1; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === "--") break
+    if (BUILT_INS.has(arg) || arg.startsWith("--wizard=") || arg.startsWith("--completions=")) return ""
+  }
+  return word
+}
+
+/** The command line's own options that run instead of a command (@effect/cli's built-ins). */
+const BUILT_INS = new Set(["--help", "-h", "--version", "--wizard", "--completions"])
+
+/**
+ * Whether a run that exited with `code` ran its command (0; 1: a run that completed with failed
+ * trajectories): one refused at its options (2), stopped on an error (3) or by a signal (130, 143)
+ * may have compiled little of the command, and naming it in the cache kept the cache from ever
+ * getting the command's code (`run --bogus` first, or a typo `rnu` taking one of the names).
+ */
+const ranThrough = (code: number | undefined): boolean => code === undefined || code === 0 || code === 1
+
+/** The commands a cache's header names, as the launcher writes them: strings, each once, at most MAX_COMMANDS. */
+const commandsOf = (value: unknown): ReadonlyArray<string> => {
+  if (!Array.isArray(value)) return []
+  const out: Array<string> = []
+  for (const c of value) {
+    if (typeof c === "string" && c.length <= 32 && !out.includes(c)) out.push(c)
+    if (out.length === MAX_COMMANDS) break
+  }
+  return out
 }
 
 const sha256 = (data: string | Uint8Array): string => crypto.createHash("sha256").update(data).digest("hex")
@@ -118,8 +153,7 @@ export const readCache = (file: string, sourceHash: string): Cache | undefined =
     const ok = header.format === 1 && header.source === sourceHash && header.node === process.version &&
       header.arch === process.arch && header.payload === sha256(payload)
     if (!ok) return undefined
-    const commands = Array.isArray(header.commands) ? header.commands.filter((c): c is string => typeof c === "string") : []
-    return { payload, commands }
+    return { payload, commands: commandsOf(header.commands) }
   } catch {
     return undefined
   }
@@ -169,10 +203,14 @@ export const launch = (bundle: string, cache: boolean, command = ""): void => {
   if (cache && (!used || missing) && writable(path.dirname(bundle))) {
     // At exit, so that the cache holds every function the command compiled, not just the top level
     // (and, from a cache it used, what the commands before it compiled).
-    process.once("exit", () => {
+    process.once("exit", (code) => {
       // (a throw here would change the command's exit code: the cache is never worth that)
       try {
-        writeCache(cacheFile, sourceHash, script.createCachedData(), missing ? [...commands, command] : commands)
+        // a command that did not run through is not named: a usable cache is left as it is, and
+        // where there was none, one is written naming what it named before (nothing)
+        const named = missing && ranThrough(code)
+        if (used && !named) return
+        writeCache(cacheFile, sourceHash, script.createCachedData(), named ? [...commands, command] : commands)
       } catch {
         // no cache this time
       }

@@ -1,7 +1,7 @@
 /** Hostile-user regressions for the inference options' messages. */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cli, tmp } from "../cli.js"
@@ -36,4 +36,84 @@ describe("--wizard without a terminal (it waited forever for input at end of std
       }
     })
   }
+
+  const refusal = "--wizard: asks its questions on a terminal, and stdin is not one"
+  const spawnBin = (args: ReadonlyArray<string>) => spawnSync(process.execPath, [binPath, ...args], { input: "", timeout: 30_000, encoding: "utf8" })
+
+  // (hostile pass: `--wizard=true` started the wizard and waited forever, as before the refusal)
+  for (
+    const args of [
+      ["envs", "--wizard=true"],
+      ["openenv", "serve", "--wizard"],
+      ["runner", "--wizard"],
+      ["run", "--log-level", "debug", "--wizard"],
+      ["--log-level=debug", "envs", "--wizard"],
+      ["--version", "--wizard"],
+      ["run", "--wizard", "--no-such-option"]
+    ]
+  ) {
+    it(`${args.join(" ")}: the wizard would start, refused (exit 2)`, () => {
+      const result = spawnBin(args)
+      expect(result.signal, "still waiting after 30 s").toBeNull()
+      expect(result.status).toBe(2)
+      expect(result.stderr).toContain(refusal)
+    })
+  }
+
+  // (hostile pass: these were refused with the wizard's message, a search of the words finding "--wizard")
+  for (
+    const [args, code, says] of [
+      [["run", "--dataset", "--wizard"], 2, "--dataset --wizard: no such file"],
+      [["run", "--", "--wizard"], 2, "Expected to find option: '--dataset'"],
+      [["envs", "--help", "--wizard"], 0, "List the registered envs"],
+      [["envs", "--wizard", "--help"], 0, "List the registered envs"],
+      [["envs", "--wizard=false"], 2, "Received unknown argument: '--wizard=false'"]
+    ] as const
+  ) {
+    it(`${args.join(" ")}: no wizard to start (another option's value, after --, --help first, =false): what the command line says without one`, () => {
+      const result = spawnBin(args)
+      expect(result.signal, "still waiting after 30 s").toBeNull()
+      expect(result.status).toBe(code)
+      expect(result.stdout + result.stderr).toContain(says)
+      expect(result.stderr).not.toContain(refusal)
+    })
+  }
+
+  it("a closed stdin: refused (exit 2)", () => {
+    const result = spawnSync("sh", ["-c", `exec "$0" "$1" envs --wizard <&-`, process.execPath, binPath], { timeout: 30_000, encoding: "utf8" })
+    expect(result.signal, "still waiting after 30 s").toBeNull()
+    expect(result.status).toBe(2)
+    expect(result.stderr).toContain(refusal)
+  })
+
+  const hasScript = process.platform === "linux" && spawnSync("script", ["--version"]).status === 0
+  it.skipIf(!hasScript)("in a pseudo-terminal (script(1)): the wizard starts, its first question asked", async () => {
+    const child = spawn("script", ["-qec", `"${process.execPath}" "${binPath}" envs --wizard`, "/dev/null"], {
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let out = ""
+    const seen = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 30_000)
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString("utf8")
+        if (out.includes("--plugin")) {
+          clearTimeout(timer)
+          resolve(true)
+        }
+      })
+      child.on("exit", () => {
+        clearTimeout(timer)
+        resolve(out.includes("--plugin"))
+      })
+    })
+    try {
+      process.kill(-child.pid!, "SIGKILL")
+    } catch {
+      // gone already
+    }
+    expect(out).not.toContain(refusal)
+    expect(out).toContain("Wizard Mode for CLI Application")
+    expect(seen, out).toBe(true)
+  })
 })
