@@ -474,20 +474,24 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
   /** The log's lines, each with its newline; the text after the last newline (a torn line) too, when there is one. */
   const linesOf = (text: string) => text.split(/(?<=\n)/)
 
+  /** "first", then `big` interrupted after `yields` yields, then "after" and "more", to the log at `file`. */
+  const interruptedWrite = (file: string, big: string, yields: number) =>
+    Effect.scoped(Effect.gen(function*() {
+      const writer = yield* CompletionsLog.open(file)
+      yield* writer.writeText("first\n")
+      const fiber = yield* Effect.fork(writer.writeText(big))
+      for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fiber)
+      yield* writer.writeText("after\n")
+      yield* writer.writeText("more\n")
+    }))
+
   it.effect("a write interrupted while the file writes it, then more writes: nothing overwritten, no torn line", () =>
     Effect.gen(function*() {
       const big = `${"b".repeat(200_000)}\n`
       for (const yields of [0, 1, 2, 5]) {
         const fake = nodeLikeFile()
-        yield* Effect.scoped(Effect.gen(function*() {
-          const writer = yield* CompletionsLog.open("log.jsonl")
-          yield* writer.writeText("first\n")
-          const fiber = yield* Effect.fork(writer.writeText(big))
-          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
-          yield* Fiber.interrupt(fiber)
-          yield* writer.writeText("after\n")
-          yield* writer.writeText("more\n")
-        })).pipe(Effect.provide(fake.layer))
+        yield* interruptedWrite("log.jsonl", big, yields).pipe(Effect.provide(fake.layer))
         // (the interrupted write put its bytes at the old position later: "first\nafter\nmore\nbbb…"
         // or "first\nbbb…" whose line the next writes cut into)
         const lines = linesOf(fake.text())
@@ -501,15 +505,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       const big = `${"b".repeat(4_000_000)}\n`
       for (const yields of [0, 1, 3]) {
         const file = path.join(tmp("kept-buffer"), "log.jsonl")
-        yield* Effect.scoped(Effect.gen(function*() {
-          const writer = yield* CompletionsLog.open(file)
-          yield* writer.writeText("first\n")
-          const fiber = yield* Effect.fork(writer.writeText(big))
-          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
-          yield* Fiber.interrupt(fiber)
-          yield* writer.writeText("after\n")
-          yield* writer.writeText("more\n")
-        }))
+        yield* interruptedWrite(file, big, yields)
         const lines = linesOf(fs.readFileSync(file, "utf8"))
         expect(lines.filter((l) => l !== big), `${yields} yields`).toEqual(["first\n", "after\n", "more\n"])
       }
