@@ -5,7 +5,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import { jsonIssue, plainJson } from "./internal/inspect.js"
 import * as Json from "./internal/Json.js"
@@ -588,11 +588,10 @@ export const open = (
       return file.writeAll(bytes).pipe(
         Effect.tap(() => void (size += bytes.length)),
         Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size)))),
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            if (buffer !== undefined && !(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause))) kept = buffer
-          })
-        )
+        // (given back however the write ends: it is never interrupted, so the OS no longer reads it)
+        Effect.ensuring(Effect.sync(() => {
+          if (buffer !== undefined) kept = buffer
+        }))
       )
     }
     return {
