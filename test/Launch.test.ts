@@ -47,6 +47,20 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, entr
 const without = (args: ReadonlyArray<string>) => run(args, { EFFECT_GYM_CODE_CACHE: "off" })
 const sourceHash = () => crypto.createHash("sha256").update(fs.readFileSync(bundle, "utf8")).digest("hex")
 const valid = () => readCache(cacheFile, sourceHash()) !== undefined
+const commands = () => readCache(cacheFile, sourceHash())?.commands
+/** A small `run` job (16 rows, 2 generations) in the scratch copy. */
+const job = () => {
+  const dataset = path.join(copy, "rows.jsonl")
+  fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
+  return ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
+}
+/** The valid cache on disk with its header's `commands` replaced. */
+const withCommands = (value: unknown): Buffer => {
+  const data = fs.readFileSync(cacheFile)
+  const newline = data.indexOf(10)
+  const header = JSON.parse(data.subarray(0, newline).toString("utf8")) as Record<string, unknown>
+  return Buffer.concat([Buffer.from(JSON.stringify({ ...header, commands: value }) + "\n"), data.subarray(newline + 1)])
+}
 
 describe("the launcher's code cache", () => {
   it("is written by the first run and used by the next; the output is the same as without it", () => {
@@ -55,7 +69,7 @@ describe("the launcher's code cache", () => {
     expect(fs.existsSync(cacheFile)).toBe(false)
     expect(run(["envs"])).toEqual(expected)
     expect(valid()).toBe(true)
-    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs"])
+    expect(commands()).toEqual(["envs"])
     const written = fs.readFileSync(cacheFile)
     // warm: the same output, and the cache is left as it is for a command it names
     expect(run(["envs"])).toEqual(expected)
@@ -64,9 +78,9 @@ describe("the launcher's code cache", () => {
     expect(run(["--help"])).toEqual(without(["--help"]))
     // (a command's --help is the top level's: it compiles none of the command; hostile pass)
     expect(run(["dataset", "--help"])).toEqual(without(["dataset", "--help"]))
-    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs", ""])
+    expect(commands()).toEqual(["envs", ""])
     expect(run(["dataset", "frozen-lake", "--rows", "3"])).toEqual(without(["dataset", "frozen-lake", "--rows", "3"]))
-    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["envs", "", "dataset"])
+    expect(commands()).toEqual(["envs", "", "dataset"])
     const all = fs.readFileSync(cacheFile)
     // the bundle's import() (a plugin) works from a cached script
     const withPlugin = without(["envs", "--plugin", plugin])
@@ -76,25 +90,17 @@ describe("the launcher's code cache", () => {
   }, 120_000)
 
   it("a cache made by --help gets run's code at run's first run (it held none of the engine), then stays", () => {
-    const dataset = path.join(copy, "rows.jsonl")
-    fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
-    const job = ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
     expect(run(["--help"]).code).toBe(0)
     const help = fs.readFileSync(cacheFile)
-    expect(readCache(cacheFile, sourceHash())?.commands).toEqual([""])
-    expect(run(job).code).toBe(0)
+    expect(commands()).toEqual([""])
+    expect(run(job()).code).toBe(0)
     const both = fs.readFileSync(cacheFile)
-    expect(readCache(cacheFile, sourceHash())?.commands).toEqual(["", "run"])
+    expect(commands()).toEqual(["", "run"])
     expect(both.length).toBeGreaterThan(help.length + 100_000)
-    expect(run(job).code).toBe(0)
+    expect(run(job()).code).toBe(0)
     expect(fs.readFileSync(cacheFile).equals(both)).toBe(true)
     // a cache naming as many commands as it may is not written again for one more
-    const newline = both.indexOf(10)
-    const header = JSON.parse(both.subarray(0, newline).toString("utf8")) as Record<string, unknown>
-    const full = Buffer.concat([
-      Buffer.from(JSON.stringify({ ...header, commands: Array.from({ length: 16 }, (_, i) => `c${i}`) }) + "\n"),
-      both.subarray(newline + 1)
-    ])
+    const full = withCommands(Array.from({ length: 16 }, (_, i) => `c${i}`))
     fs.writeFileSync(cacheFile, full)
     expect(run(["envs"]).code).toBe(0)
     expect(fs.readFileSync(cacheFile).equals(full)).toBe(true)
@@ -256,19 +262,6 @@ describe("the launcher's code cache", () => {
 
 
 describe("the launcher's code cache, hostile: which runs name their command", () => {
-  const commands = () => readCache(cacheFile, sourceHash())?.commands
-  const job = () => {
-    const dataset = path.join(copy, "rows.jsonl")
-    fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
-    return ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
-  }
-  /** The valid cache on disk with its header's `commands` replaced. */
-  const withCommands = (value: unknown): Buffer => {
-    const data = fs.readFileSync(cacheFile)
-    const newline = data.indexOf(10)
-    const header = JSON.parse(data.subarray(0, newline).toString("utf8")) as Record<string, unknown>
-    return Buffer.concat([Buffer.from(JSON.stringify({ ...header, commands: value }) + "\n"), data.subarray(newline + 1)])
-  }
   const tmpFiles = () => fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))
 
   it("commandOf: a command's built-ins (--help, -h, --version, --wizard, --completions) are the top level's; odd words are \"\"", () => {
