@@ -111,6 +111,12 @@ export const serve = (
 /** Waits until the page has drawn the view its URL names (after a navigation or a redraw). */
 export const rendered = async (page: Page, kind?: string) => {
   await page.waitForSelector(kind === undefined ? "main[data-rendered]" : `main[data-page="${kind}"]`)
+  // drawn for the page's current URL: a goto that changes only the hash keeps the old view (and its
+  // data-page) until the hashchange redraw is done (a string: the test's TypeScript has no DOM types)
+  await page.waitForFunction(
+    `document.querySelector("main")?.getAttribute("data-hash") === location.hash` +
+      (kind === undefined ? "" : ` && document.querySelector("main")?.getAttribute("data-page") === ${JSON.stringify(kind)}`)
+  )
 }
 
 /** Writes a screenshot into `dir` (and into `EFFECT_GYM_SCREENSHOTS`, when set, for the docs). */

@@ -66,6 +66,7 @@ const start = async () => {
 
   let renderCount = 0
   const render = async () => {
+    const drawn = location.hash
     const route = current()
     const log = Math.min(meta.logs.length - 1, Math.max(0, Number(route.params.get("log") ?? "0") || 0))
     const ctx: Context = { source, meta, log, params: route.params, afterMount: [] }
@@ -106,6 +107,8 @@ const start = async () => {
     for (const mount of ctx.afterMount) mount()
     main.setAttribute("data-page", page)
     main.setAttribute("data-rendered", String(mine))
+    // the URL this view was drawn for: a test (or a script) waits for it to be the page's URL
+    main.setAttribute("data-hash", drawn)
   }
 
   window.addEventListener("hashchange", () => void render())
