@@ -386,6 +386,8 @@ class Tasks<E> {
   private iterator: Iterator<Either.Either<PreparedRow, RowError>> | undefined
   private current: { readonly prepared: PreparedRow; readonly group: GroupSlot; next: number } | undefined
   private refilling: Deferred.Deferred<void> | undefined
+  /** The fiber of the read under way (see {@link refill}). */
+  private puller: Fiber.RuntimeFiber<void> | undefined = undefined
   exhausted = false
   failure: Cause.Cause<E> | undefined = undefined
   /** Groups started and not yet pulled by the consumer (at most `bufferSize`). */
@@ -466,10 +468,12 @@ class Tasks<E> {
     if (this.refilling !== undefined) return Deferred.await(this.refilling)
     const refilled = Deferred.unsafeMake<void>(FiberId.none)
     this.refilling = refilled
-    // A pull is not interrupted halfway (rows would be lost to a stray interruption).
-    return Effect.matchCause(Effect.uninterruptible(pull), {
+    // The pull runs on a fiber of its own, and the workers (this one too) only wait for it: a pull is
+    // not interrupted halfway (rows would be lost to a stray interruption), and a run that stops does
+    // not wait for a read that may never end (a FIFO whose writer stays open, a terminal).
+    const settle = Effect.matchCause(pull, {
       onFailure: (cause) => {
-        this.refilling = undefined
+        this.refilling = this.puller = undefined
         Deferred.unsafeDone(refilled, Exit.void)
         this.exhausted = true
         const failure = Cause.failureOption(cause)
@@ -477,11 +481,22 @@ class Tasks<E> {
         this.failure = Cause.map(cause, (e) => (e as Option.Some<E>).value)
       },
       onSuccess: (chunk) => {
-        this.refilling = undefined
+        this.refilling = this.puller = undefined
         Deferred.unsafeDone(refilled, Exit.void)
         this.iterator = chunk[Symbol.iterator]()
       }
     })
+    return Effect.flatMap(Effect.forkDaemon(settle), (fiber) => {
+      if (this.refilling === refilled) this.puller = fiber
+      return Deferred.await(refilled)
+    })
+  }
+
+  /** The run is over: a read still waiting is given up (no one will run what it brings). */
+  abandon(): Effect.Effect<void> {
+    const puller = this.puller
+    this.puller = undefined
+    return puller === undefined ? Effect.void : Fiber.interruptFork(puller)
   }
 }
 
@@ -679,7 +694,10 @@ class Pool<E> {
     const wait = this.grace === undefined
       ? Deferred.await(this.done)
       : Effect.ignore(Effect.timeout(Deferred.await(this.done), this.grace + 50))
-    return Effect.zipRight(Effect.zipRight(Queue.shutdown(this.queue), this.stop()), wait)
+    return Effect.zipRight(
+      Effect.zipRight(Effect.zipRight(Queue.shutdown(this.queue), this.stop()), wait),
+      Effect.suspend(() => this.tasks.abandon())
+    )
   }
 
   private slot(worker = new Trajectory.Worker(this.inference, this.parent)): WorkerSlot {

@@ -351,6 +351,28 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
+  it.scopedLive("a source of rows that stalls (a FIFO's writer that stays open): a stop or a consumer that has enough ends the stream; the stall is not waited for", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", numGenerations: 2, concurrency: 4 })
+      const stalling = () => Stream.concat(Stream.fromIterable(rows(Array.from({ length: 3 }, () => ({})))), Stream.never)
+      // a stop: the groups read are emitted, then the stream ends (it waited for the stalled read forever)
+      const stop = yield* Deferred.make<void>()
+      const groups: Array<Rollout.Item> = []
+      const fiber = yield* Effect.fork(within(Stream.runForEach(
+        Rollout.stream(config, stalling(), { until: Deferred.await(stop) }),
+        (item) => Effect.sync(() => groups.push(item))
+      ), 10))
+      while (groups.length < 3) yield* Effect.sleep("5 millis")
+      yield* Deferred.succeed(stop, undefined)
+      yield* Fiber.join(fiber)
+      expect(groups.length).toBe(3)
+      // a consumer that takes what it needs and goes
+      const taken = yield* within(Stream.runCollect(Stream.take(Rollout.stream(config, stalling()), 2)), 10)
+      expect(Chunk.size(taken)).toBe(2)
+      expect(counters.open).toBe(0)
+    }).pipe(Effect.provide(echoPolicy())))
+
   it.scopedLive("a source of rows that fails: what was read runs to the end, then the stream fails with its error", () =>
     Effect.gen(function*() {
       const counters = new Counters()

@@ -60,6 +60,87 @@ describe("run: datasets as editors and shells write them", () => {
       expect(readLines(output)).toHaveLength(4)
     }))
 
+  /** The built CLI on `args`, its exit and output; killed (SIGKILL) by `stop`. */
+  const started = (args: ReadonlyArray<string>) => {
+    const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), ...args], { stdio: ["ignore", "pipe", "pipe"] })
+    const out = { stdout: "", stderr: "" }
+    child.stdout.on("data", (chunk) => void (out.stdout += chunk))
+    child.stderr.on("data", (chunk) => void (out.stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    return { child, out, exited }
+  }
+  const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").length - 1 : 0)
+  const waitFor = async (done: () => boolean, what: string, ms = 30_000) => {
+    for (const deadline = Date.now() + ms; !done();) {
+      if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  it("a FIFO whose writer stays open: SIGINT ends the run at once, the groups read are written (it waited for the writer to close)", async () => {
+    const dir = tmp()
+    const fifo = path.join(dir, "rows.fifo")
+    execFileSync("mkfifo", [fifo])
+    // the writer gives two rows, then holds the FIFO open for a minute without writing
+    const writer = spawn("sh", ["-c", `exec 3>'${fifo}'; printf '%s\\n%s\\n' '${row(3)}' '${row(4)}' >&3; exec sleep 60`])
+    const output = path.join(dir, "out.jsonl")
+    const run = started(["run", "--dataset", fifo, "--output", output, ...lake])
+    try {
+      await waitFor(() => lines(output) === 4, "the two groups written")
+      const signalled = Date.now()
+      run.child.kill("SIGINT")
+      expect(await run.exited, run.out.stderr).toBe(130)
+      expect(Date.now() - signalled).toBeLessThan(10_000)
+      const summary = JSON.parse(run.out.stdout)
+      expect(summary.groups).toBe(2)
+      expect(summary.interrupted).toBe("SIGINT")
+      expect(readLines(output)).toHaveLength(4)
+    } finally {
+      writer.kill("SIGKILL")
+      run.child.kill("SIGKILL")
+    }
+  })
+
+  it("a FIFO no writer ever opens: SIGINT ends the run at once, with nothing run", async () => {
+    const dir = tmp()
+    const fifo = path.join(dir, "rows.fifo")
+    execFileSync("mkfifo", [fifo])
+    const output = path.join(dir, "out.jsonl")
+    const run = started(["run", "--dataset", fifo, "--output", output, ...lake])
+    try {
+      // the run is under way (its log opened) before the signal
+      await waitFor(() => fs.existsSync(output), "the log opened")
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const signalled = Date.now()
+      run.child.kill("SIGINT")
+      expect(await run.exited, run.out.stderr).toBe(130)
+      expect(Date.now() - signalled).toBeLessThan(10_000)
+      expect(JSON.parse(run.out.stdout).groups).toBe(0)
+    } finally {
+      run.child.kill("SIGKILL")
+    }
+  })
+
+  it("a FIFO written in pieces, a row split across writes, a writer that opens late: every row runs", async () => {
+    const dir = tmp()
+    const fifo = path.join(dir, "rows.fifo")
+    execFileSync("mkfifo", [fifo])
+    const [a, b] = [row(5), row(6)]
+    const writer = spawn("sh", [
+      "-c",
+      `sleep 0.5; exec 3>'${fifo}'; printf '%s' '${a.slice(0, 10)}' >&3; sleep 0.3; printf '%s\\n%s' '${a.slice(10)}' '${b}' >&3; sleep 0.3; printf '\\n' >&3`
+    ])
+    const output = path.join(dir, "out.jsonl")
+    const run = started(["run", "--dataset", fifo, "--output", output, ...lake])
+    try {
+      expect(await run.exited, run.out.stderr).toBe(0)
+      expect(JSON.parse(run.out.stdout).groups).toBe(2)
+      expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([5, 5, 6, 6])
+    } finally {
+      writer.kill("SIGKILL")
+    }
+  })
+
   it("a 64 MB line read in 8 KB chunks is joined once (joining at every chunk copied ~256 GB)", async () => {
     const size = 64 * 1024 * 1024
     const chunkSize = 8 * 1024

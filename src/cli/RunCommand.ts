@@ -11,6 +11,7 @@ import { FileSystem } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
+import * as NodeNet from "node:net"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
 import * as Json from "../internal/Json.js"
@@ -337,14 +338,38 @@ const onFirstSignal = (
 /**
  * The dataset's bytes. A pipe, a FIFO or `/dev/stdin` cannot be read at positions (the platform's
  * file stream fails with ESPIPE there), so it is read as a Node stream, in order, once.
+ *
+ * A FIFO or pipe is read through a pipe handle (non-blocking, driven by the event loop), not a file
+ * stream: a file stream's read waits in libuv's thread pool, and a process cannot exit while one of
+ * those reads waits (Node joins the pool's threads at exit), so a stopped run on a FIFO whose writer
+ * stayed open exited only when the writer closed. Opened with `O_NONBLOCK` so that a FIFO with no
+ * writer yet does not block the open either (the handle waits for one).
  */
 const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
   pipe
     ? NodeStream.fromReadable<Error>(
-      () => NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 }),
+      () => pipeReadable(file),
       (error) => error instanceof Error ? error : new Error(String(error))
     )
     : fs.stream(file, { chunkSize: FileSystem.KiB(256) })
+
+/** A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, else a file stream. */
+const pipeReadable = (file: string): NodeJS.ReadableStream => {
+  let fd: number | undefined
+  try {
+    fd = NodeFs.openSync(file, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK)
+    if (NodeFs.fstatSync(fd).isFIFO()) {
+      const socket = new NodeNet.Socket({ fd, readable: true, writable: false })
+      fd = undefined
+      return socket
+    }
+  } catch {
+    // not openable this way (or not a pipe): the file stream below says why, if anything is wrong
+  } finally {
+    if (fd !== undefined) NodeFs.closeSync(fd)
+  }
+  return NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 })
+}
 
 const stopMessage = (cause: Cause.Cause<{ readonly message: string }>): string => {
   const failure = Cause.failureOption(cause)
