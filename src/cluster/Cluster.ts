@@ -119,40 +119,14 @@ export const rootMessage = (cause: Cause.Cause<unknown>): string => {
  *
  * @since 0.3.0
  */
-export const redact = (url: string): string => {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== "") parsed.password = "***"
-    const keys = [...parsed.searchParams.keys()]
-    parsed.search = ""
-    const shown = parsed.toString()
-    return keys.length === 0 ? shown : `${shown}?${keys.map((key) => `${key}=***`).join("&")}`
-  } catch {
-    // not a URL: whatever sits between a ':' and an '@' may be a password, and a query's values are masked
-    return url.replace(/:[^:@/]*@/, ":***@").replace(/=[^&]*/g, "=***")
-  }
-}
-
-/**
- * The secrets of a connection string (its password and query values, raw, decoded and encoded),
- * to scrub from messages built by the database driver.
- */
-const secretsOf = (url: string): ReadonlyArray<string> => {
-  try {
-    const parsed = new URL(url)
-    parsed.username = ""
-    return Redact.secretsOf(parsed.toString())
-  } catch {
-    return []
-  }
-}
+export const redact = (url: string): string => Redact.url(url, { keepUser: true })
 
 /**
  * A message with the connection string's secrets masked.
  *
  * @since 0.3.0
  */
-export const scrub = (url: string, text: string): string => Redact.scrub(text, secretsOf(url))
+export const scrub = (url: string, text: string): string => Redact.scrub(text, Redact.secretsOf(url, { keepUser: true }))
 
 /**
  * Checks the shape of a `--cluster` connection string (`postgres://user@host:port/database`).

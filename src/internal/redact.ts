@@ -7,8 +7,16 @@
 
 const MASK = "***"
 
-/** The secret parts of a URL (raw and decoded), longest first; none for a URL without any. */
-export const secretsOf = (url: string): ReadonlyArray<string> => {
+/**
+ * What of a URL is secret: its password and query values always; its user name too, unless
+ * `keepUser` (a database user says which cluster, and is no secret on its own).
+ */
+export interface Options {
+  readonly keepUser?: boolean | undefined
+}
+
+/** The secret parts of a URL (raw, decoded and encoded), longest first; none for a URL without any. */
+export const secretsOf = (url: string, options: Options = {}): ReadonlyArray<string> => {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -27,24 +35,33 @@ export const secretsOf = (url: string): ReadonlyArray<string> => {
     }
     out.add(encodeURIComponent(value))
   }
-  add(parsed.username)
+  if (options.keepUser !== true) add(parsed.username)
   add(parsed.password)
   for (const [, value] of parsed.searchParams) add(value)
   for (const part of parsed.search.replace(/^\?/, "").split("&")) add(part.split("=").slice(1).join("="))
   return [...out].sort((a, b) => b.length - a.length)
 }
 
-/** The URL as it may be shown: no user name or password, query values masked. */
-export const url = (text: string): string => {
+/**
+ * The URL as it may be shown: no password (nor user name, unless `keepUser`), query values masked.
+ * A text that is not a URL is masked where a password or query values would be (between a `:` and
+ * an `@`; after each `=`): it is most likely a URL mistyped.
+ */
+export const url = (text: string, options: Options = {}): string => {
   let parsed: URL
   try {
     parsed = new URL(text)
   } catch {
-    return text
+    return text.replace(/:[^:@/]*@/, `:${MASK}@`).replace(/=[^&]*/g, `=${MASK}`)
   }
-  if (parsed.username === "" && parsed.password === "" && parsed.search === "") return text
-  parsed.username = ""
-  parsed.password = ""
+  const keepUser = options.keepUser === true
+  if ((keepUser || parsed.username === "") && parsed.password === "" && parsed.search === "") return text
+  if (keepUser) {
+    if (parsed.password !== "") parsed.password = MASK
+  } else {
+    parsed.username = ""
+    parsed.password = ""
+  }
   const keys = [...parsed.searchParams.keys()]
   parsed.search = ""
   let shown = parsed.toString()

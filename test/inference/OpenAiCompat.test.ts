@@ -280,6 +280,8 @@ describe("OpenAiCompat: limits and validation", () => {
     Effect.gen(function*() {
       const cases: ReadonlyArray<[Partial<OpenAiCompat.Options>, string]> = [
         [{ baseUrl: "::nope" }, "is not a URL"],
+        // a mistyped URL is shown with its password and query values masked
+        [{ baseUrl: "http//admin:hunter22@host/v1?key=sk-123" }, `"http//admin:***@host/v1?key=***" is not a URL`],
         [{ baseUrl: "localhost:8000" }, "only http:// and https://"],
         [{ baseUrl: "ftp://x/v1" }, "only http:// and https://"],
         [{ model: " " }, "--model"],
