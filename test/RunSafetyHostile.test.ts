@@ -141,6 +141,24 @@ describe("run: datasets as editors and shells write them", () => {
     }
   })
 
+  it("--dataset /dev/stdin when stdin is a socket (a Node parent's `stdio: \"pipe\"`): every row runs; it was ENXIO", async () => {
+    const dir = tmp()
+    const output = path.join(dir, "out.jsonl")
+    const child = spawn(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", "/dev/stdin", "--output", output, ...lake], {
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => void (stdout += chunk))
+    child.stderr.on("data", (chunk) => void (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    child.stdin.end(`${row(7)}\n${row(8)}\n${row(9)}\n`)
+    expect(await exited, stderr).toBe(0)
+    expect(stderr).not.toContain("ENXIO")
+    expect(JSON.parse(stdout).groups).toBe(3)
+    expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([7, 7, 8, 8, 9, 9])
+  })
+
   it("a 64 MB line read in 8 KB chunks is joined once (joining at every chunk copied ~256 GB)", async () => {
     const size = 64 * 1024 * 1024
     const chunkSize = 8 * 1024

@@ -353,7 +353,11 @@ const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
     )
     : fs.stream(file, { chunkSize: FileSystem.KiB(256) })
 
-/** A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, else a file stream. */
+/**
+ * A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, else a file
+ * stream. `/dev/stdin` (or `/dev/fd/N`) that is a socket, as a parent written in Node gives its
+ * child (`spawn` with `stdio: "pipe"`), cannot be opened (ENXIO): its descriptor is read directly.
+ */
 const pipeReadable = (file: string): NodeJS.ReadableStream => {
   let fd: number | undefined
   try {
@@ -363,12 +367,31 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
       fd = undefined
       return socket
     }
-  } catch {
+  } catch (error) {
+    const inherited = inheritedFd(file)
+    if ((error as NodeJS.ErrnoException).code === "ENXIO" && inherited !== undefined && isSocket(inherited)) {
+      return new NodeNet.Socket({ fd: inherited, readable: true, writable: false })
+    }
     // not openable this way (or not a pipe): the file stream below says why, if anything is wrong
   } finally {
     if (fd !== undefined) NodeFs.closeSync(fd)
   }
   return NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 })
+}
+
+/** The descriptor a path names (`/dev/stdin`: 0; `/dev/fd/N`, `/proc/self/fd/N`: N), if it names one. */
+const inheritedFd = (file: string): number | undefined => {
+  if (file === "/dev/stdin") return 0
+  const match = /^\/(?:dev|proc\/self)\/fd\/(\d{1,6})$/.exec(file)
+  return match === null ? undefined : Number(match[1])
+}
+
+const isSocket = (fd: number): boolean => {
+  try {
+    return NodeFs.fstatSync(fd).isSocket()
+  } catch {
+    return false
+  }
 }
 
 const stopMessage = (cause: Cause.Cause<{ readonly message: string }>): string => {
