@@ -26,7 +26,9 @@ export const whileRunning = <A, E, R>(
   if (!stderr.isTTY) return effect
   const draw = Effect.sync(() => stderr.write(`\r\x1b[2K${line(snapshot())}`))
   return Effect.acquireUseRelease(
-    Effect.forkDaemon(Effect.repeat(draw, Schedule.spaced("250 millis"))),
+    // (interruptible: a fiber forked in the acquire, which cannot be interrupted, inherits that, and
+    // the release's interrupt then waited for it forever: a run on a terminal never exited)
+    Effect.forkDaemon(Effect.interruptible(Effect.repeat(draw, Schedule.spaced("250 millis")))),
     () => effect,
     (fiber) => Effect.zipRight(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(`\r\x1b[2K`)))
   )

@@ -1,0 +1,71 @@
+/**
+ * `run` in a terminal, as a user starts it (a pseudo-terminal from script(1)): the progress line is
+ * drawn on stderr, and the run ends. Every run whose stderr was a terminal never exited (the
+ * progress fiber, forked where it could not be interrupted, was waited for forever), and no test ran
+ * the CLI in a terminal.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { readLines, tmp } from "../cli.js"
+
+const binPath = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
+const hasScript = process.platform === "linux" && spawnSync("script", ["--version"]).status === 0
+
+/**
+ * `effect-gym ARGS` in a pseudo-terminal; `keys` typed into it after `after` ms (Ctrl-C is "\x03").
+ * Resolves with its exit code (script -e gives the command's) and what the terminal showed, or
+ * `null` as the code when it has not ended within `limit` ms (then it is killed).
+ */
+const inTerminal = (args: ReadonlyArray<string>, options: { readonly keys?: string; readonly after?: number; readonly limit?: number } = {}) =>
+  new Promise<{ readonly code: number | null; readonly screen: string }>((resolve) => {
+    const quoted = [process.execPath, binPath, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
+    const child = spawn("script", ["-qec", quoted, "/dev/null"], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
+    let screen = ""
+    child.stdout.on("data", (chunk: Buffer) => void (screen += chunk.toString("utf8")))
+    const limit = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // gone already
+      }
+      resolve({ code: null, screen })
+    }, options.limit ?? 30_000)
+    if (options.keys !== undefined) setTimeout(() => child.stdin.write(options.keys), options.after ?? 0)
+    child.on("exit", (code) => {
+      clearTimeout(limit)
+      resolve({ code, screen })
+    })
+  })
+
+describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
+  const dir = tmp()
+  const dataset = path.join(dir, "rows.jsonl")
+  fs.writeFileSync(dataset, Array.from({ length: 400 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
+  const common = ["--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2"]
+
+  it("runs to its end: the progress line drawn, then cleared, the summary printed, exit 0", async () => {
+    const output = path.join(dir, "all.jsonl")
+    // a policy slow enough for the progress line to be drawn (every 250 ms)
+    const { code, screen } = await inTerminal(["run", "--dataset", dataset, ...common, "--policy-option", "latency_ms=1", "--output", output])
+    expect(code, screen).toBe(0)
+    expect(screen).toContain("traj/s")
+    expect(screen).toContain(`completions    ${output}`)
+    expect(readLines(output)).toHaveLength(800)
+  })
+
+  it("Ctrl-C: stops gracefully, the groups finished written, the summary marked interrupted, exit 130", async () => {
+    const output = path.join(dir, "stopped.jsonl")
+    const { code, screen } = await inTerminal(
+      ["run", "--dataset", dataset, ...common, "--policy-option", "latency_ms=20", "--concurrency", "4", "--output", output],
+      { keys: "\x03", after: 2_500 }
+    )
+    expect(code, screen).toBe(130)
+    expect(screen).toContain("interrupted    by SIGINT")
+    const lines = readLines(output)
+    expect(lines.length).toBeGreaterThan(0)
+    expect(lines.length).toBeLessThan(800)
+    expect(lines.length % 2).toBe(0)
+  })
+})
