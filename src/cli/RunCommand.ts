@@ -12,6 +12,7 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeNet from "node:net"
+import * as NodeTty from "node:tty"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
 import * as Json from "../internal/Json.js"
@@ -354,8 +355,8 @@ const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
     : fs.stream(file, { chunkSize: FileSystem.KiB(256) })
 
 /**
- * A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, else a file
- * stream. `/dev/stdin` (or `/dev/fd/N`) that is a socket, as a parent written in Node gives its
+ * A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, a terminal's
+ * handle for a terminal, else a file stream. `/dev/stdin` (or `/dev/fd/N`) that is a socket, as a parent written in Node gives its
  * child (`spawn` with `stdio: "pipe"`), cannot be opened (ENXIO): its descriptor is read directly.
  */
 const pipeReadable = (file: string): NodeJS.ReadableStream => {
@@ -366,6 +367,12 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
       const socket = new NodeNet.Socket({ fd, readable: true, writable: false })
       fd = undefined
       return socket
+    }
+    if (NodeTty.isatty(fd)) {
+      // a terminal (`--dataset /dev/stdin` typed in): its handle too, for the same reason
+      const terminal = new NodeTty.ReadStream(fd)
+      fd = undefined
+      return terminal
     }
   } catch (error) {
     const inherited = inheritedFd(file)

@@ -14,11 +14,15 @@ const binPath = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
 const hasScript = process.platform === "linux" && spawnSync("script", ["--version"]).status === 0
 
 /**
- * `effect-gym ARGS` in a pseudo-terminal; `keys` typed into it after `after` ms (Ctrl-C is "\x03").
+ * `effect-gym ARGS` in a pseudo-terminal; each of `keys` typed into it at its time, in ms from the
+ * start (Ctrl-C is "\x03", Ctrl-D "\x04").
  * Resolves with its exit code (script -e gives the command's) and what the terminal showed, or
  * `null` as the code when it has not ended within `limit` ms (then it is killed).
  */
-const inTerminal = (args: ReadonlyArray<string>, options: { readonly keys?: string; readonly after?: number; readonly limit?: number } = {}) =>
+const inTerminal = (
+  args: ReadonlyArray<string>,
+  options: { readonly keys?: ReadonlyArray<readonly [after: number, keys: string]>; readonly limit?: number } = {}
+) =>
   new Promise<{ readonly code: number | null; readonly screen: string }>((resolve) => {
     const quoted = [process.execPath, binPath, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
     const child = spawn("script", ["-qec", quoted, "/dev/null"], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
@@ -32,7 +36,7 @@ const inTerminal = (args: ReadonlyArray<string>, options: { readonly keys?: stri
       }
       resolve({ code: null, screen })
     }, options.limit ?? 30_000)
-    if (options.keys !== undefined) setTimeout(() => child.stdin.write(options.keys), options.after ?? 0)
+    for (const [after, keys] of options.keys ?? []) setTimeout(() => child.stdin.write(keys), after)
     child.on("exit", (code) => {
       clearTimeout(limit)
       resolve({ code, screen })
@@ -59,7 +63,7 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
     const output = path.join(dir, "stopped.jsonl")
     const { code, screen } = await inTerminal(
       ["run", "--dataset", dataset, ...common, "--policy-option", "latency_ms=20", "--concurrency", "4", "--output", output],
-      { keys: "\x03", after: 2_500 }
+      { keys: [[2_500, "\x03"]] }
     )
     expect(code, screen).toBe(130)
     expect(screen).toContain("interrupted    by SIGINT")
@@ -67,5 +71,24 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
     expect(lines.length).toBeGreaterThan(0)
     expect(lines.length).toBeLessThan(800)
     expect(lines.length % 2).toBe(0)
+  })
+
+  // rows typed in (a terminal sends a line on Enter, "\r"), then Ctrl-C or Ctrl-D (end of input)
+  const typed = `${JSON.stringify({ env_config: { seed: 1 } })}\r${JSON.stringify({ env_config: { seed: 2 } })}\r`
+  const typing = (output: string) => ["run", "--dataset", "/dev/stdin", ...common, "--output", output, "--json"]
+
+  it("--dataset /dev/stdin typed in, then Ctrl-C: the run ends at once (it waited for another line)", async () => {
+    const output = path.join(dir, "typed-stopped.jsonl")
+    // Ctrl-C well after the rows have run (a row runs in milliseconds)
+    const { code, screen } = await inTerminal(typing(output), { keys: [[1_000, typed], [3_000, "\x03"]], limit: 20_000 })
+    expect(code, screen).toBe(130)
+    expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([1, 1, 2, 2])
+  })
+
+  it("--dataset /dev/stdin typed in, then Ctrl-D: the rows typed run, exit 0", async () => {
+    const output = path.join(dir, "typed.jsonl")
+    const { code, screen } = await inTerminal(typing(output), { keys: [[1_000, `${typed}\x04`]] })
+    expect(code, screen).toBe(0)
+    expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([1, 1, 2, 2])
   })
 })
