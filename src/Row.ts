@@ -247,29 +247,79 @@ export type Line = readonly [index: number, text: string, invalid?: string]
 const NEWLINE = 0x0a
 
 /**
+ * The longest line a byte stream may have: 256 MiB. A longer one (a file without newlines,
+ * `/dev/zero`) is reported as a bad line and skipped to its end, holding no more than this much
+ * memory (it grew without bound, and a string cannot hold more than ~512 M characters anyway).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const MAX_LINE_BYTES = 256 * 1024 * 1024
+
+/**
  * Splits bytes into lines as they come (`\n`, a trailing `\r` removed), decoding UTF-8 strictly:
  * a line that is not valid UTF-8 is reported with its line, not replaced with U+FFFD. Only the
- * bytes after the last newline are held between chunks.
+ * bytes after the last newline are held between chunks (at most {@link MAX_LINE_BYTES}).
  */
 class LineSplitter {
   // The bytes after the last newline, as the chunks they came in: joined once, when their line
   // ends (joining at every chunk made a 100 MB line cost minutes of copying).
   private carry: Array<Uint8Array> = []
+  /** The bytes in `carry`. */
+  private carried = 0
+  /** In a line longer than the limit: its bytes are dropped up to its newline. */
+  private skipping = false
   private index = 0
   private readonly decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
+  constructor(private readonly maxLineBytes: number) {}
+
   push(chunk: Uint8Array): Array<Line> {
-    const last = chunk.lastIndexOf(NEWLINE)
-    if (last < 0) {
-      if (chunk.length > 0) this.carry.push(chunk)
-      return []
+    let rest = chunk
+    let skipped: Line | undefined
+    if (this.skipping || this.carried > 0) {
+      const newline = rest.indexOf(NEWLINE)
+      const over = this.skipping || this.carried + (newline < 0 ? rest.length : newline) > this.maxLineBytes
+      if (over) {
+        this.carry = []
+        this.carried = 0
+        this.skipping = newline < 0
+        if (newline < 0) return []
+        skipped = this.tooLong()
+        rest = rest.subarray(newline + 1)
+      }
     }
-    const data = this.take(chunk.subarray(0, last))
-    if (last + 1 < chunk.length) this.carry.push(chunk.slice(last + 1))
-    return this.lines(data)
+    const last = rest.lastIndexOf(NEWLINE)
+    let out: Array<Line>
+    if (last < 0) {
+      if (rest.length > 0) {
+        this.carry.push(rest)
+        this.carried += rest.length
+      }
+      out = []
+    } else {
+      const data = this.take(rest.subarray(0, last))
+      if (last + 1 < rest.length) {
+        const tail = rest.slice(last + 1)
+        this.carry.push(tail)
+        this.carried = tail.length
+      }
+      out = this.lines(data)
+    }
+    if (skipped !== undefined) out.unshift(skipped)
+    return out
+  }
+
+  /** The line being skipped, reported (it takes its index). */
+  private tooLong(): Line {
+    return [this.index++, "", `the line is longer than ${this.maxLineBytes} bytes (the longest a dataset's line may be)`]
   }
 
   end(): Array<Line> {
+    if (this.skipping) {
+      this.skipping = false
+      return [this.tooLong()]
+    }
     return this.lines(this.take(new Uint8Array(0)))
   }
 
@@ -286,16 +336,20 @@ class LineSplitter {
     }
     data.set(tail, offset)
     this.carry = []
+    this.carried = 0
     return data
   }
 
   /** The lines of `bytes` (whole lines, the last without its newline). */
   private lines(bytes: Uint8Array): Array<Line> {
     let text: string | undefined
-    try {
-      text = this.decoder.decode(bytes)
-    } catch {
-      text = undefined
+    // (bytes within the limit hold no line past it; else each line is measured below)
+    if (bytes.length <= this.maxLineBytes) {
+      try {
+        text = this.decoder.decode(bytes)
+      } catch {
+        text = undefined
+      }
     }
     const out: Array<Line> = []
     if (text !== undefined) {
@@ -305,12 +359,18 @@ class LineSplitter {
       }
       return out
     }
-    // Some line is not UTF-8: decode line by line to find which.
+    // Some line is not UTF-8, or may be too long: line by line, to find which.
     let start = 0
     for (;;) {
       let end = bytes.indexOf(NEWLINE, start)
       if (end < 0) end = bytes.length
       const lineBytes = bytes.subarray(start, end > start && bytes[end - 1] === 13 ? end - 1 : end)
+      if (end - start > this.maxLineBytes) {
+        out.push(this.tooLong())
+        if (end >= bytes.length) break
+        start = end + 1
+        continue
+      }
       try {
         const line = this.decoder.decode(lineBytes)
         out.push([this.index, this.index === 0 ? stripBom(line) : line])
@@ -350,14 +410,18 @@ const firstInvalidUtf8 = (bytes: Uint8Array): number => {
 
 /**
  * The lines of a byte stream (a file read in chunks), decoded as UTF-8; memory holds one chunk and
- * the line being read, whatever the size of the whole.
+ * the line being read, whatever the size of the whole. A line longer than `maxLineBytes` (default
+ * {@link MAX_LINE_BYTES}) is reported as not readable, at its index, and skipped.
  *
  * @since 0.1.0
  * @category decoding
  */
-export const streamLines = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<Line, E, R> =>
+export const streamLines = <E, R>(
+  bytes: Stream.Stream<Uint8Array, E, R>,
+  options: { readonly maxLineBytes?: number | undefined } = {}
+): Stream.Stream<Line, E, R> =>
   Stream.suspend(() => {
-    const splitter = new LineSplitter()
+    const splitter = new LineSplitter(options.maxLineBytes ?? MAX_LINE_BYTES)
     return Stream.concat(
       Stream.mapChunks(bytes, (chunks) => {
         const out: Array<Line> = []

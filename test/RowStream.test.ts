@@ -84,3 +84,26 @@ describe("Row.decodeStream", () => {
     expect(ok.envConfig).toEqual({ seed: 123456789012345678901234567890n, p: 1e-300 })
   })
 })
+
+describe("Row.streamLines: a line longer than the limit (a file without newlines grew memory without bound)", () => {
+  const lines = (text: string, cuts: ReadonlyArray<number>, maxLineBytes: number) =>
+    Effect.runPromise(Stream.runCollect(Row.streamLines(chunked(encoder.encode(text), cuts), { maxLineBytes }))).then((c) =>
+      Chunk.toReadonlyArray(c).map(([index, text, invalid]) => (invalid === undefined ? `${index}:${text}` : `${index}:! ${invalid}`))
+    )
+  const tooLong = "the line is longer than 10 bytes (the longest a dataset's line may be)"
+
+  it("is reported at its index and skipped, with the lines around it kept, however the bytes are cut", async () => {
+    const text = `abc\n${"x".repeat(25)}\nok\n${"y".repeat(10)}\n${"z".repeat(11)}`
+    const expected = ["0:abc", `1:! ${tooLong}`, "2:ok", `3:${"y".repeat(10)}`, `4:! ${tooLong}`]
+    // every cut of the text in two, then in chunks of every size
+    for (let cut = 0; cut <= text.length; cut++) expect(await lines(text, [cut], 10)).toEqual(expected)
+    for (let size = 1; size <= text.length; size++) {
+      const cuts = Array.from({ length: Math.ceil(text.length / size) }, (_, i) => i * size)
+      expect(await lines(text, cuts, 10), `chunks of ${size}`).toEqual(expected)
+    }
+  })
+
+  it("the default limit is 256 MiB: a 64 MB line is a line", () => {
+    expect(Row.MAX_LINE_BYTES).toBe(256 * 1024 * 1024)
+  })
+})
