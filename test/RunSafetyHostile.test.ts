@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { cli, readLines, tmp as makeTmp } from "./cli.js"
 import * as Row from "../src/Row.js"
@@ -157,6 +158,22 @@ describe("run: datasets as editors and shells write them", () => {
     expect(stderr).not.toContain("ENXIO")
     expect(JSON.parse(stdout).groups).toBe(3)
     expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([7, 7, 8, 8, 9, 9])
+  })
+
+  it("a socket file as --dataset: refused at start (exit 2, what a dataset may be); it failed after the run had started", async () => {
+    const dir = tmp()
+    const socket = path.join(dir, "rows.sock")
+    const server = net.createServer()
+    await new Promise<void>((resolve) => server.listen(socket, resolve))
+    try {
+      const output = path.join(dir, "out.jsonl")
+      const result = await Effect.runPromise(cli("run", "--dataset", socket, "--output", output, ...lake))
+      expect(result.code).toBe(2)
+      expect(result.stderr).toContain(`--dataset ${socket}: is a socket: a dataset is a file, a pipe, a FIFO or /dev/stdin`)
+      expect(fs.existsSync(output)).toBe(false)
+    } finally {
+      server.close()
+    }
   })
 
   it("a 64 MB line read in 8 KB chunks is joined once (joining at every chunk copied ~256 GB)", async () => {

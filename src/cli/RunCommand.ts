@@ -375,7 +375,7 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
       return terminal
     }
   } catch (error) {
-    const inherited = inheritedFd(file)
+    const inherited = RunLog.inheritedFd(file)
     if ((error as NodeJS.ErrnoException).code === "ENXIO" && inherited !== undefined && isSocket(inherited)) {
       return new NodeNet.Socket({ fd: inherited, readable: true, writable: false })
     }
@@ -384,13 +384,6 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
     if (fd !== undefined) NodeFs.closeSync(fd)
   }
   return NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 })
-}
-
-/** The descriptor a path names (`/dev/stdin`: 0; `/dev/fd/N`, `/proc/self/fd/N`: N), if it names one. */
-const inheritedFd = (file: string): number | undefined => {
-  if (file === "/dev/stdin") return 0
-  const match = /^\/(?:dev|proc\/self)\/fd\/(\d{1,6})$/.exec(file)
-  return match === null ? undefined : Number(match[1])
 }
 
 const isSocket = (fd: number): boolean => {

@@ -142,7 +142,10 @@ export interface DatasetScan {
   readonly rows: number | undefined
 }
 
-/** Fails unless the dataset can be read: it exists and is not a directory. */
+/**
+ * Fails unless the dataset can be read: it exists and is not a directory, nor a socket file (which
+ * cannot be opened; a socket that is the process's stdin, `/dev/stdin`, is read from its descriptor).
+ */
 export const checkDataset = (file: string) =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => fs.stat(file)).pipe(
     Effect.catchTags({
@@ -152,8 +155,27 @@ export const checkDataset = (file: string) =>
     Effect.filterOrFail(
       (info) => info.type !== "Directory",
       () => new FileError({ option: "--dataset", file, detail: "is a directory" })
+    ),
+    Effect.filterOrFail(
+      (info) => info.type !== "Socket" || inheritedFd(file) !== undefined,
+      () =>
+        new FileError({
+          option: "--dataset",
+          file,
+          detail: "is a socket: a dataset is a file, a pipe, a FIFO or /dev/stdin (e.g. `nc HOST PORT | effect-gym run --dataset /dev/stdin`)"
+        })
     )
   )
+
+/**
+ * The descriptor a dataset's path names (`/dev/stdin`: 0; `/dev/fd/N`, `/proc/self/fd/N`: N), if it
+ * names one.
+ */
+export const inheritedFd = (file: string): number | undefined => {
+  if (file === "/dev/stdin") return 0
+  const match = /^\/(?:dev|proc\/self)\/fd\/(\d{1,6})$/.exec(file)
+  return match === null ? undefined : Number(match[1])
+}
 
 /**
  * Reads the dataset once, in chunks (memory stays bounded): its sha256 and its row count. A pipe
