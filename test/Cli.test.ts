@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { CompletionLine } from "../src/CompletionsLog.js"
 import { bin, cli, readLines, tmp as makeTmp } from "./cli.js"
+import * as RunnerCommand from "../src/cli/RunnerCommand.js"
 import { withoutTimings } from "./helpers.js"
 
 const root = path.resolve(import.meta.dirname, "..")
@@ -163,4 +164,20 @@ describe("CLI (the built binary, as a user runs it)", () => {
     expect((await bin(["run", "--dataset", dataset, "--gym-env", "nope"], dir)).code).toBe(2)
     expect((await bin(["run", "--no-such-flag"], dir)).code).toBe(2)
   })
+})
+
+describe("runner: the run's options are refused by name (the list of them is kept by hand)", () => {
+  it.effect("every option `run --help` lists and `runner --help` does not is refused on a runner, naming it", () =>
+    Effect.gen(function*() {
+      const flags = (text: string) => new Set(text.match(/--[a-z][a-z0-9-]*/g) ?? [])
+      const run = yield* cli("run", "--help")
+      const runner = yield* cli("runner", "--help")
+      const runnerFlags = flags(runner.stdout + runner.stderr)
+      const runOnly = [...flags(run.stdout + run.stderr)].filter((flag) => !runnerFlags.has(flag))
+      expect(runOnly).toContain("--dataset")
+      for (const flag of runOnly) {
+        const refused = RunnerCommand.refusedOption(["node", "effect-gym", "runner", "--cluster", "postgres://x@h/d", flag])
+        expect(refused?.option, `${flag} is not refused by name on a runner`).toBe(flag)
+      }
+    }))
 })
