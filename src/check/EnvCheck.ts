@@ -208,6 +208,13 @@ const abandoned = (context: Context, scenario: Scenario) =>
     return lc
   })
 
+/**
+ * A turn of the event loop (a timer of 0 ms: the check runs under the real clock). An env that
+ * answers at once runs its episodes without one, and a check that never gave one could not see
+ * Ctrl-C (`check-env` ran to its end, for minutes with many seeds).
+ */
+const breathe = Effect.sleep(Duration.zero)
+
 const checkScenario = (context: Context, scenario: Scenario) =>
   Effect.gen(function*() {
     const { collector, settings } = context
@@ -216,6 +223,7 @@ const checkScenario = (context: Context, scenario: Scenario) =>
       const lc = yield* episode(context, scenario, run === 1)
       inspectLifecycle(context, lc, `run ${run}`)
       runs.push(lc)
+      yield* breathe
     }
     const first = runs[0]
     if (settings.runs > 1 && first.created?._tag === "Ok") {

@@ -50,16 +50,20 @@ const cli = Command.run(command, { name: "effect-gym", version: version() })
  */
 const wizardWithoutTerminal = (
   argv: ReadonlyArray<string>,
-  terminal: boolean
+  terminal: { readonly stdin: boolean; readonly stdout: boolean }
 ): Effect.Effect<OptionError | undefined, never, NodeContext.NodeContext> => {
   const args = argv.slice(2)
   // (the parse only for words that may ask for it: every other invocation starts as before)
-  if (terminal || !args.some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))) return Effect.succeed(undefined)
+  if ((terminal.stdin && terminal.stdout) || !args.some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))) {
+    return Effect.succeed(undefined)
+  }
+  // stdout too: the questions are written there (`dataset ... --wizard > rows.jsonl` wrote them into the file)
+  const which = terminal.stdin ? "stdout is not one (its questions would go where the output goes)" : "stdin is not one"
   return Effect.map(startsWizard(normalizeArgv(argv).slice(2)), (starts) =>
     starts
       ? new OptionError({
         option: "--wizard",
-        detail: "asks its questions on a terminal, and stdin is not one: run it in a terminal, or give the options " +
+        detail: `asks its questions on a terminal, and ${which}: run it in a terminal, or give the options ` +
           "on the command line (`effect-gym COMMAND --help` lists them)"
       })
       : undefined)
@@ -105,7 +109,7 @@ export const main = (
   // a coordinator's option given to a runner: named, not "unknown argument"
   const refusedRunner = RunnerCommand.refusedOption(argv)
   const refusal = refusedRunner === undefined
-    ? wizardWithoutTerminal(argv, process.stdin.isTTY === true)
+    ? wizardWithoutTerminal(argv, { stdin: process.stdin.isTTY === true, stdout: process.stdout.isTTY === true })
     : Effect.succeed(refusedRunner)
   return Effect.flatMap(refusal, (refused) => refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {

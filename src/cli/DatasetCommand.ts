@@ -56,15 +56,20 @@ const chunks = (options: DatasetOptions): Stream.Stream<string> =>
   })
 
 /**
- * After a chunk is written (through the `Console`, which tests replace), waits while standard
- * output's buffer is full, so that a slow reader holds the rows back instead of them piling up in
+ * After a chunk is written (through the `Console`, which tests replace), gives the event loop a
+ * turn, and waits while standard output's buffer is full, so that a slow reader holds the rows back instead of them piling up in
  * memory; `false` once the reader has gone (EPIPE destroys the stream: `dataset frozen-lake --rows
  * 1000000 | head -1` stops there instead of making every row).
  */
 const taken: Effect.Effect<boolean> = Effect.async<boolean>((resume) => {
   const out = process.stdout
   if (out.destroyed || out.writableEnded) return resume(Effect.succeed(false))
-  if (!out.writableNeedDrain) return resume(Effect.succeed(true))
+  if (!out.writableNeedDrain) {
+    // A turn of the event loop even so: writes to a terminal (or a file) complete at once, and a
+    // loop that never gave one could not see Ctrl-C (`dataset` to a terminal ran to its end).
+    const turn = setImmediate(() => resume(Effect.succeed(true)))
+    return Effect.sync(() => clearImmediate(turn))
+  }
   const done = (ok: boolean) => () => {
     out.off("drain", onDrain).off("close", onClose)
     resume(Effect.succeed(ok))

@@ -87,6 +87,19 @@ describe("--wizard without a terminal (it waited forever for input at end of std
   })
 
   const hasScript = process.platform === "linux" && spawnSync("script", ["--version"]).status === 0
+  it.skipIf(!hasScript)("in a pseudo-terminal with stdout sent to a file: refused (exit 2; its questions went into the file)", () => {
+    const dir = tmp()
+    const file = path.join(dir, "rows.jsonl")
+    const result = spawnSync("script", ["-qec", `"${process.execPath}" "${binPath}" dataset frozen-lake --wizard > "${file}"`, "/dev/null"], {
+      input: "",
+      timeout: 30_000,
+      encoding: "utf8"
+    })
+    expect(result.status).toBe(2)
+    expect(result.stdout).toContain("--wizard: asks its questions on a terminal, and stdout is not one")
+    expect(fs.readFileSync(file, "utf8")).toBe("")
+  })
+
   it.skipIf(!hasScript)("in a pseudo-terminal (script(1)): the wizard starts, its first question asked", async () => {
     const child = spawn("script", ["-qec", `"${process.execPath}" "${binPath}" envs --wizard`, "/dev/null"], {
       detached: true,

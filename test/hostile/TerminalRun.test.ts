@@ -92,3 +92,23 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
     expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([1, 1, 2, 2])
   })
 })
+
+describe.skipIf(!hasScript)("other commands in a terminal: Ctrl-C is seen (a loop that never gave the event loop a turn ran to its end)", () => {
+  it("dataset frozen-lake writing to the terminal: Ctrl-C exits 130 at once", async () => {
+    const started = Date.now()
+    const { code } = await inTerminal(["dataset", "frozen-lake", "--rows", "3000000"], { keys: [[1_500, "\x03"]], limit: 60_000 })
+    expect(code).toBe(130)
+    expect(Date.now() - started).toBeLessThan(15_000)
+  })
+
+  it("check-env with many seeds: Ctrl-C exits 130 at once", async () => {
+    const started = Date.now()
+    const { code } = await inTerminal(["check-env", "frozen_lake", "--seeds", "400", "--runs", "20", "--max-steps", "200"], {
+      keys: [[2_000, "\x03"]],
+      limit: 60_000
+    })
+    expect(code).toBe(130)
+    expect(Date.now() - started).toBeLessThan(15_000)
+  })
+})
+
