@@ -1,7 +1,7 @@
 /**
  * Progress of a long run on stderr, only when stderr is a terminal (piped output stays clean).
  */
-import { Effect, Fiber, Schedule } from "effect"
+import { Console, Effect, Fiber, Schedule } from "effect"
 import type * as Summary from "../Summary.js"
 
 export interface Snapshot {
@@ -10,12 +10,24 @@ export interface Snapshot {
   readonly elapsedMs: number
 }
 
-const line = ({ accumulator, elapsedMs, total }: Snapshot): string => {
+/** The progress line, cut to `columns - 1` characters (a longer one wraps, and a redraw clears only its last row). */
+const line = ({ accumulator, elapsedMs, total }: Snapshot, columns: number | undefined): string => {
   const s = accumulator.summary(elapsedMs)
-  const pct = total > 0 ? ` (${((s.trajectories / total) * 100).toFixed(0)}%)` : ""
-  return `${s.trajectories}/${total}${pct}  ${Math.round(s.trajectoriesPerSecond)} traj/s  ` +
+  // (no total when it is not known: a dataset read from a pipe)
+  const done = total > 0 ? `${s.trajectories}/${total} (${((s.trajectories / total) * 100).toFixed(0)}%)` : `${s.trajectories}`
+  const text = `${done}  ${Math.round(s.trajectoriesPerSecond)} traj/s  ` +
     `${Math.round(s.turnsPerSecond)} turns/s  mean reward ${s.meanReward.toFixed(3)}  failures ${s.failures}`
+  return columns !== undefined && columns > 1 && text.length > columns - 1 ? text.slice(0, columns - 1) : text
 }
+
+const CLEAR = "\r\x1b[2K"
+
+/** `console` with the progress line cleared before each message to stderr (it was glued onto the line). */
+const clearing = (console: Console.Console, stderr: NodeJS.WriteStream): Console.Console => ({
+  ...console,
+  error: (...args: ReadonlyArray<unknown>) => Effect.zipRight(Effect.sync(() => void stderr.write(CLEAR)), console.error(...args)),
+  warn: (...args: ReadonlyArray<unknown>) => Effect.zipRight(Effect.sync(() => void stderr.write(CLEAR)), console.warn(...args))
+})
 
 /** Runs `effect`, redrawing a progress line every 250 ms while it runs (on a terminal only). */
 export const whileRunning = <A, E, R>(
@@ -24,12 +36,12 @@ export const whileRunning = <A, E, R>(
 ): Effect.Effect<A, E, R> => {
   const stderr = process.stderr
   if (!stderr.isTTY) return effect
-  const draw = Effect.sync(() => stderr.write(`\r\x1b[2K${line(snapshot())}`))
+  const draw = Effect.sync(() => stderr.write(`${CLEAR}${line(snapshot(), stderr.columns)}`))
   return Effect.acquireUseRelease(
     // (interruptible: a fiber forked in the acquire, which cannot be interrupted, inherits that, and
     // the release's interrupt then waited for it forever: a run on a terminal never exited)
     Effect.forkDaemon(Effect.interruptible(Effect.repeat(draw, Schedule.spaced("250 millis")))),
-    () => effect,
-    (fiber) => Effect.zipRight(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(`\r\x1b[2K`)))
+    () => Console.consoleWith((console) => Effect.withConsole(effect, clearing(console, stderr))),
+    (fiber) => Effect.zipRight(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(CLEAR)))
   )
 }

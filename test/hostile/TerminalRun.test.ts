@@ -59,6 +59,22 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
     expect(readLines(output)).toHaveLength(800)
   })
 
+  it("a bad row's message starts on a line of its own (it was glued onto the progress line); no total shown when unknown", async () => {
+    const bad = path.join(dir, "bad.jsonl")
+    fs.writeFileSync(bad, Array.from({ length: 60 }, (_, seed) => (seed % 20 === 19 ? "{oops" : JSON.stringify({ env_config: { seed } }))).join("\n") + "\n")
+    const output = path.join(dir, "bad-out.jsonl")
+    const { code, screen } = await inTerminal(["run", "--dataset", bad, ...common, "--policy-option", "latency_ms=5", "--concurrency", "2", "--output", output])
+    expect(code, screen).toBe(1)
+    expect(screen.match(/\r\x1b\[2Kbad row: /g)?.length).toBe(3)
+    expect(screen).not.toMatch(/failures \d+bad row/)
+    // from a pipe the row count is not known: "12 ..." rather than "12/0"
+    const piped = await inTerminal(["run", "--dataset", "/dev/stdin", ...common, "--output", path.join(dir, "piped.jsonl")], {
+      keys: [[500, `${JSON.stringify({ env_config: { seed: 1 } })}\r\x04`]]
+    })
+    expect(piped.code, piped.screen).toBe(0)
+    expect(piped.screen).not.toMatch(/\d+\/0 /)
+  })
+
   it("Ctrl-C: stops gracefully, the groups finished written, the summary marked interrupted, exit 130", async () => {
     const output = path.join(dir, "stopped.jsonl")
     const { code, screen } = await inTerminal(
