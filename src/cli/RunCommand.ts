@@ -447,8 +447,10 @@ export const command = Command.make("run", runOptions).pipe(
     Effect.gen(function*() {
       // --view: the page lives in the command's scope, so it outlives the run.
       const view = yield* RunView.make(args)
-      const { exitCode } = yield* runJob(args, view)
+      const { exitCode, summary } = yield* runJob(args, view)
       yield* setExitCode(exitCode)
+      // A run stopped by a signal ends there (its page said it stays, and the process exited).
+      if (summary.interrupted !== null) return
       // The page stays up until Ctrl-C: the run took over SIGINT/SIGTERM (`Signals.handle`), so the
       // hold ends on the next one, with the run's exit code.
       const signals = yield* Effect.serviceOption(Signals)

@@ -1,6 +1,7 @@
 /** Hostile-user regressions for `effect-gym view` (found by attacking the command line). */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -81,4 +82,31 @@ describe("effect-gym view, damaged logs", () => {
       expect(c.stderr).toContain("is a binary file (it holds NUL bytes)")
       expect(c.code).toBe(1)
     }))
+})
+
+describe("effect-gym run --view, stopped by a signal", () => {
+  it("SIGINT mid-run: exit 130 at once, without promising a page that stays (it said so, then exited)", async () => {
+    const dir = Logs.tmp()
+    const dataset = path.join(dir, "rows.jsonl")
+    fs.writeFileSync(dataset, Array.from({ length: 400 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
+    const output = path.join(dir, "out.jsonl")
+    const child = spawn(process.execPath, [
+      path.resolve(import.meta.dirname, "../../bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake",
+      "--policy", "random", "--policy-option", "latency_ms=20", "--concurrency", "4", "--output", output, "--view", "--view-port", "0"
+    ], { stdio: ["ignore", "pipe", "pipe"] })
+    let stderr = ""
+    child.stderr.on("data", (chunk) => void (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    try {
+      for (const deadline = Date.now() + 30_000; !stderr.includes("http://127.0.0.1:") && Date.now() < deadline;) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      child.kill("SIGINT")
+      expect(await exited, stderr).toBe(130)
+      expect(stderr).not.toContain("its page stays")
+    } finally {
+      child.kill("SIGKILL")
+    }
+  })
 })
