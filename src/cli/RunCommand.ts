@@ -356,8 +356,9 @@ const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
 
 /**
  * A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, a terminal's
- * handle for a terminal, else a file stream. `/dev/stdin` (or `/dev/fd/N`) that is a socket, as a parent written in Node gives its
- * child (`spawn` with `stdio: "pipe"`), cannot be opened (ENXIO): its descriptor is read directly.
+ * handle for a terminal, else a file stream. `/dev/stdin` (or `/dev/fd/N`) that is a socket, as a
+ * parent written in Node gives its child (`spawn` with `stdio: "pipe"`), cannot be opened (ENXIO):
+ * its descriptor is read directly.
  */
 const pipeReadable = (file: string): NodeJS.ReadableStream => {
   let fd: number | undefined
