@@ -11,7 +11,9 @@ import { CliConfig, Command } from "@effect/cli"
 import * as Descriptor from "@effect/cli/CommandDescriptor"
 import * as ValidationError from "@effect/cli/ValidationError"
 import type { NodeContext } from "@effect/platform-node"
-import { Cause, Console, Context, Effect, Logger } from "effect"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import * as Terminal from "@effect/platform/Terminal"
+import { Cause, Console, Context, Effect, Layer, Logger } from "effect"
 import { normalizeArgv } from "./argv.js"
 import { ExitCode, OptionError, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
@@ -111,7 +113,20 @@ export const main = (
   const refusal = refusedRunner === undefined
     ? wizardWithoutTerminal(argv, { stdin: process.stdin.isTTY === true, stdout: process.stdout.isTTY === true })
     : Effect.succeed(refusedRunner)
-  return Effect.flatMap(refusal, (refused) => refused === undefined ? cli(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
+  // The wizard's terminal notes a Ctrl-C or Ctrl-D at its questions: @effect/cli then prints
+  // "Quitting wizard mode..." and ends as if all went well; the exit code says it did not (130).
+  let quitWizard = false
+  const asksWizard = argv.slice(2).some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))
+  const wizardTerminal = Layer.scoped(
+    Terminal.Terminal,
+    NodeTerminal.make((input) => {
+      const quit = input.key.ctrl && (input.key.name === "c" || input.key.name === "d")
+      if (quit) quitWizard = true
+      return quit
+    })
+  )
+  const invoke = (args: ReadonlyArray<string>) => (asksWizard ? Effect.provide(cli(args), wizardTerminal) : cli(args))
+  return Effect.flatMap(refusal, (refused) => refused === undefined ? invoke(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code
@@ -130,6 +145,6 @@ export const main = (
       return Console.error(`error: internal error: ${Cause.pretty(Cause.die(defect))}`)
     }),
     Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.stringLogger))),
-    Effect.map(() => exitCode)
+    Effect.map(() => (quitWizard && exitCode === 0 ? 130 : exitCode))
   )
 }

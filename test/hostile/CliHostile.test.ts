@@ -87,6 +87,38 @@ describe("--wizard without a terminal (it waited forever for input at end of std
   })
 
   const hasScript = process.platform === "linux" && spawnSync("script", ["--version"]).status === 0
+  for (const [name, key] of [["Ctrl-C", "\x03"], ["Ctrl-D", "\x04"]] as const) {
+    it.skipIf(!hasScript)(`in a pseudo-terminal, ${name} at the first question: exit 130 (it was 0, as if all went well)`, async () => {
+      const child = spawn("script", ["-qec", `"${process.execPath}" "${binPath}" envs --wizard`, "/dev/null"], {
+        detached: true,
+        stdio: ["pipe", "pipe", "pipe"]
+      })
+      let out = ""
+      let typed = false
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString("utf8")
+        if (!typed && out.includes("--plugin")) {
+          typed = true
+          setTimeout(() => child.stdin.write(key), 200)
+        }
+      })
+      const code = await new Promise<number | null>((resolve) => {
+        const timer = setTimeout(() => resolve(null), 30_000)
+        child.on("exit", (code) => {
+          clearTimeout(timer)
+          resolve(code)
+        })
+      })
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // gone already
+      }
+      expect(out).toContain("Quitting wizard mode")
+      expect(code, out).toBe(130)
+    })
+  }
+
   it.skipIf(!hasScript)("in a pseudo-terminal with stdout sent to a file: refused (exit 2; its questions went into the file)", () => {
     const dir = tmp()
     const file = path.join(dir, "rows.jsonl")
