@@ -32,6 +32,7 @@ import { Clock, Duration, Effect, Exit, FastCheck, FiberId, Option } from "effec
 import * as Builtins from "../Builtins.js"
 import type * as Env from "../Env.js"
 import { isRecord, toJsonSafe, typeName } from "../internal/inspect.js"
+import { nextTurn } from "../internal/nextTurn.js"
 import { mixSeed } from "../internal/seed.js"
 import { wholeProblem } from "../internal/whole.js"
 import type * as Message from "../Message.js"
@@ -208,13 +209,6 @@ const abandoned = (context: Context, scenario: Scenario) =>
     return lc
   })
 
-/**
- * A turn of the event loop (a timer of 0 ms: the check runs under the real clock). An env that
- * answers at once runs its episodes without one, and a check that never gave one could not see
- * Ctrl-C (`check-env` ran to its end, for minutes with many seeds).
- */
-const breathe = Effect.sleep(Duration.zero)
-
 const checkScenario = (context: Context, scenario: Scenario) =>
   Effect.gen(function*() {
     const { collector, settings } = context
@@ -223,7 +217,9 @@ const checkScenario = (context: Context, scenario: Scenario) =>
       const lc = yield* episode(context, scenario, run === 1)
       inspectLifecycle(context, lc, `run ${run}`)
       runs.push(lc)
-      yield* breathe
+      // a turn of the event loop: an env that answers at once runs its episodes without one, and a
+      // check that never gave one could not see Ctrl-C (`check-env` ran to its end, for minutes)
+      yield* nextTurn
     }
     const first = runs[0]
     if (settings.runs > 1 && first.created?._tag === "Ok") {

@@ -54,11 +54,8 @@ const wizardWithoutTerminal = (
   argv: ReadonlyArray<string>,
   terminal: { readonly stdin: boolean; readonly stdout: boolean }
 ): Effect.Effect<OptionError | undefined, never, NodeContext.NodeContext> => {
-  const args = argv.slice(2)
   // (the parse only for words that may ask for it: every other invocation starts as before)
-  if ((terminal.stdin && terminal.stdout) || !args.some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))) {
-    return Effect.succeed(undefined)
-  }
+  if ((terminal.stdin && terminal.stdout) || !mentionsWizard(argv)) return Effect.succeed(undefined)
   // stdout too: the questions are written there (`dataset ... --wizard > rows.jsonl` wrote them into the file)
   const which = terminal.stdin ? "stdout is not one (its questions would go where the output goes)" : "stdin is not one"
   return Effect.map(startsWizard(normalizeArgv(argv).slice(2)), (starts) =>
@@ -70,6 +67,10 @@ const wizardWithoutTerminal = (
       })
       : undefined)
 }
+
+/** Whether the arguments of `argv` (as `process.argv`) hold a `--wizard` word (it may start the wizard). */
+const mentionsWizard = (argv: ReadonlyArray<string>): boolean =>
+  argv.slice(2).some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))
 
 /** Whether `Command.run` would start the wizard for these arguments (after a `--log-level`, which it takes out and parses again). */
 const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never, NodeContext.NodeContext> =>
@@ -116,7 +117,6 @@ export const main = (
   // The wizard's terminal notes a Ctrl-C or Ctrl-D at its questions: @effect/cli then prints
   // "Quitting wizard mode..." and ends as if all went well; the exit code says it did not (130).
   let quitWizard = false
-  const asksWizard = argv.slice(2).some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))
   const wizardTerminal = Layer.scoped(
     Terminal.Terminal,
     NodeTerminal.make((input) => {
@@ -125,7 +125,7 @@ export const main = (
       return quit
     })
   )
-  const invoke = (args: ReadonlyArray<string>) => (asksWizard ? Effect.provide(cli(args), wizardTerminal) : cli(args))
+  const invoke = (args: ReadonlyArray<string>) => (mentionsWizard(argv) ? Effect.provide(cli(args), wizardTerminal) : cli(args))
   return Effect.flatMap(refusal, (refused) => refused === undefined ? invoke(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
     Effect.provideService(ExitCode, {
       set: (code) => {

@@ -6,6 +6,7 @@ import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, Option, Stream } from "effect"
 import { FrozenLake } from "../envs/FrozenLake.js"
+import { nextTurn } from "../internal/nextTurn.js"
 import { FileError, integer, OptionError, parseNumbers } from "./common.js"
 
 const datasetFrozenLake = Command.make("frozen-lake", {
@@ -57,27 +58,26 @@ const chunks = (options: DatasetOptions): Stream.Stream<string> =>
 
 /**
  * After a chunk is written (through the `Console`, which tests replace), gives the event loop a
- * turn, and waits while standard output's buffer is full, so that a slow reader holds the rows back instead of them piling up in
- * memory; `false` once the reader has gone (EPIPE destroys the stream: `dataset frozen-lake --rows
- * 1000000 | head -1` stops there instead of making every row).
+ * turn, and waits while standard output's buffer is full, so that a slow reader holds the rows back
+ * instead of them piling up in memory; `false` once the reader has gone (EPIPE destroys the stream:
+ * `dataset frozen-lake --rows 1000000 | head -1` stops there instead of making every row).
  */
-const taken: Effect.Effect<boolean> = Effect.async<boolean>((resume) => {
+const taken: Effect.Effect<boolean> = Effect.suspend(() => {
   const out = process.stdout
-  if (out.destroyed || out.writableEnded) return resume(Effect.succeed(false))
-  if (!out.writableNeedDrain) {
-    // A turn of the event loop even so: writes to a terminal (or a file) complete at once, and a
-    // loop that never gave one could not see Ctrl-C (`dataset` to a terminal ran to its end).
-    const turn = setImmediate(() => resume(Effect.succeed(true)))
-    return Effect.sync(() => clearImmediate(turn))
-  }
-  const done = (ok: boolean) => () => {
-    out.off("drain", onDrain).off("close", onClose)
-    resume(Effect.succeed(ok))
-  }
-  const onDrain = done(true)
-  const onClose = done(false)
-  out.once("drain", onDrain).once("close", onClose)
-  return Effect.sync(() => void out.off("drain", onDrain).off("close", onClose))
+  if (out.destroyed || out.writableEnded) return Effect.succeed(false)
+  // A turn of the event loop even so: writes to a terminal (or a file) complete at once, and a
+  // loop that never gave one could not see Ctrl-C (`dataset` to a terminal ran to its end).
+  if (!out.writableNeedDrain) return Effect.as(nextTurn, true)
+  return Effect.async<boolean>((resume) => {
+    const done = (ok: boolean) => () => {
+      out.off("drain", onDrain).off("close", onClose)
+      resume(Effect.succeed(ok))
+    }
+    const onDrain = done(true)
+    const onClose = done(false)
+    out.once("drain", onDrain).once("close", onClose)
+    return Effect.sync(() => void out.off("drain", onDrain).off("close", onClose))
+  })
 })
 
 const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "env_config.p": "-p", "env_config.seed": "--start-seed" }

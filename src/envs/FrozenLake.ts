@@ -410,9 +410,8 @@ const makeBoard = (grid: ReadonlyArray<string>): Board => {
 }
 
 /**
- * An observation: `head` lines, the board (the player's row rebuilt, the others precomputed), then
- * `tail` lines, in one `join` — which yields a flat string (concatenation would leave a rope of many
- * small strings alive in every message of the conversation).
+ * An observation: `head` lines, the board's text for the player's position (kept per position on
+ * small boards, see {@link boardView}), then `tail` lines.
  */
 const observe = (
   board: Board,
