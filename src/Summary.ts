@@ -8,6 +8,14 @@ import type { DriftReport } from "./TokenSequence.js"
 import { formatDrift } from "./TokenSequence.js"
 
 /**
+ * A signal that stops a run gracefully: Ctrl-C, a `kill`, or the terminal closing (a hangup).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StopSignal = "SIGINT" | "SIGTERM" | "SIGHUP"
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -34,7 +42,7 @@ export interface Summary {
   /** Complete groups found in the log and kept (`--resume`); not counted in the other figures. */
   readonly resumedGroups: number
   /** The signal that stopped the run, or `null` when it ran to its end. */
-  readonly interrupted: "SIGINT" | "SIGTERM" | null
+  readonly interrupted: StopSignal | null
   readonly elapsedMs: number
   readonly turnsPerSecond: number
   readonly trajectoriesPerSecond: number
@@ -80,7 +88,7 @@ export class Accumulator {
   badRows = 0
   droppedGroups = 0
   resumedGroups = 0
-  interrupted: "SIGINT" | "SIGTERM" | null = null
+  interrupted: StopSignal | null = null
   readonly failuresByError: Record<string, number> = {}
   readonly failureExamples: Record<string, string> = {}
   readonly endReasons: Record<string, number> = { done: 0, max_turns: 0, error: 0 }

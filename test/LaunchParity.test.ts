@@ -106,10 +106,10 @@ describe("the bundled command line against the unbundled one", () => {
     expect((await same(() => ["openenv"])).code).toBe(0)
   }, 180_000)
 
-  it("SIGINT and SIGTERM mid-run: the finished groups are written, the summary says so, 130 and 143", async () => {
+  it("SIGINT, SIGTERM and SIGHUP mid-run: the finished groups are written, the summary says so, 130, 143 and 129", async () => {
     const dir = tmp("effect-gym-parity-")
     for (const entry of [bundled, unbundled]) {
-      for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+      for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const) {
         const output = path.join(dir, `${path.basename(path.dirname(entry))}-${signal}.jsonl`)
         const running = start(entry, [
           "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "4", "--concurrency", "8",

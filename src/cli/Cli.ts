@@ -92,11 +92,11 @@ const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never
  * exit code. Errors, warnings and logs go to stderr; stdout carries only what a command prints as
  * its result. `onExitCode` hears every code a command sets, also one set while it is being
  * interrupted (a server that shut down cleanly on SIGTERM sets 0). `signals` lets a command stop
- * gracefully on SIGINT/SIGTERM (see `Signals`); without it none arrive.
+ * gracefully on SIGINT/SIGTERM/SIGHUP (see `Signals`); without it none arrive.
  *
  * Exit codes: 0 ok; 1 a run completed with failed trajectories or bad rows; 2 the invocation was
  * wrong; 3 the command stopped on an error of its own or of the system (with a message; a run
- * writes what finished first); 130/143 interrupted by SIGINT/SIGTERM.
+ * writes what finished first); 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
  *
  * @since 0.1.0
  * @category running

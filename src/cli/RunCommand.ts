@@ -185,14 +185,14 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         }
         const drift = yield* InferenceOptions.driftCheck(args, inference)
 
-        // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM (the second
-        // ends the process at once), or when its backend is declared down (`Service.halted`).
+        // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM/SIGHUP (a second
+        // SIGINT/SIGTERM ends the process at once), or when its backend is declared down (`Service.halted`).
         const onSignal = onFirstSignal(
           yield* Effect.serviceOption(Signals),
           accumulator,
           (signal) =>
             `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
-            `are written (a second ${signal} exits at once)`
+            `are written (${signal === "SIGHUP" ? "a SIGINT or SIGTERM" : `a second ${signal}`} exits at once)`
         )
         let backendDown: InferenceError | undefined
         const halted = inference.halted === undefined
@@ -321,7 +321,7 @@ const report = <A, E>(
     return { summary, exitCode: exitCode(summary, error !== undefined) }
   })
 
-/** The graceful stop: the first SIGINT/SIGTERM marks the run interrupted and says what happens (the second ends the process at once). */
+/** The graceful stop: the first SIGINT/SIGTERM/SIGHUP marks the run interrupted and says what happens (a second SIGINT/SIGTERM ends the process at once). */
 const onFirstSignal = (
   signals: Option.Option<Context.Tag.Service<Signals>>,
   accumulator: Summary.Accumulator,

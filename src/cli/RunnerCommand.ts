@@ -99,7 +99,7 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
 export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
 
 /**
- * The runner's job: runs until interrupted (SIGINT/SIGTERM hand its shards back first).
+ * The runner's job: runs until interrupted (SIGINT/SIGTERM/SIGHUP hand its shards back first).
  */
 export const runnerJob = (args: RunnerArgs) =>
   Effect.gen(function*() {

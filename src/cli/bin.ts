@@ -2,20 +2,28 @@
 /**
  * The process around one invocation: runs `main`, exits with its code, and handles signals.
  *
- * - A first SIGINT or SIGTERM stops a command that handles it (`run`: the groups finished are
- *   written and the summary is printed) or interrupts the others (`serve` shuts down gracefully);
- *   an interrupted command exits with 130 (SIGINT) or 143 (SIGTERM) unless it set its own code
- *   while stopping (`serve` sets 0).
- * - A second signal exits at once, with the first signal's code.
+ * - A first SIGINT, SIGTERM or SIGHUP stops a command that handles it (`run`: the groups finished
+ *   are written and the summary is printed) or interrupts the others (`serve` shuts down
+ *   gracefully); an interrupted command exits with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
+ *   unless it set its own code while stopping (`serve` sets 0).
+ * - A second SIGINT or SIGTERM exits at once, with the first signal's code. A SIGHUP never does: a
+ *   closing terminal sends it more than once (the kernel, then the shell to its jobs), and no one is
+ *   left at that terminal to ask for a hard stop.
+ * - SIGHUP (the terminal closed, an SSH session dropped) was not handled before: Node's default
+ *   ended the process at once, its envs in flight not closed. Node resets an ignored SIGHUP to the
+ *   default at start, so `nohup` never kept a Node process alive; `setsid` does (no terminal).
+ * - Output that cannot be written any more (a reader gone: EPIPE; a terminal gone: EIO) is dropped,
+ *   not an error of the command: the run goes on and writes its log.
  * - The process always exits when the command ends, even if something it abandoned (an env whose
  *   close never returned) still holds the event loop; it first lets its output on a pipe go out.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Deferred, Effect, Exit, FiberId } from "effect"
+import * as fs from "node:fs"
+import * as tty from "node:tty"
 import { main } from "./Cli.js"
+import type { StopSignal as Signal } from "../Summary.js"
 import { signalExitCode } from "./common.js"
-
-type Signal = "SIGINT" | "SIGTERM"
 
 let codeOnInterrupt: number | undefined
 let graceful = false
@@ -30,20 +38,45 @@ const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
 const fiber = Effect.runFork(program)
 const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
 
+/** The standard descriptors that were a terminal at start (a hung-up terminal is not one any more). */
+const terminals = [0, 1, 2].filter((fd) => tty.isatty(fd))
+
+/**
+ * Exits with `code`. Node restores each standard descriptor's terminal settings at exit and aborts
+ * when it cannot: on a terminal that has hung up (`tcsetattr` fails with EIO) a run stopped by
+ * SIGHUP exited 134 or 139 instead of 129, after writing its log. A descriptor that is closed, Node
+ * skips; so those whose terminal has gone (a write of nothing fails with EIO) are closed first.
+ */
+const exit = (code: number): never => {
+  for (const fd of terminals) {
+    try {
+      fs.writeSync(fd, "")
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EIO") fs.closeSync(fd)
+    }
+  }
+  return process.exit(code)
+}
+
 const onSignal = (signal: Signal) => {
   if (first !== undefined) {
+    if (signal === "SIGHUP") return
     process.stderr.write(`\n${signal} again: exiting now\n`)
-    process.exit(signalExitCode(first))
+    exit(signalExitCode(first))
   }
   first = signal
   if (graceful) Deferred.unsafeDone(received, Exit.succeed(signal))
   else fiber.unsafeInterruptAsFork(fiber.id())
 }
 // A reader of stdout that has gone (EPIPE: `| head -1`) is not an error of the command: what it
-// writes after that is dropped (`dataset` stops making rows), and the exit code stays its own.
+// writes after that is dropped (`dataset` stops making rows), and the exit code stays its own. The
+// same for stderr, and for a terminal that has gone (EIO after a hangup: the progress line's next
+// write ended the process before the run could stop).
 process.stdout.on("error", () => {})
+process.stderr.on("error", () => {})
 process.on("SIGINT", () => onSignal("SIGINT"))
 process.on("SIGTERM", () => onSignal("SIGTERM"))
+process.on("SIGHUP", () => onSignal("SIGHUP"))
 
 /**
  * Exits with `code` once what the command wrote to stdout and stderr has gone out: `process.exit`
@@ -54,13 +87,13 @@ process.on("SIGTERM", () => onSignal("SIGTERM"))
 const exitFlushed = (code: number): void => {
   const pending = [process.stdout, process.stderr].filter((stream) => stream.writableLength > 0 && !stream.destroyed)
   let left = pending.length
-  if (left === 0) process.exit(code)
+  if (left === 0) exit(code)
   for (const stream of pending) {
     let done = false
     const flushed = () => {
       if (done) return
       done = true
-      if (--left === 0) process.exit(code)
+      if (--left === 0) exit(code)
     }
     stream.on("error", flushed)
     stream.on("close", flushed)

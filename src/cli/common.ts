@@ -6,6 +6,7 @@ import { FileSystem } from "@effect/platform"
 import { Config, Context, Duration, Effect, HashMap, Option, Redacted, Schema } from "effect"
 import { createRequire } from "node:module"
 import { errorMessage } from "../internal/lift.js"
+import type { StopSignal } from "../Summary.js"
 
 /**
  * A file the command needs that cannot be read or written.
@@ -173,17 +174,19 @@ export const seconds = (name: string, description: string, fallback: number | "n
   )
 
 /**
- * Signals for commands that stop gracefully (`run`): `received` completes with the first SIGINT or
- * SIGTERM once `handle()` was called (before that a signal interrupts the command, as for the
- * others); a second signal ends the process at once. Absent (in-process use): no signals arrive.
+ * Signals for commands that stop gracefully (`run`): `received` completes with the first SIGINT,
+ * SIGTERM or SIGHUP once `handle()` was called (before that a signal interrupts the command, as for
+ * the others); a second SIGINT or SIGTERM ends the process at once. Absent (in-process use): no
+ * signals arrive.
  */
 export class Signals extends Context.Tag("effect-gym/cli/Signals")<Signals, {
   readonly handle: () => void
-  readonly received: Effect.Effect<"SIGINT" | "SIGTERM">
+  readonly received: Effect.Effect<StopSignal>
 }>() {}
 
-/** The exit code of a process stopped by a signal. */
-export const signalExitCode = (signal: "SIGINT" | "SIGTERM"): number => (signal === "SIGINT" ? 130 : 143)
+/** The exit code of a process stopped by a signal: 128 + the signal's number. */
+export const signalExitCode = (signal: StopSignal): number =>
+  signal === "SIGINT" ? 130 : signal === "SIGTERM" ? 143 : 129
 
 
 /** The secret held by an environment variable named by an option (`--api-key-env VAR`). */

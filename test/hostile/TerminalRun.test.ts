@@ -128,3 +128,68 @@ describe.skipIf(!hasScript)("other commands in a terminal: Ctrl-C is seen (a loo
   })
 })
 
+
+/**
+ * The terminal closes under a run (an SSH session drops, a window is closed): SIGHUP. Node's default
+ * ended the process at once (envs in flight not closed), and a process that handled it still died
+ * at exit (Node aborts restoring a hung-up terminal's settings: exit 134/139) or at the progress
+ * line's next write (EIO).
+ *
+ * As a shell does it: the session's leader (`sh`) dies of the hangup, and the kernel then sends
+ * SIGHUP to the foreground group, where effect-gym runs under a subshell that ignores it (to record
+ * the exit code; Node resets an ignored SIGHUP to the default at start, so effect-gym still gets it).
+ */
+describe.skipIf(!hasScript)("the terminal closes under a run (SIGHUP)", () => {
+  const faults = path.resolve(import.meta.dirname, "../fixtures/plugins/faults.mjs")
+
+  it("stops gracefully: the groups finished written, every env closed, the summary says SIGHUP, exit 129", async () => {
+    const dir = tmp()
+    const data = path.join(dir, "rows.jsonl")
+    fs.writeFileSync(data, Array.from({ length: 200 }, () => JSON.stringify({ env_config: { fault: "slow_step", ms: 30, length: 3 } })).join("\n") + "\n")
+    const output = path.join(dir, "out.jsonl")
+    const envLog = path.join(dir, "envs.log")
+    const rc = path.join(dir, "rc")
+    const summary = path.join(dir, "summary.json")
+    const q = (a: string) => `'${a.replace(/'/g, "'\\''")}'`
+    const command = [
+      process.execPath, binPath, "run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty",
+      "--num-generations", "4", "--concurrency", "16", "--output", output, "--json"
+    ].map(q).join(" ")
+    // stdout to a file (the summary), stderr stays the terminal (the progress line, the stop message)
+    const shell = `(trap '' HUP; ${command} > ${q(summary)}; echo $? > ${q(rc)}) & wait`
+    const child = spawn("script", ["-qec", `sh -c ${q(shell)}`, "/dev/null"], {
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, EFFECT_GYM_ENV_LOG: envLog }
+    })
+    child.stdout.resume()
+    const lines = () => (fs.existsSync(output) ? fs.readFileSync(output, "utf8").split("\n").length - 1 : 0)
+    const waitFor = async (done: () => boolean, ms: number, what: string) => {
+      const deadline = Date.now() + ms
+      while (!done()) {
+        if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    }
+    try {
+      await waitFor(() => lines() >= 20, 60_000, "20 lines written")
+      // the terminal goes: its master side closes with script
+      child.kill("SIGKILL")
+      await waitFor(() => fs.existsSync(rc) && fs.readFileSync(rc, "utf8").endsWith("\n"), 30_000, "the run to exit")
+    } finally {
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // gone already
+      }
+    }
+    expect(fs.readFileSync(rc, "utf8").trim()).toBe("129")
+    expect(JSON.parse(fs.readFileSync(summary, "utf8"))).toMatchObject({ interrupted: "SIGHUP" })
+    const written = readLines(output)
+    expect(written.length).toBeGreaterThanOrEqual(20)
+    expect(written.length).toBeLessThan(800)
+    expect(written.length % 4).toBe(0)
+    const envs = fs.readFileSync(envLog, "utf8").split("\n")
+    expect(envs.filter((l) => l === "close").length).toBe(envs.filter((l) => l === "create").length)
+  })
+})
