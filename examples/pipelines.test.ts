@@ -7,11 +7,11 @@
  *   npx vitest run examples/pipelines.test.ts
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Ref, Sink, Stream } from "effect"
-import { FrozenLake, Inference, Rollout, ScriptedPolicies, Sudoku } from "effect-gym"
+import { Chunk, Effect, Ref, Sink, Stream } from "effect"
+import { FrozenLake, Policy, Rollout, ScriptedPolicies, Sudoku } from "effect-gym"
 
-/** A policy: the scripted FrozenLake solver (30% random moves), as the `Inference` service. */
-const policy = Layer.scoped(Inference.Inference, Effect.orDie(ScriptedPolicies.frozenLakeSolver.make({ epsilon: 0.3 })))
+/** A policy: the scripted FrozenLake solver (30% random moves), as the `Inference` Layer. */
+const policy = Policy.layer(ScriptedPolicies.frozenLakeSolver, { epsilon: 0.3 })
 
 /** Rows as plain JSON values, as they are in a dataset file. */
 const lakes = (n: number) => Array.from({ length: n }, (_, i) => ({ env_config: { seed: i, size: 4 } }))

@@ -28,7 +28,7 @@ import { isReady } from "./internal/ready.js"
 import { ScopeSlot } from "./internal/scopeSlot.js"
 import { mixSeed } from "./internal/seed.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "./Scheduler.js"
-import { appendObservation, isTrajectoryError, nextMessages, Timeout, UnexpectedError, withReply } from "./Scheduler.js"
+import { isTrajectoryError, Timeout, UnexpectedError, withReply } from "./Scheduler.js"
 import * as TokenSequence from "./TokenSequence.js"
 
 /**
@@ -598,12 +598,7 @@ class Machine {
       this.answered(context.turn, result, done, envStarted)
       return Effect.succeed(this.finish())
     }
-    // The gym scheduler's step only appends the observation: done inline, no Effect needed.
-    if (session.step === appendObservation) {
-      this.answered(context.turn, result, false, envStarted)
-      this.next(nextMessages(context, result))
-      return this.drained()
-    }
+    // A step that answers at once (the gym scheduler's appendObservation) runs without the fiber runtime.
     const stepped = session.step(context, result)
     if (isReady(stepped)) {
       this.answered(context.turn, result, false, envStarted)

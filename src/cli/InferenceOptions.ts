@@ -12,6 +12,7 @@ import { Inference } from "../Inference.js"
 import * as Sampling from "../inference/Sampling.js"
 import type * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
+import { isWhole } from "../internal/whole.js"
 import * as Policy from "../Policy.js"
 import * as Registry from "../Registry.js"
 import type { Item } from "../Rollout.js"
@@ -306,7 +307,7 @@ const requestTimeoutOf = (args: InferenceArgs) =>
 
 const maxTransportFailuresOf = (args: InferenceArgs) => {
   const value = Option.getOrUndefined(args.maxTransportFailures)
-  return value !== undefined && !(value >= 0)
+  return value !== undefined && !isWhole(value, 0)
     ? Effect.fail(new OptionError({ option: "--max-transport-failures", detail: "must be a whole number >= 0" }))
     : Effect.succeed(value)
 }

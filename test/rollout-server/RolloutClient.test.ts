@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Chunk, Effect, Exit, Fiber, Redacted, Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Fiber, Option, Redacted, Scope, Stream, TestClock, TestServices } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as RolloutClient from "../../src/rollout-server/RolloutClient.js"
@@ -144,8 +144,28 @@ const ndjson = (count: number, body: string, cut = false) => (res: http.ServerRe
   } else res.end(body)
 }
 
+/**
+ * Runs `effect` on the TestClock, moving the clock on by each sleep it waits on (a 429's retry
+ * delay) once it waits: its exit and those delays, in milliseconds.
+ */
+const drivingClock = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    const delays: Array<number> = []
+    while (true) {
+      const exit = yield* Fiber.poll(fiber)
+      if (Option.isSome(exit)) return { exit: exit.value, delays }
+      const sleeps = yield* TestClock.sleeps()
+      if (Chunk.isNonEmpty(sleeps)) {
+        const delay = Chunk.headNonEmpty(sleeps) - (yield* TestClock.currentTimeMillis)
+        delays.push(delay)
+        yield* TestClock.adjust(delay)
+      } else yield* TestServices.provideLive(Effect.sleep("1 millis")) // the request is on the wire
+    }
+  })
+
 describe("RolloutClient against a misbehaving server", () => {
-  it.scopedLive("429 is retried after the server's hint; bad lines, short and broken streams are typed errors", () =>
+  it.scoped("429 is retried after the server's hint; bad lines, short and broken streams are typed errors", () =>
     Effect.gen(function*() {
       const at = (status: number, body: unknown) => (res: http.ServerResponse) =>
         res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body))
@@ -165,12 +185,14 @@ describe("RolloutClient against a misbehaving server", () => {
       ])
       const rollouts = yield* client({ baseUrl: server.url, retries: 2 })
       const batch = { requests: [{}] }
-      const started = Date.now()
-      const ok = yield* Stream.runCollect(rollouts.stream(batch))
-      expect(Chunk.toReadonlyArray(ok).map((r) => r.uuid)).toEqual(["a", "b"])
-      expect(Date.now() - started).toBeGreaterThanOrEqual(55)
+      // two 429s: each retried after the server's hint (30 ms on the TestClock), then the results
+      const ok = yield* drivingClock(Stream.runCollect(rollouts.stream(batch)))
+      expect(ok.delays).toEqual([30, 30])
+      expect(Chunk.toReadonlyArray(yield* ok.exit).map((r) => r.uuid)).toEqual(["a", "b"])
       // three 429s in a row: two retries, then the error with the hint
-      const gaveUp = failure(yield* Effect.exit(Stream.runCollect(rollouts.stream(batch))))
+      const third = yield* drivingClock(Stream.runCollect(rollouts.stream(batch)))
+      expect(third.delays).toEqual([30, 30])
+      const gaveUp = failure(third.exit)
       expect(gaveUp).toMatchObject({ reason: "Status", status: 429, retryAfterMs: 30, body: { type: "at_capacity" } })
       const received: Array<string> = []
       const badLine = failure(

@@ -12,6 +12,7 @@
 import { Cause, Duration, Effect, Either, Exit, ParseResult, Random, Scope } from "effect"
 import * as Env from "../../Env.js"
 import { errorMessage } from "../../internal/lift.js"
+import { isWhole } from "../../internal/whole.js"
 import type * as Message from "../../Message.js"
 import * as Scheduler from "../../Scheduler.js"
 import * as OpenEnvProtocol from "../OpenEnvProtocol.js"
@@ -85,7 +86,7 @@ const seedOf = (value: unknown): number => {
   return hash & 0x7fffffff
 }
 
-const isNonNegativeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
+const isNonNegativeInt = (u: unknown): u is number => typeof u === "number" && isWhole(u, 0)
 
 export class Episode {
   private scope: Scope.CloseableScope | undefined

@@ -21,6 +21,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
 import type { Service as InferenceService } from "../../Inference.js"
 import type * as SwiftRollout from "../../inference/SwiftRollout.js"
+import { isWhole } from "../../internal/whole.js"
 import { ApiError, decodeBody, json, readBody } from "./http.js"
 
 /**
@@ -110,7 +111,7 @@ export const stamped = (service: InferenceService, policy: PolicyVersion): Infer
 })
 
 const PolicyVersionBody = Schema.Struct({
-  version: Schema.Int.pipe(Schema.filter((n) => (Number.isSafeInteger(n) && n >= 0) || "expected a whole number >= 0"))
+  version: Schema.Int.pipe(Schema.filter((n) => isWhole(n, 0) || "expected a whole number >= 0"))
 })
 const decodePolicyVersion = decodeBody(PolicyVersionBody, { excess: "error" })
 
