@@ -249,7 +249,11 @@ interface Recorded {
   readonly figures: ReadonlyArray<Figure>
 }
 
-/** Writes BENCHMARKS.md (the table, then bench/NOTES.md) from recorded figures; returns the table. */
+/**
+ * Writes BENCHMARKS.md (bench/SUMMARY.md, the table, then bench/NOTES.md) from recorded figures;
+ * returns the table. The summary and the notes are written by hand: edit them there, not in
+ * BENCHMARKS.md, which this rewrites.
+ */
 const render = (recorded: Recorded, rawFile: string): string => {
   const { date, figures, runs } = recorded
   const rows = figures.map((f) => {
@@ -274,8 +278,13 @@ const render = (recorded: Recorded, rawFile: string): string => {
       formatValue(max, f.unit)
     } | ${f.values.length} | ${verdict} |`
   })
+  const summaryFile = path.join(root, "bench/SUMMARY.md")
+  const summary = fs.existsSync(summaryFile) ? [fs.readFileSync(summaryFile, "utf8").trimEnd(), ""] : []
   const markdown = [
     "# Benchmarks",
+    "",
+    ...summary,
+    "## The workloads of `npm run bench`",
     "",
     `Measured ${date} on ${recorded.machine} with \`npm run bench\` (${runs} runs per figure, each in a fresh`,
     "Node process after warm-up runs; medians, min - max). Raw figures: `" + path.relative(root, rawFile) + "`.",
