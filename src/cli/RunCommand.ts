@@ -12,6 +12,7 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodeNet from "node:net"
+import { PassThrough } from "node:stream"
 import * as NodeTty from "node:tty"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError } from "../Inference.js"
@@ -371,7 +372,7 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
     }
     if (NodeTty.isatty(fd)) {
       // a terminal (`--dataset /dev/stdin` typed in): its handle too, for the same reason
-      const terminal = new NodeTty.ReadStream(fd)
+      const terminal = untilHangUp(new NodeTty.ReadStream(fd), fd)
       fd = undefined
       return terminal
     }
@@ -385,6 +386,28 @@ const pipeReadable = (file: string): NodeJS.ReadableStream => {
     if (fd !== undefined) NodeFs.closeSync(fd)
   }
   return NodeFs.createReadStream(file, { highWaterMark: 256 * 1024 })
+}
+
+/**
+ * A terminal's input, which ends with Ctrl-D and fails when the terminal hangs up: a hung-up
+ * terminal reads as the end of input too, so a run whose rows were being typed when its terminal
+ * closed ended as complete (exit 0, not interrupted), the rows never typed not missed. At the end,
+ * the descriptor is still a terminal after Ctrl-D and not after a hangup.
+ */
+const untilHangUp = (terminal: NodeTty.ReadStream, fd: number): NodeJS.ReadableStream => {
+  const out = new PassThrough()
+  terminal.on("data", (chunk: Buffer) => {
+    if (!out.write(chunk)) terminal.pause()
+  })
+  out.on("drain", () => terminal.resume())
+  terminal.on("end", () => {
+    if (NodeTty.isatty(fd)) out.end()
+    else out.destroy(new Error("the terminal hung up: the input ended there, not with Ctrl-D"))
+  })
+  terminal.on("error", (error) => out.destroy(error))
+  // the run stopped reading (or the input ended): the terminal is let go
+  out.on("close", () => terminal.destroy())
+  return out
 }
 
 const isSocket = (fd: number): boolean => {

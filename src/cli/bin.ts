@@ -41,28 +41,30 @@ const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
 /** The standard descriptors that were a terminal at start (a hung-up terminal is not one any more). */
 const terminals = [0, 1, 2].filter((fd) => tty.isatty(fd))
 
-/**
- * Exits with `code`. Node restores each standard descriptor's terminal settings at exit and aborts
- * when it cannot: on a terminal that has hung up (`tcsetattr` fails with EIO) a run stopped by
- * SIGHUP exited 134 or 139 instead of 129, after writing its log. A descriptor that is closed, Node
- * skips; so those whose terminal has gone (a write of nothing fails with EIO) are closed first.
- */
-const exit = (code: number): never => {
+/** Whether a standard descriptor's terminal has hung up (it was one at start and is not now). */
+const hungUp = (): boolean => terminals.some((fd) => !tty.isatty(fd))
+
+// Node restores each standard descriptor's terminal settings at exit and aborts when it cannot: on
+// a terminal that has hung up (`tcsetattr` fails with EIO) a run stopped by SIGHUP exited 134 or 139
+// instead of 129, after writing its log. Node skips a descriptor that is closed, so those whose
+// terminal has gone are closed as the process exits, whichever way it exits (an uncaught exception
+// of a plugin's timer included).
+process.on("exit", () => {
   for (const fd of terminals) {
+    if (tty.isatty(fd)) continue
     try {
-      fs.writeSync(fd, "")
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EIO") fs.closeSync(fd)
+      fs.closeSync(fd)
+    } catch {
+      // closed already
     }
   }
-  return process.exit(code)
-}
+})
 
 const onSignal = (signal: Signal) => {
   if (first !== undefined) {
     if (signal === "SIGHUP") return
-    process.stderr.write(`\n${signal} again: exiting now\n`)
-    exit(signalExitCode(first))
+    process.stderr.write(`\n${signal} ${signal === first ? "again" : `after ${first}`}: exiting now\n`)
+    process.exit(signalExitCode(first))
   }
   first = signal
   if (graceful) Deferred.unsafeDone(received, Exit.succeed(signal))
@@ -87,13 +89,13 @@ process.on("SIGHUP", () => onSignal("SIGHUP"))
 const exitFlushed = (code: number): void => {
   const pending = [process.stdout, process.stderr].filter((stream) => stream.writableLength > 0 && !stream.destroyed)
   let left = pending.length
-  if (left === 0) exit(code)
+  if (left === 0) process.exit(code)
   for (const stream of pending) {
     let done = false
     const flushed = () => {
       if (done) return
       done = true
-      if (--left === 0) exit(code)
+      if (--left === 0) process.exit(code)
     }
     stream.on("error", flushed)
     stream.on("close", flushed)
@@ -111,7 +113,9 @@ fiber.addObserver((exit) => {
   }
   else {
     process.stderr.write(`error: internal error: ${Cause.pretty(exit.cause)}\n`)
-    code = 3
+    // A command that fails once its terminal has hung up failed on it (the wizard's next prompt):
+    // that is the hangup's stop, not an error of the command.
+    code = hungUp() ? signalExitCode("SIGHUP") : 3
   }
   exitFlushed(code)
 })

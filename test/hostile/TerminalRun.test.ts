@@ -130,66 +130,108 @@ describe.skipIf(!hasScript)("other commands in a terminal: Ctrl-C is seen (a loo
 
 
 /**
- * The terminal closes under a run (an SSH session drops, a window is closed): SIGHUP. Node's default
- * ended the process at once (envs in flight not closed), and a process that handled it still died
- * at exit (Node aborts restoring a hung-up terminal's settings: exit 134/139) or at the progress
- * line's next write (EIO).
+ * The terminal closes under a command (an SSH session drops, a window is closed): SIGHUP. Node's
+ * default ended the process at once (envs in flight not closed); a process that handled it still
+ * died at exit (Node aborts restoring a hung-up terminal's settings: exit 134/139) or at the
+ * progress line's next write (EIO).
  *
  * As a shell does it: the session's leader (`sh`) dies of the hangup, and the kernel then sends
- * SIGHUP to the foreground group, where effect-gym runs under a subshell that ignores it (to record
- * the exit code; Node resets an ignored SIGHUP to the default at start, so effect-gym still gets it).
+ * SIGHUP to the foreground group, where effect-gym runs under a subshell that ignores it, to record
+ * the exit code (Node resets an ignored SIGHUP to the default at start, so effect-gym still gets it).
+ * effect-gym's stdin is the terminal, opened read-only (a background subshell's would be /dev/null;
+ * read-only, a check that wrote nothing to it to see whether it had hung up missed it: 134/139), its
+ * stderr too, its stdout a file. The terminal hangs up when `hangUp` says so: script(1) is killed, which
+ * closes the terminal's master side.
  */
-describe.skipIf(!hasScript)("the terminal closes under a run (SIGHUP)", () => {
-  const faults = path.resolve(import.meta.dirname, "../fixtures/plugins/faults.mjs")
+const underHangUp = async (
+  args: ReadonlyArray<string>,
+  options: {
+    readonly dir: string
+    readonly hangUp: () => boolean
+    readonly keys?: ReadonlyArray<readonly [after: number, keys: string]>
+    readonly env?: Record<string, string>
+    /** stdout to the terminal too (the wizard asks there), else to a file. */
+    readonly stdoutOnTerminal?: boolean
+  }
+) => {
+  const q = (a: string) => `'${a.replace(/'/g, "'\\''")}'`
+  const rc = path.join(options.dir, "rc")
+  const stdout = path.join(options.dir, "stdout")
+  const command = [process.execPath, binPath, ...args].map(q).join(" ")
+  const toStdout = options.stdoutOnTerminal === true ? "" : ` > ${q(stdout)}`
+  const shell = `(trap '' HUP; ${command}${toStdout} < /dev/tty; echo $? > ${q(rc)}) & wait`
+  const child = spawn("script", ["-qec", `sh -c ${q(shell)}`, "/dev/null"], {
+    detached: true,
+    stdio: ["pipe", "pipe", "pipe"],
+    env: { ...process.env, ...options.env }
+  })
+  child.stdout.resume()
+  for (const [after, keys] of options.keys ?? []) setTimeout(() => child.stdin.write(keys), after)
+  const waitFor = async (done: () => boolean, ms: number, what: string) => {
+    const deadline = Date.now() + ms
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+  try {
+    await waitFor(options.hangUp, 60_000, "the moment to hang up")
+    child.kill("SIGKILL")
+    await waitFor(() => fs.existsSync(rc) && fs.readFileSync(rc, "utf8").endsWith("\n"), 30_000, "the command to exit")
+  } finally {
+    try {
+      process.kill(-child.pid!, "SIGKILL")
+    } catch {
+      // gone already
+    }
+  }
+  return { code: Number(fs.readFileSync(rc, "utf8")), stdout: fs.existsSync(stdout) ? fs.readFileSync(stdout, "utf8") : "" }
+}
 
-  it("stops gracefully: the groups finished written, every env closed, the summary says SIGHUP, exit 129", async () => {
+describe.skipIf(!hasScript)("the terminal closes (SIGHUP)", () => {
+  const faults = path.resolve(import.meta.dirname, "../fixtures/plugins/faults.mjs")
+  const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").length - 1 : 0)
+
+  it("under a run: stops gracefully, the groups finished written, every env closed, the summary says SIGHUP, exit 129", async () => {
     const dir = tmp()
     const data = path.join(dir, "rows.jsonl")
     fs.writeFileSync(data, Array.from({ length: 200 }, () => JSON.stringify({ env_config: { fault: "slow_step", ms: 30, length: 3 } })).join("\n") + "\n")
     const output = path.join(dir, "out.jsonl")
     const envLog = path.join(dir, "envs.log")
-    const rc = path.join(dir, "rc")
-    const summary = path.join(dir, "summary.json")
-    const q = (a: string) => `'${a.replace(/'/g, "'\\''")}'`
-    const command = [
-      process.execPath, binPath, "run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty",
-      "--num-generations", "4", "--concurrency", "16", "--output", output, "--json"
-    ].map(q).join(" ")
-    // stdout to a file (the summary), stderr stays the terminal (the progress line, the stop message)
-    const shell = `(trap '' HUP; ${command} > ${q(summary)}; echo $? > ${q(rc)}) & wait`
-    const child = spawn("script", ["-qec", `sh -c ${q(shell)}`, "/dev/null"], {
-      detached: true,
-      stdio: ["pipe", "pipe", "pipe"],
-      env: { ...process.env, EFFECT_GYM_ENV_LOG: envLog }
-    })
-    child.stdout.resume()
-    const lines = () => (fs.existsSync(output) ? fs.readFileSync(output, "utf8").split("\n").length - 1 : 0)
-    const waitFor = async (done: () => boolean, ms: number, what: string) => {
-      const deadline = Date.now() + ms
-      while (!done()) {
-        if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    }
-    try {
-      await waitFor(() => lines() >= 20, 60_000, "20 lines written")
-      // the terminal goes: its master side closes with script
-      child.kill("SIGKILL")
-      await waitFor(() => fs.existsSync(rc) && fs.readFileSync(rc, "utf8").endsWith("\n"), 30_000, "the run to exit")
-    } finally {
-      try {
-        process.kill(-child.pid!, "SIGKILL")
-      } catch {
-        // gone already
-      }
-    }
-    expect(fs.readFileSync(rc, "utf8").trim()).toBe("129")
-    expect(JSON.parse(fs.readFileSync(summary, "utf8"))).toMatchObject({ interrupted: "SIGHUP" })
+    const { code, stdout } = await underHangUp(
+      ["run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "4", "--concurrency", "16", "--output", output, "--json"],
+      { dir, hangUp: () => lines(output) >= 20, env: { EFFECT_GYM_ENV_LOG: envLog } }
+    )
+    expect(code).toBe(129)
+    expect(JSON.parse(stdout)).toMatchObject({ interrupted: "SIGHUP" })
     const written = readLines(output)
     expect(written.length).toBeGreaterThanOrEqual(20)
     expect(written.length).toBeLessThan(800)
     expect(written.length % 4).toBe(0)
     const envs = fs.readFileSync(envLog, "utf8").split("\n")
     expect(envs.filter((l) => l === "close").length).toBe(envs.filter((l) => l === "create").length)
+  })
+
+  it("under rows typed in (--dataset /dev/stdin): not a complete run (a hung-up terminal reads as end of input: it exited 0)", async () => {
+    const dir = tmp()
+    const output = path.join(dir, "typed.jsonl")
+    const typed = `${JSON.stringify({ env_config: { seed: 1 } })}\r${JSON.stringify({ env_config: { seed: 2 } })}\r`
+    const { code, stdout } = await underHangUp(
+      ["run", "--dataset", "/dev/stdin", "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", output, "--json"],
+      { dir, keys: [[1_000, typed]], hangUp: () => lines(output) >= 4 }
+    )
+    // the end of input or the SIGHUP, whichever the run sees first: never a clean end
+    expect([3, 129]).toContain(code)
+    const summary = JSON.parse(stdout)
+    if (code === 3) expect(summary.error).toContain("the terminal hung up")
+    else expect(summary.interrupted).toBe("SIGHUP")
+    expect(readLines(output)).toHaveLength(4)
+  })
+
+  it("under the wizard: exit 129 (its next prompt failed on the gone terminal: an internal error, exit 3)", async () => {
+    const dir = tmp()
+    const started = Date.now()
+    const { code } = await underHangUp(["--wizard"], { dir, stdoutOnTerminal: true, hangUp: () => Date.now() - started > 2_500 })
+    expect(code).toBe(129)
   })
 })
