@@ -141,7 +141,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           accumulator,
           (signal) =>
             `\n${signal}: stopping: no more groups are sent, the replies received are written; the runners ` +
-            `finish the groups sent, --resume collects them (a second ${signal} exits at once)`
+            `finish the groups sent, --resume collects them (${hardStop(signal)} exits at once)`
         ))
         const done = resumed?.done
         const cluster = ClusterRun.newReport(runId)
@@ -193,7 +193,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           accumulator,
           (signal) =>
             `\n${signal}: stopping: the trajectories in flight are cut and their envs closed, the groups finished ` +
-            `are written (${signal === "SIGHUP" ? "a SIGINT or SIGTERM" : `a second ${signal}`} exits at once)`
+            `are written (${hardStop(signal)} exits at once)`
         )
         let backendDown: InferenceError | undefined
         const halted = inference.halted === undefined
@@ -321,6 +321,9 @@ const report = <A, E>(
     }
     return { summary, exitCode: exitCode(summary, error !== undefined) }
   })
+
+/** What ends the process at once after `signal`: another of it, or after a hangup (sent more than once) SIGINT or SIGTERM. */
+const hardStop = (signal: string): string => (signal === "SIGHUP" ? "a SIGINT or SIGTERM" : `a second ${signal}`)
 
 /** The graceful stop: the first SIGINT/SIGTERM/SIGHUP marks the run interrupted and says what happens (a second SIGINT/SIGTERM ends the process at once). */
 const onFirstSignal = (

@@ -4,7 +4,7 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, FiberRef, HashSet, Layer, Option } from "effect"
+import { Effect, Fiber, FiberRef, HashSet, Layer, Option } from "effect"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
@@ -99,7 +99,21 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
 export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
 
 /**
- * The runner's job: runs until interrupted (SIGINT/SIGTERM/SIGHUP hand its shards back first).
+ * How long a stopping runner may take to hand its shards back (`EFFECT_GYM_RUNNER_STOP_LIMIT`
+ * seconds, default 30). Past it the runner leaves without: with its database down, the hand-over
+ * waited for the database forever, and a runner stopped by SIGHUP (its terminal closed: no one left
+ * to send a second signal) stayed behind, holding its port. A runner that leaves so is one that
+ * died: the cluster takes its shards back once their leases run out.
+ */
+export const stopLimit = (): number => {
+  const text = process.env.EFFECT_GYM_RUNNER_STOP_LIMIT
+  const value = text === undefined ? NaN : Number(text)
+  return Number.isFinite(value) && value > 0 ? value : 30
+}
+
+/**
+ * The runner's job: runs until interrupted (SIGINT/SIGTERM/SIGHUP hand its shards back first,
+ * within {@link stopLimit}).
  */
 export const runnerJob = (args: RunnerArgs) =>
   Effect.gen(function*() {
@@ -134,7 +148,7 @@ export const runnerJob = (args: RunnerArgs) =>
     const name = `${args.host}:${args.port}`
     // the cluster's storage warnings while the database is away: one line, not a stack every 0.5 s
     const logger = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
-    yield* Layer.launch(
+    const launched = Layer.launch(
       Runner.layer({
         url,
         host: args.host,
@@ -157,6 +171,29 @@ export const runnerJob = (args: RunnerArgs) =>
           )
       }).pipe(Layer.provide(inferenceLayer))
     ).pipe(Effect.locally(FiberRef.currentLoggers, HashSet.make(logger)))
+    // The runner on a fiber of its own, so that its stop can be waited for a limited time.
+    const running = yield* Effect.forkDaemon(launched)
+    return yield* Fiber.join(running).pipe(
+      Effect.onInterrupt(() => {
+        const limit = stopLimit()
+        return Effect.zipRight(
+          Fiber.interruptFork(running),
+          Effect.interruptible(Fiber.await(running)).pipe(
+            Effect.timeoutOption(`${limit} seconds`),
+            Effect.flatMap(Option.match({
+              onSome: () => Effect.void,
+              onNone: () =>
+                Effect.sync(() =>
+                  process.stderr.write(
+                    `runner ${name}: its shards not handed back within ${limit} s (EFFECT_GYM_RUNNER_STOP_LIMIT; ` +
+                      `the database does not answer?): leaving without; the cluster takes them back when their leases run out\n`
+                  )
+                )
+            }))
+          )
+        )
+      })
+    )
   }).pipe(Effect.scoped)
 
 export const command = Command.make("runner", runnerOptions).pipe(

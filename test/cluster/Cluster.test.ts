@@ -347,6 +347,32 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
     await stopAll(slow, late)
   }, 300_000)
 
+  it("a runner stopped while the database is down leaves within its stop limit (it waited forever; after SIGHUP no one can send a second signal)", async () => {
+    const url = database("stopdown")
+    const [port] = await ports(1)
+    const lone = start(
+      ["runner", "--cluster", url, "--port", String(port), "--policy", "frozen-lake-solver"],
+      dir,
+      { EFFECT_GYM_RUNNER_STOP_LIMIT: "3" }
+    )
+    await until("the runner to join", () => lone.err.includes("joined the cluster") || lone.child.exitCode !== null, 120_000)
+    // (its shards taken: a few seconds after it joins)
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    await pg.halt()
+    try {
+      // stopped once it has seen the database gone (its storage retries then, and the hand-over waited on them)
+      await until("the runner to see the database gone", () => lone.err.includes("does not answer") || lone.child.exitCode !== null, 60_000)
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      lone.child.kill("SIGHUP")
+      const stopped = Date.now()
+      expect(await lone.exited, lone.err).toBe(129)
+      expect(Date.now() - stopped).toBeLessThan(20_000)
+      expect(lone.err).toContain("its shards not handed back within 3 s (EFFECT_GYM_RUNNER_STOP_LIMIT")
+    } finally {
+      await pg.restart()
+    }
+  }, 120_000)
+
   it("runners with other plugins are refused; once they are fixed, --resume runs the run (the refusals are not kept)", async () => {
     const url = database("mismatch")
     const rows = 60
