@@ -99,21 +99,8 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
 export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
 
 /**
- * How long a stopping runner may take to hand its shards back (`EFFECT_GYM_RUNNER_STOP_LIMIT`
- * seconds, default 30). Past it the runner leaves without: with its database down, the hand-over
- * waited for the database forever, and a runner stopped by SIGHUP (its terminal closed: no one left
- * to send a second signal) stayed behind, holding its port. A runner that leaves so is one that
- * died: the cluster takes its shards back once their leases run out.
- */
-export const stopLimit = (): number => {
-  const text = process.env.EFFECT_GYM_RUNNER_STOP_LIMIT
-  const value = text === undefined ? NaN : Number(text)
-  return Number.isFinite(value) && value > 0 ? value : 30
-}
-
-/**
  * The runner's job: runs until interrupted (SIGINT/SIGTERM/SIGHUP hand its shards back first,
- * within {@link stopLimit}).
+ * within the cluster's `runnerStopLimit`).
  */
 export const runnerJob = (args: RunnerArgs) =>
   Effect.gen(function*() {
@@ -175,7 +162,7 @@ export const runnerJob = (args: RunnerArgs) =>
     const running = yield* Effect.forkDaemon(launched)
     return yield* Fiber.join(running).pipe(
       Effect.onInterrupt(() => {
-        const limit = stopLimit()
+        const limit = Cluster.runnerStopLimit()
         return Effect.zipRight(
           Fiber.interruptFork(running),
           Effect.interruptible(Fiber.await(running)).pipe(

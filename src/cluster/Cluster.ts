@@ -211,10 +211,24 @@ const describe = (cause: Cause.Cause<unknown>): string => {
  *
  * @since 0.3.0
  */
-export const databaseWait = (): number => {
-  const text = process.env.EFFECT_GYM_CLUSTER_DB_WAIT
+export const databaseWait = (): number => secondsFromEnv("EFFECT_GYM_CLUSTER_DB_WAIT", 60)
+
+/**
+ * How long a stopping runner may take to hand its shards back (`EFFECT_GYM_RUNNER_STOP_LIMIT`
+ * seconds, default 30). Past it the runner leaves without: with its database down, the hand-over
+ * waited for the database forever, and a runner stopped by SIGHUP (its terminal closed: no one left
+ * to send a second signal) stayed behind, holding its port. A runner that leaves so is one that
+ * died: the cluster takes its shards back once their leases run out.
+ *
+ * @since 0.3.0
+ */
+export const runnerStopLimit = (): number => secondsFromEnv("EFFECT_GYM_RUNNER_STOP_LIMIT", 30)
+
+/** A number of seconds > 0 from the environment variable `name`, else `fallback`. */
+const secondsFromEnv = (name: string, fallback: number): number => {
+  const text = process.env[name]
   const value = text === undefined ? NaN : Number(text)
-  return Number.isFinite(value) && value > 0 ? value : 60
+  return Number.isFinite(value) && value > 0 ? value : fallback
 }
 
 /** How long the first `SELECT 1` may take before the database is taken as unreachable. */
