@@ -99,6 +99,44 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
 export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
 
 /**
+ * Waits for `running` (a runner). Interrupted, it stops the runner and waits for its stop while the
+ * database answers (the stop hands the shards back through it; envs close within their close
+ * timeouts), but not once the database has not answered for `limitSeconds` (`downSince`: since when
+ * it has not, `Date.now()` time): then `onGiveUp` and it returns, leaving the runner as a dead one (the
+ * cluster takes its shards back when their leases run out). With the database down the stop never
+ * ended, and after SIGHUP no one was left to send a second signal.
+ */
+export const joinStoppable = <A, E>(
+  running: Fiber.Fiber<A, E>,
+  downSince: () => number | undefined,
+  limitSeconds: number,
+  onGiveUp: () => void
+): Effect.Effect<A, E> => {
+  const givenUp = Effect.gen(function*() {
+    const stopping = Date.now()
+    while (true) {
+      yield* Effect.sleep("100 millis")
+      const since = downSince()
+      if (since !== undefined && Date.now() - Math.max(since, stopping) >= limitSeconds * 1000) break
+    }
+    onGiveUp()
+  })
+  return Fiber.join(running).pipe(
+    Effect.onInterrupt(() =>
+      Effect.gen(function*() {
+        yield* Fiber.interruptFork(running)
+        // The wait on a fiber of its own: this one is being interrupted, and in an interruptible
+        // region it would stop at once (the runner's stop cut short, its shards not handed back).
+        const waiting = yield* Effect.forkDaemon(
+          Effect.interruptible(Effect.raceFirst(Effect.asVoid(Fiber.await(running)), givenUp))
+        )
+        yield* Fiber.await(waiting)
+      })
+    )
+  )
+}
+
+/**
  * The runner's job: runs until interrupted (SIGINT/SIGTERM/SIGHUP hand its shards back first,
  * within the cluster's `runnerStopLimit`).
  */
@@ -134,7 +172,7 @@ export const runnerJob = (args: RunnerArgs) =>
     const { condensed } = yield* Effect.promise(() => import("../cluster/internal/log.js"))
     const name = `${args.host}:${args.port}`
     // the cluster's storage warnings while the database is away: one line, not a stack every 0.5 s
-    const logger = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
+    const { downSince, logger } = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
     const launched = Layer.launch(
       Runner.layer({
         url,
@@ -158,29 +196,14 @@ export const runnerJob = (args: RunnerArgs) =>
           )
       }).pipe(Layer.provide(inferenceLayer))
     ).pipe(Effect.locally(FiberRef.currentLoggers, HashSet.make(logger)))
-    // The runner on a fiber of its own, so that its stop can be waited for a limited time.
+    // The runner on a fiber of its own, so that its stop can be given up (see joinStoppable).
     const running = yield* Effect.forkDaemon(launched)
-    return yield* Fiber.join(running).pipe(
-      Effect.onInterrupt(() => {
-        const limit = Cluster.runnerStopLimit()
-        return Effect.zipRight(
-          Fiber.interruptFork(running),
-          Effect.interruptible(Fiber.await(running)).pipe(
-            Effect.timeoutOption(`${limit} seconds`),
-            Effect.flatMap(Option.match({
-              onSome: () => Effect.void,
-              onNone: () =>
-                Effect.sync(() =>
-                  process.stderr.write(
-                    `runner ${name}: its shards not handed back within ${limit} s (EFFECT_GYM_RUNNER_STOP_LIMIT; ` +
-                      `the database does not answer?): leaving without; the cluster takes them back when their leases run out\n`
-                  )
-                )
-            }))
-          )
-        )
-      })
-    )
+    const limit = Cluster.runnerStopLimit()
+    return yield* joinStoppable(running, downSince, limit, () =>
+      process.stderr.write(
+        `runner ${name}: its shards not handed back: the database has not answered for ${limit} s ` +
+          `(EFFECT_GYM_RUNNER_STOP_LIMIT): leaving without; the cluster takes them back when their leases run out\n`
+      ))
   }).pipe(Effect.scoped)
 
 export const command = Command.make("runner", runnerOptions).pipe(

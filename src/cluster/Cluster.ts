@@ -214,11 +214,11 @@ const describe = (cause: Cause.Cause<unknown>): string => {
 export const databaseWait = (): number => secondsFromEnv("EFFECT_GYM_CLUSTER_DB_WAIT", 60)
 
 /**
- * How long a stopping runner may take to hand its shards back (`EFFECT_GYM_RUNNER_STOP_LIMIT`
- * seconds, default 30). Past it the runner leaves without: with its database down, the hand-over
- * waited for the database forever, and a runner stopped by SIGHUP (its terminal closed: no one left
- * to send a second signal) stayed behind, holding its port. A runner that leaves so is one that
- * died: the cluster takes its shards back once their leases run out.
+ * How long a stopping runner waits for a database that does not answer to hand its shards back
+ * (`EFFECT_GYM_RUNNER_STOP_LIMIT` seconds, default 30). Past it the runner leaves without: the
+ * hand-over waited for the database forever, and a runner stopped by SIGHUP (its terminal closed: no
+ * one left to send a second signal) stayed behind, holding its port. A runner that leaves so is one
+ * that died: the cluster takes its shards back once their leases run out.
  *
  * @since 0.3.0
  */

@@ -19,17 +19,18 @@ const text = (message: unknown): string =>
 
 /**
  * The runner's logger: `write` gets each line (stderr); `scrub` masks the connection string's
- * secrets; `name` is the runner's address.
+ * secrets; `name` is the runner's address. `downSince` tells since when (`Date.now()`) the database
+ * has not answered, as the cluster's logs say, or `undefined` while it answers.
  */
 export const condensed = (
   name: string,
   write: (line: string) => void,
   scrub: (text: string) => string
-): Logger.Logger<unknown, void> => {
+): { readonly logger: Logger.Logger<unknown, void>; readonly downSince: () => number | undefined } => {
   const plain = Logger.stringLogger
   let downSince: number | undefined
   let reminded = 0
-  return Logger.make((options) => {
+  const logger = Logger.make((options) => {
     const message = text(options.message)
     if (message.includes("storage has recovered") || message.includes("storage is healthy")) {
       if (downSince !== undefined) {
@@ -53,4 +54,5 @@ export const condensed = (
     }
     write(scrub(plain.log(options)))
   })
+  return { logger, downSince: () => downSince }
 }
