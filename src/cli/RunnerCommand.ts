@@ -4,7 +4,7 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Fiber, FiberRef, HashSet, Layer, Option } from "effect"
+import { Effect, Fiber, FiberRef, HashSet, Layer, Option, Schedule } from "effect"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
@@ -112,14 +112,16 @@ export const joinStoppable = <A, E>(
   limitSeconds: number,
   onGiveUp: () => void
 ): Effect.Effect<A, E> => {
-  const givenUp = Effect.gen(function*() {
+  const givenUp = Effect.suspend(() => {
     const stopping = Date.now()
-    while (true) {
-      yield* Effect.sleep("100 millis")
+    const past = () => {
       const since = downSince()
-      if (since !== undefined && Date.now() - Math.max(since, stopping) >= limitSeconds * 1000) break
+      return since !== undefined && Date.now() - Math.max(since, stopping) >= limitSeconds * 1000
     }
-    onGiveUp()
+    return Effect.sync(past).pipe(
+      Effect.repeat({ until: (gone) => gone, schedule: Schedule.spaced("100 millis") }),
+      Effect.zipRight(Effect.sync(onGiveUp))
+    )
   })
   return Fiber.join(running).pipe(
     Effect.onInterrupt(() =>

@@ -9,9 +9,9 @@
  * - A second SIGINT or SIGTERM exits at once, with the first signal's code. A SIGHUP never does: a
  *   closing terminal sends it more than once (the kernel, then the shell to its jobs), and no one is
  *   left at that terminal to ask for a hard stop.
- * - SIGHUP (the terminal closed, an SSH session dropped) was not handled before: Node's default
- *   ended the process at once, its envs in flight not closed. Node resets an ignored SIGHUP to the
- *   default at start, so `nohup` never kept a Node process alive; `setsid` does (no terminal).
+ * - SIGHUP is the terminal closing (an SSH session dropped); without a listener Node's default ends
+ *   the process at once, its envs in flight not closed. Node resets an ignored SIGHUP to the default
+ *   at start, so `nohup` does not keep a Node process alive; `setsid` does (no terminal).
  * - Output that cannot be written any more (a reader gone: EPIPE; a terminal gone: EIO) is dropped,
  *   not an error of the command: the run goes on and writes its log.
  * - The process always exits when the command ends, even if something it abandoned (an env whose
