@@ -10,7 +10,9 @@
 import { CliConfig, Command } from "@effect/cli"
 import * as Descriptor from "@effect/cli/CommandDescriptor"
 import * as ValidationError from "@effect/cli/ValidationError"
-import type { NodeContext } from "@effect/platform-node"
+import type { CliApp } from "@effect/cli/CliApp"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Terminal from "@effect/platform/Terminal"
 import { Cause, Console, Context, Effect, Layer, Logger } from "effect"
@@ -40,6 +42,24 @@ const command = Command.make("effect-gym").pipe(
   ])
 )
 
+/**
+ * What the command line needs from the platform: files, paths and the terminal (@effect/cli's
+ * `CliApp.Environment`). Not `NodeContext`, which adds a command executor and a worker manager that
+ * no command uses, and whose loading (Node's child_process) was about a tenth of `--help`'s time.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export type Environment = CliApp.Environment
+
+/**
+ * The Node layer of {@link Environment}.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const layer: Layer.Layer<Environment> = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
+
 const cli = Command.run(command, { name: "effect-gym", version: version() })
 
 /**
@@ -53,7 +73,7 @@ const cli = Command.run(command, { name: "effect-gym", version: version() })
 const wizardWithoutTerminal = (
   argv: ReadonlyArray<string>,
   terminal: { readonly stdin: boolean; readonly stdout: boolean }
-): Effect.Effect<OptionError | undefined, never, NodeContext.NodeContext> => {
+): Effect.Effect<OptionError | undefined, never, Environment> => {
   // (the parse only for words that may ask for it: every other invocation starts as before)
   if ((terminal.stdin && terminal.stdout) || !mentionsWizard(argv)) return Effect.succeed(undefined)
   // stdout too: the questions are written there (`dataset ... --wizard > rows.jsonl` wrote them into the file)
@@ -73,9 +93,9 @@ const mentionsWizard = (argv: ReadonlyArray<string>): boolean =>
   argv.slice(2).some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))
 
 /** Whether `Command.run` would start the wizard for these arguments (after a `--log-level`, which it takes out and parses again). */
-const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never, NodeContext.NodeContext> =>
+const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never, Environment> =>
   Descriptor.parse(command.descriptor, ["effect-gym", ...args], CliConfig.defaultConfig).pipe(
-    Effect.flatMap((directive): Effect.Effect<boolean, never, NodeContext.NodeContext> => {
+    Effect.flatMap((directive): Effect.Effect<boolean, never, Environment> => {
       if (directive._tag !== "BuiltIn") return Effect.succeed(false)
       if (directive.option._tag === "ShowWizard") return Effect.succeed(true)
       if (directive.option._tag !== "SetLogLevel") return Effect.succeed(false)
@@ -105,7 +125,7 @@ export const main = (
   argv: ReadonlyArray<string>,
   onExitCode?: (code: number) => void,
   signals?: Context.Tag.Service<Signals>
-): Effect.Effect<number, never, NodeContext.NodeContext> => {
+): Effect.Effect<number, never, Environment> => {
   let exitCode = 0
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     signals === undefined ? effect : Effect.provideService(effect, Signals, signals)

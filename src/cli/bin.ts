@@ -17,11 +17,10 @@
  * - The process always exits when the command ends, even if something it abandoned (an env whose
  *   close never returned) still holds the event loop; it first lets its output on a pipe go out.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Deferred, Effect, Exit, FiberId } from "effect"
 import * as fs from "node:fs"
 import * as tty from "node:tty"
-import { main } from "./Cli.js"
+import { layer, main } from "./Cli.js"
 import type { StopSignal as Signal } from "../Summary.js"
 import { signalExitCode } from "./common.js"
 
@@ -33,7 +32,7 @@ const received = Deferred.unsafeMake<Signal>(FiberId.none)
 const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
   handle: () => void (graceful = true),
   received: Deferred.await(received)
-}).pipe(Effect.provide(NodeContext.layer))
+}).pipe(Effect.provide(layer))
 
 const fiber = Effect.runFork(program)
 const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
