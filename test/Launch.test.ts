@@ -140,6 +140,22 @@ describe("the launcher's code cache", () => {
     expect(valid()).toBe(true)
   }, 120_000)
 
+  it("a bundle that is not ASCII (the launcher decodes an ASCII one as Latin-1) runs with its text intact, with and without the cache", () => {
+    // esbuild writes ASCII; a build that does not (another charset, a hand edit) is UTF-8
+    const probe = `if (process.env.EFFECT_GYM_PROBE === "1") process.stdout.write("h\u00e9llo \u2713 \u{1F600}\\n");\n`
+    // (after the first line, which holds the bundle's "use strict")
+    const text = fs.readFileSync(bundle, "utf8")
+    const firstLine = text.indexOf("\n") + 1
+    fs.writeFileSync(bundle, text.slice(0, firstLine) + probe + text.slice(firstLine))
+    const env = { EFFECT_GYM_PROBE: "1" }
+    const first = run(["--version"], env)
+    expect(first.code).toBe(0)
+    expect(first.stdout.startsWith("h\u00e9llo \u2713 \u{1F600}\n")).toBe(true)
+    expect(valid()).toBe(true)
+    expect(run(["--version"], env)).toEqual(first)
+    expect(run(["--version"], { ...env, EFFECT_GYM_CODE_CACHE: "off" })).toEqual(first)
+  }, 120_000)
+
   it("where the cache cannot be written, commands run as without it", () => {
     const expected = without(["envs"])
     // the cache's path is taken by a folder: neither read nor written
