@@ -18,7 +18,7 @@
  */
 import { Cause, Context, Effect, ExecutionStrategy, Exit, FiberId, FiberRef, Option, Queue, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
-import { Inference } from "./Inference.js"
+import { Inference, InferenceError } from "./Inference.js"
 import { tokenState } from "./Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "./Inference.js"
 import * as Message from "./Message.js"
@@ -417,6 +417,16 @@ const SYNC_TURNS = 64
 /** Turns answered at once since the last turn of the event loop, over all trajectories. */
 let syncTurns = 0
 
+/** A completion whose `text` is not a string. */
+const badCompletion = (backend: string, completion: unknown): InferenceError =>
+  new InferenceError({
+    reason: "BadResponse",
+    backend,
+    detail: typeof completion !== "object" || completion === null
+      ? `the completion is not an object: ${describe(completion).slice(0, 200)}`
+      : `the completion's text must be a string, got ${describe((completion as { readonly text?: unknown }).text).slice(0, 200)}`
+  })
+
 const toTrajectoryError = (phase: string, cause: Cause.Cause<unknown>): TrajectoryError => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure) && isTrajectoryError(failure.value)) return failure.value
@@ -573,6 +583,11 @@ class Machine {
    * once; else what to run (the env's answer to wait for, or the End).
    */
   private onReply(completion: Completion, modelStarted: number): Effect.Effect<End, TrajectoryError> | undefined {
+    // (a policy's or a plugin backend's reply is not checked by a type at run time: `text: 5` went
+    // into the conversation and the log as a number)
+    if (typeof completion !== "object" || completion === null || typeof completion.text !== "string") {
+      return Effect.fail(badCompletion(this.inference.name, completion))
+    }
     const context = this.replied(completion)
     const modelMs = this.stamp(modelStarted)
     this.acc.completion(context.turn, completion, modelMs)

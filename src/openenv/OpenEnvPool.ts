@@ -13,8 +13,10 @@
  * @since 0.1.0
  */
 import * as Socket from "@effect/platform/Socket"
-import { Context, Duration, Effect, Layer, RcMap, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Option, RcMap, Schedule, Schema } from "effect"
 import type * as Scope from "effect/Scope"
+import { describe } from "../internal/lift.js"
+import { wholeProblem } from "../internal/whole.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
 import type * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 
@@ -73,13 +75,57 @@ export interface Service {
 export class OpenEnvPool extends Context.Tag("effect-gym/OpenEnvPool")<OpenEnvPool, Service>() {}
 
 /**
+ * A setting of {@link make} or {@link layer} that cannot be used (a limit of 0 made every session
+ * wait for ever; a duration of "banana" died).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SettingsError extends Schema.TaggedError<SettingsError>("effect-gym/OpenEnvPool/SettingsError")(
+  "OpenEnvPoolSettingsError",
+  { setting: Schema.String, detail: Schema.String }
+) {
+  override get message(): string {
+    return `OpenEnvPool ${this.setting}: ${this.detail}`
+  }
+}
+
+const COUNTS = [
+  ["maxConcurrentEnvs", 1],
+  ["capacityRetries", 0],
+  ["connectRetries", 0],
+  ["orphanCapacityRetries", 0]
+] as const
+const DURATIONS = ["connectTimeout", "replyTimeout", "closeTimeout", "capacityBackoff", "connectBackoff"] as const
+
+/** The first setting that cannot be used, or `undefined`. */
+const check = (settings: Settings): SettingsError | undefined => {
+  for (const [setting, min] of COUNTS) {
+    const value = settings[setting]
+    const detail = value === undefined ? undefined : wholeProblem(value, min)
+    if (detail !== undefined) return new SettingsError({ setting, detail })
+  }
+  for (const setting of DURATIONS) {
+    const value = settings[setting]
+    if (value === undefined) continue
+    const ms = Option.map(Duration.decodeUnknown(value), Duration.toMillis)
+    if (Option.isNone(ms) || !(ms.value > 0)) {
+      return new SettingsError({ setting, detail: `must be a positive duration, got ${describe(value).slice(0, 100)}` })
+    }
+  }
+  return undefined
+}
+
+/**
  * A pool in the current scope.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (settings: Settings = {}): Effect.Effect<Service, never, Scope.Scope> =>
+export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsError, Scope.Scope> =>
   Effect.gen(function*() {
+    const problem = check(settings)
+    if (problem !== undefined) return yield* problem
     const max = settings.maxConcurrentEnvs ?? 4
     const limits = yield* RcMap.make({ lookup: (_url: string) => Effect.makeSemaphore(max) })
     const webSocketConstructor = settings.webSocketConstructor ??
@@ -155,4 +201,4 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, never, Sco
  * @since 0.1.0
  * @category layers
  */
-export const layer = (settings: Settings = {}): Layer.Layer<OpenEnvPool> => Layer.scoped(OpenEnvPool, make(settings))
+export const layer = (settings: Settings = {}): Layer.Layer<OpenEnvPool, SettingsError> => Layer.scoped(OpenEnvPool, make(settings))

@@ -352,7 +352,10 @@ export const make = (options: Options = {}): Scheduler.Definition => {
           })
         }
         // One pool (one limit per server) for the whole run: it lives as long as the run's instance.
-        const pool = yield* OpenEnvPool.make(poolSettings(decoded.right, options.webSocketConstructor))
+        const pool = yield* Effect.mapError(
+          OpenEnvPool.make(poolSettings(decoded.right, options.webSocketConstructor)),
+          (error) => new Scheduler.SchedulerError({ scheduler: name, hook: "make", detail: error.message })
+        )
 
         const start = (
           request: Scheduler.TrajectoryRequest

@@ -60,9 +60,14 @@ export const lock = (
       sqlError("cannot lock the run id")
     )
     if (rows[0]?.[0] !== true) return undefined
+    // (interruptible inside: a finalizer runs uninterruptibly, and `Effect.timeout` cannot end what
+    // it cannot interrupt, so an unlock on a database that stopped answering held the stop)
     yield* Effect.addFinalizer(() =>
       Effect.ignore(
-        Effect.timeout(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
+        Effect.timeout(
+          Effect.interruptible(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)])),
+          "2 seconds"
+        )
       )
     )
     return connection
