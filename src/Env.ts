@@ -241,9 +241,11 @@ export const lift = <A>(
   env: string,
   phase: EnvError["phase"],
   thunk: () => MaybeEffect<A>
-): Effect.Effect<A, EnvError> =>
-  liftMaybe(thunk, (cause) =>
-    hasTag(cause, ENV_ERROR) ? (cause as EnvError) : new EnvError({ env, phase, detail: describe(cause), cause }))
+): Effect.Effect<A, EnvError> => liftMaybe(thunk, envError(env, phase))
+
+/** A thrown value or failure of user code as the env's `EnvError` (one already is kept). */
+const envError = (env: string, phase: EnvError["phase"]) => (cause: unknown): EnvError =>
+  hasTag(cause, ENV_ERROR) ? (cause as EnvError) : new EnvError({ env, phase, detail: describe(cause), cause })
 
 const normalizeReset = (out: ResetResult | readonly [string, Info?, (string | null)?]): ResetResult =>
   Array.isArray(out)
@@ -269,10 +271,11 @@ export const fromHandlers = (
 ): Effect.Effect<Env, EnvError, Scope.Scope> =>
   Effect.flatMap(Scope.Scope, (scope) =>
     // acquireRelease without its fiber-ref bookkeeping (restoring the acquiring fiber's refs around
-    // the finalizer costs more than a whole env step): acquire and register the finalizer without
-    // an interruption in between.
-    Effect.uninterruptible(
-      Effect.flatMap(acquire, (handlers) =>
+    // the finalizer costs more than a whole env step): the finalizer registered as soon as the
+    // handlers are there, without an interruption in between. The acquiring itself can be
+    // interrupted (a creation that never ends held every stop, and a reset timeout could not end it).
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(acquire), (handlers) =>
         Effect.as(
           Scope.addFinalizer(
             scope,
@@ -311,7 +314,38 @@ export const make = <C = EnvConfig, I = C>(options: {
     name: options.name,
     description: options.description,
     config: options.config,
-    make: (config) => fromHandlers(options.name, lift(options.name, "create", () => options.create(config)))
+    make: (config) => fromHandlers(options.name, create(options.name, () => options.create(config)))
+  })
+
+/**
+ * An env's creation by user code: as {@link lift}, but a Promise of handlers that resolves after
+ * the creation was interrupted has its handlers closed as they come (no scope holds them).
+ */
+const create = (name: string, thunk: () => MaybeEffect<Handlers>): Effect.Effect<Handlers, EnvError> =>
+  Effect.suspend(() => {
+    let out: MaybeEffect<Handlers>
+    try {
+      out = thunk()
+    } catch (cause) {
+      return Effect.fail(envError(name, "create")(cause))
+    }
+    if (Effect.isEffect(out) || typeof (out as PromiseLike<Handlers> | null)?.then !== "function") return lift(name, "create", () => out)
+    const promise = out as PromiseLike<Handlers>
+    return Effect.async<Handlers, EnvError>((resume) => {
+      let interrupted = false
+      promise.then(
+        (handlers) => {
+          if (!interrupted) return resume(Effect.succeed(handlers))
+          if (typeof handlers?.close === "function") Effect.runFork(Effect.ignore(lift(name, "close", () => handlers.close!())))
+        },
+        (cause) => {
+          if (!interrupted) resume(Effect.fail(envError(name, "create")(cause)))
+        }
+      )
+      return Effect.sync(() => {
+        interrupted = true
+      })
+    })
   })
 
 /**

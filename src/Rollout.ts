@@ -368,8 +368,9 @@ export type Rows<A, E = never> = Iterable<Either.Either<A, RowError>> | Stream.S
 
 /**
  * Options of a running stream: `until`, when it completes, stops the run gracefully (no new
- * trajectory starts, those in flight are interrupted and their envs closed, the groups already
- * complete are still emitted, then the stream ends).
+ * trajectory starts, those in flight are interrupted and their envs closed, those already ended and
+ * closing their envs finish, the groups complete are still emitted, then the stream ends). An
+ * `until` that dies stops the run the same way, and the stream then fails with its defect.
  *
  * @since 0.1.0
  * @category models
@@ -691,12 +692,23 @@ class Pool<E> {
     return this.failure
   }
 
-  /** Stops the run: no new trajectory starts; those in flight are interrupted. */
-  stop(): Effect.Effect<void> {
+  /** When the run was stopped ({@link stop}; `performance.now()`), if it was. */
+  stoppedAt: number | undefined = undefined
+
+  /**
+   * Stops the run: no new trajectory starts; those in flight are interrupted. A graceful stop (the
+   * run's `until`) leaves the trajectories that have ended and are closing their envs to finish
+   * (their close cannot be interrupted and is waited for anyway): their records still complete
+   * their groups (they were dropped, though done).
+   */
+  stop(graceful = false): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (this.stopping) return Effect.void
       this.stopping = true
-      const fibers = [...this.slots].flatMap((slot) => (slot.fiber === undefined ? [] : [slot.fiber]))
+      this.stoppedAt = performance.now()
+      const fibers = [...this.slots].flatMap((slot) =>
+        slot.fiber === undefined || (graceful && slot.worker.closing) ? [] : [slot.fiber]
+      )
       const interrupt = Effect.forEach(fibers, (fiber) => Fiber.interruptFork(fiber), { discard: true })
       // A worker stuck where it cannot be interrupted is given up after the close timeout.
       const grace = this.grace
@@ -755,6 +767,11 @@ class Pool<E> {
   private workerDone(slot: WorkerSlot): void {
     this.slots.delete(slot)
     if (--this.live === 0) Deferred.unsafeDone(this.done, Exit.void)
+  }
+
+  /** A failure from outside the pool (the run's `until` died): no new work; the stream fails with it after the last group. */
+  failWith(cause: Cause.Cause<unknown>): void {
+    this.fail(cause as Cause.Cause<never>)
   }
 
   private fail(cause: Cause.Cause<E>): void {
@@ -1072,18 +1089,31 @@ const runPool = <E>(
       // close timeout when there is one; then the queue shuts down. (A finalizer runs uninterruptibly,
       // and so did the wait under `Effect.timeout`, which then could not end it: an env whose close
       // hung held the stop for ever, close timeout or not.)
-      const trajectories = yield* Effect.acquireRelease(Scope.make(ExecutionStrategy.parallel), (scope, exit) => {
+      // One close timeout for the whole stop: what the pool's shutdown already waited of it (for
+      // workers stuck in a close) is not given again here (a stop took twice the timeout).
+      const closeTrajectories = (scope: Scope.CloseableScope, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
         const close = Scope.close(scope, exit)
-        return closeMs === undefined
-          ? close
-          : Effect.flatMap(Effect.forkDaemon(close), (fiber) => Effect.ignore(Effect.timeout(Effect.interruptible(Fiber.await(fiber)), closeMs)))
-      })
-      const pool = new Pool<E>(config, inference, trajectories, tasks, queue, withEvents ? new EventSink(queue) : undefined)
+        if (closeMs === undefined) return close
+        const stoppedAt = pool.stoppedAt
+        const left = stoppedAt === undefined ? closeMs : Math.max(0, closeMs - (performance.now() - stoppedAt))
+        const wait = (fiber: Fiber.RuntimeFiber<void>) => Effect.ignore(Effect.timeout(Effect.interruptible(Fiber.await(fiber)), left))
+        return Effect.flatMap(Effect.forkDaemon(close), wait)
+      }
+      const trajectories = yield* Effect.acquireRelease(Scope.make(ExecutionStrategy.parallel), closeTrajectories)
+      const pool: Pool<E> = new Pool<E>(config, inference, trajectories, tasks, queue, withEvents ? new EventSink(queue) : undefined)
       yield* Effect.addFinalizer(() => pool.shutdown())
       const scope = yield* Effect.scope
       yield* pool.start(scope)
       yield* Effect.forkIn(pool.end(), scope)
-      if (options?.until !== undefined) yield* Effect.forkIn(Effect.zipRight(options.until, pool.stop()), scope)
+      if (options?.until !== undefined) {
+        // An `until` that dies stops the run as well, and the stream fails with its defect after the
+        // last group (it was dropped, and the run went on to its end).
+        const until = Effect.onExit(options.until, (exit) => {
+          if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) pool.failWith(exit.cause)
+          return Exit.isSuccess(exit) || !Cause.isInterruptedOnly(exit.cause) ? pool.stop(Exit.isSuccess(exit)) : Effect.void
+        })
+        yield* Effect.forkIn(until, scope)
+      }
       // With a bufferSize given, one element per pull, so that a group counts as pulled only when
       // the consumer asks for it (the exact bound of `bufferSize`). With the default (a large
       // buffer), whole chunks: measured back to back on workload 1 (c=64), one element per pull ran

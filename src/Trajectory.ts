@@ -957,6 +957,11 @@ export class Worker {
     return this.machine
   }
 
+  /** Whether the trajectory in flight has ended and its scope (its env) is being closed. */
+  get closing(): boolean {
+    return this.machine?.phase === Phase.Closing
+  }
+
   /** The timeout the trajectory in flight has run past at `at` (`performance.now()`), if any. */
   overdue(at: number, limits: TimeoutLimits): Timeout | undefined {
     return this.machine?.overdue(at, limits)

@@ -227,3 +227,101 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       }
     }))
 })
+
+describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
+  it.live("one close timeout for a whole stop: envs stuck in a close and envs stuck in a step, all closes hanging (it took twice the timeout)", () =>
+    Effect.gen(function*() {
+      const c = new Closing()
+      // rows 0 and 2 end at once and hang in their close; rows 1 and 3 hang in a step (10 s), then in their close
+      const hanging = Env.define({
+        name: "hanging",
+        make: (config) =>
+          Effect.map(
+            Effect.acquireRelease(Effect.sync(() => ++c.created), () => Effect.never),
+            (): Env.Env => ({
+              reset: () => Effect.succeed({ observation: "start", info: {} }),
+              step: () => Effect.delay(Effect.succeed({ observation: "o", reward: 0, done: true, info: {} }), Duration.millis(config.slow === true ? 10_000 : 0))
+            })
+          )
+      })
+      const rollout = Rollout.make({ envs: [hanging], numGenerations: 1, concurrency: 4, timeouts: { close: "2 seconds" } })
+      const rows = Array.from({ length: 4 }, (_, i) => ({ env_config: { slow: i % 2 === 1 } }))
+      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
+      yield* Effect.sleep(Duration.millis(150))
+      const stopped = Date.now()
+      yield* within(10, "the interruption", Fiber.interrupt(fiber))
+      expect(c.created).toBe(4)
+      // about 2 s (the close timeout), not 4
+      expect(Date.now() - stopped).toBeLessThan(3_300)
+    }).pipe(Effect.provide(echoPolicy())), 30_000)
+
+  it.live("Env.make whose async create never resolves: a stop ends it, a reset timeout alone ends it, and a late creation is closed once", () =>
+    Effect.gen(function*() {
+      let resolveLate: ((handlers: Env.Handlers) => void) | undefined
+      let closes = 0
+      const handlers: Env.Handlers = {
+        reset: () => ({ observation: "hi", info: {} }),
+        step: () => ({ observation: "o", reward: 1, done: true, info: {} }),
+        close: () => void closes++
+      }
+      const def = Env.make({
+        name: "k",
+        create: (config: Env.EnvConfig) =>
+          config.hang === true
+            ? new Promise<Env.Handlers>(() => {})
+            : config.late === true
+            ? new Promise<Env.Handlers>((resolve) => void (resolveLate = resolve))
+            : handlers
+      })
+      // the reset timeout alone (no close timeout): the hanging creation is that trajectory's Timeout
+      const rows = [{ env_config: {} }, { env_config: { hang: true } }, { env_config: {} }]
+      const items = yield* within(10, "the run", Stream.runCollect(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1, concurrency: 2, timeouts: { reset: "200 millis" } }))(rows)))
+      const errors = Chunk.toArray(items).filter(Rollout.isGroup).map((g) => g.records[0].result.error?._tag ?? "ok")
+      expect(errors.sort()).toEqual(["Timeout", "ok", "ok"])
+      // a stop, no timeouts at all
+      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { hang: true } }])))
+      yield* Effect.sleep(Duration.millis(50))
+      yield* within(10, "the interruption", Fiber.interrupt(fiber))
+      // a creation that resolves after the stop: its env is closed, once
+      closes = 0
+      const late = yield* Effect.fork(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { late: true } }])))
+      yield* Effect.sleep(Duration.millis(50))
+      yield* within(10, "the interruption", Fiber.interrupt(late))
+      assert(resolveLate !== undefined)
+      resolveLate(handlers)
+      yield* Effect.sleep(Duration.millis(50))
+      expect(closes).toBe(1)
+    }).pipe(Effect.provide(echoPolicy())), 30_000)
+
+  it.live("until lands while ended trajectories close their envs: their groups are still emitted (they were dropped, though done)", () =>
+    Effect.gen(function*() {
+      const c = new Closing()
+      const rollout = Rollout.make({ envs: [closingEnv(c, 200)], numGenerations: 2, concurrency: 4, maxTurns: 1, timeouts: { close: "2 seconds" } })
+      const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
+      const items = yield* within(10, "the run", Stream.runCollect(Rollout.events(rollout, { until: Effect.sleep(Duration.millis(100)) })(rows)))
+      const all = Chunk.toArray(items)
+      // the first 4 trajectories (2 rows) were closing when the stop came
+      expect(c.created).toBe(4)
+      expect(all.filter(Rollout.isGroup).length).toBe(2)
+      expect(all.filter((e) => Rollout.isTurnEvent(e) && e._tag === "End").length).toBe(4)
+      expect(c.closed).toBe(4)
+    }).pipe(Effect.provide(echoPolicy())), 30_000)
+
+  it.live("an until that dies stops the run, and the stream fails with its defect after the last group (it was dropped, and the run went on)", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const rows = Array.from({ length: 200 }, () => ({ env_config: { length: 2 } }))
+      const slowPolicy = Inference.layerFunction("slow", () => Effect.delay(Effect.succeed({ text: "x", finishReason: "stop" as const }), Duration.millis(20)))
+      const exit = yield* within(
+        20,
+        "the run",
+        Effect.exit(Stream.runCollect(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1, concurrency: 4 }), { until: Effect.zipRight(Effect.sleep(Duration.millis(100)), Effect.dieMessage("boom")) })(rows))).pipe(
+          Effect.provide(slowPolicy)
+        )
+      )
+      assert(Exit.isFailure(exit))
+      expect(Cause.pretty(exit.cause)).toContain("boom")
+      expect(counters.created).toBeLessThan(200)
+      expect(counters.open).toBe(0)
+    }), 30_000)
+})
