@@ -694,6 +694,7 @@ class Pool<E> {
 
   /** When the run was stopped ({@link stop}; `performance.now()`), if it was. */
   stoppedAt: number | undefined = undefined
+  private graceful = false
 
   /**
    * Stops the run: no new trajectory starts; those in flight are interrupted. A graceful stop (the
@@ -705,6 +706,7 @@ class Pool<E> {
     return Effect.suspend(() => {
       if (this.stopping) return Effect.void
       this.stopping = true
+      this.graceful = graceful
       this.stoppedAt = performance.now()
       const fibers = [...this.slots].flatMap((slot) =>
         slot.fiber === undefined || (graceful && slot.worker.closing) ? [] : [slot.fiber]
@@ -713,7 +715,7 @@ class Pool<E> {
       // A worker stuck where it cannot be interrupted is given up after the close timeout.
       const grace = this.grace
       if (grace === undefined) return interrupt
-      const giveUp = Effect.race(Deferred.await(this.done), Effect.delay(Effect.sync(() => this.abandonAll()), grace))
+      const giveUp = Effect.race(Deferred.await(this.done), Effect.delay(Effect.uninterruptible(Effect.suspend(() => this.abandonAll())), grace))
       return Effect.zipRight(interrupt, Effect.asVoid(Effect.forkDaemon(giveUp)))
     })
   }
@@ -923,6 +925,7 @@ class Pool<E> {
       this.slots.delete(slot)
       const fresh = this.slot()
       const task = slot.task
+      const closing = slot.worker.closing
       if (task !== undefined) {
         const scoring = slot.scoring
         const result = scoring !== undefined && scoring.result === expired.token
@@ -933,20 +936,43 @@ class Pool<E> {
         fresh.recovery = { task, result: result === undefined ? undefined : Effect.succeed(result) }
       }
       if (this.stopping) {
-        this.live--
-        if (this.live === 0) Deferred.unsafeDone(this.done, Exit.void)
-        return Effect.void
+        const gone = Effect.sync(() => {
+          if (--this.live === 0) Deferred.unsafeDone(this.done, Exit.void)
+        })
+        // after a graceful stop, a trajectory that had ended and whose close ran past its timeout
+        // still gets its record (see abandonAll)
+        const result = fresh.recovery?.result
+        if (!this.graceful || !closing || task === undefined || result === undefined) return gone
+        const record = Effect.flatMap(result, (r) => this.put(slot, task, scoreSync(this.config, task.prepared.row, r)))
+        return Effect.ensuring(Effect.exit(Effect.uninterruptible(record)), gone)
       }
       return this.spawn(fresh)
     })
   }
 
-  /** After a stop: workers still running past the close timeout are given up, and the run ends. */
-  private abandonAll(): void {
-    for (const slot of this.slots) slot.abandoned = true
+  /**
+   * After a stop: workers still running past the close timeout are given up, and the run ends.
+   * After a graceful one, those whose trajectory had ended and was closing its env get their records
+   * first, with the close's `Timeout`, as the watchdog gives them in a run that goes on, so that
+   * their groups are still emitted (they were left out).
+   */
+  private abandonAll(): Effect.Effect<void> {
+    const records: Array<Effect.Effect<void>> = []
+    const close = this.limits.close
+    for (const slot of this.slots) {
+      const task = slot.task
+      if (this.graceful && close !== undefined && task !== undefined && slot.worker.closing) {
+        const result = slot.worker.abandon(new Scheduler.Timeout({ phase: "close", limit: "close", seconds: close / 1000 }))
+        if (result !== undefined) records.push(this.put(slot, task, scoreSync(this.config, task.prepared.row, result)))
+      }
+      slot.abandoned = true
+    }
     this.slots.clear()
-    this.live = 0
-    Deferred.unsafeDone(this.done, Exit.void)
+    const end = Effect.sync(() => {
+      this.live = 0
+      Deferred.unsafeDone(this.done, Exit.void)
+    })
+    return records.length === 0 ? end : Effect.ensuring(Effect.exit(Effect.all(records, { discard: true })), end)
   }
 
   /** Every `period` ms: interrupts workers past a limit, abandons those that did not stop. */

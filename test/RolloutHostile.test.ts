@@ -325,3 +325,26 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       expect(counters.open).toBe(0)
     }), 30_000)
 })
+
+describe("Rollout.run / events, hostile (2026-12-03, third pass: through the CLI)", () => {
+  it.live("until lands while ended trajectories close their envs and the closes run past the close timeout: their groups come, with Timeout(close) records (they were left out)", () =>
+    Effect.gen(function*() {
+      for (const stopAfter of [100, 450]) {
+        const c = new Closing()
+        const rollout = Rollout.make({ envs: [closingEnv(c, "hang")], numGenerations: 2, concurrency: 4, maxTurns: 1, timeouts: { close: "500 millis" } })
+        const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
+        const started = Date.now()
+        const items = yield* within(10, "the run", Stream.runCollect(Rollout.run(rollout, { until: Effect.sleep(Duration.millis(stopAfter)) })(rows)))
+        const groups = Chunk.toArray(items).filter(Rollout.isGroup)
+        expect(c.created).toBe(4)
+        expect(groups.length).toBe(2)
+        for (const group of groups) {
+          for (const record of group.records) {
+            expect(record.result.error?._tag).toBe("Timeout")
+            expect((record.result.error as { readonly phase?: string }).phase).toBe("close")
+          }
+        }
+        expect(Date.now() - started).toBeLessThan(5_000)
+      }
+    }).pipe(Effect.provide(echoPolicy())), 30_000)
+})
