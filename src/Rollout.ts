@@ -715,7 +715,8 @@ class Pool<E> {
       // A worker stuck where it cannot be interrupted is given up after the close timeout.
       const grace = this.grace
       if (grace === undefined) return interrupt
-      const giveUp = Effect.race(Deferred.await(this.done), Effect.delay(Effect.uninterruptible(Effect.suspend(() => this.abandonAll())), grace))
+      const abandonAll = Effect.uninterruptible(Effect.suspend(() => this.abandonAll()))
+      const giveUp = Effect.race(Deferred.await(this.done), Effect.delay(abandonAll, grace))
       return Effect.zipRight(interrupt, Effect.asVoid(Effect.forkDaemon(giveUp)))
     })
   }
@@ -943,11 +944,16 @@ class Pool<E> {
         // still gets its record (see abandonAll)
         const result = fresh.recovery?.result
         if (!this.graceful || !closing || task === undefined || result === undefined) return gone
-        const record = Effect.flatMap(result, (r) => this.put(slot, task, scoreSync(this.config, task.prepared.row, r)))
+        const record = Effect.flatMap(result, (r) => this.closedRecord(slot, task, r))
         return Effect.ensuring(Effect.exit(Effect.uninterruptible(record)), gone)
       }
       return this.spawn(fresh)
     })
+  }
+
+  /** The record of a trajectory that had ended and whose close ran past its timeout during a graceful stop. */
+  private closedRecord(slot: WorkerSlot, task: TrajectoryTask, result: Trajectory.TrajectoryResult): Effect.Effect<void> {
+    return this.put(slot, task, scoreSync(this.config, task.prepared.row, result))
   }
 
   /**
@@ -963,7 +969,7 @@ class Pool<E> {
       const task = slot.task
       if (this.graceful && close !== undefined && task !== undefined && slot.worker.closing) {
         const result = slot.worker.abandon(new Scheduler.Timeout({ phase: "close", limit: "close", seconds: close / 1000 }))
-        if (result !== undefined) records.push(this.put(slot, task, scoreSync(this.config, task.prepared.row, result)))
+        if (result !== undefined) records.push(this.closedRecord(slot, task, result))
       }
       slot.abandoned = true
     }
