@@ -19,7 +19,7 @@
 import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Scope from "effect/Scope"
 import type * as Lift from "./internal/lift.js"
-import { describe, hasTag, liftMaybe } from "./internal/lift.js"
+import { describe, hasTag, isPromiseLike, liftMaybe } from "./internal/lift.js"
 import type { Message } from "./Message.js"
 
 /**
@@ -329,7 +329,7 @@ const create = (name: string, thunk: () => MaybeEffect<Handlers>): Effect.Effect
     } catch (cause) {
       return Effect.fail(envError(name, "create")(cause))
     }
-    if (Effect.isEffect(out) || typeof (out as PromiseLike<Handlers> | null)?.then !== "function") return lift(name, "create", () => out)
+    if (!isPromiseLike(out)) return lift(name, "create", () => out)
     const promise = out as PromiseLike<Handlers>
     return Effect.async<Handlers, EnvError>((resume) => {
       let interrupted = false

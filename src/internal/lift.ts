@@ -3,7 +3,8 @@ import { Effect } from "effect"
 /** A value, a Promise of it, or an Effect of it: what user-written hooks and env methods return. */
 export type MaybeEffect<A> = A | PromiseLike<A> | Effect.Effect<A, unknown>
 
-const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+/** Whether `u` is a Promise or another thenable (what user code may return for a value). */
+export const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
   typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
 
 /**
