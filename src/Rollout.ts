@@ -16,6 +16,7 @@ import type * as Env from "./Env.js"
 import { check as checkEncodable, EncodeError, withEncodeError } from "./CompletionsLog.js"
 import { Inference } from "./Inference.js"
 import type { SamplingParams, Service as InferenceService } from "./Inference.js"
+import { positiveMillis, waitAtMost } from "./internal/duration.js"
 import { describe } from "./internal/lift.js"
 import { mixSeed } from "./internal/seed.js"
 import { wholeProblem } from "./internal/whole.js"
@@ -517,7 +518,7 @@ class Tasks<E> {
     this.puller = undefined
     if (puller === undefined) return Effect.void
     const stop = Fiber.interrupt(puller)
-    return limit === undefined ? Effect.asVoid(stop) : Effect.ignore(Effect.timeout(Effect.interruptible(stop), limit))
+    return limit === undefined ? Effect.asVoid(stop) : waitAtMost(stop, limit)
   }
 }
 
@@ -728,7 +729,7 @@ class Pool<E> {
   shutdown(): Effect.Effect<void> {
     const wait = this.grace === undefined
       ? Deferred.await(this.done)
-      : Effect.ignore(Effect.timeout(Effect.interruptible(Deferred.await(this.done)), this.grace + 50))
+      : waitAtMost(Deferred.await(this.done), this.grace + 50)
     return Effect.zipRight(
       Effect.zipRight(Effect.zipRight(Queue.shutdown(this.queue), this.stop()), wait),
       Effect.suspend(() => this.tasks.abandon(this.grace))
@@ -1128,8 +1129,7 @@ const runPool = <E>(
         if (closeMs === undefined) return close
         const stoppedAt = pool.stoppedAt
         const left = stoppedAt === undefined ? closeMs : Math.max(0, closeMs - (performance.now() - stoppedAt))
-        const wait = (fiber: Fiber.RuntimeFiber<void>) => Effect.ignore(Effect.timeout(Effect.interruptible(Fiber.await(fiber)), left))
-        return Effect.flatMap(Effect.forkDaemon(close), wait)
+        return Effect.flatMap(Effect.forkDaemon(close), (fiber) => waitAtMost(Fiber.await(fiber), left))
       }
       const trajectories = yield* Effect.acquireRelease(Scope.make(ExecutionStrategy.parallel), closeTrajectories)
       const pool: Pool<E> = new Pool<E>(config, inference, trajectories, tasks, queue, withEvents ? new EventSink(queue) : undefined)
@@ -1326,8 +1326,7 @@ const checkOptions = <R>(o: Options<R>): Either.Either<void, RunConfigError> => 
   for (const [key, input] of Object.entries(o.timeouts ?? {})) {
     if (!TIMEOUT_KEYS.includes(key)) return refuse(`timeouts.${key}`, `unknown timeout (there are ${TIMEOUT_KEYS.join(", ")})`)
     if (input === undefined) continue
-    const ms = Option.map(Duration.decodeUnknown(input), Duration.toMillis)
-    if (Option.isNone(ms) || !(ms.value > 0)) {
+    if (positiveMillis(input) === undefined) {
       return refuse(`timeouts.${key}`, `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${describe(input).slice(0, 100)}`)
     }
   }

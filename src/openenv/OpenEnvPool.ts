@@ -13,8 +13,9 @@
  * @since 0.1.0
  */
 import * as Socket from "@effect/platform/Socket"
-import { Context, Duration, Effect, Layer, Option, RcMap, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Layer, RcMap, Schedule, Schema } from "effect"
 import type * as Scope from "effect/Scope"
+import { positiveMillis } from "../internal/duration.js"
 import { describe } from "../internal/lift.js"
 import { wholeProblem } from "../internal/whole.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
@@ -108,8 +109,7 @@ const check = (settings: Settings): SettingsError | undefined => {
   for (const setting of DURATIONS) {
     const value = settings[setting]
     if (value === undefined) continue
-    const ms = Option.map(Duration.decodeUnknown(value), Duration.toMillis)
-    if (Option.isNone(ms) || !(ms.value > 0)) {
+    if (positiveMillis(value) === undefined) {
       return new SettingsError({ setting, detail: `must be a positive duration, got ${describe(value).slice(0, 100)}` })
     }
   }

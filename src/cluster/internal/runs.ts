@@ -8,6 +8,7 @@
 import { SqlClient, type SqlConnection } from "@effect/sql"
 import { Effect, type Scope } from "effect"
 import { ClusterStartError, setupRetry } from "../Cluster.js"
+import { waitAtMost } from "../../internal/duration.js"
 
 /** A run id that was used (its start, and who coordinated it last). */
 export interface Known {
@@ -60,15 +61,9 @@ export const lock = (
       sqlError("cannot lock the run id")
     )
     if (rows[0]?.[0] !== true) return undefined
-    // (interruptible inside: a finalizer runs uninterruptibly, and `Effect.timeout` cannot end what
-    // it cannot interrupt, so an unlock on a database that stopped answering held the stop)
+    // (an unlock on a database that stopped answering held the stop: see waitAtMost)
     yield* Effect.addFinalizer(() =>
-      Effect.ignore(
-        Effect.timeout(
-          Effect.interruptible(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)])),
-          "2 seconds"
-        )
-      )
+      waitAtMost(connection.executeValues("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey(runId)]), "2 seconds")
     )
     return connection
   })

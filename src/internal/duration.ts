@@ -1,0 +1,21 @@
+/**
+ * Durations given by user code, and waits bounded by one.
+ */
+import { Duration, Effect, Option } from "effect"
+
+/**
+ * The milliseconds of `input` ("30 seconds", 500, a `Duration`) when it is a positive duration;
+ * `undefined` when it is not a duration at all, or zero, or negative.
+ */
+export const positiveMillis = (input: unknown): number | undefined => {
+  const ms = Option.map(Duration.decodeUnknown(input), Duration.toMillis)
+  return Option.isSome(ms) && ms.value > 0 ? ms.value : undefined
+}
+
+/**
+ * Waits for `effect` at most `limit`, whatever its outcome. The wait itself is made interruptible:
+ * inside a finalizer (which runs uninterruptibly) `Effect.timeout` cannot end a wait it cannot
+ * interrupt, and a stop waited for ever on a close that hung, close timeout or not.
+ */
+export const waitAtMost = (effect: Effect.Effect<unknown, unknown>, limit: Duration.DurationInput): Effect.Effect<void> =>
+  Effect.ignore(Effect.timeout(Effect.interruptible(effect), limit))
