@@ -15,7 +15,10 @@ export const positiveMillis = (input: unknown): number | undefined => {
 /**
  * Waits for `effect` at most `limit`, whatever its outcome. The wait itself is made interruptible:
  * inside a finalizer (which runs uninterruptibly) `Effect.timeout` cannot end a wait it cannot
- * interrupt, and a stop waited for ever on a close that hung, close timeout or not.
+ * interrupt, and a stop waited for ever on a close that hung, close timeout or not. And it is
+ * disconnected: at the limit `Effect.timeout` interrupts the effect and waits for that interruption
+ * to finish, which an effect whose own interruption blocks (a database query's cancel, with the
+ * database gone) would hold past the limit; disconnected, it is left to end in the background.
  */
 export const waitAtMost = (effect: Effect.Effect<unknown, unknown>, limit: Duration.DurationInput): Effect.Effect<void> =>
-  Effect.ignore(Effect.timeout(Effect.interruptible(effect), limit))
+  Effect.ignore(Effect.timeout(Effect.interruptible(Effect.disconnect(effect)), limit))
