@@ -3,9 +3,8 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import type { PlatformError } from "@effect/platform/Error"
-import { Effect, Schema } from "effect"
+import { Effect, FileSystem, Schema, Semaphore } from "effect"
+import type { PlatformError } from "effect/PlatformError"
 import type * as Scope from "effect/Scope"
 import { jsonIssue, plainJson } from "./internal/inspect.js"
 import * as Json from "./internal/Json.js"
@@ -23,7 +22,7 @@ import { UnexpectedError } from "./Scheduler.js"
  * @since 0.1.0
  * @category errors
  */
-export class EncodeError extends Schema.TaggedError<EncodeError>("effect-gym/EncodeError")("EncodeError", {
+export class EncodeError extends Schema.TaggedError<EncodeError>()("EncodeError", {
   path: Schema.String,
   detail: Schema.String
 }) {
@@ -32,7 +31,7 @@ export class EncodeError extends Schema.TaggedError<EncodeError>("effect-gym/Enc
   }
 }
 
-const Info = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const Info = Schema.Record(Schema.String, Schema.Unknown)
 
 /**
  * The error of a failed trajectory as written to the log: its tag, its message and its fields.
@@ -40,9 +39,9 @@ const Info = Schema.Record({ key: Schema.String, value: Schema.Unknown })
  * @since 0.1.0
  * @category schemas
  */
-export const LoggedError = Schema.Struct(
-  { _tag: Schema.String, message: Schema.String },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const LoggedError = Schema.StructWithRest(
+  Schema.Struct({ _tag: Schema.String, message: Schema.String }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 /**
@@ -58,20 +57,20 @@ export const CompletionLine = Schema.Struct({
   env: Schema.NullOr(Schema.String),
   env_config: Info,
   messages: Messages,
-  rewards: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Number })),
+  rewards: Schema.NullOr(Schema.Record(Schema.String, Schema.Number)),
   reward: Schema.NullOr(Schema.Number),
   advantage: Schema.NullOr(Schema.Number),
-  rollout_infos: Schema.Struct(
-    {
+  rollout_infos: Schema.StructWithRest(
+    Schema.Struct({
       total_reward: Schema.Number,
       step_rewards: Schema.Array(Schema.Number),
       num_turns: Schema.Number,
       reset_info: Schema.NullOr(Info),
       step_infos: Schema.Array(Info)
-    },
-    Schema.Record({ key: Schema.String, value: Schema.Unknown })
+    }),
+    [Schema.Record(Schema.String, Schema.Unknown)]
   ),
-  end_reason: Schema.Literal("done", "max_turns", "error"),
+  end_reason: Schema.Literals(["done", "max_turns", "error"]),
   error: Schema.NullOr(LoggedError),
   finish_reasons: Schema.Array(Schema.String),
   /** Attempts made, when the trajectory was retried (`--trajectory-retries`); absent for one attempt. */
@@ -89,7 +88,7 @@ export const CompletionLine = Schema.Struct({
   /** Everything after the prompt: sampled tokens and the template/observation tokens between turns; `null` when unavailable. */
   token_ids: Schema.optional(Schema.NullOr(Schema.Array(Schema.Number))),
   /** 1 exactly on sampled tokens. */
-  loss_mask: Schema.optional(Schema.Array(Schema.Literal(0, 1))),
+  loss_mask: Schema.optional(Schema.Array(Schema.Literals([0, 1]))),
   /** Per token of `token_ids`: the sampled token's logprob, `null` elsewhere. */
   logprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number))),
   /** Why `token_ids` is `null`. */
@@ -546,7 +545,7 @@ export const open = (
     // way cut the file back to `size` after another fiber's write had gone on past its bytes
     // (that write lost while counted in `size`: a later cut-back extended the file with zeros).
     let kept: Uint8Array | undefined = new Uint8Array(INITIAL_BYTES)
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
     const writeTexts = (each: (add: (text: string) => void) => void): Effect.Effect<void, PlatformError> =>
       lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
         let buffer = kept ?? new Uint8Array(INITIAL_BYTES)
@@ -586,8 +585,8 @@ export const open = (
     const writeBytes = (bytes: Uint8Array, buffer: Uint8Array | undefined): Effect.Effect<void, PlatformError> => {
       dirty = true
       return file.writeAll(bytes).pipe(
-        Effect.tap(() => void (size += bytes.length)),
-        Effect.tapError(() => Effect.ignore(file.truncate(FileSystem.Size(size)))),
+        Effect.tap(Effect.sync(() => void (size += bytes.length))),
+        Effect.tapError(() => Effect.ignore(file.truncate(size))),
         // (given back however the write ends: it is never interrupted, so the OS no longer reads it)
         Effect.ensuring(Effect.sync(() => {
           if (buffer !== undefined) kept = buffer

@@ -16,8 +16,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
-import * as Scope from "effect/Scope"
+import { Effect, Result, Schema, SchemaParser, Scope } from "effect"
+import * as Issue from "./internal/issue.js"
 import type * as Lift from "./internal/lift.js"
 import { describe, hasTag, isPromiseLike, liftMaybe } from "./internal/lift.js"
 import type { Message } from "./Message.js"
@@ -95,17 +95,17 @@ export interface Env {
  * @since 0.1.0
  * @category errors
  */
-export class EnvError extends Schema.TaggedError<EnvError>("effect-gym/EnvError")("EnvError", {
+export class EnvError extends Schema.TaggedError<EnvError>()("EnvError", {
   env: Schema.String,
-  phase: Schema.Literal("create", "reset", "step", "close"),
+  phase: Schema.Literals(["create", "reset", "step", "close"]),
   detail: Schema.String,
   /**
    * Machine-readable facts about the failure, written to the log with the error: e.g. an OpenEnv
    * server's `code`, `active_sessions`, `max_sessions`; an isolated env's `reason` (`Timeout`,
    * `WorkerLost`).
    */
-  details: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
-  cause: Schema.optional(Schema.Defect)
+  details: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `env ${this.env}: ${this.phase} failed: ${this.detail}`
@@ -129,7 +129,7 @@ export class EnvError extends Schema.TaggedError<EnvError>("effect-gym/EnvError"
  * @since 0.1.0
  * @category errors
  */
-export class EnvConfigError extends Schema.TaggedError<EnvConfigError>("effect-gym/EnvConfigError")(
+export class EnvConfigError extends Schema.TaggedError<EnvConfigError>()(
   "EnvConfigError",
   {
     env: Schema.String,
@@ -157,7 +157,7 @@ export class EnvConfigError extends Schema.TaggedError<EnvConfigError>("effect-g
 export interface Definition<R = never> {
   readonly name: string
   readonly description: string
-  readonly prepare: (config: EnvConfig) => Either.Either<Effect.Effect<Env, EnvError, Scope.Scope | R>, EnvConfigError>
+  readonly prepare: (config: EnvConfig) => Result.Result<Effect.Effect<Env, EnvError, Scope.Scope | R>, EnvConfigError>
 }
 
 /**
@@ -168,16 +168,16 @@ export interface Definition<R = never> {
  */
 export type Services<D> = D extends Definition<infer R> ? R : never
 
-const configDecoder = <C, I>(name: string, schema: Schema.Schema<C, I> | undefined) => {
+const configDecoder = <C, I>(name: string, schema: Schema.Codec<C, I> | undefined) => {
   if (schema === undefined) {
-    return (config: EnvConfig): Either.Either<C, EnvConfigError> => Either.right(config as unknown as C)
+    return (config: EnvConfig): Result.Result<C, EnvConfigError> => Result.succeed(config as unknown as C)
   }
-  const decode = ParseResult.decodeUnknownEither(schema, { errors: "first", onExcessProperty: "ignore" })
-  return (config: EnvConfig): Either.Either<C, EnvConfigError> =>
-    Either.mapLeft(decode(config), (error) => {
-      const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
-      const path = ["env_config", ...(issue?.path ?? []).map(String)].join(".")
-      return new EnvConfigError({ env: name, path, reason: issue?.message ?? String(error) })
+  const decode = SchemaParser.decodeUnknownResult(schema, { ...Issue.parseOptions, onExcessProperty: "ignore" })
+  return (config: EnvConfig): Result.Result<C, EnvConfigError> =>
+    Result.mapError(decode(config), (error) => {
+      const issue = Issue.first(error)
+      const path = ["env_config", ...issue.path.map(String)].join(".")
+      return new EnvConfigError({ env: name, path, reason: issue.message })
     })
 }
 
@@ -192,7 +192,7 @@ const configDecoder = <C, I>(name: string, schema: Schema.Schema<C, I> | undefin
 export const define = <C = EnvConfig, I = C, R = Scope.Scope>(options: {
   readonly name: string
   readonly description?: string | undefined
-  readonly config?: Schema.Schema<C, I> | undefined
+  readonly config?: Schema.Codec<C, I> | undefined
   readonly make: (config: C) => Effect.Effect<Env, EnvError, R>
 }): Definition<Exclude<R, Scope.Scope>> => {
   const decode = configDecoder(options.name, options.config)
@@ -201,7 +201,7 @@ export const define = <C = EnvConfig, I = C, R = Scope.Scope>(options: {
     description: options.description ?? "",
     // R is Scope and the services; the services are R without Scope.
     prepare: (config) =>
-      Either.map(decode(config), (decoded) =>
+      Result.map(decode(config), (decoded) =>
         options.make(decoded) as Effect.Effect<Env, EnvError, Scope.Scope | Exclude<R, Scope.Scope>>)
   }
 }
@@ -269,7 +269,7 @@ export const fromHandlers = (
   name: string,
   acquire: Effect.Effect<Handlers, EnvError>
 ): Effect.Effect<Env, EnvError, Scope.Scope> =>
-  Effect.flatMap(Scope.Scope, (scope) =>
+  Effect.flatMap(Effect.scope, (scope) =>
     // acquireRelease without its fiber-ref bookkeeping (restoring the acquiring fiber's refs around
     // the finalizer costs more than a whole env step): the finalizer registered as soon as the
     // handlers are there, without an interruption in between. The acquiring itself can be
@@ -282,7 +282,7 @@ export const fromHandlers = (
             handlers.close === undefined
               ? Effect.void
               : lift(name, "close", () => handlers.close!()).pipe(
-                Effect.catchAll((error) => Effect.die(error)),
+                Effect.catch((error) => Effect.die(error)),
                 Effect.asVoid,
                 // as acquireRelease's release: a close under way is waited for, not cut
                 Effect.uninterruptible
@@ -307,7 +307,7 @@ const adapt = (name: string, handlers: Handlers): Env => ({
 export const make = <C = EnvConfig, I = C>(options: {
   readonly name: string
   readonly description?: string | undefined
-  readonly config?: Schema.Schema<C, I> | undefined
+  readonly config?: Schema.Codec<C, I> | undefined
   readonly create: (config: C) => MaybeEffect<Handlers>
 }): Definition =>
   define({
@@ -331,7 +331,7 @@ const create = (name: string, thunk: () => MaybeEffect<Handlers>): Effect.Effect
     }
     if (!isPromiseLike(out)) return lift(name, "create", () => out)
     const promise = out as PromiseLike<Handlers>
-    return Effect.async<Handlers, EnvError>((resume) => {
+    return Effect.callback<Handlers, EnvError>((resume) => {
       let interrupted = false
       promise.then(
         (handlers) => {
@@ -358,7 +358,7 @@ const create = (name: string, thunk: () => MaybeEffect<Handlers>): Effect.Effect
 export const fromClass = <C = EnvConfig, I = C>(options: {
   readonly name: string
   readonly description?: string | undefined
-  readonly config?: Schema.Schema<C, I> | undefined
+  readonly config?: Schema.Codec<C, I> | undefined
   readonly class: new(config: C) => Handlers
 }): Definition =>
   make({

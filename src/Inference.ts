@@ -168,10 +168,10 @@ export const tokenState = (completion: Completion, messages: ReadonlyArray<Messa
  * @since 0.1.0
  * @category errors
  */
-export class InferenceError extends Schema.TaggedError<InferenceError>("effect-gym/InferenceError")(
+export class InferenceError extends Schema.TaggedError<InferenceError>()(
   "InferenceError",
   {
-    reason: Schema.Literal(
+    reason: Schema.Literals([
       "Transport",
       "Timeout",
       "RateLimited",
@@ -181,11 +181,11 @@ export class InferenceError extends Schema.TaggedError<InferenceError>("effect-g
       "InvalidRequest",
       "Unavailable",
       "Policy"
-    ),
+    ]),
     backend: Schema.String,
     detail: Schema.String,
     status: Schema.optional(Schema.Number),
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {
   override get message(): string {
@@ -228,7 +228,7 @@ export interface Service {
  * @since 0.1.0
  * @category tags
  */
-export class Inference extends Context.Tag("effect-gym/Inference")<Inference, Service>() {}
+export class Inference extends Context.Service<Inference, Service>()("effect-gym/Inference") {}
 
 /**
  * A layer from a plain chat function; handy in tests and plugins.
@@ -248,4 +248,4 @@ export const layerFunction = (
  * @category accessors
  */
 export const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError, Inference> =>
-  Effect.flatMap(Inference, (service) => service.chat(request))
+  Inference.use((service) => service.chat(request))

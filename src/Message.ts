@@ -9,7 +9,7 @@ import { Schema } from "effect"
  * @since 0.1.0
  * @category schemas
  */
-export const Role = Schema.Literal("system", "user", "assistant", "tool")
+export const Role = Schema.Literals(["system", "user", "assistant", "tool"])
 
 /**
  * @since 0.1.0

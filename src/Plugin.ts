@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import type * as Env from "./Env.js"
 import type * as Policy from "./Policy.js"
 import type * as Reward from "./Reward.js"
@@ -53,10 +53,10 @@ export interface RendererSlot {
  * @since 0.1.0
  * @category errors
  */
-export class PluginError extends Schema.TaggedError<PluginError>("effect-gym/PluginError")("PluginError", {
+export class PluginError extends Schema.TaggedError<PluginError>()("PluginError", {
   file: Schema.String,
   detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `plugin ${this.file}: ${this.detail}`
@@ -106,8 +106,8 @@ const pluginExport = (module: unknown): unknown => {
  * @since 0.1.0
  * @category validation
  */
-export const fromModule = (file: string, module: unknown): Either.Either<Plugin, PluginError> => {
-  const fail = (detail: string) => Either.left(new PluginError({ file, detail }))
+export const fromModule = (file: string, module: unknown): Result.Result<Plugin, PluginError> => {
+  const fail = (detail: string) => Result.fail(new PluginError({ file, detail }))
   const candidate = pluginExport(module)
   if (typeof candidate !== "object" || candidate === null) {
     return fail("has no plugin export: export default Plugin.make({ envs, schedulers, rewards, policies })")
@@ -134,5 +134,5 @@ export const fromModule = (file: string, module: unknown): Either.Either<Plugin,
       }
     }
   }
-  return Either.right(plugin as Plugin)
+  return Result.succeed(plugin as Plugin)
 }

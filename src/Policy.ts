@@ -4,9 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { Effect, Layer, Result, Schema, SchemaParser } from "effect"
 import type * as Scope from "effect/Scope"
 import { Inference, type Service } from "./Inference.js"
+import * as Issue from "./internal/issue.js"
 
 /**
  * Options given to a policy that it cannot use.
@@ -14,7 +15,7 @@ import { Inference, type Service } from "./Inference.js"
  * @since 0.1.0
  * @category errors
  */
-export class PolicyConfigError extends Schema.TaggedError<PolicyConfigError>("effect-gym/PolicyConfigError")(
+export class PolicyConfigError extends Schema.TaggedError<PolicyConfigError>()(
   "PolicyConfigError",
   {
     policy: Schema.String,
@@ -46,26 +47,26 @@ export interface Definition {
 export const define = <A, I>(options: {
   readonly name: string
   readonly description?: string | undefined
-  readonly options: Schema.Schema<A, I>
+  readonly options: Schema.Codec<A, I>
   readonly make: (options: A) => Effect.Effect<Service, PolicyConfigError, Scope.Scope>
 }): Definition => {
-  const decode = ParseResult.decodeUnknownEither(options.options, { errors: "first", onExcessProperty: "error" })
+  const decode = SchemaParser.decodeUnknownResult(options.options, { ...Issue.parseOptions, onExcessProperty: "error" })
   return {
     name: options.name,
     description: options.description ?? "",
     make: (raw) =>
-      Either.match(decode(raw), {
-        onLeft: (issue) => {
-          const first = ParseResult.ArrayFormatter.formatIssueSync(issue)[0]
+      Result.match(decode(raw), {
+        onFailure: (issue) => {
+          const first = Issue.first(issue)
           return Effect.fail(
             new PolicyConfigError({
               policy: options.name,
-              path: (first?.path ?? []).map(String).join("."),
-              detail: first?.message ?? "invalid options"
+              path: first.path.map(String).join("."),
+              detail: first.message
             })
           )
         },
-        onRight: options.make
+        onSuccess: options.make
       })
   }
 }
@@ -91,4 +92,4 @@ export const define = <A, I>(options: {
 export const layer = (
   definition: Definition,
   options: Readonly<Record<string, unknown>> = {}
-): Layer.Layer<Inference, PolicyConfigError> => Layer.scoped(Inference, definition.make(options))
+): Layer.Layer<Inference, PolicyConfigError> => Layer.effect(Inference, definition.make(options))

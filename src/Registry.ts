@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import type * as Env from "./Env.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Policy from "./Policy.js"
@@ -35,8 +35,8 @@ export type Kind = "env" | "scheduler" | "reward function" | "policy"
  * @since 0.1.0
  * @category errors
  */
-export class NotRegistered extends Schema.TaggedError<NotRegistered>("effect-gym/NotRegistered")("NotRegistered", {
-  kind: Schema.Literal("env", "scheduler", "reward function", "policy"),
+export class NotRegistered extends Schema.TaggedError<NotRegistered>()("NotRegistered", {
+  kind: Schema.Literals(["env", "scheduler", "reward function", "policy"]),
   name: Schema.String,
   available: Schema.Array(Schema.String)
 }) {
@@ -76,11 +76,11 @@ export const add = (registry: Registry, plugin: Plugin.Plugin): Registry => ({
   policies: byName(registry.policies, plugin.policies)
 })
 
-const lookup = <A>(kind: Kind, map: ReadonlyMap<string, A>, name: string): Either.Either<A, NotRegistered> => {
+const lookup = <A>(kind: Kind, map: ReadonlyMap<string, A>, name: string): Result.Result<A, NotRegistered> => {
   const found = map.get(name)
   return found === undefined
-    ? Either.left(new NotRegistered({ kind, name, available: [...map.keys()].sort() }))
-    : Either.right(found)
+    ? Result.fail(new NotRegistered({ kind, name, available: [...map.keys()].sort() }))
+    : Result.succeed(found)
 }
 
 /**

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { describe, liftMaybe } from "./internal/lift.js"
 import type { MaybeEffect } from "./internal/lift.js"
 import { PY_SPACE } from "./internal/pyre.js"
@@ -40,10 +40,10 @@ export interface RewardInput {
  * @since 0.1.0
  * @category errors
  */
-export class RewardError extends Schema.TaggedError<RewardError>("effect-gym/RewardError")("RewardError", {
+export class RewardError extends Schema.TaggedError<RewardError>()("RewardError", {
   reward: Schema.String,
   detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `reward ${this.reward}: ${this.detail}`
@@ -56,7 +56,7 @@ export class RewardError extends Schema.TaggedError<RewardError>("effect-gym/Rew
  * @since 0.1.0
  * @category errors
  */
-export class RewardConfigError extends Schema.TaggedError<RewardConfigError>("effect-gym/RewardConfigError")(
+export class RewardConfigError extends Schema.TaggedError<RewardConfigError>()(
   "RewardConfigError",
   {
     option: Schema.String,
@@ -147,20 +147,20 @@ export interface Columns {
 export const columns = (
   functions: ReadonlyArray<Definition>,
   weights?: ReadonlyArray<number> | undefined
-): Either.Either<Columns, RewardConfigError> => {
+): Result.Result<Columns, RewardConfigError> => {
   const names = [...functions.map((f) => f.name), GYM_COLUMN]
   const seen = new Set<string>()
   for (const name of names) {
     if (seen.has(name)) {
-      return Either.left(new RewardConfigError({ option: "--reward-funcs", detail: `column ${name} given twice` }))
+      return Result.fail(new RewardConfigError({ option: "--reward-funcs", detail: `column ${name} given twice` }))
     }
     seen.add(name)
   }
   if (weights === undefined || weights.length === 0) {
-    return Either.right({ functions, names, weights: names.map(() => 1) })
+    return Result.succeed({ functions, names, weights: names.map(() => 1) })
   }
   if (weights.length !== names.length) {
-    return Either.left(
+    return Result.fail(
       new RewardConfigError({
         option: "--reward-weights",
         detail: `${weights.length} weight(s) given for ${names.length} reward column(s) (${
@@ -171,11 +171,11 @@ export const columns = (
   }
   const bad = weights.findIndex((w) => !Number.isFinite(w))
   if (bad >= 0) {
-    return Either.left(
+    return Result.fail(
       new RewardConfigError({ option: "--reward-weights", detail: `weight ${bad + 1} is not a finite number` })
     )
   }
-  return Either.right({ functions, names, weights })
+  return Result.succeed({ functions, names, weights })
 }
 
 /**
@@ -184,7 +184,7 @@ export const columns = (
  */
 const scoreOne = (f: Definition, input: RewardInput): Effect.Effect<number, RewardError> =>
   Effect.suspend(() => f.score(input)).pipe(
-    Effect.catchAllDefect((defect) => Effect.fail(new RewardError({ reward: f.name, detail: describe(defect), cause: defect }))),
+    Effect.catchDefect((defect) => Effect.fail(new RewardError({ reward: f.name, detail: describe(defect), cause: defect }))),
     Effect.filterOrFail(
       (value) => typeof value === "number" && Number.isFinite(value),
       (value) => new RewardError({ reward: f.name, detail: `must return a finite number, got ${String(value)}` })

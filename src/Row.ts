@@ -7,8 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { Effect, Result, Schema, SchemaParser, Stream } from "effect"
 import type { EnvConfig } from "./Env.js"
+import * as Issue from "./internal/issue.js"
 import * as Json from "./internal/Json.js"
 import { Messages } from "./Message.js"
 import type { Message } from "./Message.js"
@@ -18,9 +19,11 @@ import { errorMessage } from "./internal/lift.js"
  * @since 0.1.0
  * @category schemas
  */
-export const EnvConfigSchema = Schema.Struct(
-  { name: Schema.optional(Schema.String.pipe(Schema.minLength(1))) },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const EnvConfigSchema = Schema.StructWithRest(
+  Schema.Struct({
+    name: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a string at least 1 character(s) long" })))
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 /**
@@ -29,12 +32,12 @@ export const EnvConfigSchema = Schema.Struct(
  * @since 0.1.0
  * @category schemas
  */
-export const RowSchema = Schema.Struct(
-  {
+export const RowSchema = Schema.StructWithRest(
+  Schema.Struct({
     messages: Schema.optional(Messages),
     env_config: Schema.optional(EnvConfigSchema)
-  },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 /**
@@ -61,7 +64,7 @@ export interface Row {
  * @since 0.1.0
  * @category errors
  */
-export class RowError extends Schema.TaggedError<RowError>("effect-gym/RowError")("RowError", {
+export class RowError extends Schema.TaggedError<RowError>()("RowError", {
   file: Schema.String,
   line: Schema.Number,
   path: Schema.String,
@@ -72,7 +75,7 @@ export class RowError extends Schema.TaggedError<RowError>("effect-gym/RowError"
   }
 }
 
-const decodeRow = ParseResult.decodeUnknownEither(RowSchema, { errors: "first" })
+const decodeRow = SchemaParser.decodeUnknownResult(RowSchema, Issue.parseOptions)
 
 /**
  * A schema issue's path as written in errors: `env_config.size`, `messages[2].content`.
@@ -89,9 +92,9 @@ export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
  * @since 0.1.0
  * @category decoding
  */
-export const decodeValue = (file: string, index: number, value: unknown): Either.Either<Row, RowError> => {
+export const decodeValue = (file: string, index: number, value: unknown): Result.Result<Row, RowError> => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return Either.left(
+    return Result.fail(
       new RowError({
         file,
         line: index + 1,
@@ -100,24 +103,24 @@ export const decodeValue = (file: string, index: number, value: unknown): Either
       })
     )
   }
-  return Either.match(decodeRow(value), {
-    onLeft: (issue) => {
-      const first = ParseResult.ArrayFormatter.formatIssueSync(issue)[0]
-      return Either.left(
+  return Result.match(decodeRow(value), {
+    onFailure: (issue) => {
+      const first = Issue.first(issue)
+      return Result.fail(
         new RowError({
           file,
           line: index + 1,
-          path: formatPath(first?.path ?? []),
-          detail: first?.message ?? "does not match the row schema"
+          path: formatPath(first.path),
+          detail: first.message
         })
       )
     },
-    onRight: (decoded) => {
+    onSuccess: (decoded) => {
       const dataDict: Record<string, unknown> = {}
       for (const key of Object.keys(value)) {
         if (key !== "messages") dataDict[key] = (value as Record<string, unknown>)[key]
       }
-      return Either.right<Row>({
+      return Result.succeed<Row>({
         file,
         index,
         messages: decoded.messages ?? [],
@@ -139,9 +142,9 @@ export const decodeLine = (
   file: string,
   index: number,
   text: string
-): Either.Either<Row, RowError> | undefined => {
+): Result.Result<Row, RowError> | undefined => {
   const parsed = parseLine(file, index, text)
-  return parsed === undefined ? undefined : Either.flatMap(parsed, (value) => decodeValue(file, index, value))
+  return parsed === undefined ? undefined : Result.flatMap(parsed, (value) => decodeValue(file, index, value))
 }
 
 /**
@@ -151,19 +154,19 @@ export const decodeLine = (
  * @since 0.1.0
  * @category decoding
  */
-export const parseLine = (file: string, index: number, text: string): Either.Either<unknown, RowError> | undefined => {
+export const parseLine = (file: string, index: number, text: string): Result.Result<unknown, RowError> | undefined => {
   if (text.trim() === "") return undefined
   let value: unknown
   try {
     value = Json.parse(text)
   } catch (error) {
-    return Either.left(new RowError({ file, line: index + 1, path: "", detail: `malformed JSON: ${errorMessage(error)}` }))
+    return Result.fail(new RowError({ file, line: index + 1, path: "", detail: `malformed JSON: ${errorMessage(error)}` }))
   }
   // A number literal too large for a double (1e400) parses as Infinity: say so where it is.
   if (HUGE_NUMBER.test(text)) {
     const where = nonFinite(value, [])
     if (where !== undefined) {
-      return Either.left(
+      return Result.fail(
         new RowError({
           file,
           line: index + 1,
@@ -173,7 +176,7 @@ export const parseLine = (file: string, index: number, text: string): Either.Eit
       )
     }
   }
-  return Either.right(value)
+  return Result.succeed(value)
 }
 
 /** A number with an exponent of 3+ digits, or 300+ digits in a row: the ones that may overflow. */
@@ -217,7 +220,7 @@ export function* lines(text: string): Generator<readonly [index: number, line: s
  * @since 0.1.0
  * @category decoding
  */
-export function* decodeJsonl(file: string, text: string): Generator<Either.Either<Row, RowError>> {
+export function* decodeJsonl(file: string, text: string): Generator<Result.Result<Row, RowError>> {
   for (const [index, line] of lines(text)) {
     const decoded = decodeLine(file, index, line)
     if (decoded !== undefined) yield decoded
@@ -423,14 +426,24 @@ export const streamLines = <E, R>(
   Stream.suspend(() => {
     const splitter = new LineSplitter(options.maxLineBytes ?? MAX_LINE_BYTES)
     return Stream.concat(
-      Stream.mapChunks(bytes, (chunks) => {
+      mapArrays(bytes, (chunks) => {
         const out: Array<Line> = []
         for (const chunk of chunks) for (const line of splitter.push(chunk)) out.push(line)
-        return Chunk.unsafeFromArray(out)
+        return out
       }),
+      // (the last line once the bytes have ended, not after a failure to read them)
       Stream.suspend(() => Stream.fromIterable(splitter.end()))
     )
   })
+
+/**
+ * Each array of a stream's elements mapped to an array of others, which may be empty (lines are
+ * made of chunks of bytes: a chunk may end no line). `Stream.mapArray` must give a non-empty array.
+ */
+const mapArrays = <A, B, E, R>(
+  self: Stream.Stream<A, E, R>,
+  f: (as: ReadonlyArray<A>) => ReadonlyArray<B>
+): Stream.Stream<B, E, R> => Stream.mapAccumArray(self, () => undefined, (state, as) => [state, f(as)])
 
 /**
  * Decodes a JSONL byte stream (a dataset read from disk) into rows, line by line, with bounded
@@ -444,20 +457,20 @@ export const decodeStream = <E, R>(
   file: string,
   bytes: Stream.Stream<Uint8Array, E, R>,
   options: { readonly skip?: ((index: number) => boolean) | undefined } = {}
-): Stream.Stream<Either.Either<Row, RowError>, E, R> => {
+): Stream.Stream<Result.Result<Row, RowError>, E, R> => {
   const skip = options.skip
-  return Stream.mapChunks(streamLines(bytes), (lines) => {
-    const out: Array<Either.Either<Row, RowError>> = []
+  return mapArrays(streamLines(bytes), (lines) => {
+    const out: Array<Result.Result<Row, RowError>> = []
     for (const [index, text, invalid] of lines) {
       if (skip !== undefined && skip(index)) continue
       if (invalid !== undefined) {
-        out.push(Either.left(new RowError({ file, line: index + 1, path: "", detail: invalid })))
+        out.push(Result.fail(new RowError({ file, line: index + 1, path: "", detail: invalid })))
         continue
       }
       const decoded = decodeLine(file, index, text)
       if (decoded !== undefined) out.push(decoded)
     }
-    return Chunk.unsafeFromArray(out)
+    return out
   })
 }
 
@@ -469,12 +482,7 @@ export const decodeStream = <E, R>(
  * @category decoding
  */
 export const countStream = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Effect.Effect<number, E, R> =>
-  Stream.runFold(
-    Stream.mapChunks(streamLines(bytes), (lines) => {
-      let n = 0
-      for (const [, text, invalid] of lines) if (invalid !== undefined || text.trim() !== "") n++
-      return Chunk.of(n)
-    }),
-    0,
-    (total, n) => total + n
-  )
+  Stream.runFold(Stream.chunks(streamLines(bytes)), () => 0, (total, lines) => {
+    for (const [, text, invalid] of lines) if (invalid !== undefined || text.trim() !== "") total++
+    return total
+  })

@@ -26,13 +26,13 @@ import * as Message from "./Message.js"
  * @since 0.1.0
  * @category errors
  */
-export class SchedulerError extends Schema.TaggedError<SchedulerError>("effect-gym/SchedulerError")(
+export class SchedulerError extends Schema.TaggedError<SchedulerError>()(
   "SchedulerError",
   {
     scheduler: Schema.String,
     hook: Schema.String,
     detail: Schema.String,
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {
   override get message(): string {
@@ -47,12 +47,12 @@ export class SchedulerError extends Schema.TaggedError<SchedulerError>("effect-g
  * @since 0.1.0
  * @category errors
  */
-export class UnexpectedError extends Schema.TaggedError<UnexpectedError>("effect-gym/UnexpectedError")(
+export class UnexpectedError extends Schema.TaggedError<UnexpectedError>()(
   "UnexpectedError",
   {
     phase: Schema.String,
     detail: Schema.String,
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {
   override get message(): string {
@@ -76,9 +76,9 @@ const PHASE_TEXT = {
  * @since 0.1.0
  * @category errors
  */
-export class Timeout extends Schema.TaggedError<Timeout>("effect-gym/Timeout")("Timeout", {
-  phase: Schema.Literal("reset", "model", "step", "reward", "close"),
-  limit: Schema.Literal("reset", "step", "close", "trajectory"),
+export class Timeout extends Schema.TaggedError<Timeout>()("Timeout", {
+  phase: Schema.Literals(["reset", "model", "step", "reward", "close"]),
+  limit: Schema.Literals(["reset", "step", "close", "trajectory"]),
   seconds: Schema.Number
 }) {
   override get message(): string {

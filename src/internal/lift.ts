@@ -25,7 +25,7 @@ export const liftMaybe = <A, E>(
     if (Effect.isEffect(out)) {
       return (out as Effect.Effect<A, unknown>).pipe(
         Effect.mapError(onError),
-        Effect.catchAllDefect((defect) => Effect.fail(onError(defect)))
+        Effect.catchDefect((defect) => Effect.fail(onError(defect)))
       )
     }
     if (isPromiseLike(out)) return Effect.tryPromise({ try: () => out as PromiseLike<A>, catch: onError })

@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 
 /** Waits for the next turn of the event loop (timers, I/O and signals run); interruptible. */
-export const nextTurn: Effect.Effect<void> = Effect.async<void>((resume) => {
+export const nextTurn: Effect.Effect<void> = Effect.callback<void>((resume) => {
   if (typeof setImmediate === "function") {
     const handle = setImmediate(() => resume(Effect.void))
     return Effect.sync(() => clearImmediate(handle))
