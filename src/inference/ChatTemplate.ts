@@ -18,7 +18,7 @@
  * @since 0.2.0
  */
 import { Template } from "@huggingface/jinja"
-import { Data, Either } from "effect"
+import { Data, Result } from "effect"
 import type { Message } from "../Message.js"
 
 /**
@@ -54,7 +54,7 @@ export interface ChatTemplate {
   readonly render: (
     messages: ReadonlyArray<Message>,
     options: RenderOptions
-  ) => Either.Either<string, ChatTemplateError>
+  ) => Result.Result<string, ChatTemplateError>
 }
 
 /** Kwargs that the renderer sets itself; a user's kwargs cannot replace them (HF raises too). */
@@ -150,12 +150,12 @@ const STRIP_NAME = { both: "strip", left: "lstrip", right: "rstrip" } as const
 export const make = (
   source: string,
   specialTokens: Readonly<Record<string, unknown>> = {}
-): Either.Either<ChatTemplate, ChatTemplateError> => {
+): Result.Result<ChatTemplate, ChatTemplateError> => {
   let template: Template
   try {
     template = new Template(source)
   } catch (cause) {
-    return Either.left(
+    return Result.fail(
       new ChatTemplateError({ detail: `the chat template does not parse: ${(cause as Error).message ?? cause}`, cause })
     )
   }
@@ -163,9 +163,9 @@ export const make = (
   const render = (
     messages: ReadonlyArray<Message>,
     options: RenderOptions
-  ): Either.Either<string, ChatTemplateError> => {
+  ): Result.Result<string, ChatTemplateError> => {
     try {
-      return Either.right(template.render({
+      return Result.succeed(template.render({
         ...specialTokens,
         ...options.kwargs,
         [HELPER]: helper,
@@ -173,10 +173,10 @@ export const make = (
         add_generation_prompt: options.addGenerationPrompt
       }))
     } catch (cause) {
-      return Either.left(
+      return Result.fail(
         new ChatTemplateError({ detail: `the chat template failed: ${(cause as Error).message ?? cause}`, cause })
       )
     }
   }
-  return Either.right({ source, render })
+  return Result.succeed({ source, render })
 }

@@ -10,7 +10,7 @@
  * @since 0.2.0
  */
 import { Tokenizer } from "@huggingface/tokenizers"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { InferenceError } from "../Inference.js"
@@ -106,8 +106,8 @@ export const load = (
     let template: ChatTemplate.ChatTemplate | undefined
     if (source !== undefined) {
       const made = ChatTemplate.make(source, specialTokens)
-      if (Either.isLeft(made)) return yield* invalid(`${option} ${dir}: ${made.left.detail}`, made.left)
-      template = made.right
+      if (Result.isFailure(made)) return yield* invalid(`${option} ${dir}: ${made.failure.detail}`, made.failure)
+      template = made.success
     }
     return {
       path: dir,

@@ -29,9 +29,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Console, Effect, Either, Layer } from "effect"
-import type { ConfigError } from "effect"
-import type * as Scope from "effect/Scope"
+import { Config, Console, Effect, Layer, Result, type Scope, Semaphore } from "effect"
 import * as fs from "node:fs/promises"
 import type * as NodeLlamaCpp from "node-llama-cpp"
 import type { ChatRequest, Completion, Feature, FinishReason, SamplingParams, Service } from "../Inference.js"
@@ -110,14 +108,14 @@ const invalid = (detail: string, cause?: unknown) =>
  * @since 0.1.0
  * @category validation
  */
-export const validate = (options: Options): Either.Either<Options, InferenceError> => {
+export const validate = (options: Options): Result.Result<Options, InferenceError> => {
   const problem = optionProblem("--context-size", options.contextSize, 16) ??
     optionProblem("--gpu-layers", options.gpuLayers, 0) ??
     optionProblem("--threads", options.threads, 0) ??
     optionProblem("--inference-concurrency", options.sequences, 1)
-  if (problem !== undefined) return Either.left(invalid(problem))
-  if (options.modelPath.trim() === "") return Either.left(invalid("--model: a GGUF file path is required"))
-  return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
+  if (problem !== undefined) return Result.fail(invalid(problem))
+  if (options.modelPath.trim() === "") return Result.fail(invalid("--model: a GGUF file path is required"))
+  return Result.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
 /**
@@ -208,7 +206,7 @@ const endsWith = (tokens: ReadonlyArray<Token>, suffix: ReadonlyArray<Token>): b
  */
 export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceError, Scope.Scope> =>
   Effect.gen(function*() {
-    yield* validate(options)
+    yield* Effect.fromResult(validate(options))
     yield* checkModelFile(options.modelPath)
     const binding = yield* Binding.load(options.module)
     const started = performance.now()
@@ -262,13 +260,13 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       lastUsed: 0,
       running: undefined
     }))
-    const semaphore = yield* Effect.makeSemaphore(sequences)
+    const semaphore = yield* Semaphore.make(sequences)
     const loadMs = performance.now() - started
     const checkSampling = Sampling.checker(BACKEND, options.sampling ?? {})
-    const samplingOf = (call: SamplingParams): Either.Either<SamplingParams, InferenceError> =>
-      Either.flatMap(checkSampling(call), (sampling) => {
+    const samplingOf = (call: SamplingParams): Result.Result<SamplingParams, InferenceError> =>
+      Result.flatMap(checkSampling(call), (sampling) => {
         const unsupported = Sampling.requireHonoured(BACKEND, sampling, HONOURS)
-        return unsupported === undefined ? Either.right(sampling) : Either.left(unsupported)
+        return unsupported === undefined ? Result.succeed(sampling) : Result.fail(unsupported)
       })
     let clock = 0
 
@@ -280,12 +278,12 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       if (model.tokens.bosString !== null) specialTokens.bos_token = model.tokens.bosString
       if (model.tokens.eosString !== null) specialTokens.eos_token = model.tokens.eosString
       const made = ChatTemplate.make(source, specialTokens)
-      if (Either.isRight(made)) template = made.right
-      else if (options.chatTemplate !== undefined) return yield* invalid(`chat template: ${made.left.detail}`, made.left)
+      if (Result.isSuccess(made)) template = made.success
+      else if (options.chatTemplate !== undefined) return yield* invalid(`chat template: ${made.failure.detail}`, made.failure)
       else {
         // The file's template is beyond the renderer: node-llama-cpp's own format, as before.
         yield* Console.error(
-          `warning: ${options.modelPath}: ${made.left.detail}; using node-llama-cpp's ${wrapper.wrapperName} chat format`
+          `warning: ${options.modelPath}: ${made.failure.detail}; using node-llama-cpp's ${wrapper.wrapperName} chat format`
         )
       }
     }
@@ -454,7 +452,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       })
 
     const release = (slot: Slot) =>
-      Effect.zipRight(
+      Effect.andThen(
         // An interrupted call's generation stops at its next token; the sequence is reused after.
         Effect.promise(() => slot.running ?? Promise.resolve()),
         Effect.sync(() => {
@@ -466,16 +464,16 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> =>
       Effect.suspend(() => {
         const checked = samplingOf(request.sampling)
-        if (Either.isLeft(checked)) return Effect.fail(checked.left)
-        const sampling = checked.right
+        if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+        const sampling = checked.success
         const stops = { tokens: wrapperStops.tokenStops, text: [...wrapperStops.textStops, ...(sampling.stop ?? [])] }
         return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {
           const tokens = prompt.tokenIds as ReadonlyArray<Token>
-          return semaphore.withPermits(1)(
+          return semaphore.withPermit(
           Effect.acquireUseRelease(
             acquire(request.trajectoryId),
             (slot) =>
-              Effect.async<Generated, InferenceError>((resume, signal) => {
+              Effect.callback<Generated, InferenceError>((resume, signal) => {
                 const running = generate(slot, tokens, stops, sampling, request.seed, signal)
                 slot.running = running.then(() => undefined, () => undefined)
                 running.then(
@@ -530,16 +528,16 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, S
  * @category layers
  */
 export const layer = (options: Options): Layer.Layer<Inference, InferenceError> =>
-  Layer.scoped(Inference, make(options))
+  Layer.effect(Inference, make(options))
 
 /**
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  config: Config.Config.Wrap<Options>
-): Layer.Layer<Inference, InferenceError | ConfigError.ConfigError> =>
-  Layer.scoped(Inference, Effect.flatMap(Config.unwrap(config), make))
+  config: Config.Wrap<Options>
+): Layer.Layer<Inference, InferenceError | Config.ConfigError> =>
+  Layer.effect(Inference, Effect.flatMap(Config.unwrap(config), make))
 
 /**
  * Whether colocate mode can run on this machine: node-llama-cpp imports and its llama.cpp runtime

@@ -20,9 +20,8 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import type { ConfigError } from "effect"
-import { Config, Console, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Config, Console, Duration, Effect, Layer, Option, Redacted, Result, Schedule, Schema } from "effect"
+import { HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type {
   ChatRequest,
   Completion,
@@ -82,7 +81,7 @@ export interface Options {
    */
   readonly maxTransportFailures?: number | undefined
   /** After the server was declared down, how long calls fail at once before one tries again. Default 10 seconds. */
-  readonly downPause?: Duration.DurationInput | undefined
+  readonly downPause?: Duration.Input | undefined
   /** Ask `GET {baseUrl}/models` at start, so an unreachable server is one clear error. Default true. */
   readonly checkServer?: boolean | undefined
   /** Where warnings go (a field the server rejected, the chat path chosen). Default: stderr through `Console`. */
@@ -90,13 +89,13 @@ export interface Options {
   /** Extra request fields for a server's own parameters (e.g. vLLM's `repetition_penalty`). */
   readonly extraBody?: Readonly<Record<string, unknown>> | undefined
   /** Per attempt. Default 10 minutes. */
-  readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly requestTimeout?: Duration.Input | undefined
   /** Retries of a transient failure. Default 3. */
   readonly retries?: number | undefined
   /** First backoff delay (doubling, jittered, capped at `maxBackoff`). Default 500 ms. */
-  readonly backoff?: Duration.DurationInput | undefined
+  readonly backoff?: Duration.Input | undefined
   /** Default 30 seconds. */
-  readonly maxBackoff?: Duration.DurationInput | undefined
+  readonly maxBackoff?: Duration.Input | undefined
   /** Requests in flight at most, shared by every trajectory using this layer. Default 64. */
   readonly concurrency?: number | undefined
   /**
@@ -308,11 +307,11 @@ export const TextCompletion = Schema.Struct({
 export const toTokenCompletion = (
   response: typeof TextCompletion.Type,
   prompt: Prompt
-): Either.Either<Completion, InferenceError> => {
+): Result.Result<Completion, InferenceError> => {
   const choice = response.choices?.[0]
   if (choice === undefined) {
     const said = response.error === undefined ? "" : `: ${messageOf(response.error) ?? JSON.stringify(response.error)}`
-    return Either.left(
+    return Result.fail(
       new InferenceError({ reason: "NoChoice", backend: BACKEND, detail: `the response has no choice${said}` })
     )
   }
@@ -328,7 +327,7 @@ export const toTokenCompletion = (
     if (ids.length === strings.length) tokenIds = ids
   }
   if (tokenIds === undefined) {
-    return Either.left(new InferenceError({
+    return Result.fail(new InferenceError({
       reason: "BadResponse",
       backend: BACKEND,
       detail: "the /completions response has no token ids (the token path needs return_token_ids)"
@@ -336,7 +335,7 @@ export const toTokenCompletion = (
   }
   const sent = choice.prompt_token_ids
   if (sent != null && sent.length !== prompt.tokenIds.length) {
-    return Either.left(new InferenceError({
+    return Result.fail(new InferenceError({
       reason: "BadResponse",
       backend: BACKEND,
       detail: `the server changed the token prompt (${prompt.tokenIds.length} tokens sent, ${sent.length} used: ` +
@@ -347,7 +346,7 @@ export const toTokenCompletion = (
   const logprobs = raw != null && raw.length === tokenIds.length && raw.every((x) => typeof x === "number")
     ? raw as ReadonlyArray<number>
     : undefined
-  return Either.right({
+  return Result.succeed({
     text: choice.text ?? "",
     finishReason: finishReasonOf(choice.finish_reason),
     tokenIds,
@@ -406,11 +405,11 @@ const finishReasonOf = (raw: string | null | undefined): FinishReason => {
  * @since 0.1.0
  * @category decoding
  */
-export const toCompletion = (response: ChatCompletion): Either.Either<Completion, InferenceError> => {
+export const toCompletion = (response: ChatCompletion): Result.Result<Completion, InferenceError> => {
   const choice = response.choices?.[0]
   if (choice === undefined) {
     const said = response.error === undefined ? "" : `: ${messageOf(response.error) ?? JSON.stringify(response.error)}`
-    return Either.left(
+    return Result.fail(
       new InferenceError({ reason: "NoChoice", backend: BACKEND, detail: `the response has no choice${said}` })
     )
   }
@@ -427,7 +426,7 @@ export const toCompletion = (response: ChatCompletion): Either.Either<Completion
   if (logprobs !== undefined) completion.logprobs = logprobs
   const promptTokens = response.prompt_token_ids?.length ?? response.usage?.prompt_tokens ?? undefined
   if (promptTokens !== undefined && promptTokens !== null) completion.promptTokens = promptTokens
-  return Either.right(completion)
+  return Result.succeed(completion)
 }
 
 /**
@@ -460,34 +459,34 @@ const invalid = (detail: string) => new InferenceError({ reason: "InvalidRequest
  * @since 0.1.0
  * @category validation
  */
-export const validate = (options: Options): Either.Either<Options, InferenceError> => {
+export const validate = (options: Options): Result.Result<Options, InferenceError> => {
   let url: URL
   try {
     url = new URL(options.baseUrl)
   } catch {
-    return Either.left(
+    return Result.fail(
       invalid(`--base-url ${JSON.stringify(Redact.url(options.baseUrl))} is not a URL (e.g. http://127.0.0.1:8000/v1)`)
     )
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    return Either.left(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
+    return Result.fail(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
   }
-  if (options.model.trim() === "") return Either.left(invalid("--model: the model name must not be empty"))
+  if (options.model.trim() === "") return Result.fail(invalid("--model: the model name must not be empty"))
   const problem = optionProblem("--retries", options.retries, 0) ??
     optionProblem("--inference-concurrency", options.concurrency, 1)
-  if (problem !== undefined) return Either.left(invalid(problem))
+  if (problem !== undefined) return Result.fail(invalid(problem))
   const durations = [["--request-timeout", options.requestTimeout], ["backoff", options.backoff]] as const
   for (const [option, input] of durations) {
     if (input === undefined) continue
-    const duration = Duration.decodeUnknown(input)
-    if (Option.isNone(duration) || !Duration.greaterThan(duration.value, Duration.zero)) {
-      return Either.left(invalid(`${option}: must be a positive duration`))
+    const duration = Duration.fromInput(input)
+    if (Option.isNone(duration) || !Duration.isGreaterThan(duration.value, Duration.zero)) {
+      return Result.fail(invalid(`${option}: must be a positive duration`))
     }
   }
   if (options.strict === true && options.sampling?.topK !== undefined) {
-    return Either.left(invalid("--top-k is not part of the OpenAI API; it cannot be sent with --strict-openai"))
+    return Result.fail(invalid("--top-k is not part of the OpenAI API; it cannot be sent with --strict-openai"))
   }
-  return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
+  return Result.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
 /**
@@ -538,9 +537,9 @@ const makeWith = (
   query: ReadonlyArray<readonly [string, string]> = []
 ): Effect.Effect<Service, InferenceError, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    yield* validate(options)
+    yield* Effect.fromResult(validate(options))
     const defaults: SamplingParams = options.sampling ?? {}
-    const timeout = Duration.decode(options.requestTimeout ?? Duration.minutes(10))
+    const timeout = Duration.fromInputUnsafe(options.requestTimeout ?? Duration.minutes(10))
     const warn = options.onWarning ?? ((message: string) => Console.error(`warning: ${message}`))
     const root = rootOf(options.baseUrl)
     const transport = yield* Transport.make({
@@ -583,10 +582,10 @@ const makeWith = (
     }
 
     /** One call, with retries; `body` is built per attempt, so a field dropped meanwhile is not sent again. */
-    const send = <A, I>(
+    const send = <A>(
       url: string,
       body: () => Record<string, unknown>,
-      schema: Schema.Schema<A, I>
+      schema: Schema.Decoder<A>
     ): Effect.Effect<A, InferenceError> => transport.send(url, body, schema, dropRejected)
 
     // top_k, min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends
@@ -598,10 +597,10 @@ const makeWith = (
     // A call's own top_k under --strict-openai is dropped, never sent (as the library always did).
     const accepts: ReadonlySet<Feature> = options.strict === true ? new Set(["topK"]) : honours
     const checkSampling = Sampling.checker(BACKEND, defaults)
-    const samplingOf = (call: SamplingParams): Either.Either<SamplingParams, InferenceError> =>
-      Either.flatMap(checkSampling(call), (sampling) => {
+    const samplingOf = (call: SamplingParams): Result.Result<SamplingParams, InferenceError> =>
+      Result.flatMap(checkSampling(call), (sampling) => {
         const unsupported = Sampling.requireHonoured(BACKEND, sampling, accepts)
-        return unsupported === undefined ? Either.right(sampling) : Either.left(unsupported)
+        return unsupported === undefined ? Result.succeed(sampling) : Result.fail(unsupported)
       })
 
     // ---- start: the server answers, its models, the token path ----------------------------------
@@ -617,11 +616,14 @@ const makeWith = (
 
     const chatText = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
       const checked = samplingOf(request.sampling)
-      if (Either.isLeft(checked)) return Effect.fail(checked.left)
-      const sampling = checked.right
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const sampling = checked.success
       return Effect.flatMap(
         send(`${options.baseUrl}/chat/completions`, () => requestBody(options, request, sampling, dropped), ChatCompletion),
-        (response) => Either.map(toCompletion(response), (completion) => ({ ...completion, tokensUnavailable: chatOnly }))
+        (response) =>
+          Effect.fromResult(
+            Result.map(toCompletion(response), (completion) => ({ ...completion, tokensUnavailable: chatOnly }))
+          )
       )
     }
     let chatOnly: string | undefined
@@ -649,8 +651,8 @@ const makeWith = (
     let toldMaxTokens = false
     const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
       const checked = samplingOf(request.sampling)
-      if (Either.isLeft(checked)) return Effect.fail(checked.left)
-      const sampling = checked.right
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const sampling = checked.success
       return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {
         const room = maxModelLen === undefined ? undefined : maxModelLen - prompt.tokenIds.length
         if (room !== undefined && room < 1) {
@@ -659,7 +661,7 @@ const makeWith = (
         // The completions API's own default is short (vLLM: 16 tokens), unlike chat's.
         const tell = room === undefined && sampling.maxTokens === undefined && !toldMaxTokens
         if (tell) toldMaxTokens = true
-        return Effect.zipRight(tell ? warn(
+        return Effect.andThen(tell ? warn(
           "the token path sends no max_tokens (the server reports no max_model_len in /v1/models): the server's " +
             "/v1/completions default applies (vLLM's is 16 tokens); set --max-tokens"
         ) : Effect.void, Effect.flatMap(
@@ -668,7 +670,7 @@ const makeWith = (
             () => completionsBody(options, request, sampling, prompt.tokenIds, room, dropped),
             TextCompletion
           ),
-          (response) => toTokenCompletion(response, prompt)
+          (response) => Effect.fromResult(toTokenCompletion(response, prompt))
         ))
       })
     }
@@ -715,22 +717,28 @@ const checkModels = (
   const within = Duration.min(timeout, Duration.seconds(30))
   return client.execute(HttpClientRequest.get(url)).pipe(
     Effect.flatMap(HttpClientResponse.schemaBodyJson(ModelList)),
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: within,
-      onTimeout: () => new Transport.AttemptError({
-        error: new InferenceError({ reason: "Timeout", backend: BACKEND, detail: `no answer within ${Duration.format(within)}` }),
-        retryable: false,
-        retryAfter: undefined
-      })
+      orElse: () =>
+        Effect.fail(
+          new Transport.AttemptError({
+            error: new InferenceError({
+              reason: "Timeout",
+              backend: BACKEND,
+              detail: `no answer within ${Duration.format(within)}`
+            }),
+            retryable: false,
+            retryAfter: undefined
+          })
+        )
     }),
     Effect.map((list) => {
       const entry = list.data?.find((m) => m.id === options.model)
       return entry?.max_model_len ?? undefined
     }),
     Effect.catchTags({
-      RequestError: (error) => Effect.flatMap(classify(error), Effect.fail),
-      ResponseError: (error) => Effect.flatMap(classify(error), Effect.fail),
-      ParseError: () => Effect.succeed(undefined)
+      HttpClientError: (error) => Effect.flatMap(classify(error), Effect.fail),
+      SchemaError: () => Effect.succeed(undefined)
     }),
     // A connection dropped or reset once (a keep-alive socket the server closed, a restarting proxy)
     // is not a server that is down: ask again, twice, before saying so.
@@ -740,7 +748,7 @@ const checkModels = (
       while: (failure: Transport.AttemptError) =>
         failure.error.status === undefined && failure.error.reason === "Transport"
     }),
-    Effect.catchAll((failure: Transport.AttemptError) => {
+    Effect.catch((failure: Transport.AttemptError) => {
       const error = failure.error
       if (error.status === 401 || error.status === 403) return Effect.fail(error)
       if (error.status !== undefined || error.reason === "BadResponse") return Effect.succeed(undefined)
@@ -803,20 +811,20 @@ const chooseTokenPath = (
       })
     } else {
       const remote = remoteRenderer(options, server.root, server.tokenize)
-      const works = yield* Effect.either(remote.tokenize(probeRequest.messages, { addGenerationPrompt: true }))
-      if (Either.isLeft(works)) {
+      const works = yield* Effect.result(remote.tokenize(probeRequest.messages, { addGenerationPrompt: true }))
+      if (Result.isFailure(works)) {
         return yield* chat(
           `no tokenizer (give --tokenizer DIR, a Hugging Face model folder; the server's POST ${server.root}/tokenize ` +
-            `answered: ${works.left.detail})`
+            `answered: ${works.failure.detail})`
         )
       }
       renderer = remote
     }
     const prompt = yield* renderer.tokenize(probeRequest.messages, { addGenerationPrompt: true })
-    const probe = yield* Effect.either(Effect.flatMap(server.probe(prompt), (response) =>
-      toTokenCompletion(response, { tokenIds: prompt, reused: 0 })))
-    if (Either.isLeft(probe)) {
-      return yield* chat(`POST ${options.baseUrl}/completions with a token prompt failed: ${probe.left.detail}`)
+    const probe = yield* Effect.result(Effect.flatMap(server.probe(prompt), (response) =>
+      Effect.fromResult(toTokenCompletion(response, { tokenIds: prompt, reused: 0 }))))
+    if (Result.isFailure(probe)) {
+      return yield* chat(`POST ${options.baseUrl}/completions with a token prompt failed: ${probe.failure.detail}`)
     }
     return { _tag: "Tokens", renderer } as const
   })
@@ -908,6 +916,6 @@ export const layerUndici = (options: Options): Layer.Layer<Inference, InferenceE
  * @category layers
  */
 export const layerConfig = (
-  config: Config.Config.Wrap<Options>
-): Layer.Layer<Inference, InferenceError | ConfigError.ConfigError, HttpClient.HttpClient> =>
+  config: Config.Wrap<Options>
+): Layer.Layer<Inference, InferenceError | Config.ConfigError, HttpClient.HttpClient> =>
   Layer.effect(Inference, Effect.flatMap(Config.unwrap(config), make))

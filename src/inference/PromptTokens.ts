@@ -20,7 +20,7 @@
  *
  * @since 0.2.0
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type { ChatRequest, PromptTokens } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
 import type { Message } from "../Message.js"
@@ -102,7 +102,7 @@ export const prompt = (
     return { tokenIds, reused: previous.tokenIds.length }
   })
   // A template whose rendering cannot be split after the reply still gets a prompt, rendered afresh.
-  return Effect.catchAll(added, (error) => fresh(error.detail))
+  return Effect.catch(added, (error) => fresh(error.detail))
 }
 
 /**
@@ -130,10 +130,10 @@ export const local = (options: {
   const merged = (kwargs: Readonly<Record<string, unknown>> | undefined) =>
     options.kwargs === undefined ? kwargs : kwargs === undefined ? options.kwargs : { ...options.kwargs, ...kwargs }
   const render = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean, kwargs: Readonly<Record<string, unknown>> | undefined) =>
-    Either.mapLeft(
+    Effect.fromResult(Result.mapError(
       options.template.render(messages, { addGenerationPrompt, kwargs: merged(kwargs) }),
       (error) => fail(error.detail, error)
-    )
+    ))
   return {
     name: options.name,
     isSpecial: options.isSpecial,

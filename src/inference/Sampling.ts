@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import type { Feature, SamplingParams } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
 import { isWhole } from "../internal/whole.js"
@@ -125,9 +125,9 @@ export const requireHonoured = (
  * @since 0.1.0
  * @category validation
  */
-export const validate = (backend: string, params: SamplingParams): Either.Either<SamplingParams, InferenceError> => {
+export const validate = (backend: string, params: SamplingParams): Result.Result<SamplingParams, InferenceError> => {
   const found = problems(params)
-  return found.length === 0 ? Either.right(params) : Either.left(
+  return found.length === 0 ? Result.succeed(params) : Result.fail(
     new InferenceError({
       reason: "InvalidRequest",
       backend,
@@ -145,11 +145,11 @@ export const validate = (backend: string, params: SamplingParams): Either.Either
  */
 export const checker = (backend: string, defaults: SamplingParams) => {
   const checked = new WeakSet<SamplingParams>()
-  return (call: SamplingParams): Either.Either<SamplingParams, InferenceError> => {
+  return (call: SamplingParams): Result.Result<SamplingParams, InferenceError> => {
     const sampling = merge(defaults, call)
-    if (checked.has(sampling)) return Either.right(sampling)
+    if (checked.has(sampling)) return Result.succeed(sampling)
     const valid = validate(backend, sampling)
-    if (Either.isRight(valid)) checked.add(sampling)
+    if (Result.isSuccess(valid)) checked.add(sampling)
     return valid
   }
 }

@@ -26,12 +26,14 @@ const answers: Record<Move, Completion> = {
   right: { text: "<action>right</action>", finishReason: "stop" }
 }
 
-const Probability = Schema.Union(Schema.Number, Schema.NumberFromString).pipe(
-  Schema.filter((p) => (p >= 0 && p <= 1) || "must be a probability in [0, 1]")
+const NumberInput = Schema.Union([Schema.Number, Schema.NumberFromString])
+
+const Probability = NumberInput.check(
+  Schema.makeFilter((p) => (p >= 0 && p <= 1) || "must be a probability in [0, 1]")
 )
 
-const Latency = Schema.Union(Schema.Number, Schema.NumberFromString).pipe(
-  Schema.filter((ms) => (Number.isFinite(ms) && ms >= 0) || "must be a number of milliseconds >= 0")
+const Latency = NumberInput.check(
+  Schema.makeFilter((ms) => (Number.isFinite(ms) && ms >= 0) || "must be a number of milliseconds >= 0")
 )
 
 /**
@@ -43,7 +45,7 @@ const withLatency = (latencyMs: number, service: Service): Effect.Effect<Service
   if (latencyMs <= 0) return Effect.succeed(service)
   return Effect.map(sleepOf(latencyMs), (wait) => ({
     name: `${service.name}, latency ${latencyMs}ms`,
-    chat: (request) => Effect.zipRight(wait, service.chat(request))
+    chat: (request) => Effect.andThen(wait, service.chat(request))
   }))
 }
 
@@ -54,7 +56,7 @@ const withLatency = (latencyMs: number, service: Service): Effect.Effect<Service
 export const random: Policy.Definition = Policy.define({
   name: "random",
   description: "Seeded uniformly random FrozenLake moves (<action>dir</action>); option latency_ms",
-  options: Schema.Struct({ latency_ms: Schema.optionalWith(Latency, { default: () => 0 }) }),
+  options: Schema.Struct({ latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))) }),
   make: (options) =>
     withLatency(options.latency_ms, {
       name: "policy random",
@@ -137,8 +139,8 @@ export const frozenLakeSolver: Policy.Definition = Policy.define({
   name: "frozen-lake-solver",
   description: "Plans a shortest safe path on the FrozenLake grid it is shown; options epsilon (random-move rate), latency_ms",
   options: Schema.Struct({
-    epsilon: Schema.optionalWith(Probability, { default: () => 0 }),
-    latency_ms: Schema.optionalWith(Latency, { default: () => 0 })
+    epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
+    latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0)))
   }),
   make: (options) =>
     withLatency(options.latency_ms, {

@@ -23,10 +23,9 @@
  *
  * @since 0.2.0
  */
-import { HttpClientRequest } from "@effect/platform"
-import type { HttpClient } from "@effect/platform"
-import { Duration, Effect, Either, Layer, ParseResult, type Redacted, Schema } from "effect"
-import type * as Scope from "effect/Scope"
+import { Duration, Effect, Layer, type Redacted, Result, Schema, type Scope } from "effect"
+import { HttpClientRequest } from "effect/http"
+import type { HttpClient } from "effect/http"
 import type { ChatRequest, Completion, Feature, FinishReason, PromptTokens, SamplingParams, Service } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
 import { optionProblem } from "../internal/whole.js"
@@ -52,16 +51,16 @@ export interface Options {
   /** Variables of the model's chat template, under each call's own. */
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
   /** Per attempt (and per forwarded control call). Default 10 minutes. */
-  readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly requestTimeout?: Duration.Input | undefined
   /** Retries of a transient `/infer/` failure. Default 3. Control calls are never retried. */
   readonly retries?: number | undefined
-  readonly backoff?: Duration.DurationInput | undefined
-  readonly maxBackoff?: Duration.DurationInput | undefined
+  readonly backoff?: Duration.Input | undefined
+  readonly maxBackoff?: Duration.Input | undefined
   /** `/infer/` calls in flight at most. Default 64. */
   readonly concurrency?: number | undefined
   /** Transport failures in a row after which the backend is declared down. Default 20; 0 never. */
   readonly maxTransportFailures?: number | undefined
-  readonly downPause?: Duration.DurationInput | undefined
+  readonly downPause?: Duration.Input | undefined
   /**
    * Ask `GET /health/` and `POST /get_engine_type/` at start (an unreachable backend, or one that
    * runs its own multi-turn scheduler, is one clear error). Default true.
@@ -165,7 +164,7 @@ const RolloutOutput = Schema.Struct({
  * @since 0.2.0
  * @category schemas
  */
-export const InferResponse = Schema.Array(Schema.Union(RolloutOutput, ChatCompletionResponse))
+export const InferResponse = Schema.Array(Schema.Union([RolloutOutput, ChatCompletionResponse]))
 
 const EngineTypeResponse = Schema.Struct({
   engine_type: Schema.String,
@@ -273,8 +272,8 @@ const promptOf = (ids: ReadonlyArray<number>, request: ChatRequest): PromptToken
 export const toCompletion = (
   response: typeof InferResponse.Type,
   request: ChatRequest
-): Either.Either<Completion, InferenceError> => {
-  const bad = (detail: string) => Either.left(new InferenceError({ reason: "BadResponse", backend: BACKEND, detail }))
+): Result.Result<Completion, InferenceError> => {
+  const bad = (detail: string) => Result.fail(new InferenceError({ reason: "BadResponse", backend: BACKEND, detail }))
   if (response.length !== 1) return bad(`POST /infer/ answered ${response.length} outputs for one request`)
   const first = response[0]
   const output = "response" in first ? first : { response: first, messages: undefined }
@@ -286,7 +285,7 @@ export const toCompletion = (
   }
   const choice = output.response.choices[0]
   if (choice === undefined) {
-    return Either.left(new InferenceError({ reason: "NoChoice", backend: BACKEND, detail: "the response has no choice" }))
+    return Result.fail(new InferenceError({ reason: "NoChoice", backend: BACKEND, detail: "the response has no choice" }))
   }
   const content = choice.message.content ?? ""
   if (typeof content !== "string") return bad("the reply's content is not text")
@@ -314,7 +313,7 @@ export const toCompletion = (
     completion.tokensUnavailable = "the swift rollout backend returned no token ids (return_details): " +
       "a trainer must re-tokenize the messages"
   }
-  return Either.right(completion)
+  return Result.succeed(completion)
 }
 
 const invalid = (detail: string) => new InferenceError({ reason: "InvalidRequest", backend: BACKEND, detail })
@@ -325,20 +324,20 @@ const invalid = (detail: string) => new InferenceError({ reason: "InvalidRequest
  * @since 0.2.0
  * @category validation
  */
-export const validate = (options: Options): Either.Either<Options, InferenceError> => {
+export const validate = (options: Options): Result.Result<Options, InferenceError> => {
   let url: URL
   try {
     url = new URL(options.baseUrl)
   } catch {
-    return Either.left(invalid(`--base-url ${JSON.stringify(Redact.url(options.baseUrl))} is not a URL (e.g. http://127.0.0.1:8000)`))
+    return Result.fail(invalid(`--base-url ${JSON.stringify(Redact.url(options.baseUrl))} is not a URL (e.g. http://127.0.0.1:8000)`))
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    return Either.left(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
+    return Result.fail(invalid(`--base-url ${Redact.url(options.baseUrl)}: only http:// and https:// URLs are supported`))
   }
   const problem = optionProblem("--retries", options.retries, 0) ??
     optionProblem("--inference-concurrency", options.concurrency, 1)
-  if (problem !== undefined) return Either.left(invalid(problem))
-  return Either.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
+  if (problem !== undefined) return Result.fail(invalid(problem))
+  return Result.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
 const HONOURS: ReadonlySet<Feature> = new Set(["topK", "minP", "repetitionPenalty", "structuredOutputsRegex", "chatTemplateKwargs"])
@@ -382,9 +381,9 @@ const makeWith = (
   query: ReadonlyArray<readonly [string, string]> = []
 ): Effect.Effect<SwiftRollout, InferenceError, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    yield* validate(options)
+    yield* Effect.fromResult(validate(options))
     const root = rootOf(options.baseUrl)
-    const timeout = Duration.decode(options.requestTimeout ?? Duration.minutes(10))
+    const timeout = Duration.fromInputUnsafe(options.requestTimeout ?? Duration.minutes(10))
     const transport = yield* Transport.make({
       backend: BACKEND,
       server: `the swift rollout server at ${root}`,
@@ -408,11 +407,11 @@ const makeWith = (
     const checkSampling = Sampling.checker(BACKEND, defaults)
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
       const checked = checkSampling(request.sampling)
-      if (Either.isLeft(checked)) return Effect.fail(checked.left)
-      const sampling = checked.right
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      const sampling = checked.success
       return Effect.flatMap(
         transport.send(`${root}/infer/`, () => inferBody(options, request, sampling), InferResponse),
-        (response) => toCompletion(response, request)
+        (response) => Effect.fromResult(toCompletion(response, request))
       )
     }
 
@@ -436,19 +435,21 @@ const makeWith = (
           }))
         ),
         (effect) =>
-          options.timeoutByTransport === true ? effect : Effect.timeoutFail(effect, {
+          options.timeoutByTransport === true ? effect : Effect.timeoutOrElse(effect, {
             duration: timeout,
-            onTimeout: () =>
-              new InferenceError({
-                reason: "Timeout",
-                backend: BACKEND,
-                detail: `${request.method} ${url}: no response within ${Duration.format(timeout)}`
-              })
+            orElse: () =>
+              Effect.fail(
+                new InferenceError({
+                  reason: "Timeout",
+                  backend: BACKEND,
+                  detail: `${request.method} ${url}: no response within ${Duration.format(timeout)}`
+                })
+              )
           }),
-        Effect.catchTags({
-          RequestError: (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error)),
-          ResponseError: (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error))
-        })
+        Effect.catchTag(
+          "HttpClientError",
+          (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error))
+        )
       )
     }
 
@@ -474,23 +475,28 @@ const checkBackend = (
       detail: `cannot reach the swift rollout server at ${root} (${error.detail}): is it running, is --base-url right?`,
       cause: error
     })
-  const call = <A, I>(request: HttpClientRequest.HttpClientRequest, schema: Schema.Schema<A, I>) =>
+  const call = <A>(request: HttpClientRequest.HttpClientRequest, schema: Schema.Decoder<A>) =>
     transport.client.execute(request).pipe(
-      Effect.flatMap((response) => Effect.flatMap(response.json, Schema.decodeUnknown(schema))),
-      Effect.timeoutFail({
+      Effect.flatMap((response) => Effect.flatMap(response.json, Schema.decodeUnknownEffect(schema))),
+      Effect.timeoutOrElse({
         duration: within,
-        onTimeout: () =>
-          new InferenceError({ reason: "Timeout", backend: BACKEND, detail: `${request.method} ${request.url}: no answer within ${Duration.format(within)}` })
+        orElse: () =>
+          Effect.fail(
+            new InferenceError({
+              reason: "Timeout",
+              backend: BACKEND,
+              detail: `${request.method} ${request.url}: no answer within ${Duration.format(within)}`
+            })
+          )
       }),
       Effect.catchTags({
-        RequestError: (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error)),
-        ResponseError: (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error)),
-        ParseError: (error) =>
+        HttpClientError: (error) => Effect.flatMap(transport.classify(error), (failure) => Effect.fail(failure.error)),
+        SchemaError: (error) =>
           Effect.fail(
             new InferenceError({
               reason: "BadResponse",
               backend: BACKEND,
-              detail: `${request.method} ${request.url}: unexpected answer: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+              detail: `${request.method} ${request.url}: unexpected answer: ${error.message}`
             })
           )
       })

@@ -10,7 +10,7 @@ import { Duration, Effect } from "effect"
 import type { Clock } from "effect"
 
 /** The clock of a fiber that was given no other (the default services' clock). */
-const liveClock: Clock.Clock = Effect.runSync(Effect.clock)
+const liveClock: Clock.Clock = Effect.runSync(Effect.clockWith(Effect.succeed))
 
 /** The sleeps ending in one millisecond: their wake-ups and their timer. */
 interface Slot {
@@ -34,7 +34,7 @@ const fire = (at: number): void => {
  * millisecond; interruptible (the last sleep of a slot to be interrupted clears its timer).
  */
 const sharedSleep = (ms: number): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const now = performance.now()
     const at = Math.ceil(now + ms)
     let slot = due.get(at)
@@ -61,8 +61,9 @@ const sharedSleep = (ms: number): Effect.Effect<void> =>
  * made): shared timers under the live clock, that clock's `sleep` under another.
  */
 export const sleepOf = (ms: number): Effect.Effect<Effect.Effect<void>> =>
-  Effect.map(Effect.clock, (clock) =>
-    clock === liveClock && ms <= MAX_TIMER_MS ? sharedSleep(ms) : clock.sleep(Duration.millis(ms)))
+  Effect.clockWith((clock) =>
+    Effect.succeed(clock === liveClock && ms <= MAX_TIMER_MS ? sharedSleep(ms) : clock.sleep(Duration.millis(ms)))
+  )
 
 /**
  * The longest sleep given a shared timer: a Node.js timer holds at most 2^31 - 1 ms (a longer one

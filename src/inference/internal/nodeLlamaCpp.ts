@@ -80,5 +80,5 @@ export const probe = (specifier = "node-llama-cpp"): Effect.Effect<
       const gpu = llama.gpu
       return Effect.as(Effect.promise(() => llama.dispose()), { available: true as const, gpu })
     }),
-    Effect.catchAll((error) => Effect.succeed({ available: false as const, reason: error.message }))
+    Effect.catch((error) => Effect.succeed({ available: false as const, reason: error.message }))
   )

@@ -9,11 +9,12 @@
  *
  * Every failure is an `InferenceError` with the server's own message.
  */
-import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import type { HttpClientError } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
-import { Data, Deferred, Duration, Effect, Layer, ParseResult, type Redacted, Schedule, type Schema } from "effect"
-import * as Undici from "undici"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+// The undici that NodeHttpClient runs on (its Dispatcher service is typed with this one's types).
+import * as Undici from "@effect/platform-node/Undici"
+import { Data, Deferred, Duration, Effect, Layer, type Redacted, Schedule, type Schema, Semaphore } from "effect"
+import { HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
+import type { HttpClientError } from "effect/http"
 import { InferenceError } from "../../Inference.js"
 
 /** A server asking for a longer wait than this is not waited for: the usual backoff applies. */
@@ -26,19 +27,19 @@ export interface Options {
   readonly server: string
   readonly apiKey?: Redacted.Redacted | undefined
   /** Per attempt. Default 10 minutes. */
-  readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly requestTimeout?: Duration.Input | undefined
   /** Retries of a transient failure. Default 3. */
   readonly retries?: number | undefined
   /** First backoff delay (doubling, jittered, capped at `maxBackoff`). Default 500 ms. */
-  readonly backoff?: Duration.DurationInput | undefined
+  readonly backoff?: Duration.Input | undefined
   /** Default 30 seconds. */
-  readonly maxBackoff?: Duration.DurationInput | undefined
+  readonly maxBackoff?: Duration.Input | undefined
   /** Requests in flight at most. Default 64. */
   readonly concurrency?: number | undefined
   /** Transport failures in a row after which the server is declared down. Default 20; 0 never. */
   readonly maxTransportFailures?: number | undefined
   /** After the server was declared down, how long calls fail at once before one tries again. Default 10 s. */
-  readonly downPause?: Duration.DurationInput | undefined
+  readonly downPause?: Duration.Input | undefined
   /** Trace each request with a span. Off by default (it costs about a third of the throughput). */
   readonly tracing?: boolean | undefined
   /** The `HttpClient` enforces `requestTimeout` itself ({@link undiciClient}): no timer per request. */
@@ -70,10 +71,10 @@ export interface Transport {
    * attempt. `onRejected` sees a 400/422 answer and says whether to send again at once (a field
    * dropped), which is not counted as a retry.
    */
-  readonly send: <A, I>(
+  readonly send: <A>(
     url: string,
     body: () => Record<string, unknown>,
-    schema: Schema.Schema<A, I>,
+    schema: Schema.Decoder<A>,
     onRejected?: (sent: Record<string, unknown>, error: InferenceError) => Effect.Effect<boolean>
   ) => Effect.Effect<A, InferenceError>
   /** Fails when the server is declared down. Never succeeds. */
@@ -134,7 +135,7 @@ const retryAfterOf = (headers: Readonly<Record<string, string | undefined>>): Du
   }
   if (delay === undefined) return undefined
   const duration = Duration.millis(delay)
-  return Duration.lessThanOrEqualTo(duration, MAX_RETRY_AFTER) ? duration : undefined
+  return Duration.isLessThanOrEqualTo(duration, MAX_RETRY_AFTER) ? duration : undefined
 }
 
 const reasonOfStatus = (status: number): InferenceError["reason"] =>
@@ -167,40 +168,43 @@ const isTransportTimeout = (cause: unknown): boolean => {
 /** An `HttpClient` error as an attempt error of `backend`. */
 export const classifier = (backend: string, hint: (status: number) => string = () => "") =>
 (error: HttpClientError.HttpClientError): Effect.Effect<AttemptError> => {
-  const where = `${error.request.method} ${error.request.url}`
-  if (isTransportTimeout(error.cause)) {
+  const reason = error.reason
+  const where = `${reason.request.method} ${reason.request.url}`
+  if (isTransportTimeout(reason.cause)) {
     return Effect.succeed(
       new AttemptError({
         error: new InferenceError({
           reason: "Timeout",
           backend,
-          detail: `${where}: no response within the request timeout (${describeCause(error.cause)})`,
-          cause: error.cause
+          detail: `${where}: no response within the request timeout (${describeCause(reason.cause)})`,
+          cause: reason.cause
         }),
         retryable: true,
         retryAfter: undefined
       })
     )
   }
-  if (error._tag === "RequestError") {
-    const transport = error.reason === "Transport"
+  if (reason._tag === "TransportError" || reason._tag === "EncodeError" || reason._tag === "InvalidUrlError") {
+    const transport = reason._tag === "TransportError"
     return Effect.succeed(
       new AttemptError({
         error: new InferenceError({
           reason: transport ? "Transport" : "InvalidRequest",
           backend,
-          detail: `${where}: ${describeCause(error.cause ?? error.description ?? error.reason)}`,
-          cause: error.cause
+          // The v3 names of the reasons, as before: "Transport", "Encode", "InvalidUrl".
+          detail: `${where}: ${describeCause(reason.cause ?? reason.description ?? reason._tag.replace(/Error$/, ""))}`,
+          cause: reason.cause
         }),
         retryable: transport,
         retryAfter: undefined
       })
     )
   }
-  const status = error.response.status
-  if (error.reason === "StatusCode") {
+  const response = reason.response
+  const status = response.status
+  if (reason._tag === "StatusCodeError") {
     // Reading the body also frees the connection for the next attempt.
-    return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
+    return Effect.map(Effect.orElseSucceed(response.text, () => ""), (body) =>
       new AttemptError({
         error: new InferenceError({
           reason: reasonOfStatus(status),
@@ -209,20 +213,20 @@ export const classifier = (backend: string, hint: (status: number) => string = (
           detail: `${where}: ${errorMessage(body)}${hint(status)}`
         }),
         retryable: isTransientStatus(status),
-        retryAfter: retryAfterOf(error.response.headers)
+        retryAfter: retryAfterOf(response.headers)
       }))
   }
   // Decode (malformed JSON, a body cut short) or EmptyBody: the server answered, wrongly.
-  return Effect.map(Effect.orElseSucceed(error.response.text, () => ""), (body) =>
+  return Effect.map(Effect.orElseSucceed(response.text, () => ""), (body) =>
     new AttemptError({
       error: new InferenceError({
         reason: "BadResponse",
         backend,
         status,
         detail: `${where}: ` +
-          (error.reason === "EmptyBody" ? "empty body" : `malformed JSON (${describeCause(error.cause)})`) +
+          (reason._tag === "EmptyBodyError" ? "empty body" : `malformed JSON (${describeCause(reason.cause)})`) +
           (body === "" ? "" : `; body: ${snippet(body)}`),
-        cause: error.cause
+        cause: reason.cause
       }),
       retryable: false,
       retryAfter: undefined
@@ -238,13 +242,17 @@ export const withDetail = (error: InferenceError, detail: string): InferenceErro
     ...(error.cause === undefined ? {} : { cause: error.cause })
   })
 
+/** The client without spans (and so without `traceparent` headers) for its requests. */
+const untraced = <E, R>(client: HttpClient.HttpClient.With<E, R>): HttpClient.HttpClient.With<E, R> =>
+  HttpClient.transform(client, (effect) => Effect.provideService(effect, HttpClient.TracerDisabledWhen, () => true))
+
 /** The transport on the `HttpClient` of the context. */
 export const make = (options: Options): Effect.Effect<Transport, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const backend = options.backend
-    const timeout = Duration.decode(options.requestTimeout ?? Duration.minutes(10))
+    const timeout = Duration.fromInputUnsafe(options.requestTimeout ?? Duration.minutes(10))
     const retries = options.retries ?? 3
-    const semaphore = yield* Effect.makeSemaphore(options.concurrency ?? 64)
+    const semaphore = yield* Semaphore.make(options.concurrency ?? 64)
     const apiKey = options.apiKey
     const classify = classifier(backend, options.hint)
     const fromHttpError = (error: HttpClientError.HttpClientError): Effect.Effect<never, AttemptError> =>
@@ -254,11 +262,7 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
     const query = options.query ?? []
     const withQuery = (request: HttpClientRequest.HttpClientRequest) =>
       query.length === 0 ? request : HttpClientRequest.appendUrlParams(request, query)
-    const raw = context.pipe(
-      HttpClient.withTracerDisabledWhen(() => true),
-      HttpClient.withTracerPropagation(false),
-      HttpClient.mapRequest(withQuery)
-    )
+    const raw = context.pipe(untraced, HttpClient.mapRequest(withQuery))
     const client = context.pipe(
       HttpClient.mapRequest((request) => {
         const shaped = HttpClientRequest.acceptJson(withQuery(request))
@@ -266,26 +270,26 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
         return options.basic === undefined ? shaped : HttpClientRequest.basicAuth(shaped, options.basic[0], options.basic[1])
       }),
       HttpClient.filterStatusOk,
-      (client) =>
-        options.tracing === true
-          ? client
-          : client.pipe(HttpClient.withTracerDisabledWhen(() => true), HttpClient.withTracerPropagation(false))
+      (client) => (options.tracing === true ? client : untraced(client))
     )
 
-    const schedule = Schedule.exponential(options.backoff ?? Duration.millis(500), 2).pipe(
-      Schedule.union(Schedule.spaced(options.maxBackoff ?? Duration.seconds(30))),
+    // Doubling delays capped at maxBackoff (the smaller of the two delays), jittered, `retries` at most,
+    // only for retryable failures, never shorter than the server's Retry-After.
+    const schedule = Schedule.min([
+      Schedule.exponential(options.backoff ?? Duration.millis(500), 2),
+      Schedule.spaced(options.maxBackoff ?? Duration.seconds(30))
+    ]).pipe(
       Schedule.jittered,
-      Schedule.intersect(Schedule.recurs(retries)),
-      Schedule.intersect(Schedule.identity<AttemptError>()),
-      Schedule.whileInput((failure: AttemptError) => failure.retryable),
-      Schedule.modifyDelay(([, failure], delay) =>
-        failure.retryAfter === undefined ? delay : Duration.max(delay, failure.retryAfter)
+      Schedule.setInputType<AttemptError>(),
+      Schedule.while(({ attempt, input }) => attempt <= retries && input.retryable),
+      Schedule.modifyDelay(({ duration, input }) =>
+        Effect.succeed(input.retryAfter === undefined ? duration : Duration.max(duration, input.retryAfter))
       )
     )
 
     // ---- fail fast: transport failures in a row -------------------------------------------------
     const maxFailures = options.maxTransportFailures ?? 20
-    const downPause = Duration.toMillis(Duration.decode(options.downPause ?? Duration.seconds(10)))
+    const downPause = Duration.toMillis(Duration.fromInputUnsafe(options.downPause ?? Duration.seconds(10)))
     const halt = yield* Deferred.make<never, InferenceError>()
     let failuresInARow = 0
     let down: InferenceError | undefined
@@ -317,23 +321,23 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
       return Deferred.fail(halt, down)
     }
 
-    const send = <A, I>(
+    const send = <A>(
       url: string,
       body: () => Record<string, unknown>,
-      schema: Schema.Schema<A, I>,
+      schema: Schema.Decoder<A>,
       onRejected?: (sent: Record<string, unknown>, error: InferenceError) => Effect.Effect<boolean>
     ): Effect.Effect<A, InferenceError> => {
       const decode = HttpClientResponse.schemaBodyJson(schema)
       let attempts = 0
       const once = (sent: Record<string, unknown>): Effect.Effect<A, AttemptError> => {
         const response = Effect.flatMap(
-          client.execute(HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(sent))),
+          client.execute(HttpClientRequest.post(url).pipe(HttpClientRequest.bodyJsonUnsafe(sent))),
           decode
         )
-        return (options.timeoutByTransport === true ? response : Effect.timeoutFail(response, {
+        return (options.timeoutByTransport === true ? response : Effect.timeoutOrElse(response, {
           duration: timeout,
-          onTimeout: () =>
-            new AttemptError({
+          orElse: () =>
+            Effect.fail(new AttemptError({
               error: new InferenceError({
                 reason: "Timeout",
                 backend,
@@ -341,28 +345,25 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
               }),
               retryable: true,
               retryAfter: undefined
-            })
+            }))
         })).pipe(
           Effect.catchTags({
-            RequestError: fromHttpError,
-            ResponseError: fromHttpError,
-            ParseError: (error) =>
+            HttpClientError: fromHttpError,
+            SchemaError: (error) =>
               Effect.fail(
                 new AttemptError({
                   error: new InferenceError({
                     reason: "BadResponse",
                     backend,
-                    detail: `POST ${url}: unexpected response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+                    detail: `POST ${url}: unexpected response: ${error.message}`
                   }),
                   retryable: false,
                   retryAfter: undefined
                 })
               )
           }),
-          Effect.tapBoth({
-            onFailure: (failure) => noteAttempt(failure.error),
-            onSuccess: () => noteAttempt(undefined)
-          }),
+          Effect.tap(() => noteAttempt(undefined)),
+          Effect.tapError((failure) => noteAttempt(failure.error)),
           // A field the server rejected: dropped by the caller, sent again at once (not a retry).
           Effect.catchIf(
             (failure) => onRejected !== undefined && (failure.error.status === 400 || failure.error.status === 422),
@@ -377,7 +378,7 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
         if (down !== undefined && Date.now() - downSince < downPause) {
           return Effect.fail(new AttemptError({ error: down, retryable: false, retryAfter: undefined }))
         }
-        return semaphore.withPermits(1)(once(body()))
+        return semaphore.withPermit(once(body()))
       })
       return attempt.pipe(
         Effect.retry(schedule),
@@ -396,15 +397,24 @@ export const make = (options: Options): Effect.Effect<Transport, never, HttpClie
  * An `HttpClient` on undici with keep-alive connections, enforcing `requestTimeout` as undici's
  * headers and body timeouts (the server must start answering, and the body must not stall, within
  * it): racing an Effect timer against every request costs about a sixth of the client's throughput.
+ *
+ * `NodeHttpClient`'s undici client gives every request its own headers and body timeouts (an hour,
+ * and none: it leaves timeouts to `Effect.timeout`), which win over the agent's; an interceptor of
+ * the agent puts the request timeout back on every request.
  */
-export const undiciClient = (requestTimeout: Duration.DurationInput | undefined): Layer.Layer<HttpClient.HttpClient> => {
-  const timeoutMs = Duration.toMillis(Duration.decode(requestTimeout ?? Duration.minutes(10)))
-  const dispatcher = Layer.scoped(
+export const undiciClient = (requestTimeout: Duration.Input | undefined): Layer.Layer<HttpClient.HttpClient> => {
+  const timeoutMs = Duration.toMillis(Duration.fromInputUnsafe(requestTimeout ?? Duration.minutes(10)))
+  const dispatcher = Layer.effect(
     NodeHttpClient.Dispatcher,
     Effect.acquireRelease(
-      Effect.sync(() => new Undici.Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 30_000 })),
+      Effect.sync(() =>
+        new Undici.Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 30_000 }).compose(
+          (dispatch) => (options, handler) =>
+            dispatch({ ...options, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }, handler)
+        )
+      ),
       (agent) => Effect.promise(() => agent.destroy())
     )
   )
-  return NodeHttpClient.layerUndiciWithoutDispatcher.pipe(Layer.provide(dispatcher))
+  return NodeHttpClient.layerUndiciNoDispatcher.pipe(Layer.provide(dispatcher))
 }
