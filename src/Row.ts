@@ -16,12 +16,14 @@ import type { Message } from "./Message.js"
 import { errorMessage } from "./internal/lift.js"
 
 /**
+ * (Rows are JSON: their optional fields are absent, never `undefined`.)
+ *
  * @since 0.1.0
  * @category schemas
  */
 export const EnvConfigSchema = Schema.StructWithRest(
   Schema.Struct({
-    name: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a string at least 1 character(s) long" })))
+    name: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1, { expected: "a string at least 1 character(s) long" })))
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 )
@@ -34,8 +36,8 @@ export const EnvConfigSchema = Schema.StructWithRest(
  */
 export const RowSchema = Schema.StructWithRest(
   Schema.Struct({
-    messages: Schema.optional(Messages),
-    env_config: Schema.optional(EnvConfigSchema)
+    messages: Schema.optionalKey(Messages),
+    env_config: Schema.optionalKey(EnvConfigSchema)
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 )

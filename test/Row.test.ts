@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import * as Json from "../src/internal/Json.js"
 import * as Row from "../src/Row.js"
 
@@ -7,7 +7,7 @@ const decode = (line: string) => Row.decodeLine("d.jsonl", 9, line)
 
 describe("Row", () => {
   it("keeps extra columns as the row's data (env_config included), messages optional", () => {
-    const row = Either.getOrThrow(decode(JSON.stringify({ env_config: { seed: 3 }, solution: "42" }))!)
+    const row = Result.getOrThrow(decode(JSON.stringify({ env_config: { seed: 3 }, solution: "42" }))!)
     expect(row.index).toBe(9)
     expect(row.messages).toEqual([])
     expect(row.envConfig).toEqual({ seed: 3 })
@@ -15,7 +15,7 @@ describe("Row", () => {
   })
 
   it("names the file, line and field of what is wrong", () => {
-    const error = (line: string) => Either.flip(decode(line)!).pipe(Either.getOrThrow).message
+    const error = (line: string) => Result.flip(decode(line)!).pipe(Result.getOrThrow).message
     expect(error("{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}")).toMatch(/^d\.jsonl:10: messages\[0\]\.role: /)
     expect(error("{\"messages\": [{\"role\": \"user\"}]}")).toMatch(/^d\.jsonl:10: messages\[0\]\.content: /)
     expect(error("{\"env_config\": 5}")).toMatch(/^d\.jsonl:10: env_config: /)
@@ -26,12 +26,12 @@ describe("Row", () => {
 
   it("skips blank lines and keeps file line numbers", () => {
     const rows = [...Row.decodeJsonl("d.jsonl", "{}\n\n  \r\n{\"x\":1}\r\n")]
-    expect(rows.map((r) => Either.getOrThrow(r).index)).toEqual([0, 3])
+    expect(rows.map((r) => Result.getOrThrow(r).index)).toEqual([0, 3])
     expect(Row.countRows("{}\n\n  \r\n{\"x\":1}\r\n")).toBe(2)
   })
 
   it("keeps integers beyond 2^53 exact", () => {
-    const row = Either.getOrThrow(decode("{\"env_config\": {\"seed\": 123456789012345678901}}")!)
+    const row = Result.getOrThrow(decode("{\"env_config\": {\"seed\": 123456789012345678901}}")!)
     expect(row.envConfig.seed).toBe(123456789012345678901n)
     expect(Json.stringify(row.envConfig)).toBe("{\"seed\":123456789012345678901}")
   })

@@ -3,7 +3,7 @@
  * line that is not UTF-8 is a row error at its line, and counting needs no whole file.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, FastCheck, Stream } from "effect"
+import { Arbitrary, Effect, Result, Schema, Stream } from "effect"
 import * as Row from "../src/Row.js"
 
 const encoder = new TextEncoder()
@@ -20,28 +20,43 @@ const chunked = (bytes: Uint8Array, cuts: ReadonlyArray<number>): Stream.Stream<
   return Stream.fromIterable(chunks)
 }
 
-const show = (rows: ReadonlyArray<Either.Either<Row.Row, Row.RowError>>) =>
-  rows.map((r) => Either.match(r, { onLeft: (e) => `error ${e.message}`, onRight: (row) => JSON.stringify(row) }))
+const show = (rows: ReadonlyArray<Result.Result<Row.Row, Row.RowError>>) =>
+  rows.map((r) => Result.match(r, { onFailure: (e) => `error ${e.message}`, onSuccess: (row) => JSON.stringify(row) }))
 
-const line = FastCheck.oneof(
-  FastCheck.record({ env_config: FastCheck.record({ seed: FastCheck.integer() }), note: FastCheck.string({ unit: "grapheme" }) })
-    .map((row) => JSON.stringify(row)),
-  FastCheck.constantFrom("", "   ", "{not json", "[1,2]", "{\"env_config\":{\"seed\":\"é€😀\"}}", "\t")
+/** Text of characters of 1 to 4 UTF-8 bytes, and graphemes of several code points (a cut may split any of them). */
+const GRAPHEMES = ["a", " ", "\"", "\\", "\n", "é", "ß", "€", "中", "😀", "👩‍👩‍👧", "🇫🇷", "e\u0301", "\u0000"] as const
+
+const note = Arbitrary.array(Arbitrary.schema(Schema.Literals(GRAPHEMES)), { maxLength: 12 }).pipe(
+  Arbitrary.map((parts) => parts.join(""))
+)
+
+const line = Arbitrary.schema(Schema.Boolean).pipe(
+  Arbitrary.flatMap((row) =>
+    row
+      ? Arbitrary.all({ env_config: Arbitrary.all({ seed: Arbitrary.schema(Schema.Int) }), note }).pipe(
+        Arbitrary.map((row) => JSON.stringify(row))
+      )
+      : Arbitrary.schema(Schema.Literals(["", "   ", "{not json", "[1,2]", "{\"env_config\":{\"seed\":\"é€😀\"}}", "\t"]))
+  )
 )
 
 describe("Row.decodeStream", () => {
   it.effect.prop(
     "any chunking of the bytes gives the rows of the whole text, line numbers included",
-    [FastCheck.array(line, { maxLength: 25 }), FastCheck.boolean(), FastCheck.array(FastCheck.nat(), { maxLength: 12 })],
+    [
+      Arbitrary.array(line, { maxLength: 25 }),
+      Schema.Boolean,
+      Arbitrary.array(Arbitrary.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))), { maxLength: 12 })
+    ],
     ([lines, crlf, cuts]) =>
       Effect.gen(function*() {
         const text = lines.join(crlf ? "\r\n" : "\n")
         const bytes = encoder.encode(text)
-        const streamed = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, cuts))))
+        const streamed = yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, cuts)))
         expect(show(streamed)).toEqual(show([...Row.decodeJsonl("d.jsonl", text)]))
         expect(yield* Row.countStream(chunked(bytes, cuts))).toBe(Row.countRows(text))
       }),
-    { fastCheck: { numRuns: 200 } }
+    { arbitrary: { runs: 200 } }
   )
 
   it.effect("a line that is not UTF-8 is a row error at its line, wherever the chunks are cut", () =>
@@ -55,7 +70,7 @@ describe("Row.decodeStream", () => {
         ...encoder.encode("\"}\n{\"d\":1}")
       ])
       for (let cut = 0; cut <= bytes.length; cut++) {
-        const rows = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, [cut, cut + 3]))))
+        const rows = yield* Stream.runCollect(Row.decodeStream("d.jsonl", chunked(bytes, [cut, cut + 3])))
         expect(show(rows), `cut at ${cut}`).toEqual([
           JSON.stringify({ file: "d.jsonl", index: 0, messages: [], envConfig: {}, dataDict: { a: "é" } }),
           "error d.jsonl:2: invalid UTF-8 (byte 7 of the line)",
@@ -68,8 +83,8 @@ describe("Row.decodeStream", () => {
   it.effect("skip leaves lines undecoded (a resumed run's finished rows)", () =>
     Effect.gen(function*() {
       const text = ["{\"i\":0}", "{oops", "{\"i\":2}", "{\"i\":3}"].join("\n")
-      const rows = Chunk.toArray(yield* Stream.runCollect(Row.decodeStream("d", chunked(encoder.encode(text), [5]), { skip: (i) => i < 2 })))
-      expect(rows.map((r) => Either.getOrThrow(r).index)).toEqual([2, 3])
+      const rows = yield* Stream.runCollect(Row.decodeStream("d", chunked(encoder.encode(text), [5]), { skip: (i) => i < 2 }))
+      expect(rows.map((r) => Result.getOrThrow(r).index)).toEqual([2, 3])
     }))
 
   it("a number too large for a double is an error at its field, not a silent Infinity", () => {
@@ -80,7 +95,7 @@ describe("Row.decodeStream", () => {
       "error d:5: xs[1]: the number is too large (beyond ±1.8e308, it would be -Infinity)"
     ])
     // big integers stay exact, small exponents are fine
-    const ok = Either.getOrThrow(Row.decodeLine("d", 0, "{\"env_config\":{\"seed\":123456789012345678901234567890,\"p\":1e-300}}")!)
+    const ok = Result.getOrThrow(Row.decodeLine("d", 0, "{\"env_config\":{\"seed\":123456789012345678901234567890,\"p\":1e-300}}")!)
     expect(ok.envConfig).toEqual({ seed: 123456789012345678901234567890n, p: 1e-300 })
   })
 })
@@ -88,7 +103,7 @@ describe("Row.decodeStream", () => {
 describe("Row.streamLines: a line longer than the limit (a file without newlines grew memory without bound)", () => {
   const lines = (text: string, cuts: ReadonlyArray<number>, maxLineBytes: number) =>
     Effect.runPromise(Stream.runCollect(Row.streamLines(chunked(encoder.encode(text), cuts), { maxLineBytes }))).then((c) =>
-      Chunk.toReadonlyArray(c).map(([index, text, invalid]) => (invalid === undefined ? `${index}:${text}` : `${index}:! ${invalid}`))
+      c.map(([index, text, invalid]) => (invalid === undefined ? `${index}:${text}` : `${index}:! ${invalid}`))
     )
   const tooLong = "the line is longer than 10 bytes (the longest a dataset's line may be)"
 

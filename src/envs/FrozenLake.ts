@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Result, Schema, SchemaIssue, SchemaTransformation } from "effect"
 import * as Env from "../Env.js"
 import { Lru } from "../internal/lru.js"
 import { nextTurn } from "../internal/nextTurn.js"
@@ -110,7 +110,7 @@ export const maxAttempts = (size: number): number => Math.floor(MAX_MAP_CELLS / 
  * @since 0.1.0
  * @category errors
  */
-export class MapBudgetExceeded extends Schema.TaggedError<MapBudgetExceeded>("effect-gym/FrozenLake/MapBudgetExceeded")(
+export class MapBudgetExceeded extends Schema.TaggedError<MapBudgetExceeded>()(
   "MapBudgetExceeded",
   {
     size: Schema.Number,
@@ -174,7 +174,7 @@ class MapSearch {
   private stack: Int32Array | undefined
   private attempts = 0
   /** The search's outcome, once it has one; the buffers are dropped then. */
-  private result: Either.Either<ReadonlyArray<string>, MapBudgetExceeded> | undefined = undefined
+  private result: Result.Result<ReadonlyArray<string>, MapBudgetExceeded> | undefined = undefined
 
   constructor(readonly size: number, readonly p: number, readonly seed: number | bigint, limit = maxAttempts(size)) {
     if (!Number.isInteger(size) || size < 1 || size > 4096) {
@@ -196,7 +196,7 @@ class MapSearch {
    * Runs attempts until the search has its outcome or about `work` cells of attempts are spent
    * (at least one attempt); returns the outcome, or `undefined` when there is more to do.
    */
-  advance(work: number): Either.Either<ReadonlyArray<string>, MapBudgetExceeded> | undefined {
+  advance(work: number): Result.Result<ReadonlyArray<string>, MapBudgetExceeded> | undefined {
     let spent = 0
     while (this.result === undefined && spent < work) {
       this.attempt()
@@ -208,7 +208,7 @@ class MapSearch {
   private attempt(): void {
     if (this.attempts >= this.limit) {
       return this.finish(
-        Either.left(new MapBudgetExceeded({ size: this.size, p: this.p, seed: String(this.seed), attempts: this.attempts }))
+        Result.fail(new MapBudgetExceeded({ size: this.size, p: this.p, seed: String(this.seed), attempts: this.attempts }))
       )
     }
     this.attempts++
@@ -221,10 +221,10 @@ class MapSearch {
     const goalCol = rng.randrange(size)
     const start = startRow * size + startCol
     const goal = goalRow * size + goalCol
-    if (start !== goal && this.reachable(start, goal)) this.finish(Either.right(this.rows(start, goal)))
+    if (start !== goal && this.reachable(start, goal)) this.finish(Result.succeed(this.rows(start, goal)))
   }
 
-  private finish(result: Either.Either<ReadonlyArray<string>, MapBudgetExceeded>): void {
+  private finish(result: Result.Result<ReadonlyArray<string>, MapBudgetExceeded>): void {
     this.result = result
     this.words = this.drawn = this.seen = this.stack = undefined
   }
@@ -313,7 +313,7 @@ export const generateMap = (
   p: number,
   seed: number | bigint,
   options?: { readonly maxAttempts?: number | undefined }
-): Either.Either<ReadonlyArray<string>, MapBudgetExceeded> =>
+): Result.Result<ReadonlyArray<string>, MapBudgetExceeded> =>
   new MapSearch(size, p, seed, options?.maxAttempts ?? maxAttempts(size)).advance(Infinity)!
 
 /**
@@ -345,18 +345,18 @@ const VIEWS_UP_TO = 8
  */
 class MapEntry {
   private search: MapSearch | undefined
-  private outcome: Either.Either<Board, MapBudgetExceeded> | undefined = undefined
+  private outcome: Result.Result<Board, MapBudgetExceeded> | undefined = undefined
 
   constructor(size: number, p: number, seed: number | bigint) {
     this.search = new MapSearch(size, p, seed)
   }
 
   /** Searches for about `work` more cells (at least one attempt); the outcome once there is one. */
-  advance(work: number): Either.Either<Board, MapBudgetExceeded> | undefined {
+  advance(work: number): Result.Result<Board, MapBudgetExceeded> | undefined {
     if (this.outcome === undefined) {
       const result = this.search!.advance(work)
       if (result !== undefined) {
-        this.outcome = Either.map(result, makeBoard)
+        this.outcome = Result.map(result, makeBoard)
         this.search = undefined
       }
     }
@@ -384,11 +384,11 @@ const boardEffect = (size: number, p: number, seed: number | bigint): Effect.Eff
   const entry = mapEntry(size, p, seed)
   // A map found in the first slice (or cached) is answered at once, as a completed Effect.
   const first = entry.advance(SLICE_CELLS)
-  if (first !== undefined) return Either.isRight(first) ? Effect.succeed(first.right) : Effect.fail(first.left)
+  if (first !== undefined) return Result.isSuccess(first) ? Effect.succeed(first.success) : Effect.fail(first.failure)
   const loop: Effect.Effect<Board, MapBudgetExceeded> = Effect.suspend(() => {
     const outcome = entry.advance(SLICE_CELLS)
-    if (outcome === undefined) return Effect.zipRight(nextTurn, loop)
-    return Either.isRight(outcome) ? Effect.succeed(outcome.right) : Effect.fail(outcome.left)
+    if (outcome === undefined) return Effect.andThen(nextTurn, loop)
+    return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
   })
   return loop
 }
@@ -503,31 +503,26 @@ const pyFloat = (u: unknown): number | undefined => {
   return undefined
 }
 
-const PyIntFrom = Schema.Unknown.pipe(
-  Schema.transformOrFail(Schema.BigIntFromSelf, {
-    strict: true,
-    decode: (u, _, ast) => {
-      const n = pyInt(u)
-      return n === undefined
-        ? ParseResult.fail(new ParseResult.Type(ast, u, `expected an integer (as Python int()), got ${show(u)}`))
-        : ParseResult.succeed(n)
-    },
-    encode: (n) => ParseResult.succeed(n)
-  })
-)
+/** A Python conversion (`int(x)`, `float(x)`) of any value, as a schema: a value it cannot convert fails with `message`. */
+const pyConverted = <A>(target: Schema.Codec<A>, convert: (u: unknown) => A | undefined, message: (u: unknown) => string) =>
+  Schema.Unknown.pipe(
+    Schema.decodeTo(
+      target,
+      SchemaTransformation.transformEffect<A, unknown>({
+        decode: (u, options) => {
+          const n = convert(u)
+          return n === undefined
+            ? Effect.fail(new SchemaIssue.InvalidValue({ message: message(u) }, u, options))
+            : Effect.succeed(n)
+        },
+        encode: (n) => Effect.succeed<unknown>(n)
+      })
+    )
+  )
 
-const PyFloatFrom = Schema.Unknown.pipe(
-  Schema.transformOrFail(Schema.Number, {
-    strict: true,
-    decode: (u, _, ast) => {
-      const n = pyFloat(u)
-      return n === undefined
-        ? ParseResult.fail(new ParseResult.Type(ast, u, `expected a number (as Python float()), got ${show(u)}`))
-        : ParseResult.succeed(n)
-    },
-    encode: (n) => ParseResult.succeed(n)
-  })
-)
+const PyIntFrom = pyConverted(Schema.BigInt, pyInt, (u) => `expected an integer (as Python int()), got ${show(u)}`)
+
+const PyFloatFrom = pyConverted(Schema.Number, pyFloat, (u) => `expected a number (as Python float()), got ${show(u)}`)
 
 const show = (u: unknown): string => (typeof u === "bigint" ? u.toString() : JSON.stringify(u) ?? String(u))
 
@@ -549,17 +544,13 @@ export const MAX_SIZE = 256
  * @category schemas
  */
 export const Config = Schema.Struct({
-  size: Schema.optionalWith(
-    PyIntFrom.pipe(
-      Schema.filter((n) => (n >= 2n && n <= BigInt(MAX_SIZE)) || `must be between 2 and ${MAX_SIZE}, got ${n}`)
-    ),
-    { default: () => 4n }
+  size: PyIntFrom.check(
+    Schema.makeFilter((n) => (n >= 2n && n <= BigInt(MAX_SIZE)) || `must be between 2 and ${MAX_SIZE}, got ${n}`)
+  ).pipe(Schema.withDecodingDefaultType(Effect.succeed(4n))),
+  p: PyFloatFrom.check(Schema.makeFilter((p) => (p >= 0 && p <= 1) || `must be a probability in [0, 1], got ${p}`)).pipe(
+    Schema.withDecodingDefaultType(Effect.succeed(0.8))
   ),
-  p: Schema.optionalWith(
-    PyFloatFrom.pipe(Schema.filter((p) => (p >= 0 && p <= 1) || `must be a probability in [0, 1], got ${p}`)),
-    { default: () => 0.8 }
-  ),
-  seed: Schema.optionalWith(Schema.NullOr(PyIntFrom), { default: () => null })
+  seed: Schema.NullOr(PyIntFrom).pipe(Schema.withDecodingDefaultType(Effect.succeed(null)))
 })
 
 /**
@@ -596,9 +587,9 @@ export class Game {
    * Generates the map (from `fallbackSeed` when the config has no seed) and places the player; fails
    * when no solvable map comes within the generation budget ({@link MAX_MAP_CELLS}).
    */
-  reset(fallbackSeed: number | bigint): Either.Either<Env.ResetResult, MapBudgetExceeded> {
+  reset(fallbackSeed: number | bigint): Result.Result<Env.ResetResult, MapBudgetExceeded> {
     const outcome = mapEntry(this.size, this.p, this.seed ?? fallbackSeed).advance(Infinity)!
-    return Either.map(outcome, (board) => this.start(board, fallbackSeed))
+    return Result.map(outcome, (board) => this.start(board, fallbackSeed))
   }
 
   /**

@@ -589,8 +589,8 @@ const pythonRound = (x: number): number => {
 // The env
 // ---------------------------------------------------------------------------------------------
 
-const Puzzle81 = Schema.String.pipe(
-  Schema.filter((text) => {
+const Puzzle81 = Schema.String.check(
+  Schema.makeFilter((text) => {
     const grid = parseGrid(text)
     if (grid === undefined) return "must be 81 cells: digits 1-9, and 0 or . for empty cells"
     return countSolutions(grid, 2) === 1 || "must have exactly one solution"
@@ -608,8 +608,10 @@ const Puzzle81 = Schema.String.pipe(
  */
 export const Config = Schema.Struct({
   seed: Schema.optional(Schema.Int),
-  clues: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 81)), { default: () => 60 }),
-  max_turns: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)), { default: () => 100 }),
+  clues: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 81 })).pipe(
+    Schema.withDecodingDefaultType(Effect.succeed(60))
+  ),
+  max_turns: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)).pipe(Schema.withDecodingDefaultType(Effect.succeed(100))),
   puzzle: Schema.optional(Puzzle81)
 })
 
