@@ -130,7 +130,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
           cause
         })
     })
-    return yield* Plugin.fromModule(file, module)
+    return yield* Effect.fromResult(Plugin.fromModule(file, module))
   })
 
 /**
@@ -143,4 +143,4 @@ export const registry = (
   files: ReadonlyArray<string>,
   base: Registry.Registry = Builtins.registry
 ): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
-  Effect.reduce(files, base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
+  Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
