@@ -1,5 +1,5 @@
 /**
- * An OpenEnv client on a standard `WebSocket` (from `@effect/platform`'s `Socket.WebSocketConstructor`):
+ * An OpenEnv client on a standard `WebSocket` (from `effect/socket`'s `Socket.WebSocketConstructor`):
  * one WebSocket connection to `<base_url>/ws` is one session (one env instance on the server).
  *
  * A session is a scoped resource: when its scope closes (success, failure or interruption) the
@@ -15,22 +15,10 @@
  *
  * @since 0.1.0
  */
-import * as Socket from "@effect/platform/Socket"
-import type { Context } from "effect"
-import {
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  ParseResult,
-  type Schedule,
-  Schema,
-  Scope
-} from "effect"
-import * as Layer from "effect/Layer"
+import { Clock, Deferred, Duration, Effect, Exit, Layer, Result, type Schedule, Schema, Scope } from "effect"
+import * as Socket from "effect/socket/Socket"
 import * as Json from "../internal/Json.js"
+import * as Issue from "../internal/issue.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { OpenEnvError } from "./OpenEnvProtocol.js"
 
@@ -41,20 +29,20 @@ import { OpenEnvError } from "./OpenEnvProtocol.js"
  * @category models
  */
 export interface Options {
-  readonly connectTimeout?: Duration.DurationInput | undefined
-  readonly replyTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: Duration.Input | undefined
+  readonly replyTimeout?: Duration.Input | undefined
   /** How long closing waits for the server to close the connection before dropping it (default 5 s). */
-  readonly closeTimeout?: Duration.DurationInput | undefined
+  readonly closeTimeout?: Duration.Input | undefined
 }
 
 /**
- * The Node `WebSocketConstructor` (the `ws` package on Node 20), loaded when the layer is built, so
- * that `ws` stays out of processes that never open a session (the CLI's startup).
+ * The Node `WebSocketConstructor` (Node's own `WebSocket`), loaded when the layer is built, so that
+ * the platform's socket module stays out of processes that never open a session (the CLI's startup).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerWebSocketConstructor: Layer.Layer<Socket.WebSocketConstructor> = Layer.unwrapEffect(
+export const layerWebSocketConstructor: Layer.Layer<Socket.WebSocketConstructor> = Layer.unwrap(
   Effect.map(Effect.promise(() => import("@effect/platform-node/NodeSocket")), (NodeSocket) => NodeSocket.layerWebSocketConstructor)
 )
 
@@ -98,9 +86,7 @@ const describeEnd = (end: Ended): string => {
 }
 
 /** The full decoder: used for every frame that is not a well-formed observation (for its exact error). */
-const decodeFrame = Schema.decodeUnknownEither(Schema.parseJson(OpenEnvProtocol.ServerMessage), {
-  onExcessProperty: "preserve"
-})
+const decodeFrame = Schema.decodeUnknownResult(Schema.fromJsonString(OpenEnvProtocol.ServerMessage), Issue.parseOptions)
 
 const isObject = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -111,7 +97,7 @@ const isObject = (u: unknown): u is Record<string, unknown> =>
  * `reward`, which defaults to `null`, excess properties kept); anything else goes through the
  * schema, so errors read the same.
  */
-const decodeReply = (text: string): Either.Either<OpenEnvProtocol.ServerMessage, string> => {
+const decodeReply = (text: string): Result.Result<OpenEnvProtocol.ServerMessage, string> => {
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -124,16 +110,16 @@ const decodeReply = (text: string): Either.Either<OpenEnvProtocol.ServerMessage,
       const reward = data.reward
       if (reward === undefined || reward === null || typeof reward === "number") {
         if (reward === undefined) data.reward = null
-        return Either.right(json as unknown as OpenEnvProtocol.ServerMessage)
+        return Result.succeed(json as unknown as OpenEnvProtocol.ServerMessage)
       }
     }
   }
   // Parsed already: only a text that is not JSON goes through the JSON schema, for its message.
-  const decoded = json === undefined ? decodeFrame(text) : OpenEnvProtocol.decodeServerMessage(json)
-  if (Either.isRight(decoded)) return Either.right(decoded.right)
-  const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
-  const where = issue === undefined || issue.path.length === 0 ? "" : ` at ${issue.path.join(".")}`
-  return Either.left(`not a protocol frame${where}: ${issue?.message ?? "invalid"}: ${text.slice(0, 200)}`)
+  const decoded = json === undefined ? decodeFrame(text) : OpenEnvProtocol.decodeServerMessage(json, Issue.parseOptions)
+  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success)
+  const issue = Issue.first(decoded.failure.issue)
+  const where = issue.path.length === 0 ? "" : ` at ${issue.path.map(String).join(".")}`
+  return Result.fail(`not a protocol frame${where}: ${issue.message}: ${text.slice(0, 200)}`)
 }
 
 /** The data of an `observation` reply (what `reset` and `step` wait for). */
@@ -149,11 +135,17 @@ interface Call {
   sent: boolean
   /** When the reply is overdue (clock millis), once sent. */
   deadline: number
-  /** Settles the call with its reply frame or an error; returns the error, if any. */
-  readonly settle: (reply: string | Uint8Array | OpenEnvError) => OpenEnvError | undefined
+  /**
+   * Settles the call with its reply frame or an error. When it fails, `beforeFailing` sees the error
+   * first: the caller may resume at once (within this call), and must find the session as the error
+   * left it.
+   */
+  readonly settle: (
+    reply: string | Uint8Array | OpenEnvError,
+    beforeFailing?: (error: OpenEnvError) => void
+  ) => void
 }
 
-type WebSocketLike = ReturnType<Context.Tag.Service<typeof Socket.WebSocketConstructor>>
 
 const CONNECTING = 0
 const OPEN = 1
@@ -186,18 +178,21 @@ export const connect = (
         detail: "expected http(s)://host:port or ws(s)://host:port"
       })
     }
-    const connectTimeout = Duration.decode(options.connectTimeout ?? Duration.seconds(10))
-    const replyTimeout = Duration.decode(options.replyTimeout ?? Duration.seconds(60))
+    const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? Duration.seconds(10))
+    const replyTimeout = Duration.fromInputUnsafe(options.replyTimeout ?? Duration.seconds(60))
     const replyMillis = Math.max(0, Duration.toMillis(replyTimeout))
-    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
+    const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(5))
     const fail = (reason: OpenEnvProtocol.ErrorReason, detail: string, cause?: unknown) =>
       new OpenEnvError({ reason, url, detail, ...(cause === undefined ? {} : { cause }) })
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const construct = yield* Socket.WebSocketConstructor
 
-    const created = Either.try(() => construct(url))
-    if (Either.isLeft(created)) return yield* fail("ConnectFailed", "cannot connect", created.left)
-    const ws: WebSocketLike = created.right
+    let ws: Socket.WebSocketLike
+    try {
+      ws = construct(url)
+    } catch (error) {
+      return yield* fail("ConnectFailed", "cannot connect", error)
+    }
 
     let opened = false
     /** How the connection ended, once it has. */
@@ -235,8 +230,9 @@ export const connect = (
     /** Settles the call in flight (the head of `calls`); drops the session when the error says so. */
     const finish = (reply: string | Uint8Array | OpenEnvError) => {
       const call = calls.shift()!
-      const error = call.settle(reply)
-      if (error !== undefined && !error.sessionUsable) drop(error)
+      call.settle(reply, (error) => {
+        if (!error.sessionUsable) drop(error)
+      })
     }
 
     /** Sends the next waiting request, or fails it when the session can no longer send. */
@@ -259,7 +255,7 @@ export const connect = (
           }
         }
         call.sent = true
-        call.deadline = clock.unsafeCurrentTimeMillis() + replyMillis
+        call.deadline = clock.currentTimeMillisUnsafe() + replyMillis
         if (parked !== undefined) {
           const wake = parked
           parked = undefined
@@ -274,7 +270,7 @@ export const connect = (
       }
     }
 
-    const onMessage = (event: { readonly data: unknown }) => {
+    const onMessage = (event: Socket.WebSocketEvent) => {
       const data = typeof event.data === "string" ? event.data : BINARY
       if (calls.length > 0 && calls[0].sent) {
         finish(data)
@@ -286,10 +282,10 @@ export const connect = (
     const onError = (event: unknown) => {
       errorEvent ??= (event as { readonly error?: unknown }).error ?? event
     }
-    const onClose = (event: { readonly code: number; readonly reason: string }) => {
+    const onClose = (event: Socket.WebSocketEvent) => {
       if (end !== undefined) return
-      end = { code: event.code, reason: event.reason, error: errorEvent, local: closedLocally }
-      Deferred.unsafeDone(ended, Exit.succeed(end))
+      end = { code: event.code ?? 1006, reason: event.reason ?? "", error: errorEvent, local: closedLocally }
+      Deferred.doneUnsafe(ended, Exit.succeed(end))
       if (handshake !== undefined) {
         handshake(Effect.fail(fail("ConnectFailed", `cannot connect: ${describeEnd(end)}`, errorEvent)))
         handshake = undefined
@@ -312,9 +308,9 @@ export const connect = (
 
     // Finalizers run uninterruptibly, and a timeout cannot cut short what it cannot interrupt: the
     // wait for the server's close is made interruptible so that `closeTimeout` holds in a finalizer.
-    const awaitEnd = Effect.timeout(Effect.interruptible(Deferred.await(ended)), closeTimeout)
+    const awaitEnd = Effect.timeoutOption(Effect.interruptible(Deferred.await(ended)), closeTimeout)
     const close: Effect.Effect<void> = Effect.suspend(() => {
-      if (closing) return Effect.ignore(awaitEnd)
+      if (closing) return Effect.asVoid(awaitEnd)
       closing = true
       const wasUsable = dropped === undefined
       if (wasUsable) dropped = fail("Closed", "the session was closed")
@@ -330,18 +326,14 @@ export const connect = (
       // sit behind a hung request, so it closes the WebSocket directly.
       if (wasUsable && ws.readyState === OPEN) ws.send(CLOSE_FRAME)
       else closeSocket("session dropped")
-      return awaitEnd.pipe(
-        Effect.option,
-        Effect.flatMap((closed) =>
-          closed._tag === "None" ? Effect.sync(() => closeSocket("close timeout")) : Effect.void
-        )
-      )
+      return Effect.flatMap(awaitEnd, (closed) =>
+        closed._tag === "None" ? Effect.sync(() => closeSocket("close timeout")) : Effect.void)
     })
 
     // Whatever happens from here (a failed handshake, interruption), the socket closes with the scope.
     yield* Effect.addFinalizer(() => close)
 
-    yield* Effect.async<void, OpenEnvError>((resume) => {
+    yield* Effect.callback<void, OpenEnvError>((resume) => {
       if (opened) return resume(Effect.void)
       if (end !== undefined) {
         return resume(Effect.fail(fail("ConnectFailed", `cannot connect: ${describeEnd(end)}`, end.error)))
@@ -351,16 +343,16 @@ export const connect = (
         handshake = undefined
       })
     }).pipe(
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: connectTimeout,
-        onTimeout: () => fail("ConnectTimeout", "no WebSocket handshake in time")
+        orElse: () => Effect.fail(fail("ConnectTimeout", "no WebSocket handshake in time"))
       })
     )
 
     // One timer for the session's reply deadlines. The watchdog sleeps until the deadline of the
     // request in flight; a request sent meanwhile has a later deadline, which it sees when it wakes.
     // With no request in flight it parks until the next one is sent.
-    const park = Effect.async<void>((resume) => {
+    const park = Effect.callback<void>((resume) => {
       parked = resume
       return Effect.sync(() => {
         parked = undefined
@@ -368,9 +360,9 @@ export const connect = (
     })
     const watchdog: Effect.Effect<void> = Effect.suspend(() => {
       const call = calls.length > 0 && calls[0].sent ? calls[0] : undefined
-      if (call === undefined) return Effect.zipRight(park, watchdog)
-      const now = clock.unsafeCurrentTimeMillis()
-      if (now < call.deadline) return Effect.zipRight(Effect.sleep(call.deadline - now), watchdog)
+      if (call === undefined) return Effect.andThen(park, watchdog)
+      const now = clock.currentTimeMillisUnsafe()
+      if (now < call.deadline) return Effect.andThen(Effect.sleep(call.deadline - now), watchdog)
       finish(fail("ReplyTimeout", `no reply to ${call.type} within ${Duration.format(replyTimeout)}`))
       pump()
       return watchdog
@@ -382,7 +374,7 @@ export const connect = (
       expect: (message: OpenEnvProtocol.ServerMessage) => A | undefined,
       expected: string
     ): Effect.Effect<A, OpenEnvError> =>
-      Effect.async<A, OpenEnvError>((resume) => {
+      Effect.callback<A, OpenEnvError>((resume) => {
         const type = String(frame.type)
         let text: string
         try {
@@ -390,24 +382,23 @@ export const connect = (
         } catch (error) {
           return resume(Effect.fail(fail("ValidationError", "the request cannot be written as JSON", error)))
         }
-        /** Resumes the caller with the reply; returns the error when the reply is one. */
-        const answer = (reply: string | Uint8Array): OpenEnvError | undefined => {
-          if (typeof reply !== "string") return fail("MalformedFrame", "a binary frame (expected JSON text)")
+        /** The caller's answer in a reply frame, or the error the frame is. */
+        const answer = (reply: string | Uint8Array): Result.Result<A, OpenEnvError> => {
+          if (typeof reply !== "string") return Result.fail(fail("MalformedFrame", "a binary frame (expected JSON text)"))
           const decoded = decodeReply(reply)
-          if (Either.isLeft(decoded)) return fail("MalformedFrame", decoded.left)
-          const message = decoded.right
-          if (message.type === "error") return OpenEnvProtocol.fromErrorFrame(url, message.data)
+          if (Result.isFailure(decoded)) return Result.fail(fail("MalformedFrame", decoded.failure))
+          const message = decoded.success
+          if (message.type === "error") return Result.fail(OpenEnvProtocol.fromErrorFrame(url, message.data))
           const out = expect(message)
-          if (out === undefined) {
-            return fail("MalformedFrame", `expected ${expected} reply to ${type}, got ${message.type}`)
-          }
-          resume(Effect.succeed(out))
-          return undefined
+          return out === undefined
+            ? Result.fail(fail("MalformedFrame", `expected ${expected} reply to ${type}, got ${message.type}`))
+            : Result.succeed(out)
         }
-        const settle = (reply: string | Uint8Array | OpenEnvError): OpenEnvError | undefined => {
-          const error = reply instanceof OpenEnvError ? reply : answer(reply)
-          if (error !== undefined) resume(Effect.fail(error))
-          return error
+        const settle: Call["settle"] = (reply, beforeFailing) => {
+          const out = reply instanceof OpenEnvError ? Result.fail(reply) : answer(reply)
+          if (Result.isSuccess(out)) return resume(Effect.succeed(out.success))
+          beforeFailing?.(out.failure)
+          resume(Effect.fail(out.failure))
         }
         const call: Call = { type, text, sent: false, deadline: 0, settle }
         calls.push(call)
@@ -468,13 +459,13 @@ export const connectAndReset = (
   Effect.gen(function*() {
     const parent = yield* Effect.scope
     const attempt = Effect.gen(function*() {
-      const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
+      const scope = yield* Scope.fork(parent, "sequential")
       return yield* Effect.gen(function*() {
         const session = yield* connect(baseUrl, options)
         const observation = yield* session.reset(kwargs)
         return { session, observation }
       }).pipe(
-        Scope.extend(scope),
+        Scope.provide(scope),
         Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
       )
     })

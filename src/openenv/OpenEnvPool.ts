@@ -12,9 +12,8 @@
  *
  * @since 0.1.0
  */
-import * as Socket from "@effect/platform/Socket"
-import { Context, Duration, Effect, Layer, RcMap, Schedule, Schema } from "effect"
-import type * as Scope from "effect/Scope"
+import { Context, Duration, Effect, Layer, RcMap, Schedule, Schema, type Scope, Semaphore } from "effect"
+import * as Socket from "effect/socket/Socket"
 import { positiveMillis } from "../internal/duration.js"
 import { describe } from "../internal/lift.js"
 import { wholeProblem } from "../internal/whole.js"
@@ -28,21 +27,21 @@ import type * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 export interface Settings {
   /** Sessions at once per server (default 4). */
   readonly maxConcurrentEnvs?: number | undefined
-  readonly connectTimeout?: Duration.DurationInput | undefined
-  readonly replyTimeout?: Duration.DurationInput | undefined
-  readonly closeTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: Duration.Input | undefined
+  readonly replyTimeout?: Duration.Input | undefined
+  readonly closeTimeout?: Duration.Input | undefined
   /** Reconnect and reset up to this many times when a server is full (default 0). */
   readonly capacityRetries?: number | undefined
   /** The first backoff of those retries (exponential, jittered; default 500 ms). */
-  readonly capacityBackoff?: Duration.DurationInput | undefined
+  readonly capacityBackoff?: Duration.Input | undefined
   /** Reconnect after a connection failure (refused, reset, lost before reset's reply) up to this many times (default 5). */
   readonly connectRetries?: number | undefined
   /** The first backoff of connection retries (default 250 ms). */
-  readonly connectBackoff?: Duration.DurationInput | undefined
+  readonly connectBackoff?: Duration.Input | undefined
   /** CAPACITY_REACHED retries while this run's own dropped sessions may hold the server's slots (default 20). */
   readonly orphanCapacityRetries?: number | undefined
   /** The WebSocket implementation (default Node's). */
-  readonly webSocketConstructor?: Context.Tag.Service<typeof Socket.WebSocketConstructor> | undefined
+  readonly webSocketConstructor?: Socket.WebSocketConstructor["Service"] | undefined
 }
 
 /**
@@ -66,14 +65,14 @@ export interface Service {
   }
   /** A session of this run to `url` was dropped after a reply timeout (the server may still hold it). */
   readonly orphaned: (url: string) => void
-  readonly webSocketConstructor: Context.Tag.Service<typeof Socket.WebSocketConstructor>
+  readonly webSocketConstructor: Socket.WebSocketConstructor["Service"]
 }
 
 /**
  * @since 0.1.0
  * @category tags
  */
-export class OpenEnvPool extends Context.Tag("effect-gym/OpenEnvPool")<OpenEnvPool, Service>() {}
+export class OpenEnvPool extends Context.Service<OpenEnvPool, Service>()("effect-gym/OpenEnvPool") {}
 
 /**
  * A setting of {@link make} or {@link layer} that cannot be used (a limit of 0 made every session
@@ -127,9 +126,9 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
     const problem = check(settings)
     if (problem !== undefined) return yield* problem
     const max = settings.maxConcurrentEnvs ?? 4
-    const limits = yield* RcMap.make({ lookup: (_url: string) => Effect.makeSemaphore(max) })
+    const limits = yield* RcMap.make({ lookup: (_url: string) => Semaphore.make(max) })
     const webSocketConstructor = settings.webSocketConstructor ??
-      (yield* Effect.provide(Socket.WebSocketConstructor, OpenEnvClient.layerWebSocketConstructor))
+      (yield* Effect.provide(Effect.service(Socket.WebSocketConstructor), OpenEnvClient.layerWebSocketConstructor))
     const replyTimeout = settings.replyTimeout ?? Duration.seconds(60)
     const capacityRetries = settings.capacityRetries ?? 0
     const connectRetries = settings.connectRetries ?? 5
@@ -153,11 +152,7 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
     }
     return {
       // The RcMap's reference is released after the permit (finalizers run in reverse order).
-      permit: (url) =>
-        Effect.flatMap(RcMap.get(limits, url), (limit) =>
-          Effect.uninterruptibleMask((restore) =>
-            Effect.zipRight(restore(limit.take(1)), Effect.addFinalizer(() => limit.release(1)))
-          )),
+      permit: (url) => Effect.flatMap(RcMap.get(limits, url), (limit) => limit.takeScoped(1)),
       client: {
         connectTimeout: settings.connectTimeout ?? Duration.seconds(10),
         replyTimeout,
@@ -168,11 +163,10 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
         let capacityFailures = 0
         const limit = connectRetries + Math.max(capacityRetries, orphanCapacityRetries)
         return {
-          retry: Schedule.exponential(Duration.millis(base)).pipe(
-            Schedule.either(Schedule.spaced("10 seconds")),
-            Schedule.jittered,
-            Schedule.intersect(Schedule.recurs(limit))
-          ),
+          retry: Schedule.max([
+            Schedule.jittered(Schedule.min([Schedule.exponential(Duration.millis(base)), Schedule.spaced("10 seconds")])),
+            Schedule.recurs(limit)
+          ]),
           retryWhile: (error) => {
             if (error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost") {
               return ++connectFailures <= connectRetries
@@ -201,4 +195,5 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
  * @since 0.1.0
  * @category layers
  */
-export const layer = (settings: Settings = {}): Layer.Layer<OpenEnvPool, SettingsError> => Layer.scoped(OpenEnvPool, make(settings))
+export const layer = (settings: Settings = {}): Layer.Layer<OpenEnvPool, SettingsError> =>
+  Layer.effect(OpenEnvPool)(make(settings))

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 /**
  * A JSON object (kwargs, actions, observations).
@@ -17,7 +17,7 @@ import { Schema } from "effect"
  * @since 0.1.0
  * @category schemas
  */
-export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
 
 /**
  * @since 0.1.0
@@ -37,7 +37,7 @@ export type JsonObject = typeof JsonObject.Type
  */
 export const ResetMessage = Schema.Struct({
   type: Schema.Literal("reset"),
-  data: Schema.optionalWith(JsonObject, { default: () => ({}) })
+  data: JsonObject.pipe(Schema.withDecodingDefaultType(Effect.sync(() => ({}))))
 })
 
 /**
@@ -76,7 +76,7 @@ export const McpMessage = Schema.Struct({ type: Schema.Literal("mcp"), data: Sch
  * @since 0.1.0
  * @category schemas
  */
-export const ClientMessage = Schema.Union(ResetMessage, StepMessage, StateRequest, CloseMessage, McpMessage)
+export const ClientMessage = Schema.Union([ResetMessage, StepMessage, StateRequest, CloseMessage, McpMessage])
 
 /**
  * @since 0.1.0
@@ -95,11 +95,15 @@ export type ClientMessage = typeof ClientMessage.Type
  * @since 0.1.0
  * @category schemas
  */
-export const ObservationData = Schema.Struct({
-  observation: JsonObject,
-  reward: Schema.optionalWith(Schema.NullOr(Schema.Number), { default: () => null }),
-  done: Schema.Boolean
-})
+export const ObservationData = Schema.StructWithRest(
+  Schema.Struct({
+    observation: JsonObject,
+    reward: Schema.NullOr(Schema.Number).pipe(Schema.withDecodingDefaultType(Effect.succeed(null))),
+    done: Schema.Boolean
+  }),
+  // fields of its own (a server's extras) are kept
+  [JsonObject]
+)
 
 /**
  * @since 0.1.0
@@ -119,12 +123,12 @@ export const ObservationMessage = Schema.Struct({ type: Schema.Literal("observat
  * @since 0.1.0
  * @category schemas
  */
-export const StateData = Schema.Struct(
-  {
-    episode_id: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
+export const StateData = Schema.StructWithRest(
+  Schema.Struct({
+    episode_id: Schema.NullOr(Schema.String).pipe(Schema.withDecodingDefaultType(Effect.succeed(null))),
     step_count: Schema.Number
-  },
-  JsonObject
+  }),
+  [JsonObject]
 )
 
 /**
@@ -147,7 +151,7 @@ export const StateMessage = Schema.Struct({ type: Schema.Literal("state"), data:
  * @since 0.1.0
  * @category schemas
  */
-export const ErrorCode = Schema.Literal(
+export const ErrorCode = Schema.Literals([
   "INVALID_JSON",
   "UNKNOWN_TYPE",
   "VALIDATION_ERROR",
@@ -155,7 +159,7 @@ export const ErrorCode = Schema.Literal(
   "CAPACITY_REACHED",
   "FACTORY_ERROR",
   "SESSION_ERROR"
-)
+])
 
 /**
  * @since 0.1.0
@@ -169,13 +173,13 @@ export type ErrorCode = typeof ErrorCode.Type
  * @since 0.1.0
  * @category schemas
  */
-export const ValidationIssue = Schema.Struct(
-  {
+export const ValidationIssue = Schema.StructWithRest(
+  Schema.Struct({
     type: Schema.String,
-    loc: Schema.Array(Schema.Union(Schema.String, Schema.Number)),
+    loc: Schema.Array(Schema.Union([Schema.String, Schema.Number])),
     msg: Schema.String
-  },
-  JsonObject
+  }),
+  [JsonObject]
 )
 
 /**
@@ -191,15 +195,15 @@ export type ValidationIssue = typeof ValidationIssue.Type
  * @since 0.1.0
  * @category schemas
  */
-export const ErrorData = Schema.Struct(
-  {
+export const ErrorData = Schema.StructWithRest(
+  Schema.Struct({
     message: Schema.String,
     code: ErrorCode,
-    errors: Schema.optional(Schema.Array(ValidationIssue)),
-    active_sessions: Schema.optional(Schema.Number),
-    max_sessions: Schema.optional(Schema.Number)
-  },
-  JsonObject
+    errors: Schema.optionalKey(Schema.Array(ValidationIssue)),
+    active_sessions: Schema.optionalKey(Schema.Number),
+    max_sessions: Schema.optionalKey(Schema.Number)
+  }),
+  [JsonObject]
 )
 
 /**
@@ -226,7 +230,7 @@ export const McpReply = Schema.Struct({ type: Schema.Literal("mcp"), data: Schem
  * @since 0.1.0
  * @category schemas
  */
-export const ServerMessage = Schema.Union(ObservationMessage, StateMessage, ErrorMessage, McpReply)
+export const ServerMessage = Schema.Union([ObservationMessage, StateMessage, ErrorMessage, McpReply])
 
 /**
  * @since 0.1.0
@@ -240,7 +244,7 @@ export type ServerMessage = typeof ServerMessage.Type
  * @since 0.1.0
  * @category decoding
  */
-export const decodeServerMessage = Schema.decodeUnknownEither(ServerMessage, { onExcessProperty: "preserve" })
+export const decodeServerMessage = Schema.decodeUnknownResult(ServerMessage)
 
 /**
  * Decodes one client frame (already parsed JSON).
@@ -248,7 +252,7 @@ export const decodeServerMessage = Schema.decodeUnknownEither(ServerMessage, { o
  * @since 0.1.0
  * @category decoding
  */
-export const decodeClientMessage = Schema.decodeUnknownEither(ClientMessage, { onExcessProperty: "preserve" })
+export const decodeClientMessage = Schema.decodeUnknownResult(ClientMessage)
 
 // ---------------------------------------------------------------------------------------------
 // URLs
@@ -300,7 +304,7 @@ export const toWebSocketUrl = (baseUrl: string): string | undefined => {
  * @since 0.1.0
  * @category errors
  */
-export const ErrorReason = Schema.Literal(
+export const ErrorReason = Schema.Literals([
   "CapacityReached",
   "ValidationError",
   "ExecutionError",
@@ -314,7 +318,7 @@ export const ErrorReason = Schema.Literal(
   "MalformedFrame",
   "Closed",
   "InvalidUrl"
-)
+])
 
 /**
  * @since 0.1.0
@@ -341,11 +345,11 @@ export class OpenEnvError extends Schema.TaggedError<OpenEnvError>("effect-gym/O
   reason: ErrorReason,
   url: Schema.String,
   detail: Schema.String,
-  code: Schema.optional(ErrorCode),
-  errors: Schema.optional(Schema.Array(ValidationIssue)),
-  activeSessions: Schema.optional(Schema.Number),
-  maxSessions: Schema.optional(Schema.Number),
-  cause: Schema.optional(Schema.Defect)
+  code: Schema.optionalKey(ErrorCode),
+  errors: Schema.optionalKey(Schema.Array(ValidationIssue)),
+  activeSessions: Schema.optionalKey(Schema.Number),
+  maxSessions: Schema.optionalKey(Schema.Number),
+  cause: Schema.optionalKey(Schema.Defect())
 }) {
   override get message(): string {
     return `openenv ${this.url}: ${this.reason}: ${this.detail}`

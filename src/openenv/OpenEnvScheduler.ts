@@ -30,11 +30,11 @@
  *
  * @since 0.1.0
  */
-import * as Socket from "@effect/platform/Socket"
-import type { Context } from "effect"
-import { Duration, Effect, Either, ParseResult, Schema, Scope } from "effect"
+import { Duration, Effect, Result, Schema, Scope } from "effect"
+import * as Socket from "effect/socket/Socket"
 import * as Env from "../Env.js"
 import { isRecord } from "../internal/inspect.js"
+import * as Issue from "../internal/issue.js"
 import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
@@ -54,9 +54,12 @@ export const parseAction = (text: string): OpenEnvProtocol.JsonObject => {
   let body = text.trim()
   const fenced = /^```[\w-]*[ \t]*\r?\n?([\s\S]*?)\r?\n?[ \t]*```$/.exec(body)
   if (fenced !== null) body = fenced[1].trim()
-  const parsed = Either.try(() => JSON.parse(body) as unknown)
-  if (Either.isLeft(parsed)) return { message: body }
-  const value = parsed.right
+  let value: unknown
+  try {
+    value = JSON.parse(body)
+  } catch {
+    return { message: body }
+  }
   if (isRecord(value)) return value
   return { message: typeof value === "string" ? value : JSON.stringify(value) }
 }
@@ -77,7 +80,7 @@ export const formatObservation = (reply: OpenEnvProtocol.ObservationData): strin
  */
 export const EnvConfig = Schema.Struct({
   base_url: Schema.String,
-  reset_kwargs: Schema.optionalWith(OpenEnvProtocol.JsonObject, { default: () => ({}) }),
+  reset_kwargs: OpenEnvProtocol.JsonObject.pipe(Schema.withDecodingDefaultType(Effect.sync(() => ({})))),
   system_message: Schema.optional(Schema.NullOr(Schema.String))
 })
 
@@ -87,11 +90,10 @@ export const EnvConfig = Schema.Struct({
  */
 export type EnvConfig = typeof EnvConfig.Type
 
-const NumberInput = Schema.Union(Schema.Number, Schema.NumberFromString)
+const NumberInput = Schema.Union([Schema.Number, Schema.NumberFromString])
 const positive = (what: string) =>
-  NumberInput.pipe(Schema.filter((n) => (Number.isFinite(n) && n > 0) || `${what} must be a number > 0`))
-const count = (min: number) =>
-  NumberInput.pipe(Schema.filter((n) => isWhole(n, min) || `must be a whole number >= ${min}`))
+  NumberInput.check(Schema.makeFilter((n) => (Number.isFinite(n) && n > 0) || `${what} must be a number > 0`))
+const count = (min: number) => NumberInput.check(Schema.makeFilter((n) => isWhole(n, min) || `must be a whole number >= ${min}`))
 
 /**
  * The scheduler's run options.
@@ -100,15 +102,15 @@ const count = (min: number) =>
  * @category schemas
  */
 export const RunOptions = Schema.Struct({
-  max_concurrent_envs: Schema.optionalWith(count(1), { default: () => 4 }),
-  connect_timeout_s: Schema.optionalWith(positive("a timeout"), { default: () => 10 }),
-  reply_timeout_s: Schema.optionalWith(positive("a timeout"), { default: () => 60 }),
-  close_timeout_s: Schema.optionalWith(positive("a timeout"), { default: () => 5 }),
-  capacity_retries: Schema.optionalWith(count(0), { default: () => 0 }),
-  capacity_backoff_ms: Schema.optionalWith(positive("a backoff"), { default: () => 500 }),
-  connect_retries: Schema.optionalWith(count(0), { default: () => 5 }),
-  connect_backoff_ms: Schema.optionalWith(positive("a backoff"), { default: () => 250 }),
-  orphan_capacity_retries: Schema.optionalWith(count(0), { default: () => 20 })
+  max_concurrent_envs: count(1).pipe(Schema.withDecodingDefaultType(Effect.succeed(4))),
+  connect_timeout_s: positive("a timeout").pipe(Schema.withDecodingDefaultType(Effect.succeed(10))),
+  reply_timeout_s: positive("a timeout").pipe(Schema.withDecodingDefaultType(Effect.succeed(60))),
+  close_timeout_s: positive("a timeout").pipe(Schema.withDecodingDefaultType(Effect.succeed(5))),
+  capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
+  capacity_backoff_ms: positive("a backoff").pipe(Schema.withDecodingDefaultType(Effect.succeed(500))),
+  connect_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(5))),
+  connect_backoff_ms: positive("a backoff").pipe(Schema.withDecodingDefaultType(Effect.succeed(250))),
+  orphan_capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(20)))
 })
 
 /**
@@ -157,15 +159,15 @@ export interface Options {
   /** Defaults for the run options (e.g. another `max_concurrent_envs`). */
   readonly defaults?: Partial<Record<keyof RunOptions, number>> | undefined
   /** The WebSocket implementation (default Node's). */
-  readonly webSocketConstructor?: Context.Tag.Service<typeof Socket.WebSocketConstructor> | undefined
+  readonly webSocketConstructor?: Socket.WebSocketConstructor["Service"] | undefined
 }
 
-const decodeRunOptions = ParseResult.decodeUnknownEither(RunOptions, { errors: "first", onExcessProperty: "error" })
-const decodeEnvConfig = ParseResult.decodeUnknownEither(EnvConfig, { errors: "first", onExcessProperty: "ignore" })
+const decodeRunOptions = Schema.decodeUnknownResult(RunOptions, { ...Issue.parseOptions, onExcessProperty: "error" })
+const decodeEnvConfig = Schema.decodeUnknownResult(EnvConfig, { ...Issue.parseOptions, onExcessProperty: "ignore" })
 
-const firstIssue = (error: ParseResult.ParseIssue): { readonly path: string; readonly message: string } => {
-  const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
-  return { path: (issue?.path ?? []).map(String).join("."), message: issue?.message ?? "invalid" }
+const firstIssue = (error: Schema.SchemaError): { readonly path: string; readonly message: string } => {
+  const issue = Issue.first(error.issue)
+  return { path: issue.path.map(String).join("."), message: issue.message }
 }
 
 /** An OpenEnv failure's facts as the env error's `details` (written to the log as fields). */
@@ -239,11 +241,11 @@ const connect = (
     const createError = (detail: string, cause?: unknown) =>
       new Env.EnvError({ env: name, phase: "create", detail, ...(cause === undefined ? {} : { cause }) })
     const config = decodeEnvConfig(raw)
-    if (Either.isLeft(config)) {
-      const issue = firstIssue(config.left)
+    if (Result.isFailure(config)) {
+      const issue = firstIssue(config.failure)
       return yield* createError(`env_config.${issue.path}: ${issue.message}`)
     }
-    const envConfig = config.right
+    const envConfig = config.success
     const url = OpenEnvProtocol.toWebSocketUrl(envConfig.base_url)
     if (url === undefined) {
       return yield* createError(
@@ -269,7 +271,7 @@ const connect = (
           { ...pool.client, ...pool.retryFor(url) }
         ).pipe(
           Effect.provideService(Socket.WebSocketConstructor, pool.webSocketConstructor),
-          Scope.extend(scope),
+          Scope.provide(scope),
           Effect.mapError(toEnvError("reset")),
           Effect.flatMap(({ observation, session }) => {
             live = { session, reset: observation, config: envConfig }
@@ -343,8 +345,8 @@ export const make = (options: Options = {}): Scheduler.Definition => {
     make: (run) =>
       Effect.gen(function*() {
         const decoded = decodeRunOptions({ ...options.defaults, ...run.options })
-        if (Either.isLeft(decoded)) {
-          const issue = firstIssue(decoded.left)
+        if (Result.isFailure(decoded)) {
+          const issue = firstIssue(decoded.failure)
           return yield* new Scheduler.SchedulerError({
             scheduler: name,
             hook: "make",
@@ -353,7 +355,7 @@ export const make = (options: Options = {}): Scheduler.Definition => {
         }
         // One pool (one limit per server) for the whole run: it lives as long as the run's instance.
         const pool = yield* Effect.mapError(
-          OpenEnvPool.make(poolSettings(decoded.right, options.webSocketConstructor)),
+          OpenEnvPool.make(poolSettings(decoded.success, options.webSocketConstructor)),
           (error) => new Scheduler.SchedulerError({ scheduler: name, hook: "make", detail: error.message })
         )
 

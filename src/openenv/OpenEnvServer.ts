@@ -26,19 +26,20 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as Socket from "@effect/platform/Socket"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Cause, Deferred, Duration, Effect, Either, ExecutionStrategy, JSONSchema, type Redacted, Schema, Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, type Redacted, Result, Schema, Scope } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerError from "effect/http/HttpServerError"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Socket from "effect/socket/Socket"
 import type * as Env from "../Env.js"
 import * as HttpGuard from "../http/HttpGuard.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import { errorMessage } from "../internal/lift.js"
-import { Episode, type Failure, invalid, validationIssues, type View as EpisodeView } from "./internal/episode.js"
+import { Episode, type Failure, invalid, type View as EpisodeView } from "./internal/episode.js"
+import { validationIssues } from "./internal/issues.js"
 import * as Mcp from "./internal/mcp.js"
 import * as OpenApi from "./internal/openapi.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
@@ -60,7 +61,7 @@ export type View = EpisodeView
  */
 export const Action = Schema.Struct({
   message: Schema.String,
-  metadata: Schema.optional(OpenEnvProtocol.JsonObject)
+  metadata: Schema.optionalKey(OpenEnvProtocol.JsonObject)
 })
 
 /**
@@ -71,16 +72,16 @@ export const Action = Schema.Struct({
  */
 export const Observation = Schema.Struct({
   prompt: Schema.String,
-  messages: Schema.Array(Schema.Struct({ sender_id: Schema.Number, content: Schema.String, category: Schema.String })),
-  current_player_id: Schema.Number,
-  legal_players: Schema.Array(Schema.Number),
+  messages: Schema.Array(Schema.Struct({ sender_id: Schema.Finite, content: Schema.String, category: Schema.String })),
+  current_player_id: Schema.Finite,
+  legal_players: Schema.Array(Schema.Finite),
   info: OpenEnvProtocol.JsonObject,
-  system_prompt: Schema.optional(Schema.String)
+  system_prompt: Schema.optionalKey(Schema.String)
 })
 
-const StateSchema = Schema.Struct(
-  { episode_id: Schema.NullOr(Schema.String), step_count: Schema.Number },
-  OpenEnvProtocol.JsonObject
+const StateSchema = Schema.StructWithRest(
+  Schema.Struct({ episode_id: Schema.NullOr(Schema.String), step_count: Schema.Finite }),
+  [OpenEnvProtocol.JsonObject]
 )
 
 /**
@@ -151,7 +152,7 @@ class Inbox {
   readonly take: Effect.Effect<string | Uint8Array> = Effect.suspend(() =>
     this.frames.length > 0
       ? Effect.succeed(this.frames.shift()!)
-      : Effect.async<string | Uint8Array>((resume) => {
+      : Effect.callback<string | Uint8Array>((resume) => {
         this.waiting = resume
         return Effect.sync(() => {
           if (this.waiting === resume) this.waiting = undefined
@@ -173,11 +174,11 @@ export interface Options {
   /** Sessions served at once (WebSocket and MCP); more get `CAPACITY_REACHED`. */
   readonly maxConcurrentEnvs: number
   /** Sessions with no message for this long are ended (default 0: never, as the Python server). */
-  readonly idleTimeout?: Duration.DurationInput | undefined
+  readonly idleTimeout?: Duration.Input | undefined
   /** How long a closing session waits for the client to close the connection (default 5 s). */
-  readonly closeTimeout?: Duration.DurationInput | undefined
+  readonly closeTimeout?: Duration.Input | undefined
   /** How long an env's create, reset or step may take; then its session ends (default 60 s). */
-  readonly callTimeout?: Duration.DurationInput | undefined
+  readonly callTimeout?: Duration.Input | undefined
   /** A step or state before any reset is an error (default: played on a fresh env, as Python does). */
   readonly requireReset?: boolean | undefined
   /** Reset's `seed` must be an integer >= 0 and `episode_id` a string (default: any value). */
@@ -201,7 +202,11 @@ export interface Options {
  * @category models
  */
 export interface OpenEnvServer {
-  readonly app: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+  readonly app: Effect.Effect<
+    HttpServerResponse.HttpServerResponse,
+    never,
+    HttpServerRequest.HttpServerRequest | Scope.Scope
+  >
   readonly sessions: Sessions
   /** Ends every session (their envs are closed). Also run when the scope closes. */
   readonly shutdown: Effect.Effect<void>
@@ -212,25 +217,24 @@ const errorFrame = (failure: Failure) => ({
   data: { message: failure.message, code: failure.code, ...failure.extra }
 })
 
-const decodeAction = Schema.decodeUnknownEither(Action, { errors: "all", onExcessProperty: "error" })
-const decodeReset = Schema.decodeUnknownEither(OpenEnvProtocol.ResetMessage, { errors: "all", onExcessProperty: "error" })
-const decodeStep = Schema.decodeUnknownEither(OpenEnvProtocol.StepMessage, { errors: "all", onExcessProperty: "error" })
-const decodeBare = Schema.decodeUnknownEither(
+const decodeAction = Schema.decodeUnknownResult(Action, { errors: "all", onExcessProperty: "error", reportInput: true })
+const decodeReset = Schema.decodeUnknownResult(OpenEnvProtocol.ResetMessage, { errors: "all", onExcessProperty: "error", reportInput: true })
+const decodeStep = Schema.decodeUnknownResult(OpenEnvProtocol.StepMessage, { errors: "all", onExcessProperty: "error", reportInput: true })
+const decodeBare = Schema.decodeUnknownResult(
   Schema.Struct({ type: Schema.String }),
-  { errors: "all", onExcessProperty: "error" }
+  { errors: "all", onExcessProperty: "error", reportInput: true }
 )
 
 /** The action of a step: `{"message": "..."}`, the usual one, without the schema; anything else with it. */
-const actionOf = (data: OpenEnvProtocol.JsonObject): Either.Either<typeof Action.Type, ParseErrorLike> => {
+const actionOf = (data: OpenEnvProtocol.JsonObject): Result.Result<typeof Action.Type, Schema.SchemaError> => {
   const message = data.message
   if (typeof message === "string") {
     let keys = 0
     for (const key in data) if (Object.hasOwn(data, key)) keys++
-    if (keys === 1) return Either.right({ message })
+    if (keys === 1) return Result.succeed({ message })
   }
   return decodeAction(data)
 }
-type ParseErrorLike = Parameters<typeof validationIssues>[0]
 
 const pythonName = (value: unknown): string =>
   value === undefined || value === null ? "None" : typeof value === "string" ? value : Json.stringify(value)
@@ -249,19 +253,19 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
   Effect.gen(function*() {
     const baseConfig: Env.EnvConfig = options.envConfig ?? {}
     // Fail now, not at the first reset, when the server's own config is wrong.
-    yield* options.env.prepare(baseConfig)
+    yield* Effect.fromResult(options.env.prepare(baseConfig))
     const counter = new Counter(options.maxConcurrentEnvs)
-    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.zero)
-    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(5))
+    const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? Duration.zero)
+    const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(5))
     const maxFrame = options.maxFrameBytes ?? 16 * 1024 * 1024
     const settings = {
       env: options.env,
       baseConfig,
-      callTimeout: Duration.decode(options.callTimeout ?? Duration.seconds(60)),
+      callTimeout: Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(60)),
       requireReset: options.requireReset === true,
       strictReset: options.strictReset === true
     }
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const serverScope = yield* Effect.scope
     /** Failed at shutdown: every session ends. */
     const stopping = yield* Deferred.make<void>()
@@ -289,49 +293,55 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       create: Effect.gen(function*() {
         if (!counter.tryAcquire()) return { capacity: { active: counter.active, max: counter.max } }
         const episode = new Episode(settings)
-        const started = yield* Effect.either(episode.state)
-        if (Either.isLeft(started)) {
+        const started = yield* Effect.result(episode.state)
+        if (Result.isFailure(started)) {
           counter.release()
           yield* episode.close
-          return { failure: started.left }
+          return { failure: started.failure }
         }
         const id = crypto.randomUUID()
-        mcpSessions.set(id, { episode, lastActive: clock.unsafeCurrentTimeMillis() })
+        mcpSessions.set(id, { episode, lastActive: clock.currentTimeMillisUnsafe() })
         return { id }
       }),
       close: closeMcp,
       get: (id) => mcpSessions.get(id)?.episode,
       touch: (id) => {
         const session = mcpSessions.get(id)
-        if (session !== undefined) session.lastActive = clock.unsafeCurrentTimeMillis()
+        if (session !== undefined) session.lastActive = clock.currentTimeMillisUnsafe()
       },
       fresh: (use) => Effect.acquireUseRelease(Effect.sync(() => new Episode(settings)), use, (e) => e.close)
     }
     const idleMillis = Duration.toMillis(idleTimeout)
     if (idleMillis > 0) {
       const reap = Effect.suspend(() => {
-        const now = clock.unsafeCurrentTimeMillis()
+        const now = clock.currentTimeMillisUnsafe()
         const stale = [...mcpSessions].filter(([, s]) => now - s.lastActive > idleMillis).map(([id]) => id)
         counter.reaped += stale.length
         return Effect.forEach(stale, closeMcp, { discard: true })
       })
       yield* Effect.forkIn(
-        Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(Math.max(100, idleMillis / 4))), reap)),
+        Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(Math.max(100, idleMillis / 4))), reap)),
         serverScope
       )
     }
 
     const session = (socket: Socket.Socket): Effect.Effect<void> =>
       Effect.scoped(Effect.gen(function*() {
-        const write = yield* socket.writer
+        // The WebSocket handshake: a connection that goes before it ends here.
+        const reader = yield* Effect.result(socket.reader)
+        if (Result.isFailure(reader)) return
+        const { write } = yield* socket.writer
         const frames = new Inbox()
         const ended = yield* Deferred.make<void>()
-        yield* socket.runRaw((data) => frames.offer(data)).pipe(
+        // Frames in arrival order until the connection ends (a close, clean or not, fails the pull).
+        yield* Effect.forever(Effect.map(reader.success.pull, (batch) => {
+          for (const frame of batch) frames.offer(frame)
+        })).pipe(
           Effect.exit,
-          Effect.zipRight(Deferred.succeed(ended, void 0)),
+          Effect.andThen(Deferred.succeed(ended, void 0)),
           Effect.forkScoped
         )
-        /** Sends unless the connection is gone (the writer would wait for it forever). */
+        /** Sends unless the connection is gone (the writer would wait for a new one forever). */
         const send = (frame: object | Socket.CloseEvent): Effect.Effect<void> =>
           Effect.raceFirst(
             Effect.ignore(write(Socket.isCloseEvent(frame) ? frame : Json.stringify(frame))),
@@ -343,7 +353,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           Effect.gen(function*() {
             for (const frame of last) yield* send(frame)
             yield* send(new Socket.CloseEvent(code))
-            yield* Effect.ignore(Effect.timeout(Deferred.await(ended), closeTimeout))
+            yield* Effect.timeoutOption(Deferred.await(ended), closeTimeout)
           })
 
         if (!counter.tryAcquire()) {
@@ -391,33 +401,33 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           switch (type) {
             case "reset": {
               const message = decodeReset(frame)
-              if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
-              return answer(episode.reset(message.right.data), observation)
+              if (Result.isFailure(message)) return reply(errorFrame(invalid(validationIssues(message.failure, frame))))
+              return answer(episode.reset(message.success.data), observation)
             }
             case "step": {
               // the usual frame, {"type":"step","data":{...}}, needs no schema to say so
               let data = frame.data
               if (!isRecord(data) || Object.keys(frame).length !== 2) {
                 const message = decodeStep(frame)
-                if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
-                data = message.right.data
+                if (Result.isFailure(message)) return reply(errorFrame(invalid(validationIssues(message.failure, frame))))
+                data = message.success.data
               }
               const action = actionOf(data as OpenEnvProtocol.JsonObject)
-              if (Either.isLeft(action)) return reply(errorFrame(invalid(validationIssues(action.left, data))))
-              return answer(episode.step(action.right.message), observation)
+              if (Result.isFailure(action)) return reply(errorFrame(invalid(validationIssues(action.failure, data))))
+              return answer(episode.step(action.success.message), observation)
             }
             case "state": {
               const message = decodeBare(frame)
-              if (Either.isLeft(message)) return reply(errorFrame(invalid(validationIssues(message.left, frame))))
+              if (Result.isFailure(message)) return reply(errorFrame(invalid(validationIssues(message.failure, frame))))
               return answer(episode.state, (state) => ({ type: "state", data: state }))
             }
             case "close":
               return Effect.succeed("close")
             case "mcp": {
-              const rpc = isRecord(frame.data) ? Mcp.parseRequest(frame.data) : Either.left(
+              const rpc = isRecord(frame.data) ? Mcp.parseRequest(frame.data) : Result.fail(
                 Mcp.error(null, Mcp.INVALID_REQUEST, "Invalid request: data should be an object")
               )
-              const response = Either.isLeft(rpc) ? Effect.succeed(rpc.left) : Mcp.handle(rpc.right, sessions, episode)
+              const response = Result.isFailure(rpc) ? Effect.succeed(rpc.failure) : Mcp.handle(rpc.success, sessions, episode)
               return Effect.flatMap(response, (data) => reply({ type: "mcp", data }))
             }
             default:
@@ -428,27 +438,27 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         const IDLE = Symbol("idle")
         /** Whether a frame is being handled, and when the last one was (clock millis). */
         let busy = false
-        let lastActive = clock.unsafeCurrentTimeMillis()
+        let lastActive = clock.currentTimeMillisUnsafe()
         // a bug in an env (a defect, a throw) must not take the server down: it is this request's error
         const onDefect = (cause: Cause.Cause<never>): Effect.Effect<Next> =>
-          Cause.isInterruptedOnly(cause)
+          Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
             : reply(errorFrame({ code: "EXECUTION_ERROR", message: Cause.pretty(cause).split("\n")[0] ?? "unexpected failure", fatal: false }))
         const handled = (next: Next): Effect.Effect<Next> => {
           busy = false
-          lastActive = clock.unsafeCurrentTimeMillis()
+          lastActive = clock.currentTimeMillisUnsafe()
           return next === "continue" ? loop : Effect.succeed(next)
         }
         // One frame at a time, in arrival order: replies go out in request order.
         const loop: Effect.Effect<Next> = Effect.flatMap(frames.take, (frame) => {
           busy = true
-          return Effect.flatMap(Effect.catchAllCause(Effect.suspend(() => handle(frame)), onDefect), handled)
+          return Effect.flatMap(Effect.catchCause(Effect.suspend(() => handle(frame)), onDefect), handled)
         })
         // One timer per session for idleness: it sleeps until the earliest time the session could
         // have been silent for `idleTimeout` (a whole timeout while a frame is being handled).
         const idle: Effect.Effect<typeof IDLE> = Effect.suspend(() => {
-          const wait = busy ? idleMillis : lastActive + idleMillis - clock.unsafeCurrentTimeMillis()
-          return wait <= 0 ? Effect.succeed(IDLE) : Effect.zipRight(Effect.sleep(wait), idle)
+          const wait = busy ? idleMillis : lastActive + idleMillis - clock.currentTimeMillisUnsafe()
+          return wait <= 0 ? Effect.succeed(IDLE) : Effect.andThen(Effect.sleep(wait), idle)
         })
 
         const outcome = yield* Effect.raceFirst(
@@ -477,7 +487,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           yield* finish(1000)
         } else if ("tooLarge" in ending) {
           yield* send(new Socket.CloseEvent(1009, `message too big: ${ending.tooLarge} bytes (limit ${maxFrame})`))
-          yield* Effect.ignore(Effect.timeout(Deferred.await(ended), closeTimeout))
+          yield* Effect.timeoutOption(Deferred.await(ended), closeTimeout)
         } else {
           if (ending.fatal.code === "SESSION_ERROR") counter.stuck++
           yield* finish(1000, errorFrame(ending.fatal))
@@ -485,17 +495,18 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       }))
 
     const ws = Effect.flatMap(
-      Effect.either(HttpServerRequest.upgrade),
-      (socket): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
-        Either.isLeft(socket)
-          ? Effect.succeed(HttpServerResponse.text("Expected a WebSocket upgrade", { status: 426 }))
-          : Deferred.isDone(closing).pipe(
-            Effect.flatMap((done) =>
-              done
-                ? Effect.succeed(HttpServerResponse.text("Shutting down", { status: 503 }))
-                : Effect.as(session(socket.right), HttpServerResponse.empty())
-            )
-          )
+      HttpServerRequest.HttpServerRequest,
+      (request): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+        Effect.flatMap(Effect.result(request.upgrade), (socket) =>
+          Result.isFailure(socket)
+            ? Effect.succeed(HttpServerResponse.text("Expected a WebSocket upgrade", { status: 426 }))
+            : Deferred.isDone(closing).pipe(
+              Effect.flatMap((done) =>
+                done
+                  ? Effect.succeed(HttpServerResponse.text("Shutting down", { status: 503 }))
+                  : Effect.as(session(socket.success), HttpServerResponse.empty())
+              )
+            ))
     )
 
     const version = options.version ?? "1.0.0"
@@ -507,18 +518,22 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       author: null,
       documentation_url: null
     }
+    // (closed objects, as pydantic's `extra="forbid"` models are)
+    const jsonSchema = (schema: Schema.Top): Record<string, unknown> => ({
+      ...Schema.toJsonSchemaDocument(schema, { onExcessProperty: "error" }).schema
+    })
     const schemas = {
-      action: JSONSchema.make(Action),
-      observation: JSONSchema.make(Observation),
-      state: JSONSchema.make(StateSchema)
+      action: jsonSchema(Action),
+      observation: jsonSchema(Observation),
+      state: jsonSchema(StateSchema)
     }
     const openapi = OpenApi.document({
       env: options.env.name,
       description: metadata.description,
       version: "1.0.0",
-      action: schemas.action as unknown as Record<string, unknown>,
-      observation: schemas.observation as unknown as Record<string, unknown>,
-      state: schemas.state as unknown as Record<string, unknown>
+      action: schemas.action,
+      observation: schemas.observation,
+      state: schemas.state
     })
 
     /** FastAPI's 422 body: `{"detail": [problems]}` with `loc` from `body`. */
@@ -536,25 +551,29 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         onSuccess: (value) => jsonResponse(value)
       })
     const bodyJson = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-      Effect.map(Effect.either(request.text), (text) => {
-        if (Either.isLeft(text)) return Either.left("the body could not be read")
-        if (text.right.trim() === "") return Either.right(undefined)
-        return Either.try({ try: () => Json.parse(text.right) as unknown, catch: (e) => errorMessage(e) })
+      Effect.map(Effect.result(request.text), (text): Result.Result<unknown, string> => {
+        if (Result.isFailure(text)) return Result.fail("the body could not be read")
+        if (text.success.trim() === "") return Result.succeed(undefined)
+        try {
+          return Result.succeed(Json.parse(text.success))
+        } catch (e) {
+          return Result.fail(errorMessage(e))
+        }
       }))
     const jsonError = (detail: string) =>
       unprocessable([{ type: "json_invalid", loc: ["body"], msg: `JSON decode error: ${detail}`, input: {} }])
 
     const resetRoute = Effect.flatMap(bodyJson, (body) => {
-      if (Either.isLeft(body)) return Effect.succeed(jsonError(body.left))
-      const kwargs = body.right === undefined ? {} : body.right
+      if (Result.isFailure(body)) return Effect.succeed(jsonError(body.failure))
+      const kwargs = body.success === undefined ? {} : body.success
       if (!isRecord(kwargs)) {
         return Effect.succeed(unprocessable([{ type: "model_attributes_type", loc: ["body"], msg: "Input should be a valid dictionary", input: kwargs }]))
       }
       return sessions.fresh((episode) => simulation(episode.reset(kwargs)))
     })
     const stepRoute = Effect.flatMap(bodyJson, (body) => {
-      if (Either.isLeft(body)) return Effect.succeed(jsonError(body.left))
-      const request = body.right
+      if (Result.isFailure(body)) return Effect.succeed(jsonError(body.failure))
+      const request = body.success
       if (!isRecord(request) || !isRecord(request.action)) {
         return Effect.succeed(unprocessable([{
           type: "missing",
@@ -564,25 +583,27 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         }]))
       }
       const action = actionOf(request.action)
-      if (Either.isLeft(action)) {
-        return Effect.succeed(unprocessable(validationIssues(action.left, request.action, ["body", "action"])))
+      if (Result.isFailure(action)) {
+        return Effect.succeed(unprocessable(validationIssues(action.failure, request.action, ["body", "action"])))
       }
-      return sessions.fresh((episode) => simulation(episode.step(action.right.message)))
+      return sessions.fresh((episode) => simulation(episode.step(action.success.message)))
     })
     const stateRoute = sessions.fresh((episode) => simulation(episode.state))
     const mcpRoute = Effect.flatMap(bodyJson, (body) => {
-      if (Either.isLeft(body)) return Effect.succeed(jsonResponse(Mcp.error(null, Mcp.PARSE_ERROR)))
-      const rpc = Mcp.parseRequest(body.right ?? null)
-      if (Either.isLeft(rpc)) return Effect.succeed(jsonResponse(rpc.left))
-      return Effect.map(Mcp.handle(rpc.right, sessions), jsonResponse)
+      if (Result.isFailure(body)) return Effect.succeed(jsonResponse(Mcp.error(null, Mcp.PARSE_ERROR)))
+      const rpc = Mcp.parseRequest(body.success ?? null)
+      if (Result.isFailure(rpc)) return Effect.succeed(jsonResponse(rpc.failure))
+      return Effect.map(Mcp.handle(rpc.success, sessions), jsonResponse)
     })
 
-    const router = HttpRouter.empty.pipe(
-      HttpRouter.get("/health", Effect.succeed(jsonResponse({ status: "healthy" }))),
-      HttpRouter.get("/metadata", Effect.succeed(jsonResponse(metadata))),
-      HttpRouter.get("/schema", Effect.succeed(jsonResponse(schemas))),
-      HttpRouter.get("/openapi.json", Effect.succeed(jsonResponse(openapi))),
-      HttpRouter.get(
+    const router = yield* HttpRouter.make
+    yield* router.addAll([
+      HttpRouter.route("GET", "/health", Effect.succeed(jsonResponse({ status: "healthy" }))),
+      HttpRouter.route("GET", "/metadata", Effect.succeed(jsonResponse(metadata))),
+      HttpRouter.route("GET", "/schema", Effect.succeed(jsonResponse(schemas))),
+      HttpRouter.route("GET", "/openapi.json", Effect.succeed(jsonResponse(openapi))),
+      HttpRouter.route(
+        "GET",
         "/sessions",
         Effect.sync(() =>
           jsonResponse({
@@ -596,32 +617,33 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           })
         )
       ),
-      HttpRouter.post("/reset", resetRoute),
-      HttpRouter.post("/step", stepRoute),
-      HttpRouter.get("/state", stateRoute),
-      HttpRouter.post("/mcp", mcpRoute),
-      HttpRouter.get("/ws", ws)
+      HttpRouter.route("POST", "/reset", resetRoute),
+      HttpRouter.route("POST", "/step", stepRoute),
+      HttpRouter.route("GET", "/state", stateRoute),
+      HttpRouter.route("POST", "/mcp", mcpRoute),
+      HttpRouter.route("GET", "/ws", ws)
+    ])
+    const notFound = (error: unknown) =>
+      HttpServerError.isHttpServerError(error) && error.reason._tag === "RouteNotFound"
+    const routes = router.asHttpEffect().pipe(
+      Effect.catchCause((cause) => {
+        // (an interruption only: no failure to type)
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        const error = Cause.findErrorOption(cause)
+        if (error._tag === "Some" && notFound(error.value)) return Effect.succeed(jsonResponse({ detail: "Not Found" }, 404))
+        return Effect.as(
+          Effect.logError("OpenEnv server: unexpected error", cause),
+          jsonResponse({ detail: "Internal Server Error" }, 500)
+        )
+      })
     )
-    const routes = yield* HttpRouter.toHttpApp(router)
-    const app = HttpGuard.middleware({
+    const app: OpenEnvServer["app"] = HttpGuard.middleware({
       host: options.host ?? "127.0.0.1",
       allowHosts: options.allowHosts,
       corsOrigins: options.corsOrigins,
       apiKey: options.apiKey,
       reject: (refused) => jsonResponse({ detail: refused.message, type: refused.type }, refused.status)
-    })(
-      routes.pipe(
-        Effect.catchTag("RouteNotFound", () => Effect.succeed(jsonResponse({ detail: "Not Found" }, 404))),
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.as(
-              Effect.logError("OpenEnv server: unexpected error", cause),
-              jsonResponse({ detail: "Internal Server Error" }, 500)
-            )
-        )
-      )
-    ) as OpenEnvServer["app"]
+    })(routes)
 
     const shutdown = Effect.gen(function*() {
       yield* Deferred.succeed(closing, void 0)
@@ -670,12 +692,12 @@ export const serve = (
     // The HTTP server lives in an inner scope, closed after the sessions have ended: the platform's
     // WebSocket server (made at the first upgrade, in the HTTP server's scope) waits for its
     // clients when it closes, so the sessions must end first.
-    const inner = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const server = yield* Scope.extend(make(options), inner)
+    const inner = yield* Scope.fork(yield* Effect.scope, "sequential")
+    const server = yield* Scope.provide(make(options), inner)
     const host = options.host ?? "127.0.0.1"
     const node = HttpGuard.createServer(options)
-    const http = yield* Scope.extend(NodeHttpServer.make(() => node, { host, port: options.port }), inner)
-    yield* Scope.extend(http.serve(server.app), inner)
+    const http = yield* Scope.provide(NodeHttpServer.make(() => node, { host, port: options.port }), inner)
+    yield* Scope.provide(http.serve(server.app), inner)
     // Stop accepting, end the sessions (their WebSockets close), disconnect the rest.
     const shutdown = yield* Effect.cached(Effect.gen(function*() {
       yield* Effect.sync(() => {
@@ -687,7 +709,7 @@ export const serve = (
       yield* Effect.sync(() => node.closeAllConnections())
     }))
     yield* Effect.addFinalizer(() => shutdown)
-    const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
+    const port = "port" in http.address ? http.address.port : options.port
     const shown = host.includes(":") ? `[${host}]` : host
     return { url: `http://${shown}:${port}`, port, sessions: server.sessions, shutdown }
   })

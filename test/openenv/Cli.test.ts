@@ -27,7 +27,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
-      const server = yield* Effect.fork(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
+      const server = yield* Effect.forkChild(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
       yield* healthy(base, {}, 200)
       const dir = tmp("effect-gym-openenv-")
       const dataset = path.join(dir, "sudoku.jsonl")
@@ -111,7 +111,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
 })
 
 describe("sudoku_scheduler (library)", () => {
-  it.scopedLive("an unparseable reply ends the trajectory with a step reward of -1, without stepping the env", () =>
+  it.live("an unparseable reply ends the trajectory with a step reward of -1, without stepping the env", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const definition = plugin.schedulers![0]

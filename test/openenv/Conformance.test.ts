@@ -27,7 +27,7 @@ const post = (url: string, body: unknown) =>
 const isDict = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 describe("OpenEnv's runtime validator, criterion by criterion", () => {
-  it.scopedLive("6 of 6", () =>
+  it.live("6 of 6", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
       const base = server.url
@@ -67,7 +67,7 @@ describe("OpenEnv's runtime validator, criterion by criterion", () => {
       expect(Object.keys(metadata.json).sort()).toEqual(["author", "description", "documentation_url", "name", "readme_content", "version"])
     }))
 
-  it.scopedLive("HTTP simulation: POST /reset, POST /step (a fresh env each), GET /state; 422 with FastAPI's detail", () =>
+  it.live("HTTP simulation: POST /reset, POST /step (a fresh env each), GET /state; 422 with FastAPI's detail", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
       const reset = yield* post(`${server.url}/reset`, { seed: 3, episode_id: "e" })
@@ -90,7 +90,7 @@ describe("OpenEnv's runtime validator, criterion by criterion", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 
-  it.scopedLive("MCP: tools/list, tools/call (act), sessions, and the Python server's JSON-RPC errors", () =>
+  it.live("MCP: tools/list, tools/call (act), sessions, and the Python server's JSON-RPC errors", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 1 })
       const rpc = (body: unknown) => Effect.map(post(`${server.url}/mcp`, body), (r) => r.json)

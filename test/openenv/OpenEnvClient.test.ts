@@ -3,7 +3,7 @@
  * over real sockets on loopback. Every test ends with no session open at the server.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Fiber, Schedule, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Result, Schedule, Scope } from "effect"
 import * as net from "node:net"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
@@ -26,7 +26,7 @@ const content = (observation: Readonly<Record<string, unknown>>) =>
   ((observation.messages as Array<{ content: string }>)[0]).content
 
 describe("OpenEnv client", () => {
-  it.scopedLive("plays a whole Sudoku episode: reset with a seed, every move, state, close", () =>
+  it.live("plays a whole Sudoku episode: reset with a seed, every move, state, close", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const { puzzle, solution } = Sudoku.generate(2024)
@@ -51,7 +51,7 @@ describe("OpenEnv client", () => {
       expect(server.sessions.active).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("validation and execution errors are typed and keep the session usable", () =>
+  it.live("validation and execution errors are typed and keep the session usable", () =>
     Effect.gen(function*() {
       // --require-reset: a step before reset is an execution error (by default it is played, as Python does)
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, requireReset: true })
@@ -73,11 +73,11 @@ describe("OpenEnv client", () => {
       expect(server.sessions.active).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("capacity is reached at N+1 sessions; a slot frees when a session closes; retry reconnects", () =>
+  it.live("capacity is reached at N+1 sessions; a slot frees when a session closes; retry reconnects", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2 })
       const first = yield* Scope.make()
-      const a = yield* Scope.extend(OpenEnvClient.connect(server.url), first)
+      const a = yield* Scope.provide(OpenEnvClient.connect(server.url), first)
       yield* a.reset({})
       const b = yield* OpenEnvClient.connect(server.url)
       yield* b.reset({})
@@ -88,9 +88,9 @@ describe("OpenEnv client", () => {
 
       // with a retry schedule, the attempt waits for a slot: the first session closes meanwhile
       let firstClosed = false
-      const waiting = yield* Effect.fork(Effect.scoped(
+      const waiting = yield* Effect.forkChild(Effect.scoped(
         Effect.map(
-          OpenEnvClient.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.spaced("40 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
+          OpenEnvClient.connectAndReset(server.url, { seed: 3 }, { retry: Schedule.max([Schedule.spaced("40 millis"), Schedule.recurs(50)]) }),
           ({ observation }) => ({ done: observation.done, afterFirstClosed: firstClosed })
         )
       ))
@@ -107,7 +107,7 @@ describe("OpenEnv client", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("malformed frames are typed errors and drop the session (no later call reads a stray reply)", () =>
+  it.live("malformed frames are typed errors and drop the session (no later call reads a stray reply)", () =>
     Effect.gen(function*() {
       const replies: Record<string, string | Buffer> = {
         text: "this is not json",
@@ -132,7 +132,7 @@ describe("OpenEnv client", () => {
       }
     }).pipe(provideSockets))
 
-  it.scopedLive("a reply that never comes: ReplyTimeout, the session is dropped and its connection closed", () =>
+  it.live("a reply that never comes: ReplyTimeout, the session is dropped and its connection closed", () =>
     Effect.gen(function*() {
       const server = yield* scriptedServer(() => undefined)
       const started = Date.now()
@@ -148,7 +148,7 @@ describe("OpenEnv client", () => {
       expect(yield* drained(server.open)).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("connecting: ConnectFailed when nothing listens, ConnectTimeout when the handshake never completes", () =>
+  it.live("connecting: ConnectFailed when nothing listens, ConnectTimeout when the handshake never completes", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const refused = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect(`http://127.0.0.1:${port}`)))
@@ -156,11 +156,11 @@ describe("OpenEnv client", () => {
       // a TCP server that accepts and never answers the HTTP upgrade
       const sockets: Array<net.Socket> = []
       const silent = yield* Effect.acquireRelease(
-        Effect.async<net.Server>((resume) => {
+        Effect.callback<net.Server>((resume) => {
           const s = net.createServer((socket) => void sockets.push(socket))
           s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
         }),
-        (s) => Effect.async<void>((resume) => {
+        (s) => Effect.callback<void>((resume) => {
           for (const socket of sockets) socket.destroy()
           s.close(() => resume(Effect.void))
         })
@@ -172,17 +172,17 @@ describe("OpenEnv client", () => {
       expect((yield* Effect.flip(Effect.scoped(OpenEnvClient.connect("not a url")))).reason).toBe("InvalidUrl")
     }).pipe(provideSockets))
 
-  it.scopedLive("interruption mid-request closes the session at the server", () =>
+  it.live("interruption mid-request closes the session at the server", () =>
     Effect.gen(function*() {
       const server = yield* scriptedServer((frame) => (frame.includes("reset") ? undefined : "{}"))
-      const fiber = yield* Effect.fork(Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => s.reset({}))))
+      const fiber = yield* Effect.forkChild(Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => s.reset({}))))
       yield* Effect.sleep("100 millis")
       expect(server.open()).toBe(1)
       yield* Fiber.interrupt(fiber)
       expect(yield* drained(server.open)).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("idle sessions are reaped with SESSION_ERROR; the slot comes back", () =>
+  it.live("idle sessions are reaped with SESSION_ERROR; the slot comes back", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(200) })
       yield* Effect.scoped(Effect.gen(function*() {
@@ -193,12 +193,12 @@ describe("OpenEnv client", () => {
         const error = yield* Effect.flip(session.state)
         expect(["SessionError", "ConnectionLost"]).toContain(error.reason)
       }))
-      const again = yield* Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => Effect.either(s.reset({}))))
-      expect(Either.isRight(again)).toBe(true)
+      const again = yield* Effect.scoped(Effect.flatMap(OpenEnvClient.connect(server.url), (s) => Effect.result(s.reset({}))))
+      expect(Result.isSuccess(again)).toBe(true)
       expect(yield* settled(server.sessions)).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("observation replies: a missing reward is null, extra fields are kept", () =>
+  it.live("observation replies: a missing reward is null, extra fields are kept", () =>
     Effect.gen(function*() {
       const server = yield* delayedServer((frame, index) => ({
         text: echoObservation(frame, index, { extra: 1 })!,
@@ -213,7 +213,7 @@ describe("OpenEnv client", () => {
       })
     }).pipe(provideSockets))
 
-  it.scopedLive("a server that ignores the close request: the session still closes after closeTimeout", () =>
+  it.live("a server that ignores the close request: the session still closes after closeTimeout", () =>
     Effect.gen(function*() {
       // answers everything, `close` included, and never closes the connection itself
       const server = yield* scriptedServer((_frame, index) =>
@@ -229,7 +229,7 @@ describe("OpenEnv client", () => {
       expect(yield* drained(server.open)).toBe(0)
     }).pipe(provideSockets))
 
-  it.scopedLive("concurrent calls on one session go out one at a time, in call order, each with its own reply", () =>
+  it.live("concurrent calls on one session go out one at a time, in call order, each with its own reply", () =>
     Effect.gen(function*() {
       const server = yield* delayedServer(echoAfter(() => 5))
       yield* Effect.scoped(Effect.gen(function*() {
@@ -253,19 +253,19 @@ describe("OpenEnv client", () => {
       }))
     }).pipe(provideSockets))
 
-  it.scopedLive("interrupting a call that waits its turn keeps the session; interrupting one in flight drops it", () =>
+  it.live("interrupting a call that waits its turn keeps the session; interrupting one in flight drops it", () =>
     Effect.gen(function*() {
       const server = yield* delayedServer(echoAfter(() => 100))
       yield* Effect.scoped(Effect.gen(function*() {
         const session = yield* OpenEnvClient.connect(server.url)
-        const first = yield* Effect.fork(session.step({ message: "first" }))
-        const second = yield* Effect.fork(session.step({ message: "second" }))
+        const first = yield* Effect.forkChild(session.step({ message: "first" }))
+        const second = yield* Effect.forkChild(session.step({ message: "second" }))
         yield* Effect.sleep("20 millis")
         yield* Fiber.interrupt(second) // never sent
         expect((yield* Fiber.join(first)).observation.index).toBe(0)
         expect(session.isOpen()).toBe(true)
         expect((yield* session.step({ message: "third" })).observation.index).toBe(1)
-        const fourth = yield* Effect.fork(session.step({ message: "fourth" }))
+        const fourth = yield* Effect.forkChild(session.step({ message: "fourth" }))
         yield* Effect.sleep("20 millis")
         yield* Fiber.interrupt(fourth) // sent: its reply would answer the next call
         expect(session.isOpen()).toBe(false)
@@ -273,7 +273,7 @@ describe("OpenEnv client", () => {
       }))
     }).pipe(provideSockets))
 
-  it.scopedLive("reply timeouts count from each request: idle time between requests is not a timeout", () =>
+  it.live("reply timeouts count from each request: idle time between requests is not a timeout", () =>
     Effect.gen(function*() {
       // frames 0-1 at once, 2-3 after 150 ms (under the 300 ms timeout), 4 never
       const server = yield* delayedServer((frame, index) => {
@@ -289,7 +289,10 @@ describe("OpenEnv client", () => {
         expect((yield* session.step({ message: "d" })).observation.index).toBe(3)
         const started = Date.now()
         const error = yield* Effect.flip(session.step({ message: "e" })).pipe(
-          Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the reply timeout never fired") })
+          Effect.timeoutOrElse({
+            duration: "30 seconds",
+            orElse: () => Effect.fail(new Error("the reply timeout never fired"))
+          })
         )
         expect(error.reason).toBe("ReplyTimeout")
         // not before the timeout, counted from this call (no upper bound: a loaded machine only delays)
@@ -298,7 +301,7 @@ describe("OpenEnv client", () => {
       }))
     }).pipe(provideSockets))
 
-  it.scopedLive("a session that keeps talking is not reaped: idleness counts from its last frame", () =>
+  it.live("a session that keeps talking is not reaped: idleness counts from its last frame", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 1, idleTimeout: Duration.millis(300) })
       const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))

@@ -4,7 +4,7 @@
  * with the same frames.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Env from "../../src/Env.js"
@@ -25,6 +25,15 @@ const echoExchanges = (): Array<{ readonly request: string; readonly reply: stri
   return out
 }
 
+/** The JSON of a frame, or the failure of parsing it. */
+const parseJson = (text: string): Result.Result<any, unknown> => {
+  try {
+    return Result.succeed(JSON.parse(text))
+  } catch (error) {
+    return Result.fail(error)
+  }
+}
+
 const sudokuLines = () => fixture("textarena-sudoku-ws.jsonl").trim().split("\n")
 const transcriptPuzzle = () => (JSON.parse(sudokuLines()[3]).data.raw_state.game_state.board as Array<Array<number>>).flat().join("")
 
@@ -41,15 +50,15 @@ describe("OpenEnv frames", () => {
     expect(serverFrames.length).toBe(12 + 9 + 4) // the echo close has no reply
     for (const frame of serverFrames) {
       const decoded = OpenEnvProtocol.decodeServerMessage(JSON.parse(frame))
-      expect(Either.isRight(decoded), frame.slice(0, 120)).toBe(true)
+      expect(Result.isSuccess(decoded), frame.slice(0, 120)).toBe(true)
     }
-    const capacity = Either.getOrThrow(OpenEnvProtocol.decodeServerMessage(JSON.parse(serverFrames[serverFrames.length - 3])))
+    const capacity = Result.getOrThrow(OpenEnvProtocol.decodeServerMessage(JSON.parse(serverFrames[serverFrames.length - 3])))
     expect(capacity).toMatchObject({ type: "error", data: { code: "CAPACITY_REACHED", active_sessions: 2, max_sessions: 2 } })
 
     const clientFrames = [...echoExchanges().map((e) => e.request), ...sudokuLines().filter((_, i) => i % 2 === 0)]
     const rejected = clientFrames.filter((frame) => {
-      const json = Either.try(() => JSON.parse(frame))
-      return Either.isLeft(json) || Either.isLeft(OpenEnvProtocol.decodeClientMessage(json.right))
+      const json = parseJson(frame)
+      return Result.isFailure(json) || Result.isFailure(OpenEnvProtocol.decodeClientMessage(json.success))
     })
     expect(rejected).toEqual(["not json", "{\"type\": \"bogus\"}", "{\"type\": \"step\"}"])
   })
@@ -65,20 +74,20 @@ describe("OpenEnv frames", () => {
 })
 
 describe("this project's server speaks the recorded protocol", () => {
-  it.scopedLive("the echo transcript's protocol frames: reset, state, INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR, close", () =>
+  it.live("the echo transcript's protocol frames: reset, state, INVALID_JSON, UNKNOWN_TYPE, VALIDATION_ERROR, close", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
       const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
       let checked = 0
       for (const { request, reply } of echoExchanges()) {
-        const parsed = Either.try(() => JSON.parse(request))
-        const type = Either.isRight(parsed) ? parsed.right.type : undefined
+        const parsed = parseJson(request)
+        const type = Result.isSuccess(parsed) ? parsed.success.type : undefined
         // steps with an action and MCP calls are the echo env's own tools: env-specific, not protocol
-        if ((type === "step" && parsed.pipe(Either.getOrThrow).data !== undefined) || type === "mcp") {
+        if ((type === "step" && Result.getOrThrow(parsed).data !== undefined) || type === "mcp") {
           // here the action is {message}: tool calls are invalid actions; MCP frames are answered
           // with JSON-RPC on the session (this env's tool is `act`, so the echo tool is not found)
           const got = (yield* Effect.promise(() => peer.request(request))) as any
-          const data = Either.getOrThrow(parsed).data
+          const data = Result.getOrThrow(parsed).data
           if (type === "mcp") {
             expect(got, request).toEqual({
               type: "mcp",
@@ -120,7 +129,7 @@ describe("this project's server speaks the recorded protocol", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 
-  it.scopedLive("the Sudoku transcript, frame for frame, from this project's server", () =>
+  it.live("the Sudoku transcript, frame for frame, from this project's server", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, envConfig: { puzzle: transcriptPuzzle() }, maxConcurrentEnvs: 1 })
       const peer = yield* Effect.promise(() => RawPeer.open(wsUrl(server.url)))
@@ -141,7 +150,7 @@ describe("this project's server speaks the recorded protocol", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 
-  it.scopedLive("capacity: the handshake succeeds, then an unsolicited CAPACITY_REACHED and close 1000; slots come back", () =>
+  it.live("capacity: the handshake succeeds, then an unsolicited CAPACITY_REACHED and close 1000; slots come back", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
       const url = wsUrl(server.url)
@@ -170,7 +179,7 @@ describe("this project's server speaks the recorded protocol", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 
-  it.scopedLive("an env step that throws, dies or fails is that request's EXECUTION_ERROR; the session goes on", () =>
+  it.live("an env step that throws, dies or fails is that request's EXECUTION_ERROR; the session goes on", () =>
     Effect.gen(function*() {
       const fragile = Env.define({
         name: "fragile",
@@ -205,7 +214,7 @@ describe("this project's server speaks the recorded protocol", () => {
       expect(yield* settled(server.sessions)).toBe(0)
     }))
 
-  it.scopedLive("/health, /metadata and /schema", () =>
+  it.live("/health, /metadata and /schema", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 3 })
       const get = (p: string) => Effect.promise(() => fetch(`${server.url}${p}`).then(async (r) => ({ status: r.status, body: (await r.json()) as any })))

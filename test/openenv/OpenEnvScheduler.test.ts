@@ -3,7 +3,7 @@
  * shared limit per server, typed failures, a server killed mid-trajectory.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Fiber, Stream } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 import * as Env from "../../src/Env.js"
@@ -46,7 +46,7 @@ describe("openenv scheduler: default hooks", () => {
     expect(OpenEnvScheduler.formatObservation({ observation: { a: [1] }, reward: null, done: false })).toBe("{\"a\":[1]}")
   })
 
-  it.scoped("run options and row env_config are checked, with the field named", () =>
+  it.effect("run options and row env_config are checked, with the field named", () =>
     Effect.gen(function*() {
       const bad = yield* Effect.flip(OpenEnvScheduler.openenv.make({ options: { max_concurrent_envs: "0" } }))
       expect(bad.message).toContain("--scheduler-option max_concurrent_envs: must be a whole number >= 1")
@@ -61,7 +61,7 @@ describe("openenv scheduler: default hooks", () => {
 })
 
 describe("openenv scheduler: one limit per server, shared by the whole run", () => {
-  it.scopedLive("100 concurrent trajectories with a limit of 8: the server never sees more than 8 sessions", () =>
+  it.live("100 concurrent trajectories with a limit of 8: the server never sees more than 8 sessions", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 8 })
       const dataset = Array.from({ length: 25 }, (_, i) => ({ env_config: { base_url: server.url, reset_kwargs: { size: 4 + (i % 3) } } }))
@@ -79,7 +79,7 @@ describe("openenv scheduler: one limit per server, shared by the whole run", () 
       expect(all.every((r) => r.result.numTurns >= 1 && r.result.resetInfo !== undefined)).toBe(true)
     }).pipe(Effect.provide(randomPolicy({ latency_ms: 2 }))))
 
-  it.scopedLive("the server counts: a client limit above the server's gets typed CapacityReached, unless it retries", () =>
+  it.live("the server counts: a client limit above the server's gets typed CapacityReached, unless it retries", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 2 })
       const dataset = Array.from({ length: 8 }, () => ({ env_config: { base_url: server.url } }))
@@ -107,7 +107,7 @@ describe("openenv scheduler: one limit per server, shared by the whole run", () 
 /** Starts `effect-gym openenv serve` in a child process (from the sources) and waits until it listens. */
 const spawnServer = (port: number) =>
   Effect.acquireRelease(
-    Effect.async<ChildProcess, Error>((resume) => {
+    Effect.callback<ChildProcess, Error>((resume) => {
       const child = spawn(process.execPath, [
         "--import",
         "tsx",
@@ -132,7 +132,7 @@ const spawnServer = (port: number) =>
   )
 
 describe("openenv scheduler: a server killed mid-trajectory", () => {
-  it.scopedLive("gives a typed ConnectionLost, releases the session and its permit, and the run goes on", () =>
+  it.live("gives a typed ConnectionLost, releases the session and its permit, and the run goes on", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const child = yield* spawnServer(port)
@@ -158,7 +158,10 @@ describe("openenv scheduler: a server killed mid-trajectory", () => {
       const after = records(
         yield* Rollout.runAll(run, rows([{ env_config: { base_url: base } }, { env_config: { base_url: base } }])).pipe(
           Effect.provide(Inference.layerFunction("fixed", () => Effect.succeed({ text: "[1 1 1]", finishReason: "stop" as const }))),
-          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("a permit leaked: the run is stuck") })
+          Effect.timeoutOrElse({
+            duration: "10 seconds",
+            orElse: () => Effect.fail(new Error("a permit leaked: the run is stuck"))
+          })
         )
       )
       expect(after.map((r) => r.error?.message)).toEqual([undefined, undefined])
@@ -168,17 +171,17 @@ describe("openenv scheduler: a server killed mid-trajectory", () => {
 })
 
 describe("openenv scheduler: connecting is retried, failures are fields in the log", () => {
-  it.scopedLive("a server that comes up late, or restarts between trajectories: connect_retries with backoff", () =>
+  it.live("a server that comes up late, or restarts between trajectories: connect_retries with backoff", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: "2", connect_backoff_ms: "100" }, { numGenerations: 4 })
       // nothing listens yet: the server starts 600 ms into the run
-      const late = yield* Effect.fork(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
+      const late = yield* Effect.forkChild(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
       yield* Effect.sleep("600 millis")
       const first = yield* Effect.scoped(Effect.gen(function*() {
         yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2, port })
-        return records(yield* late.await.pipe(Effect.flatten))
+        return records(yield* Fiber.join(late))
       }))
       expect(first.map((r) => r.error?.message)).toEqual([undefined, undefined, undefined, undefined])
       // the server is gone (restarting): without retries a trajectory fails at once with ConnectFailed
@@ -186,16 +189,16 @@ describe("openenv scheduler: connecting is retried, failures are fields in the l
       const [refused] = records(yield* Effect.provide(Rollout.runAll(none, rows([{ env_config: { base_url: base } }])), randomPolicy()))
       expect(refused.error).toMatchObject({ _tag: "EnvError", phase: "reset", details: { reason: "ConnectFailed" } })
       // with them (the default), the restarted server serves every trajectory
-      const restarted = yield* Effect.fork(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
+      const restarted = yield* Effect.forkChild(Effect.provide(Rollout.runAll(run, rows([{ env_config: { base_url: base } }])), randomPolicy()))
       yield* Effect.sleep("500 millis")
       const second = yield* Effect.scoped(Effect.gen(function*() {
         yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 2, port })
-        return records(yield* restarted.await.pipe(Effect.flatten))
+        return records(yield* Fiber.join(restarted))
       }))
       expect(second.every((r) => r.error === undefined)).toBe(true)
     }))
 
-  it.scopedLive("CAPACITY_REACHED from another client: code, active_sessions and max_sessions are fields of the logged error", () =>
+  it.live("CAPACITY_REACHED from another client: code, active_sessions and max_sessions are fields of the logged error", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
       // another client holds the only slot
@@ -237,7 +240,7 @@ describe("openenv scheduler: its own sessions dropped after a reply timeout", ()
   }
   const SlowEnv = Env.fromClass({ name: "slow", description: "steps slowly on demand", class: Slow })
 
-  it.scopedLive("the server still holds them: CAPACITY_REACHED is retried by default (no capacity_retries), no trajectory fails with it", () =>
+  it.live("the server still holds them: CAPACITY_REACHED is retried by default (no capacity_retries), no trajectory fails with it", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: SlowEnv, maxConcurrentEnvs: 2 })
       // two trajectories whose step outlasts the client's reply timeout, then six quick ones: the
@@ -262,7 +265,7 @@ describe("openenv scheduler: its own sessions dropped after a reply timeout", ()
 })
 
 describe("the openenv env as a service-requiring env (Env.Definition<OpenEnvPool>)", () => {
-  it.scopedLive("a gym run of the openenv env: the pool Layer's per-server limit holds, permits all come back", () =>
+  it.live("a gym run of the openenv env: the pool Layer's per-server limit holds, permits all come back", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 8 })
       const rollout = Rollout.make({ envs: [OpenEnvScheduler.env()], numGenerations: 4, concurrency: 32, maxTurns: 4 })
@@ -272,7 +275,7 @@ describe("the openenv env as a service-requiring env (Env.Definition<OpenEnvPool
         Stream.runCollect,
         Effect.provide(OpenEnvPool.layer({ maxConcurrentEnvs: 3 }))
       )
-      const all = Chunk.toArray(items).filter(Rollout.isGroup).flatMap((g) => g.records)
+      const all = items.filter(Rollout.isGroup).flatMap((g) => g.records)
       expect(all.length).toBe(24)
       expect(all.filter((r) => r.error !== undefined).map((r) => r.error!.message)).toEqual([])
       expect(server.sessions).toMatchObject({ maxSeen: 3, rejected: 0, accepted: 24 })

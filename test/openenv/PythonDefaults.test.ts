@@ -14,7 +14,7 @@ const open = (url: string) => Effect.promise(() => RawPeer.open(wsUrl(url)))
 const ask = (peer: RawPeer, frame: object) => Effect.promise(() => peer.request(JSON.stringify(frame))) as Effect.Effect<any>
 
 describe("openenv serve: Python defaults, stricter behind options", () => {
-  it.scopedLive("default: step and state before reset play on a fresh env; seed \"abc\" is accepted; a quiet session stays", () =>
+  it.live("default: step and state before reset play on a fresh env; seed \"abc\" is accepted; a quiet session stays", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
       const peer = yield* open(server.url)
@@ -31,7 +31,7 @@ describe("openenv serve: Python defaults, stricter behind options", () => {
       peer.close()
     }))
 
-  it.scopedLive("--require-reset, --strict-reset, --idle-timeout: each stricter", () =>
+  it.live("--require-reset, --strict-reset, --idle-timeout: each stricter", () =>
     Effect.gen(function*() {
       const server = yield* serve({
         env: Sudoku,
@@ -55,7 +55,7 @@ describe("openenv serve: Python defaults, stricter behind options", () => {
       expect(peer.frames.map((f) => JSON.parse(f)).at(-1)).toMatchObject({ type: "error", data: { code: "SESSION_ERROR" } })
     }))
 
-  it.scopedLive("--max-frame-bytes: a frame over the limit in UTF-8 bytes closes with 1009; one under it is answered", () =>
+  it.live("--max-frame-bytes: a frame over the limit in UTF-8 bytes closes with 1009; one under it is answered", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2, maxFrameBytes: 1000 })
       const fine = yield* open(server.url)

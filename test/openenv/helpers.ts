@@ -106,7 +106,7 @@ export class RawPeer {
  */
 export const scriptedServer = (reply: (frame: string, index: number) => string | Buffer | undefined) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly open: () => number; readonly server: WebSocketServer }>((resume) => {
+    Effect.callback<{ readonly url: string; readonly open: () => number; readonly server: WebSocketServer }>((resume) => {
       const server = new WebSocketServer({ host: "127.0.0.1", port: 0 })
       let open = 0
       server.on("connection", (ws) => {
@@ -124,7 +124,7 @@ export const scriptedServer = (reply: (frame: string, index: number) => string |
       })
     }),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         for (const client of server.clients) client.terminate()
         server.close(() => resume(Effect.void))
       })
@@ -145,7 +145,7 @@ export const delayedServer = (
   reply: (frame: string, index: number) => { readonly text: string; readonly delayMs: number } | undefined
 ) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly maxInFlight: () => number; readonly server: WebSocketServer }>(
+    Effect.callback<{ readonly url: string; readonly maxInFlight: () => number; readonly server: WebSocketServer }>(
       (resume) => {
         const server = new WebSocketServer({ host: "127.0.0.1", port: 0 })
         let maxInFlight = 0
@@ -171,7 +171,7 @@ export const delayedServer = (
       }
     ),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         for (const client of server.clients) client.terminate()
         server.close(() => resume(Effect.void))
       })

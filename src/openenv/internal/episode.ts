@@ -9,7 +9,7 @@
  * (a `seed` that is not an integer seeds by its text). `requireReset` and `strictReset` are the
  * stricter variants. Each call has `callTimeout`: a call that does not answer ends the session.
  */
-import { Cause, Duration, Effect, Either, Exit, ParseResult, Random, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Random, Result, Scope } from "effect"
 import * as Env from "../../Env.js"
 import { errorMessage } from "../../internal/lift.js"
 import { isWhole } from "../../internal/whole.js"
@@ -89,7 +89,7 @@ const seedOf = (value: unknown): number => {
 const isNonNegativeInt = (u: unknown): u is number => typeof u === "number" && isWhole(u, 0)
 
 export class Episode {
-  private scope: Scope.CloseableScope | undefined
+  private scope: Scope.Closeable | undefined
   private env: Env.Env | undefined
   private view: View | undefined
   /** The conversation so far, built by the gym scheduler's conversation step (Scheduler.opening, withReply, afterStep). */
@@ -119,10 +119,10 @@ export class Episode {
         true
       )
     return effect.pipe(
-      Effect.timeoutFail({ duration: limit, onTimeout: () => "timeout" as const }),
-      Effect.catchAllCause((cause): Effect.Effect<never, Failure> => {
-        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-        const error = Cause.failureOption(cause)
+      Effect.timeoutOrElse({ duration: limit, orElse: () => Effect.fail("timeout" as const) }),
+      Effect.catchCause((cause): Effect.Effect<never, Failure> => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        const error = Cause.findErrorOption(cause)
         if (error._tag === "Some" && error.value === "timeout") return Effect.fail(stuck())
         if (error._tag === "Some" && error.value instanceof Env.EnvError) {
           const reason = error.value.details?.reason
@@ -144,7 +144,7 @@ export class Episode {
     // A failing close is the env's problem, reported, not the session's.
     return scope === undefined
       ? Effect.void
-      : Effect.catchAllCause(Scope.close(scope, Exit.void), (cause) => Effect.logWarning(errorMessage(Cause.squash(cause))))
+      : Effect.catchCause(Scope.close(scope, Exit.void), (cause) => Effect.logWarning(errorMessage(Cause.squash(cause))))
   })
 
   /** Closes for good: later calls fail. */
@@ -155,7 +155,7 @@ export class Episode {
 
   /** Creates and resets a new env; the previous one is closed first. */
   reset(kwargs: OpenEnvProtocol.JsonObject): Effect.Effect<OpenEnvProtocol.ObservationData, Failure> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       if (this.closed) return yield* fail("SESSION_ERROR", "the session is closed", undefined, true)
       const { episode_id: episodeKwarg, seed: seedKwarg, ...overrides } = kwargs
       if (this.settings.strictReset) {
@@ -170,17 +170,17 @@ export class Episode {
       }
       const config: Env.EnvConfig = { ...this.settings.baseConfig, ...overrides }
       const prepared = this.settings.env.prepare(config)
-      if (Either.isLeft(prepared)) {
-        const path = prepared.left.path.split(".").slice(1)
+      if (Result.isFailure(prepared)) {
+        const path = prepared.failure.path.split(".").slice(1)
         return yield* Effect.fail(invalid([{
           type: "value_error",
           loc: path,
-          msg: prepared.left.reason,
+          msg: prepared.failure.reason,
           input: path.length > 0 ? config[path[0]] : config
         }]))
       }
       const seed = seedKwarg === undefined || seedKwarg === null
-        ? yield* Random.nextIntBetween(0, 2 ** 31 - 1)
+        ? yield* Random.nextIntBetween(0, 2 ** 31 - 1, { halfOpen: true })
         : isNonNegativeInt(seedKwarg)
         ? seedKwarg
         : seedOf(seedKwarg)
@@ -189,7 +189,7 @@ export class Episode {
         : typeof episodeKwarg === "string"
         ? episodeKwarg
         : JSON.stringify(episodeKwarg)
-      yield* this.start(prepared.right, config, { ...kwargs, env_config: config }, seed, episodeId)
+      yield* this.start(prepared.success, config, { ...kwargs, env_config: config }, seed, episodeId)
       return { observation: this.lastObservation!, reward: 0, done: false }
     })
   }
@@ -203,14 +203,14 @@ export class Episode {
     seed: number,
     episodeId: string | null
   ): Effect.Effect<void, Failure> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       yield* this.closeEnv
       const scope = yield* Scope.make()
       this.scope = scope
-      const created = yield* Effect.either(this.timed("create", Scope.extend(create, scope)))
-      if (Either.isLeft(created)) {
+      const created = yield* Effect.result(this.timed("create", Scope.provide(create, scope)))
+      if (Result.isFailure(created)) {
         yield* this.closeEnv
-        const error = created.left
+        const error = created.failure
         if (error.code !== "EXECUTION_ERROR") return yield* Effect.fail(error)
         return yield* fail(
           "FACTORY_ERROR",
@@ -219,7 +219,7 @@ export class Episode {
           true
         )
       }
-      const live = created.right
+      const live = created.success
       this.stepCount = 0
       this.episodeId = episodeId
       const out = yield* this.timed(
@@ -240,16 +240,16 @@ export class Episode {
 
   /** Before any reset: a fresh env, reset as the Python server's constructor does (no episode id). */
   private prime(what: "step" | "state"): Effect.Effect<void, Failure> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       if (this.closed) return yield* fail("SESSION_ERROR", "the session is closed", undefined, true)
       if (this.env !== undefined) return
       if (this.settings.requireReset) {
         return yield* fail("EXECUTION_ERROR", `no episode: send reset before ${what}`)
       }
       const prepared = this.settings.env.prepare(this.settings.baseConfig)
-      if (Either.isLeft(prepared)) return yield* fail("EXECUTION_ERROR", prepared.left.message)
-      const seed = yield* Random.nextIntBetween(0, 2 ** 31 - 1)
-      yield* this.start(prepared.right, this.settings.baseConfig, { env_config: this.settings.baseConfig }, seed, null)
+      if (Result.isFailure(prepared)) return yield* fail("EXECUTION_ERROR", prepared.failure.message)
+      const seed = yield* Random.nextIntBetween(0, 2 ** 31 - 1, { halfOpen: true })
+      yield* this.start(prepared.success, this.settings.baseConfig, { env_config: this.settings.baseConfig }, seed, null)
     })
   }
 
@@ -280,27 +280,3 @@ export class Episode {
     )
   }
 }
-
-/** The pydantic-style problems of a parse error (declared fields first, then extra ones). */
-export const validationIssues = (
-  error: ParseResult.ParseError,
-  input: unknown,
-  prefix: ReadonlyArray<string | number> = []
-): Array<OpenEnvProtocol.ValidationIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue): OpenEnvProtocol.ValidationIssue => {
-    const at = (path: ReadonlyArray<PropertyKey>) =>
-      path.reduce<unknown>(
-        (value, key) =>
-          typeof value === "object" && value !== null ? (value as Record<PropertyKey, unknown>)[key] : undefined,
-        input
-      )
-    const loc = [...prefix, ...issue.path.map((key) => (typeof key === "number" ? key : String(key)))]
-    switch (issue._tag) {
-      case "Missing":
-        return { type: "missing", loc, msg: "Field required", input: at(issue.path.slice(0, -1)) }
-      case "Unexpected":
-        return { type: "extra_forbidden", loc, msg: "Extra inputs are not permitted", input: at(issue.path) }
-      default:
-        return { type: "type_error", loc, msg: issue.message, input: at(issue.path) }
-    }
-  }).sort((a, b) => Number(a.type === "extra_forbidden") - Number(b.type === "extra_forbidden"))

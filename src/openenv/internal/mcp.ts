@@ -5,7 +5,7 @@
  * as the tool `act` (`{"message": "..."}`: the model's reply) and a new episode as `restart`
  * (`{"seed"?, "episode_id"?}`); `reset`, `step`, `state` and `close` are reserved names in OpenEnv.
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import { isRecord } from "../../internal/inspect.js"
 import type * as OpenEnvProtocol from "../OpenEnvProtocol.js"
 import type { Episode, Failure } from "./episode.js"
@@ -73,9 +73,9 @@ const toolResult = (data: OpenEnvProtocol.ObservationData) => ({
 /** A parsed JSON-RPC request, or the error response for one that is not. */
 export const parseRequest = (
   value: unknown
-): Either.Either<{ readonly id: Id; readonly method: string; readonly params: unknown }, object> => {
+): Result.Result<{ readonly id: Id; readonly method: string; readonly params: unknown }, object> => {
   const id: Id = isRecord(value) && (typeof value.id === "string" || typeof value.id === "number") ? value.id : null
-  if (!isRecord(value)) return Either.left(error(null, INVALID_REQUEST, "Invalid request: input should be an object"))
+  if (!isRecord(value)) return Result.fail(error(null, INVALID_REQUEST, "Invalid request: input should be an object"))
   const problems: Array<string> = []
   if (value.jsonrpc !== "2.0") problems.push("jsonrpc: Input should be '2.0'")
   if (typeof value.method !== "string") problems.push("method: Field required (a string)")
@@ -86,9 +86,9 @@ export const parseRequest = (
     if (!["jsonrpc", "method", "params", "id"].includes(key)) problems.push(`${key}: Extra inputs are not permitted`)
   }
   if (problems.length > 0) {
-    return Either.left(error(null, INVALID_REQUEST, `Invalid request: ${problems.length} validation errors: ${problems.join("; ")}`))
+    return Result.fail(error(null, INVALID_REQUEST, `Invalid request: ${problems.length} validation errors: ${problems.join("; ")}`))
   }
-  return Either.right({ id, method: value.method as string, params: value.params ?? {} })
+  return Result.succeed({ id, method: value.method as string, params: value.params ?? {} })
 }
 
 export interface Sessions {
@@ -169,5 +169,5 @@ export const handle = (
       return Effect.succeed(error(id, INVALID_PARAMS, `Tool not found: ${name}`))
     }
     const answered = episode === undefined ? sessions.fresh(run) : run(episode)
-    return yield* Effect.catchAll(answered, (failed) => Effect.succeed(error(id, INTERNAL_ERROR, failed.message)))
+    return yield* Effect.catch(answered, (failed) => Effect.succeed(error(id, INTERNAL_ERROR, failed.message)))
   })
