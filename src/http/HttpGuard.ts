@@ -22,10 +22,9 @@
  *
  * @since 0.1.0
  */
-import * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Duration, Effect, Redacted } from "effect"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as Http from "node:http"
 
@@ -148,8 +147,10 @@ export const middleware = (options: Options) => {
     return host !== undefined && originHost === host.trim().toLowerCase()
   }
 
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+  return <E, R>(
+    app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+    HttpServerRequest.HttpServerRequest.use((request) => {
       const headers = request.headers
       const pathname = request.url.split("?")[0]
       if (!hostAllowed(headers.host)) {
@@ -206,9 +207,9 @@ export const middleware = (options: Options) => {
  */
 export interface Limits {
   /** Time to receive a request's headers (default 30 s). */
-  readonly headerTimeout?: Duration.DurationInput | undefined
+  readonly headerTimeout?: Duration.Input | undefined
   /** Time to receive its body after the headers (default 30 s). */
-  readonly bodyTimeout?: Duration.DurationInput | undefined
+  readonly bodyTimeout?: Duration.Input | undefined
   /** Connections open at once (default 1024); more are dropped as they come. */
   readonly maxConnections?: number | undefined
 }
@@ -220,8 +221,8 @@ export interface Limits {
  * @category constructors
  */
 export const createServer = (limits: Limits = {}): Http.Server => {
-  const headers = Math.max(1, Duration.toMillis(Duration.decode(limits.headerTimeout ?? Duration.seconds(30))))
-  const body = Math.max(0, Duration.toMillis(Duration.decode(limits.bodyTimeout ?? Duration.seconds(30))))
+  const headers = Math.max(1, Duration.toMillis(limits.headerTimeout ?? Duration.seconds(30)))
+  const body = Math.max(0, Duration.toMillis(limits.bodyTimeout ?? Duration.seconds(30)))
   const server = Http.createServer({
     headersTimeout: headers,
     requestTimeout: headers + body,

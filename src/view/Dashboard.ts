@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Duration, Effect, Schedule, Stream, SubscriptionRef } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import type * as Scope from "effect/Scope"
 import * as Html from "./Html.js"
 import * as Live from "./Live.js"
@@ -50,8 +50,8 @@ export interface Failure {
 export interface Dashboard {
   /** Records a failed trajectory (cheap: called from the server's hot path). */
   readonly failure: (failure: Failure) => void
-  /** `GET /dashboard` (the page) and `GET /dashboard/events` (the snapshots). */
-  readonly router: HttpRouter.HttpRouter
+  /** `GET /dashboard` (the page) and `GET /dashboard/events` (the snapshots), for the server's router. */
+  readonly routes: ReadonlyArray<HttpRouter.Route>
   readonly snapshot: Effect.Effect<DashboardSnapshot>
 }
 
@@ -67,7 +67,7 @@ export const make = (options: {
   readonly counts: () => Counts
   readonly maxTrajectoriesInFlight?: number | undefined
   readonly title?: string | undefined
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: Duration.Input | undefined
   /** Failures listed (default 50). */
   readonly keep?: number | undefined
 }): Effect.Effect<Dashboard, never, Scope.Scope> =>
@@ -104,7 +104,7 @@ export const make = (options: {
     yield* Effect.forkScoped(
       Effect.repeat(
         Effect.flatMap(sample, (s) => SubscriptionRef.set(state, s)),
-        Schedule.spaced(Duration.decode(options.interval ?? "1 second"))
+        Schedule.spaced(options.interval ?? "1 second")
       )
     )
 
@@ -118,20 +118,23 @@ export const make = (options: {
       ),
       Effect.catchTag("AssetsError", (error) => Effect.succeed(HttpServerResponse.text(error.message, { status: 500 })))
     )
-    const router = HttpRouter.empty.pipe(
-      HttpRouter.get("/dashboard", page),
-      HttpRouter.get(
+    const routes = [
+      HttpRouter.route("GET", "/dashboard", page),
+      HttpRouter.route(
+        "GET",
         "/dashboard/events",
-        Effect.succeed(Live.response(Stream.map(state.changes, (data) => ({ event: "snapshot", data }))))
+        Effect.sync(() =>
+          Live.response(Stream.map(SubscriptionRef.changes(state), (data) => ({ event: "snapshot", data })))
+        )
       )
-    )
+    ]
     return {
       failure: (f) => {
         failed++
         recent.unshift({ at: Date.now(), id: f.id, uuid: f.uuid ?? null, env: f.env ?? null, tag: f.tag, message: f.message })
         if (recent.length > keep) recent.pop()
       },
-      router,
+      routes,
       snapshot: SubscriptionRef.get(state)
     }
   })

@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Duration, Effect, Schedule, Stream } from "effect"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import type * as Summary from "../Summary.js"
 import * as Json from "../internal/Json.js"
 import type { RunProgress } from "./Protocol.js"
@@ -60,15 +60,15 @@ export const encode = (event: Event): string => `event: ${event.event}\ndata: ${
  */
 export const response = <E>(
   events: Stream.Stream<Event, E>,
-  options: { readonly heartbeat?: Duration.DurationInput | undefined } = {}
+  options: { readonly heartbeat?: Duration.Input | undefined } = {}
 ): HttpServerResponse.HttpServerResponse => {
-  const heartbeat = Stream.repeatEffectWithSchedule(
+  const heartbeat = Stream.fromEffectSchedule(
     Effect.succeed(": keep-alive\n\n"),
-    Schedule.spaced(Duration.decode(options.heartbeat ?? "15 seconds"))
+    Schedule.spaced(options.heartbeat ?? "15 seconds")
   ).pipe(Stream.drop(1))
   const body = Stream.merge(Stream.map(events, encode), heartbeat, { haltStrategy: "left" }).pipe(
     Stream.map((text) => encoder.encode(text)),
-    Stream.catchAllCause(() => Stream.empty),
+    Stream.catchCause(() => Stream.empty),
     Stream.ensuring(Effect.sync(() => void open--)),
     Stream.onStart(Effect.sync(() => void open++))
   )

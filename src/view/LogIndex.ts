@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import { Effect, Schema, Semaphore } from "effect"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -27,7 +27,7 @@ import type { LogMeta, Problem, Summary } from "./Model.js"
 export class LogError extends Schema.TaggedError<LogError>("effect-gym/view/LogError")("LogError", {
   file: Schema.String,
   detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `${this.file}: ${this.detail}`
@@ -69,7 +69,7 @@ class Offsets {
 }
 
 const readAt = (fd: number, position: number, length: number, file: string): Effect.Effect<Buffer, LogError> =>
-  Effect.async<Buffer, LogError>((resume) => {
+  Effect.callback<Buffer, LogError>((resume) => {
     const buffer = Buffer.allocUnsafe(length)
     fs.read(fd, buffer, 0, length, position, (error, bytesRead) => {
       if (error !== null) resume(Effect.fail(new LogError({ file, detail: `cannot read: ${error.message}`, cause: error })))
@@ -254,7 +254,7 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
       catch: (cause) => new LogError({ file, detail: `cannot read: ${String(cause)}`, cause })
     })
 
-    const semaphore = yield* Effect.makeSemaphore(1)
+    const semaphore = yield* Semaphore.make(1)
 
     const readNew = Effect.gen(function*() {
       bytes = yield* stat
@@ -293,7 +293,7 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
         indexedBytes += fresh.length
         version++
         // Let other requests in between chunks.
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
       }
     })
 
@@ -372,7 +372,7 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
     // One buffer for every chunk a search reads (grown for a line longer than a chunk).
     let scratch: Buffer | undefined
     const readInto = (length: number, position: number) =>
-      Effect.async<Buffer, LogError>((resume) => {
+      Effect.callback<Buffer, LogError>((resume) => {
         if (scratch === undefined || scratch.length < length) scratch = Buffer.allocUnsafe(Math.max(length, SEARCH_CHUNK))
         const target = scratch
         fs.read(fd, target, 0, length, position, (error, bytesRead) => {
@@ -421,7 +421,7 @@ export const make = (options: Options): Effect.Effect<LogIndex, LogError, Scope.
             return ends.data[line] - from + 1
           })
           cached.upTo = to + 1
-          yield* Effect.yieldNow()
+          yield* Effect.yieldNow
         }
         return cached.lines
       })

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as Json from "../internal/Json.js"
 import * as Html from "./Html.js"
 import type { LogError } from "./LogIndex.js"
@@ -85,9 +85,9 @@ export const build = (
         if (seen.has(key)) continue
         if (!positions.has(line)) continue
         seen.add(key)
-        const detail = yield* Effect.either(viewer.trajectory(log, line))
-        if (detail._tag === "Left") continue
-        const text = `${JSON.stringify(key)}:${Json.stringify(detail.right)}`
+        const detail = yield* Effect.result(viewer.trajectory(log, line))
+        if (Result.isFailure(detail)) continue
+        const text = `${JSON.stringify(key)}:${Json.stringify(detail.success)}`
         const bytes = Buffer.byteLength(text) + 1
         if (bytes > budget) {
           full = true

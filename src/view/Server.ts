@@ -1,6 +1,6 @@
 /**
  * The viewer's HTTP server (`effect-gym view FILE`, `effect-gym run --view`): the page and its
- * JSON API on `@effect/platform`'s `HttpRouter`, bound to 127.0.0.1.
+ * JSON API on `effect/http`'s `HttpRouter`, bound to 127.0.0.1.
  *
  * - `GET /`: the page (script and styles inlined).
  * - `GET /api/meta`, `/api/overview?log=N`, `/api/trajectories?log=N&env=&end=&tag=&row=&min=&max=&q=&sort=&dir=&offset=&limit=`,
@@ -15,12 +15,12 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Duration, Effect, Equal, Schedule, Stream, SubscriptionRef } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import type * as HttpServerError from "effect/http/HttpServerError"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import * as Json from "../internal/Json.js"
@@ -42,7 +42,7 @@ export interface Options {
   /** A live run's progress, sampled every `interval`. */
   readonly progress?: Effect.Effect<RunProgress> | undefined
   /** How often a live log is re-read and the state sampled (default 500 ms). */
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: Duration.Input | undefined
   readonly title?: string | undefined
 }
 
@@ -89,7 +89,7 @@ export const make = (options: Options) =>
   Effect.gen(function*() {
     const viewer = options.viewer
     const assets = yield* Html.assets
-    const interval = Duration.decode(options.interval ?? "500 millis")
+    const interval = options.interval ?? "500 millis"
     const sample = Effect.gen(function*() {
       const progress = options.progress === undefined ? null : yield* options.progress
       return {
@@ -103,7 +103,7 @@ export const make = (options: Options) =>
     // Index in the background; a live log is re-read on every tick. Reading errors end up in the
     // log's problems, never in a failed server.
     const tick = Effect.gen(function*() {
-      yield* viewer.update.pipe(Effect.catchAll((error) => Effect.logWarning(`view: ${error.message}`)))
+      yield* viewer.update.pipe(Effect.catch((error) => Effect.logWarning(`view: ${error.message}`)))
       const next = yield* sample
       const current = yield* SubscriptionRef.get(state)
       if (!Equal.equals(Json.stringify(next), Json.stringify(current))) yield* SubscriptionRef.set(state, next)
@@ -116,16 +116,18 @@ export const make = (options: Options) =>
       options.title ?? `effect-gym view: ${viewer.logs.map((l) => l.meta().name).join(" vs ")}`
     )
 
-    const params = Effect.map(HttpServerRequest.HttpServerRequest, (request) => new URL(request.url, "http://view").searchParams)
-    const logParam = Effect.flatMap(params, (p) => viewer.log(Number(p.get("log") ?? "0")))
+    const params = HttpServerRequest.HttpServerRequest.useSync((request) => new URL(request.url, "http://view").searchParams)
+    const logParam = Effect.flatMap(params, (p) => Effect.fromResult(viewer.log(Number(p.get("log") ?? "0"))))
     const progressNow = Effect.map(SubscriptionRef.get(state), (s) => s.progress)
 
-    const router = HttpRouter.empty.pipe(
-      HttpRouter.get("/", Effect.succeed(HttpServerResponse.text(page, { contentType: "text/html; charset=utf-8" }))),
-      HttpRouter.get("/favicon.ico", Effect.succeed(HttpServerResponse.empty({ status: 204 }))),
-      HttpRouter.get("/api/meta", Effect.map(progressNow, (progress) => json(viewer.meta(progress)))),
-      HttpRouter.get("/api/overview", Effect.map(logParam, (log) => json(viewer.overview(log)))),
-      HttpRouter.get(
+    // (a list of its own: given inline to addAll, the routes' error types were inferred as any)
+    const routeList = [
+      HttpRouter.route("GET", "/", HttpServerResponse.text(page, { contentType: "text/html; charset=utf-8" })),
+      HttpRouter.route("GET", "/favicon.ico", HttpServerResponse.empty({ status: 204 })),
+      HttpRouter.route("GET", "/api/meta", Effect.map(progressNow, (progress) => json(viewer.meta(progress)))),
+      HttpRouter.route("GET", "/api/overview", Effect.map(logParam, (log) => json(viewer.overview(log)))),
+      HttpRouter.route(
+        "GET",
         "/api/trajectories",
         Effect.gen(function*() {
           const log = yield* logParam
@@ -135,7 +137,8 @@ export const make = (options: Options) =>
           return json(page)
         })
       ),
-      HttpRouter.get(
+      HttpRouter.route(
+        "GET",
         "/api/trajectory",
         Effect.gen(function*() {
           const log = yield* logParam
@@ -146,16 +149,18 @@ export const make = (options: Options) =>
           return json(yield* viewer.trajectory(log, line))
         })
       ),
-      HttpRouter.get(
+      HttpRouter.route(
+        "GET",
         "/api/compare",
-        Effect.flatMap(params, (p) => Effect.map(viewer.compare(Model.parseCompareOptions(p)), json))
+        Effect.flatMap(params, (p) => Effect.map(Effect.fromResult(viewer.compare(Model.parseCompareOptions(p))), json))
       ),
-      HttpRouter.get(
+      HttpRouter.route(
+        "GET",
         "/api/events",
-        Effect.succeed(Live.response(Stream.map(state.changes, (data) => ({ event: "state", data }))))
+        Effect.sync(() => Live.response(Stream.map(SubscriptionRef.changes(state), (data) => ({ event: "state", data }))))
       )
-    )
-    const routes = yield* HttpRouter.toHttpApp(router)
+    ]
+    const routes = yield* HttpRouter.toHttpEffect(HttpRouter.addAll(routeList))
 
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -165,12 +170,14 @@ export const make = (options: Options) =>
       }
       return yield* routes
     }).pipe(
-      Effect.catchTags({
-        ViewError: (error) => Effect.succeed(failure(STATUS[error.reason], error.reason, error.message)),
-        RouteNotFound: (error) => Effect.succeed(failure(404, "not_found", `no route ${error.request.method} ${error.request.url}`))
-      }),
-      Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause)
+      Effect.catchTag("ViewError", (error) => Effect.succeed(failure(STATUS[error.reason], error.reason, error.message))),
+      Effect.catchReason(
+        "HttpServerError",
+        "RouteNotFound",
+        (reason) => Effect.succeed(failure(404, "not_found", `no route ${reason.request.method} ${reason.request.url}`))
+      ),
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause)
           : Effect.as(
             Effect.logError("view: unexpected error", cause),
@@ -210,7 +217,7 @@ export const serve = (
     yield* http.serve(app)
     // Event streams never end by themselves: close their connections when the server stops.
     yield* Effect.addFinalizer(() => Effect.sync(() => node.closeAllConnections()))
-    const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
+    const port = http.address._tag === "UnixPathAddress" ? options.port : http.address.port
     return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/`, port }
   })
 
@@ -228,7 +235,7 @@ export const serveRun = (options: {
   readonly host?: string | undefined
   readonly progress: Effect.Effect<RunProgress>
   readonly renderers?: Renderer.Registry | undefined
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: Duration.Input | undefined
   readonly version?: string | undefined
 }): Effect.Effect<
   Running & { readonly finish: Effect.Effect<void, LogIndex.LogError> },

@@ -42,10 +42,10 @@ export interface Tokenizer {
 export class TokenizerError extends Schema.TaggedError<TokenizerError>("effect-gym/view/TokenizerError")(
   "TokenizerError",
   {
-    option: Schema.optionalWith(Schema.String, { default: () => "--model" }),
+    option: Schema.String.pipe(Schema.withConstructorDefault(Effect.succeed("--model"))),
     file: Schema.String,
     detail: Schema.String,
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {
   override get message(): string {

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Result, Schema, SchemaIssue, SchemaParser } from "effect"
 import type * as Scope from "effect/Scope"
 import { CompletionLine } from "../CompletionsLog.js"
 import * as Json from "../internal/Json.js"
@@ -25,7 +25,7 @@ import * as Tokens from "./Tokens.js"
  * @category errors
  */
 export class ViewError extends Schema.TaggedError<ViewError>("effect-gym/view/ViewError")("ViewError", {
-  reason: Schema.Literal("NotFound", "BadRequest", "Unreadable"),
+  reason: Schema.Literals(["NotFound", "BadRequest", "Unreadable"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -56,26 +56,32 @@ export interface Viewer {
   readonly renderers: Renderer.Registry
   readonly tokenizer: Tokens.Tokenizer | undefined
   readonly meta: (progress?: RunProgress | null, capNote?: string | null) => Meta
-  readonly log: (index: number) => Either.Either<LogIndex.LogIndex, ViewError>
+  readonly log: (index: number) => Result.Result<LogIndex.LogIndex, ViewError>
   readonly overview: (log: LogIndex.LogIndex) => Model.Overview
   readonly trajectories: (log: LogIndex.LogIndex, query: Model.Query) => Effect.Effect<Model.Page, LogIndex.LogError>
   readonly trajectory: (log: LogIndex.LogIndex, line: number) => Effect.Effect<Detail, ViewError>
-  readonly compare: (options: ReturnType<typeof Model.parseCompareOptions>) => Either.Either<Model.Comparison, ViewError>
+  readonly compare: (options: ReturnType<typeof Model.parseCompareOptions>) => Result.Result<Model.Comparison, ViewError>
   /** Indexes what was appended to every log. */
   readonly update: Effect.Effect<void, LogIndex.LogError>
   /** Every writer is done (see `LogIndex.finish`). */
   readonly finish: Effect.Effect<void, LogIndex.LogError>
 }
 
-const decodeLine = ParseResult.decodeUnknownEither(CompletionLine, { errors: "all", onExcessProperty: "ignore" })
+const decodeLine = SchemaParser.decodeUnknownResult(CompletionLine, { errors: "all", onExcessProperty: "ignore" })
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** (Standard Schema paths may hold `{ key }` segments; Schema's hold the keys themselves.) */
+const keyOf = (segment: PropertyKey | { readonly key: PropertyKey }): PropertyKey =>
+  typeof segment === "object" ? segment.key : segment
 
 /** Where a line does not match the log schema, as `field: problem` lines. */
 export const schemaProblems = (value: unknown): Array<string> => {
   const decoded = decodeLine(value)
-  if (Either.isRight(decoded)) return []
-  return ParseResult.ArrayFormatter.formatIssueSync(decoded.left)
+  if (Result.isSuccess(decoded)) return []
+  return formatIssue(decoded.failure).issues
     .slice(0, 20)
-    .map((issue) => `${Row.formatPath(issue.path) || "(line)"}: ${issue.message}`)
+    .map((issue) => `${Row.formatPath((issue.path ?? []).map(keyOf)) || "(line)"}: ${issue.message}`)
 }
 
 /**
@@ -120,8 +126,8 @@ export const make = (options: Options): Effect.Effect<Viewer, LogIndex.LogError,
 
     const logAt = (index: number) =>
       Number.isInteger(index) && index >= 0 && index < logs.length
-        ? Either.right(logs[index])
-        : Either.left(new ViewError({ reason: "NotFound", detail: `no log ${index} (this viewer has ${logs.length})` }))
+        ? Result.succeed(logs[index])
+        : Result.fail(new ViewError({ reason: "NotFound", detail: `no log ${index} (this viewer has ${logs.length})` }))
 
     const trajectory = (log: LogIndex.LogIndex, line: number) =>
       Effect.gen(function*() {
@@ -157,8 +163,8 @@ export const make = (options: Options): Effect.Effect<Viewer, LogIndex.LogError,
 
     const compare = (options: ReturnType<typeof Model.parseCompareOptions>) =>
       logs.length < 2
-        ? Either.left(new ViewError({ reason: "BadRequest", detail: "comparing needs two logs: effect-gym view A.jsonl B.jsonl" }))
-        : Either.right(Model.compare(logs[0].summaries, logs[1].summaries, options))
+        ? Result.fail(new ViewError({ reason: "BadRequest", detail: "comparing needs two logs: effect-gym view A.jsonl B.jsonl" }))
+        : Result.succeed(Model.compare(logs[0].summaries, logs[1].summaries, options))
 
     const meta = (progress: RunProgress | null = null, capNote: string | null = null): Meta => ({
       version: options.version ?? "0.1.0",
