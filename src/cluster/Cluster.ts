@@ -1,5 +1,5 @@
 /**
- * The cluster's plumbing, all from `@effect/cluster`: runners talk over sockets
+ * The cluster's plumbing, all from `effect/cluster`: runners talk over sockets
  * (`NodeClusterSocket`), messages and runner registrations live in PostgreSQL
  * (`SqlMessageStorage`, `SqlRunnerStorage` on `@effect/sql-pg`), shards are leased in the same
  * database and move to live runners when one stops refreshing its leases, and a runner that does
@@ -7,22 +7,24 @@
  *
  * @since 0.3.0
  */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Cause, type Context, Duration, Effect, Exit, Layer, Option, Redacted, Schedule, Schema, Scope } from "effect"
 import {
+  type MessageStorage,
   RunnerAddress,
   RunnerHealth,
   Runners,
   RunnerStorage,
+  type Sharding,
   ShardingConfig,
   SocketRunner,
   SqlMessageStorage,
   SqlRunnerStorage
-} from "@effect/cluster"
-import type { MessageStorage, Sharding } from "@effect/cluster"
-import { RpcSerialization } from "@effect/rpc"
-import { NodeClusterSocket } from "@effect/platform-node"
-import type { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Cause, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+} from "effect/cluster"
+import { RpcSerialization } from "effect/rpc"
+import type { SqlClient } from "effect/sql"
 import * as Redact from "../internal/redact.js"
 
 /**
@@ -163,14 +165,14 @@ export const parseUrl = (url: string): Effect.Effect<string, ClusterStartError> 
   })
 
 /**
- * Timings of the cluster, shorter than `@effect/cluster`'s defaults so that a dead runner's groups
+ * Timings of the cluster, shorter than `effect/cluster`'s defaults so that a dead runner's groups
  * move within seconds: shard leases expire 10 s after their last refresh (every 2 s); runners are
  * pinged every 2 s; new shard assignments are read every second.
  *
  * @since 0.3.0
  * @category models
  */
-export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Type"]> = {
+export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
   shardsPerGroup: 60,
   shardLockRefreshInterval: Duration.seconds(2),
   shardLockExpiration: Duration.seconds(10),
@@ -235,9 +237,9 @@ const secondsFromEnv = (name: string, fallback: number): number => {
 export const PROBE_TIMEOUT = Duration.seconds(15)
 
 /**
- * The database connection. Building it runs `SELECT 1` (the driver's own probe, limited to
- * {@link PROBE_TIMEOUT}): a wrong URL, a database that does not exist or cannot be reached fails
- * here, at start, with the URL's secrets masked.
+ * The database connection. Building it runs `SELECT 1` (limited to {@link PROBE_TIMEOUT}): a wrong
+ * URL, a database that does not exist or cannot be reached fails here, at start, with the URL's
+ * secrets masked.
  *
  * @since 0.3.0
  * @category layers
@@ -252,36 +254,50 @@ export const database = (
      */
     readonly wait?: { readonly seconds: number; readonly onWait: (why: string) => Effect.Effect<void> } | undefined
   } = {}
-) =>
-  Layer.unwrapEffect(Effect.map(parseUrl(url), (url) => {
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, ClusterStartError> =>
+  Layer.unwrap(Effect.map(parseUrl(url), (url) => {
     const failed = (cause: Cause.Cause<unknown>) =>
       new ClusterStartError({
         option: "--cluster",
         detail: `cannot connect to ${redact(url)}: ${scrub(url, describe(cause))}`
       })
-    const connect = PgClient.layer({
-      url: Redacted.make(url),
-      connectTimeout: PROBE_TIMEOUT,
-      maxConnections: options.maxConnections ?? 8,
-      applicationName: "effect-gym"
-    }).pipe(Layer.catchAllCause((cause) => Layer.fail(cause)))
-    const wait = options.wait
-    if (wait === undefined) return Layer.mapError(connect, failed)
-    let said = false
-    return connect.pipe(
-      Layer.retry(
-        Schedule.spaced("1 second").pipe(
-          Schedule.whileInput((cause: Cause.Cause<unknown>) => unreachable(rootMessage(cause))),
-          Schedule.tapInput((cause: Cause.Cause<unknown>) =>
-            said ? Effect.void : Effect.suspend(() => {
-              said = true
-              return wait.onWait(scrub(url, rootMessage(cause)))
-            })
-          ),
-          Schedule.upTo(Duration.seconds(wait.seconds))
+    // The pool connects at its first query: the probe is that query.
+    const connect = Effect.tap(
+      PgClient.make({
+        url: Redacted.make(url),
+        connectTimeout: PROBE_TIMEOUT,
+        maxConnections: options.maxConnections ?? 8,
+        applicationName: "effect-gym"
+      }),
+      (client) =>
+        client`SELECT 1`.pipe(
+          Effect.timeoutOrElse({
+            duration: PROBE_TIMEOUT,
+            orElse: () => Effect.fail(new Error(`no answer to SELECT 1 in ${Duration.format(PROBE_TIMEOUT)}`))
+          })
         )
-      ),
-      Layer.mapError(failed)
+    )
+    const wait = options.wait
+    if (wait === undefined) return PgClient.layerFrom(Effect.mapError(Effect.sandbox(connect), failed))
+    // each try in a scope of its own, closed when it fails
+    const attempt = Effect.flatMap(Effect.scope, (scope) =>
+      Effect.flatMap(Scope.fork(scope), (child) =>
+        connect.pipe(
+          Scope.provide(child),
+          Effect.sandbox,
+          Effect.tapError((cause) => Scope.close(child, Exit.failCause(cause)))
+        )))
+    let said = false
+    return PgClient.layerFrom(
+      Effect.retry(attempt, {
+        schedule: Schedule.spaced("1 second").pipe(Schedule.upTo({ duration: Duration.seconds(wait.seconds) })),
+        while: (cause) => {
+          if (!unreachable(rootMessage(cause))) return Effect.succeed(false)
+          if (said) return Effect.succeed(true)
+          said = true
+          return Effect.as(wait.onWait(scrub(url, rootMessage(cause))), true)
+        }
+      }).pipe(Effect.mapError(failed))
     )
   }))
 
@@ -289,43 +305,59 @@ export const database = (
 const unreachable = (message: string): boolean =>
   /ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|timed out|starting up|shutting down|terminated/i.test(message)
 
-/** Both stores in the database (their tables are created at first start: `cluster_*`). */
-// Runners started together on a fresh database race to create the tables (CREATE TABLE IF NOT
-// EXISTS can fail on PostgreSQL's catalog when two run at once): setting up is tried again.
-// `SqlRunnerStorage` does its shard locking on one reserved connection (PostgreSQL's advisory
-// locks belong to a session), from several fibers: the lease refresh every 2 s, shards acquired and
-// released one by one as they move. pg runs one query at a time per connection and queues the
-// others, warning ("Calling client.query() when the client is already executing a query is
-// deprecated", pg 8.20+; pg 9 will refuse). Those operations are taken one at a time here, so the
-// connection never gets a second query while one runs (what pg did anyway, without the queue).
-const oneLockQueryAtATime = Layer.effect(
-  RunnerStorage.RunnerStorage,
-  Effect.gen(function*() {
-    const storage = yield* RunnerStorage.RunnerStorage
-    const serial = (yield* Effect.makeSemaphore(1)).withPermits(1)
-    return {
-      ...storage,
-      acquire: (address, shardIds) => serial(storage.acquire(address, shardIds)),
-      refresh: (address, shardIds) => serial(storage.refresh(address, shardIds)),
-      release: (address, shardId) => serial(storage.release(address, shardId)),
-      releaseAll: (address) => serial(storage.releaseAll(address))
-    } satisfies RunnerStorage.RunnerStorage["Type"]
-  })
-).pipe(Layer.provide(SqlRunnerStorage.layer))
-
 /**
  * How the setup of a table (`CREATE TABLE IF NOT EXISTS`, the cluster's and ours) is tried again:
  * runners and coordinators started together race to make it.
  *
  * @since 0.3.0
  */
-export const setupRetry = Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(6))
+export const setupRetry = Schedule.max([Schedule.exponential("200 millis"), Schedule.recurs(6)])
 
-const storage = Layer.mergeAll(SqlMessageStorage.layer, oneLockQueryAtATime).pipe(
-  Layer.catchAllCause((cause) => Layer.fail(cause)),
-  Layer.retry(setupRetry),
-  Layer.mapError((cause) =>
-    new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${describe(cause)}` })
+/**
+ * A layer whose failure is `f`'s error. (Effect 4's `Layer` has no `mapError`: the layer is built
+ * inside the one made here, and its build's error mapped.)
+ */
+const mapLayerError = <A, E, R, E2>(layer: Layer.Layer<A, E, R>, f: (error: E) => E2): Layer.Layer<A, E2, R> =>
+  Layer.effectContext(Effect.mapError(Layer.build(layer), f))
+
+/**
+ * Builds `layer`, again while its build fails (with any cause, a defect too: the storages' own
+ * setup dies when it fails) and `schedule` goes on, each try in a scope of its own, closed when the
+ * try fails; fails with the last try's cause. (Effect 3's `Layer.retry`; Effect 4's `Layer` has
+ * none.)
+ */
+const buildRetrying = <A, E, R, X>(
+  layer: Layer.Layer<A, E, R>,
+  schedule: Schedule.Schedule<X, Cause.Cause<E>>
+): Effect.Effect<Context.Context<A>, Cause.Cause<E>, R | Scope.Scope> =>
+  Effect.flatMap(Effect.scope, (scope) =>
+    Effect.retry(
+      Effect.flatMap(Scope.fork(scope), (child) =>
+        Layer.buildWithScope(layer, child).pipe(
+          Effect.sandbox,
+          Effect.tapError((cause) => Scope.close(child, Exit.failCause(cause)))
+        )),
+      schedule
+    ))
+
+/**
+ * Both stores in the database (their tables are created at first start: `cluster_*`). Runners
+ * started together on a fresh database race to create the tables: setting up is tried again.
+ * (`SqlRunnerStorage` keeps its shard locking on one reserved connection; `@effect/sql-pg` runs the
+ * statements of a connection one at a time itself.)
+ */
+const storage: Layer.Layer<
+  MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  ClusterStartError,
+  SqlClient.SqlClient | ShardingConfig.ShardingConfig
+> = Layer.effectContext(
+  buildRetrying(
+    Layer.mergeAll(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest)), SqlRunnerStorage.layer),
+    setupRetry
+  ).pipe(
+    Effect.mapError((cause) =>
+      new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${describe(cause)}` })
+    )
   )
 )
 
@@ -345,22 +377,21 @@ export const runner = (
   ClusterStartError
 > => {
   const listen = `${address.listenHost ?? address.host}:${address.port}`
-  return SocketRunner.layer.pipe(
-    Layer.provide(NodeClusterSocket.layerSocketServer),
-    Layer.provide(NodeClusterSocket.layerClientProtocol),
-    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))),
-    Layer.catchAll((error) =>
-      Layer.fail(new ClusterStartError({ option: "--port", detail: `cannot listen on ${listen}: ${describe(Cause.fail(error))}` }))
-    ),
-    Layer.provideMerge(storage),
-    Layer.provide(ShardingConfig.layer({
-      ...shardingConfig,
-      runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
-      runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
-    })),
-    Layer.provide(RpcSerialization.layerMsgPack),
-    Layer.provideMerge(database(url, { wait }))
+  const sockets = SocketRunner.layer.pipe(
+    Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol)))
   )
+  return mapLayerError(sockets, (error) =>
+    new ClusterStartError({ option: "--port", detail: `cannot listen on ${listen}: ${describe(Cause.fail(error))}` })).pipe(
+      Layer.provideMerge(storage),
+      Layer.provide(ShardingConfig.layer({
+        ...shardingConfig,
+        runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
+        runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
+      })),
+      Layer.provide(RpcSerialization.layerSchemaBinary()),
+      Layer.provideMerge(database(url, { wait }))
+    )
 }
 
 /**
@@ -383,7 +414,7 @@ export const client = (
     Layer.provide(NodeClusterSocket.layerClientProtocol),
     Layer.provideMerge(storage),
     Layer.provide(ShardingConfig.layer({ ...shardingConfig, runnerAddress: Option.none() })),
-    Layer.provide(RpcSerialization.layerMsgPack),
+    Layer.provide(RpcSerialization.layerSchemaBinary()),
     Layer.provideMerge(database(url, { maxConnections: 16 }))
   )
 

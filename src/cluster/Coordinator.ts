@@ -6,10 +6,10 @@
  *
  * @since 0.3.0
  */
-import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "@effect/cluster"
-import { type SqlConnection, SqlError } from "@effect/sql"
 import type { Context } from "effect"
-import { Cause, Effect, Either, Layer, Schedule, Scope, Stream } from "effect"
+import { Cause, Effect, Layer, type Result, Schedule, Scope, Stream } from "effect"
+import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "effect/cluster"
+import { type SqlConnection, SqlError } from "effect/sql"
 import * as os from "node:os"
 import type { RowError } from "./internal/engine.js"
 import * as Runs from "./internal/runs.js"
@@ -40,7 +40,7 @@ export interface RunnerEvent {
 export interface Session {
   readonly url: string
   readonly runId: string
-  readonly context: Context.Context<Layer.Layer.Success<ReturnType<typeof Cluster.client>>>
+  readonly context: Context.Context<Layer.Success<ReturnType<typeof Cluster.client>>>
   /** Records the run id as used (once the run's log is about to be written). */
   readonly register: Effect.Effect<void, Cluster.ClusterStartError>
   /**
@@ -102,14 +102,14 @@ export const open = (
     )
     let holder: SqlConnection.Connection | undefined = claimed.connection
     const answer = (connection: SqlConnection.Connection) =>
-      Effect.timeoutFail(connection.executeValues("SELECT 1", []), {
+      Effect.timeoutOrElse(connection.executeValues("SELECT 1", []), {
         duration: "5 seconds",
-        onTimeout: () => ({ message: "no answer in 5 s" })
+        orElse: () => Effect.fail({ message: "no answer in 5 s" })
       })
     // A lock found held may still be this coordinator's old session, until the server notices that
     // its connection is gone: taken only when it stays held for 15 s.
     let heldSince: number | undefined
-    const relock = Effect.flatMap(Scope.extend(Effect.provide(Runs.lock(runId), context), scope), (connection) => {
+    const relock = Effect.flatMap(Scope.provide(Effect.provide(Runs.lock(runId), context), scope), (connection) => {
       if (connection !== undefined) {
         heldSince = undefined
         return Effect.sync(() => void (holder = connection))
@@ -125,10 +125,10 @@ export const open = (
       return Effect.catchIf(
         answer(connection),
         // the session is gone (a timeout is not: a slow database keeps its sessions)
-        (error) => error instanceof SqlError.SqlError,
+        (error) => SqlError.isSqlError(error),
         (error) => {
           holder = undefined
-          return Effect.zipRight(Effect.ignore(relock), Effect.fail({ message: Cluster.rootMessage(Cause.fail(error)) }))
+          return Effect.andThen(Effect.ignore(relock), Effect.fail({ message: Cluster.rootMessage(Cause.fail(error)) }))
         }
       )
     }).pipe(
@@ -150,7 +150,7 @@ export interface Options<E, R> {
   readonly runId: string
   readonly file: string
   /** The dataset's rows, each with its line's text; bad lines as errors. */
-  readonly rows: Stream.Stream<Either.Either<{ readonly row: { readonly index: number }; readonly text: string }, RowError>, E, R>
+  readonly rows: Stream.Stream<Result.Result<{ readonly row: { readonly index: number }; readonly text: string }, RowError>, E, R>
   readonly config: GroupConfig
   readonly digest: string
   /** Groups in flight at most. */
@@ -209,7 +209,7 @@ const watchDatabase = (
           yield* onDatabase({ event: "up", atMs: atMs(), detail: `after ${(downMs / 1000).toFixed(1)} s` })
         })
     })
-    return yield* Effect.forever(Effect.zipRight(check, Effect.sleep("1 second")))
+    return yield* Effect.forever(Effect.andThen(check, Effect.sleep("1 second")))
   })
 
 /**
@@ -246,7 +246,7 @@ export const run = <E, R>(options: Options<E, R>) =>
       const none = ![...now.values()].some((healthy) => healthy)
       const waits = none && !waiting
       waiting = none
-      return Effect.zipRight(
+      return Effect.andThen(
         Effect.forEach(events, options.onRunner, { discard: true }),
         waits ? options.onNoRunner : Effect.void
       )
@@ -265,11 +265,11 @@ export const run = <E, R>(options: Options<E, R>) =>
           shardId,
           entityType: RolloutEntity.type,
           entityId: EntityId.make(entityId(options.runId, row))
-        }))).pipe(Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(5))), Effect.ignore)
+        }))).pipe(Effect.retry(Schedule.max([Schedule.exponential("200 millis"), Schedule.recurs(5)])), Effect.ignore)
     const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
     const send = (row: number, line: string) =>
       Effect.catchIf(sendOnce(row, line), isRefusal, () =>
-        Effect.zipRight(
+        Effect.andThen(
           forget(row),
           Effect.tapError(sendOnce(row, line), (error) => (isRefusal(error) ? forget(row) : Effect.void))
         ))
@@ -286,7 +286,7 @@ export const run = <E, R>(options: Options<E, R>) =>
         // a database that answers but refuses the write stops the run
         Effect.retry({
           while: (error) => isTransient(error) && !isRefusedWrite(error),
-          schedule: Schedule.union(Schedule.exponential("200 millis"), Schedule.spaced("2 seconds"))
+          schedule: Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("2 seconds")])
         }),
         Effect.catchIf(isRefusedWrite, (error) =>
           Effect.fail(
@@ -300,9 +300,9 @@ export const run = <E, R>(options: Options<E, R>) =>
     const groups = options.rows.pipe(
       Stream.mapEffect(
         (item) =>
-          Either.isLeft(item)
-            ? options.onRowError(item.left)
-            : Effect.flatMap(send(item.right.row.index, item.right.text), (reply) => options.onReply(item.right.row.index, reply)),
+          item._tag === "Failure"
+            ? options.onRowError(item.failure)
+            : Effect.flatMap(send(item.success.row.index, item.success.text), (reply) => options.onReply(item.success.row.index, reply)),
         { concurrency: options.concurrency, unordered: true }
       ),
       Stream.runDrain

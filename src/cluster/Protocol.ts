@@ -1,14 +1,14 @@
 /**
  * What the coordinator and the runners say to each other: the rollout entity (one message = one
- * GRPO group) and its reply. Messages are persisted (`@effect/cluster`'s SQL message storage), so
+ * GRPO group) and its reply. Messages are persisted (`effect/cluster`'s SQL message storage), so
  * a group survives the death of the runner that holds it (redelivered to the shard's next owner)
  * and of the coordinator that sent it (the same primary key finds the stored request and reply).
  *
  * @since 0.3.0
  */
-import { ClusterSchema, Entity } from "@effect/cluster"
-import { Rpc } from "@effect/rpc"
 import { Schema } from "effect"
+import { ClusterSchema, Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
 
 /**
  * How every group of a run is run: what `run` resolves from its options, as JSON. Inference and
@@ -20,13 +20,13 @@ import { Schema } from "effect"
 export const GroupConfig = Schema.Struct({
   gymEnv: Schema.NullOr(Schema.String),
   scheduler: Schema.String,
-  schedulerOptions: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  schedulerOptions: Schema.Record(Schema.String, Schema.Unknown),
   rewardFuncs: Schema.Array(Schema.String),
   rewardWeights: Schema.Array(Schema.Number),
   numGenerations: Schema.Number,
   maxTurns: Schema.Number,
   seed: Schema.Number,
-  sampling: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  sampling: Schema.Record(Schema.String, Schema.Unknown),
   timeouts: Schema.Struct({
     reset: Schema.NullOr(Schema.Number),
     step: Schema.NullOr(Schema.Number),
@@ -34,7 +34,7 @@ export const GroupConfig = Schema.Struct({
     trajectory: Schema.NullOr(Schema.Number)
   }),
   retries: Schema.Number,
-  failedGroups: Schema.Literal("keep", "drop", "mask")
+  failedGroups: Schema.Literals(["keep", "drop", "mask"])
 })
 
 /**
@@ -147,7 +147,7 @@ export const RolloutEntity = Entity.make("EffectGymRollout", [
   Rpc.make("RunGroup", {
     payload: GroupRequest.fields,
     success: GroupReply,
-    error: Schema.Union(PluginMismatch, ConfigRefused),
+    error: Schema.Union([PluginMismatch, ConfigRefused]),
     primaryKey: ({ row, runId }) => `${runId}/${row}`
   })
 ]).annotateRpcs(ClusterSchema.Persisted, true)

@@ -4,8 +4,8 @@
  *
  * @since 0.3.0
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Schema, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { Effect, Layer, Schema, Scope, Semaphore } from "effect"
 import { Inference } from "../Inference.js"
 import type * as Registry from "../Registry.js"
 import * as Cluster from "./Cluster.js"
@@ -37,7 +37,7 @@ export interface Options {
   readonly onWaitForDatabase?: ((why: string) => void) | undefined
 }
 
-const decodeConfig = Schema.decodeUnknown(Schema.parseJson(GroupConfig))
+const decodeConfig = Schema.decodeUnknownEffect(Schema.fromJsonString(GroupConfig))
 
 /**
  * The runner: the entity's handlers on this runner's sharding. Runs until interrupted; on
@@ -48,7 +48,7 @@ const decodeConfig = Schema.decodeUnknown(Schema.parseJson(GroupConfig))
  */
 export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStartError, Inference> => {
   const name = `${options.host}:${options.port}`
-  const handlers = Layer.unwrapScoped(Effect.gen(function*() {
+  const handlers = Layer.unwrap(Effect.gen(function*() {
     const inference = yield* Inference
     const sql = yield* SqlClient.SqlClient
     yield* Attempts.setup
@@ -57,11 +57,11 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
     const startedHere = new Set<string>()
     const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => Effect.provideService(effect, SqlClient.SqlClient, sql)
     const scope = yield* Effect.scope
-    const permits = yield* Effect.makeSemaphore(options.concurrency)
+    const permits = yield* Semaphore.make(options.concurrency)
     // The way to the permits, one at a time: a group that takes them all (its last start) waits
     // for the groups running to end while no other starts (Effect's semaphore alone would let
     // groups taking one permit pass it for ever).
-    const gate = yield* Effect.makeSemaphore(1)
+    const gate = yield* Semaphore.make(1)
     const withPermits = (n: number) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(restore(gate.withPermits(1)(permits.take(n))), (taken) => Effect.ensuring(restore(effect), permits.release(taken)))
@@ -76,7 +76,7 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
           Effect.cached(
             Effect.flatMap(
               Effect.mapError(decodeConfig(text), (error) => `not a run config: ${error.message}`),
-              (config) => Scope.extend(Engine.prepare(options.registry, config), scope)
+              (config) => Scope.provide(Engine.prepare(options.registry, config), scope)
             )
           ),
           (cached) => Effect.sync(() => {
@@ -127,7 +127,7 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
                   // (a reply not yet stored when the next group killed the runner included)
                   startedHere.add(key)
                   return Effect.ensuring(runIt,
-                    Effect.zipRight(Effect.sync(() => startedHere.delete(key)), withSql(Attempts.unstart(payload.runId, payload.row))))
+                    Effect.andThen(Effect.sync(() => startedHere.delete(key)), withSql(Attempts.unstart(payload.runId, payload.row))))
                 })
               }))
             const run = (alone: boolean): Effect.Effect<Engine.GroupOutcome> =>
@@ -148,7 +148,8 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
   const ready = Layer.effectDiscard(
     Effect.sync(() => options.onReady?.())
   )
-  return Layer.provideMerge(ready, handlers).pipe(
+  return ready.pipe(
+    Layer.provideMerge(handlers),
     Layer.provide(Cluster.runner(
       options.url,
       { host: options.host, port: options.port, listenHost: options.listenHost },

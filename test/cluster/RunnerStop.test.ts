@@ -11,19 +11,19 @@ import { joinStoppable } from "../../src/cli/RunnerCommand.js"
 
 /** A runner whose stop (its finalizer) ends only when `release` is done. */
 const runnerWithStop = (release: Deferred.Deferred<void>) =>
-  Effect.scoped(Effect.zipRight(Effect.addFinalizer(() => Deferred.await(release)), Effect.never))
+  Effect.scoped(Effect.andThen(Effect.addFinalizer(() => Deferred.await(release)), Effect.never))
 
 describe("a runner's stop", () => {
   it.live("with the database down past the limit: given up (it waited forever)", () =>
     Effect.gen(function*() {
       const release = yield* Deferred.make<void>()
-      const running = yield* Effect.forkDaemon(runnerWithStop(release))
+      const running = yield* Effect.forkDetach(runnerWithStop(release))
       let gaveUp = 0
-      const job = yield* Effect.fork(joinStoppable(running, () => Date.now() - 60_000, 0.3, () => void gaveUp++))
+      const job = yield* Effect.forkChild(joinStoppable(running, () => Date.now() - 60_000, 0.3, () => void gaveUp++))
       yield* Effect.sleep("100 millis")
       const stopped = Date.now()
-      const exit = yield* Fiber.interrupt(job).pipe(Effect.timeout("5 seconds"))
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* Fiber.interrupt(job).pipe(Effect.timeout("5 seconds"))
+      expect(Exit.hasInterrupts(yield* Fiber.await(job))).toBe(true)
       expect(gaveUp).toBe(1)
       expect(Date.now() - stopped).toBeGreaterThanOrEqual(250)
       yield* Deferred.succeed(release, undefined)
@@ -32,13 +32,13 @@ describe("a runner's stop", () => {
   it.live("while the database answers: the stop is waited for, however long", () =>
     Effect.gen(function*() {
       const release = yield* Deferred.make<void>()
-      const running = yield* Effect.forkDaemon(runnerWithStop(release))
+      const running = yield* Effect.forkDetach(runnerWithStop(release))
       let gaveUp = 0
-      const job = yield* Effect.fork(joinStoppable(running, () => undefined, 0.2, () => void gaveUp++))
+      const job = yield* Effect.forkChild(joinStoppable(running, () => undefined, 0.2, () => void gaveUp++))
       yield* Effect.sleep("100 millis")
-      const stopping = yield* Effect.fork(Fiber.interrupt(job))
+      const stopping = yield* Effect.forkChild(Fiber.interrupt(job))
       yield* Effect.sleep("1 second")
-      expect(yield* Fiber.poll(stopping)).toMatchObject({ _tag: "None" })
+      expect(stopping.pollUnsafe()).toBeUndefined()
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(stopping).pipe(Effect.timeout("5 seconds"))
       expect(gaveUp).toBe(0)
@@ -48,12 +48,12 @@ describe("a runner's stop", () => {
   it.live("the database gone during the stop: the limit counts from when it went", () =>
     Effect.gen(function*() {
       const release = yield* Deferred.make<void>()
-      const running = yield* Effect.forkDaemon(runnerWithStop(release))
+      const running = yield* Effect.forkDetach(runnerWithStop(release))
       let down: number | undefined
       let gaveUp = 0
-      const job = yield* Effect.fork(joinStoppable(running, () => down, 0.3, () => void gaveUp++))
+      const job = yield* Effect.forkChild(joinStoppable(running, () => down, 0.3, () => void gaveUp++))
       yield* Effect.sleep("100 millis")
-      const stopping = yield* Effect.fork(Fiber.interrupt(job))
+      const stopping = yield* Effect.forkChild(Fiber.interrupt(job))
       yield* Effect.sleep("500 millis")
       expect(gaveUp).toBe(0)
       down = Date.now()

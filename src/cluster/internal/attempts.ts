@@ -8,7 +8,7 @@
  * that kills its runner by itself is given up. A start that ends on a live runner (done, or
  * interrupted as its shard moves) is taken back (`unstart`): only a runner's death counts.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient } from "effect/sql"
 import { Effect, Schedule } from "effect"
 import { ClusterStartError, setupRetry } from "../Cluster.js"
 
@@ -57,7 +57,7 @@ export const start = (runId: string, row: number): Effect.Effect<number, never, 
       ON CONFLICT (run_id, row_index) DO UPDATE SET attempts = effect_gym_attempts.attempts + 1
       RETURNING attempts
     `).pipe(
-      Effect.retry(Schedule.intersect(Schedule.exponential("200 millis"), Schedule.recurs(3))),
+      Effect.retry(Schedule.max([Schedule.exponential("200 millis"), Schedule.recurs(3)])),
       Effect.map((rows) => Number(rows[0]?.attempts ?? 1)),
       Effect.orElseSucceed(() => 1)
     )

@@ -3,7 +3,7 @@
  * runs it (the same `Rollout.stream`, the same log encoding and summary fold). A change of the
  * engine's API touches this file only.
  */
-import { Effect, Either, Option, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
 import type { Scope } from "effect"
 import * as CompletionsLog from "../../CompletionsLog.js"
 import type { Inference } from "../../Inference.js"
@@ -38,16 +38,16 @@ export const prepare = (
   group: GroupConfig
 ): Effect.Effect<Prepared, string, Scope.Scope> =>
   Effect.gen(function*() {
-    const definition = yield* Effect.mapError(Registry.scheduler(registry, group.scheduler), message)
-    const rewards = yield* Effect.mapError(
-      Effect.forEach(group.rewardFuncs, (name) => Registry.reward(registry, name)),
-      message
+    const definition = yield* Effect.fromResult(Result.mapError(Registry.scheduler(registry, group.scheduler), message))
+    const rewards = yield* Effect.forEach(
+      group.rewardFuncs,
+      (name) => Effect.fromResult(Result.mapError(Registry.reward(registry, name), message))
     )
-    const columns = yield* Effect.mapError(Reward.columns(rewards, group.rewardWeights), message)
+    const columns = yield* Effect.fromResult(Result.mapError(Reward.columns(rewards, group.rewardWeights), message))
     // The env the run names: one the scheduler brings, or this runner's registry's (checked the way `run` checks it).
     const gymEnv = group.gymEnv
     if (gymEnv !== null && !(definition.envs ?? []).some((env) => env.name === gymEnv)) {
-      yield* Effect.mapError(Registry.env(registry, gymEnv), message)
+      yield* Effect.fromResult(Result.mapError(Registry.env(registry, gymEnv), message))
     }
     const instance = yield* Effect.mapError(definition.make({ options: group.schedulerOptions }), message)
     // the group config's timeouts are in seconds, the engine's in milliseconds
@@ -86,7 +86,7 @@ export const runGroup = (
 ): Effect.Effect<GroupOutcome, never, Inference> =>
   Effect.gen(function*() {
     const decoded = Row.decodeLine(file, index, line) ??
-      Either.left(new Row.RowError({ file, line: index + 1, path: "", detail: "blank line" }))
+      Result.fail(new Row.RowError({ file, line: index + 1, path: "", detail: "blank line" }))
     const items = yield* Stream.runCollect(Rollout.stream(prepared.config, [decoded]))
     const accumulator = new Summary.Accumulator()
     let text = ""
@@ -117,15 +117,18 @@ export const rowError = (problem: NonNullable<GroupOutcome["rowError"]>): Row.Ro
 
 /** The rows of a dataset stream with their lines' text, bad ones (not UTF-8, malformed) as errors. */
 export const datasetLines = <E, R>(file: string, bytes: Stream.Stream<Uint8Array, E, R>, skip?: (index: number) => boolean) =>
-  Stream.filterMap(Row.streamLines(bytes), ([index, text, invalid]) => {
-    if (skip !== undefined && skip(index)) return Option.none()
-    if (invalid !== undefined) {
-      return Option.some(Either.left(new Row.RowError({ file, line: index + 1, path: "", detail: invalid })))
+  Stream.filterMap(
+    Row.streamLines(bytes),
+    ([index, text, invalid]): Result.Result<Result.Result<{ readonly row: Row.Row; readonly text: string }, Row.RowError>, void> => {
+      if (skip !== undefined && skip(index)) return Result.failVoid
+      if (invalid !== undefined) {
+        return Result.succeed(Result.fail(new Row.RowError({ file, line: index + 1, path: "", detail: invalid })))
+      }
+      const decoded = Row.decodeLine(file, index, text)
+      if (decoded === undefined) return Result.failVoid
+      return Result.succeed(Result.map(decoded, (row) => ({ row, text })))
     }
-    const decoded = Row.decodeLine(file, index, text)
-    if (decoded === undefined) return Option.none()
-    return Option.some(Either.map(decoded, (row) => ({ row, text })))
-  })
+  )
 
 /** A dataset row that cannot run. */
 export type RowError = Row.RowError

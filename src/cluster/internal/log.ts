@@ -1,5 +1,5 @@
 /**
- * A runner's log while its database is away. `@effect/cluster` logs every failed storage read
+ * A runner's log while its database is away. `effect/cluster` logs every failed storage read
  * (every `entityMessagePollInterval`, 0.5 s) and lock refresh as a WARN or ERROR with the driver's
  * whole stack: dozens of lines a second for one outage. Those are condensed to one line when the
  * database goes, a reminder every 30 s, and one line when it is back ("Shard lock storage has
@@ -10,7 +10,7 @@ import { rootMessage } from "../Cluster.js"
 
 const problem = (message: string, cause: Cause.Cause<unknown>): boolean => {
   if (/storage/i.test(message)) return true
-  if (Cause.isEmpty(cause)) return false
+  if (cause.reasons.length === 0) return false
   return /PersistenceError|SqlError|ECONNREFUSED|Connection terminated/.test(Cause.pretty(cause))
 }
 
@@ -27,7 +27,7 @@ export const condensed = (
   write: (line: string) => void,
   scrub: (text: string) => string
 ): { readonly logger: Logger.Logger<unknown, void>; readonly downSince: () => number | undefined } => {
-  const plain = Logger.stringLogger
+  const plain = Logger.formatLogFmt
   let downSince: number | undefined
   let reminded = 0
   const logger = Logger.make((options) => {
@@ -39,12 +39,12 @@ export const condensed = (
       }
       return
     }
-    if (LogLevel.greaterThanEqual(options.logLevel, LogLevel.Warning) && problem(message, options.cause)) {
+    if (LogLevel.isGreaterThanOrEqualTo(options.logLevel, "Warn") && problem(message, options.cause)) {
       const now = Date.now()
       if (downSince === undefined) {
         downSince = now
         reminded = now
-        const why = Cause.isEmpty(options.cause) ? message : rootMessage(options.cause)
+        const why = options.cause.reasons.length === 0 ? message : rootMessage(options.cause)
         write(scrub(`runner ${name}: the database does not answer (${why}): retrying; the groups running go on`))
       } else if (now - reminded >= 30_000) {
         reminded = now

@@ -5,7 +5,7 @@
  * advisory lock on the run id, held by one connection of the coordinator: it goes when the
  * coordinator or its connection dies, nothing to expire by hand).
  */
-import { SqlClient, type SqlConnection } from "@effect/sql"
+import { SqlClient, type SqlConnection } from "effect/sql"
 import { Effect, type Scope } from "effect"
 import { ClusterStartError, setupRetry } from "../Cluster.js"
 import { waitAtMost } from "../../internal/duration.js"
@@ -35,7 +35,7 @@ const setup = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   )`.pipe(
     // the run's options (a table made by an older version has no such column: added; asked first,
     // since ALTER TABLE needs the table's owner, which a coordinator's user need not be)
-    Effect.zipRight(sql`
+    Effect.andThen(sql`
       SELECT 1 FROM information_schema.columns
       WHERE table_schema = current_schema() AND table_name = 'effect_gym_runs' AND column_name = 'identity'
     `),
