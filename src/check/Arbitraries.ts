@@ -1,5 +1,5 @@
 /**
- * `FastCheck` arbitraries for property-testing envs: assistant replies (well-formed actions, junk,
+ * Arbitraries (`effect/Arbitrary`) for property-testing envs: assistant replies (well-formed actions, junk,
  * blank, very long and unusual Unicode text) and env configs from a schema.
  *
  * They are re-exported by `EnvCheck`, so a property reads:
@@ -14,12 +14,45 @@
  *
  * @since 0.1.0
  */
-import { Arbitrary, Either, FastCheck, ParseResult } from "effect"
-import type { Schema } from "effect"
-
-const fc = FastCheck
+import { Arbitrary, Schema, SchemaParser } from "effect"
 
 const join = (parts: ReadonlyArray<string>): string => parts.join("")
+
+/** One of the given strings. */
+const constantFrom = (values: ReadonlyArray<string>): Arbitrary.Arbitrary<string> =>
+  Arbitrary.schema(Schema.Literals(values))
+
+/** A whole number in [min, max]. */
+const integer = (min: number, max: number): Arbitrary.Arbitrary<number> =>
+  Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max })))
+
+/** A code point in [min, max] as text. */
+const codePoint = (min: number, max: number): Arbitrary.Arbitrary<string> =>
+  integer(min, max).pipe(Arbitrary.map((cp) => String.fromCodePoint(cp)))
+
+/**
+ * One of several arbitraries, each drawn in proportion to its weight. (`effect/Arbitrary` has no
+ * choice among arbitraries: a weighted index picks one; shrinking goes towards the first.)
+ */
+const oneOf = <A>(
+  ...choices: ReadonlyArray<Arbitrary.Arbitrary<A> | readonly [weight: number, Arbitrary.Arbitrary<A>]>
+): Arbitrary.Arbitrary<A> => {
+  const weighted = choices.map((c) => Arbitrary.isArbitrary(c) ? [1, c] as const : c)
+  const total = weighted.reduce((sum, [weight]) => sum + weight, 0)
+  return integer(0, total - 1).pipe(
+    Arbitrary.flatMap((n) => {
+      for (const [weight, arbitrary] of weighted) {
+        if (n < weight) return arbitrary
+        n -= weight
+      }
+      return weighted[weighted.length - 1][1]
+    })
+  )
+}
+
+/** Text of printable ASCII characters, of `min` to `max` characters. */
+const ascii = (min: number, max: number): Arbitrary.Arbitrary<string> =>
+  Arbitrary.schema(Schema.String.check(Schema.isPattern(new RegExp(`^[ -~]{${min},${max}}$`))))
 
 /**
  * The shortest string {@link long} produces.
@@ -55,9 +88,9 @@ export const BLANK_CHARACTERS: ReadonlyArray<string> = [
  * @since 0.1.0
  * @category arbitraries
  */
-export const blank: FastCheck.Arbitrary<string> = fc.oneof(
-  fc.constant(""),
-  fc.array(fc.constantFrom(...BLANK_CHARACTERS), { minLength: 1, maxLength: 8 }).map(join)
+export const blank: Arbitrary.Arbitrary<string> = oneOf(
+  Arbitrary.Constant(""),
+  Arbitrary.array(constantFrom(BLANK_CHARACTERS), { minLength: 1, maxLength: 8 }).pipe(Arbitrary.map(join))
 )
 
 const MARKUP: ReadonlyArray<string> = [
@@ -86,6 +119,13 @@ const MARKUP: ReadonlyArray<string> = [
   "\u0000"
 ]
 
+/** Words of lorem ipsum, for prose that means nothing. */
+const LOREM: ReadonlyArray<string> = [
+  "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do", "eiusmod", "tempor",
+  "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "enim", "ad", "minim", "veniam", "quis",
+  "nostrud", "exercitation", "ullamco", "laboris", "nisi", "aliquip", "ex", "ea", "commodo", "consequat"
+]
+
 /**
  * Text that is not an action: random printable ASCII, lorem ipsum prose, fragments of markup (tags,
  * braces, fences, escapes) and JSON documents.
@@ -93,11 +133,11 @@ const MARKUP: ReadonlyArray<string> = [
  * @since 0.1.0
  * @category arbitraries
  */
-export const junk: FastCheck.Arbitrary<string> = fc.oneof(
-  fc.string({ maxLength: 80 }),
-  fc.lorem({ maxCount: 12 }),
-  fc.array(fc.oneof(fc.constantFrom(...MARKUP), fc.string({ maxLength: 6 })), { maxLength: 16 }).map(join),
-  fc.json({ maxDepth: 2 })
+export const junk: Arbitrary.Arbitrary<string> = oneOf(
+  ascii(0, 80),
+  Arbitrary.array(constantFrom(LOREM), { maxLength: 12 }).pipe(Arbitrary.map((words) => words.join(" "))),
+  Arbitrary.array(oneOf(constantFrom(MARKUP), ascii(0, 6)), { maxLength: 16 }).pipe(Arbitrary.map(join)),
+  Arbitrary.schema(Schema.Json).pipe(Arbitrary.map((json) => JSON.stringify(json)))
 )
 
 const ASTRAL: ReadonlyArray<string> = [
@@ -124,25 +164,32 @@ const RTL: ReadonlyArray<string> = [
 ]
 
 /** One astral code point (outside the Basic Multilingual Plane: a surrogate pair in UTF-16). */
-const astralCodePoint = fc.integer({ min: 0x10000, max: 0x10ffff }).map((cp) => String.fromCodePoint(cp))
+const astralCodePoint = codePoint(0x10000, 0x10ffff)
 
 /** A letter followed by 1 to 4 combining marks (diacritics, enclosing marks). */
-const combining = fc.tuple(
-  fc.constantFrom("a", "e", "o", "u", "n", "Z", "i"),
-  fc.array(
-    fc.oneof(fc.integer({ min: 0x300, max: 0x36f }), fc.integer({ min: 0x20d0, max: 0x20f0 })).map((cp) =>
-      String.fromCodePoint(cp)
-    ),
-    { minLength: 1, maxLength: 4 }
-  )
-).map(([letter, marks]) => letter + join(marks))
+const combining = Arbitrary.all([
+  constantFrom(["a", "e", "o", "u", "n", "Z", "i"]),
+  Arbitrary.array(oneOf(codePoint(0x300, 0x36f), codePoint(0x20d0, 0x20f0)), { minLength: 1, maxLength: 4 })
+]).pipe(Arbitrary.map(([letter, marks]) => letter + join(marks)))
 
-const unusual = fc.oneof(
-  fc.constantFrom(...ASTRAL),
+const unusual = oneOf(
+  constantFrom(ASTRAL),
   astralCodePoint,
   combining,
-  fc.constantFrom(...RTL),
-  fc.constantFrom(...BLANK_CHARACTERS.filter((c) => c.charCodeAt(0) > 0x7f))
+  constantFrom(RTL),
+  constantFrom(BLANK_CHARACTERS.filter((c) => c.charCodeAt(0) > 0x7f))
+)
+
+/**
+ * Up to 4 characters of some scripts (Latin, Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai,
+ * kana, CJK, Hangul, symbols): every one a whole code point of the Basic Multilingual Plane.
+ */
+const scripts = Arbitrary.schema(
+  Schema.String.check(
+    Schema.isPattern(
+      /^[ -~\u00a1-\u024f\u0370-\u03ff\u0400-\u04ff\u05d0-\u05ea\u0620-\u064a\u0905-\u0939\u0e01-\u0e30\u3041-\u30ff\u4e00-\u9fff\uac00-\ud7a3\u2190-\u21ff\u2600-\u26ff]{0,4}$/
+    )
+  )
 )
 
 /**
@@ -154,11 +201,11 @@ const unusual = fc.oneof(
  * @since 0.1.0
  * @category arbitraries
  */
-export const unicode: FastCheck.Arbitrary<string> = fc.tuple(
-  fc.array(fc.oneof(unusual, fc.string({ unit: "grapheme", maxLength: 4 })), { maxLength: 6 }),
+export const unicode: Arbitrary.Arbitrary<string> = Arbitrary.all([
+  Arbitrary.array(oneOf(unusual, scripts), { maxLength: 6 }),
   unusual,
-  fc.array(fc.oneof(unusual, fc.string({ unit: "grapheme", maxLength: 4 })), { maxLength: 6 })
-).map(([before, piece, after]) => join(before) + piece + join(after))
+  Arbitrary.array(oneOf(unusual, scripts), { maxLength: 6 })
+]).pipe(Arbitrary.map(([before, piece, after]) => join(before) + piece + join(after)))
 
 /**
  * Very long replies: a piece of junk or Unicode text repeated to {@link LONG_MIN_LENGTH} to 32768
@@ -168,10 +215,10 @@ export const unicode: FastCheck.Arbitrary<string> = fc.tuple(
  * @since 0.1.0
  * @category arbitraries
  */
-export const long: FastCheck.Arbitrary<string> = fc.tuple(
-  fc.oneof(junk, unicode).filter((piece) => piece.length > 0),
-  fc.integer({ min: LONG_MIN_LENGTH, max: 32768 })
-).map(([piece, length]) => piece.repeat(Math.ceil(length / piece.length)))
+export const long: Arbitrary.Arbitrary<string> = Arbitrary.all([
+  oneOf(junk, unicode).pipe(Arbitrary.filter((piece) => piece.length > 0)),
+  integer(LONG_MIN_LENGTH, 32768)
+]).pipe(Arbitrary.map(([piece, length]) => piece.repeat(Math.ceil(length / piece.length))))
 
 /**
  * Words that many text envs take as actions (directions, yes/no, letters, digits).
@@ -217,10 +264,10 @@ export const COMMON_ACTION_WORDS: ReadonlyArray<string> = [
  * @since 0.1.0
  * @category arbitraries
  */
-export const commonAction: FastCheck.Arbitrary<string> = fc.tuple(
-  fc.constantFrom(...COMMON_ACTION_WORDS),
-  fc.constantFrom("bare", "action", "answer", "sentence", "json")
-).map(([word, format]) => {
+export const commonAction: Arbitrary.Arbitrary<string> = Arbitrary.all([
+  constantFrom(COMMON_ACTION_WORDS),
+  constantFrom(["bare", "action", "answer", "sentence", "json"])
+]).pipe(Arbitrary.map(([word, format]) => {
   switch (format) {
     case "action":
       return `<action>${word}</action>`
@@ -233,22 +280,24 @@ export const commonAction: FastCheck.Arbitrary<string> = fc.tuple(
     default:
       return word
   }
-})
+}))
 
 /**
  * Well-formed actions: each value is one of the given strings, or a string matching one of the
- * given patterns (generated by `FastCheck.stringMatching`; anchor a pattern with `^…$` to get only
- * the matching text). An empty list gives {@link commonAction}.
+ * given patterns (generated from `Schema.isPattern`; anchor a pattern with `^…$` to get only the
+ * matching text). An empty list gives {@link commonAction}.
  *
  * @since 0.1.0
  * @category arbitraries
  */
-export const actions = (list: ReadonlyArray<string | RegExp>): FastCheck.Arbitrary<string> => {
+export const actions = (list: ReadonlyArray<string | RegExp>): Arbitrary.Arbitrary<string> => {
   const strings = list.filter((a): a is string => typeof a === "string")
   const patterns = list.filter((a): a is RegExp => a instanceof RegExp)
-  const arbitraries: Array<FastCheck.Arbitrary<string>> = patterns.map((pattern) => fc.stringMatching(pattern))
-  if (strings.length > 0) arbitraries.unshift(fc.constantFrom(...strings))
-  return arbitraries.length === 0 ? commonAction : fc.oneof(...arbitraries)
+  const arbitraries: Array<Arbitrary.Arbitrary<string>> = patterns.map((pattern) =>
+    Arbitrary.schema(Schema.String.check(Schema.isPattern(pattern)))
+  )
+  if (strings.length > 0) arbitraries.unshift(constantFrom(strings))
+  return arbitraries.length === 0 ? commonAction : oneOf(...arbitraries)
 }
 
 /**
@@ -258,12 +307,12 @@ export const actions = (list: ReadonlyArray<string | RegExp>): FastCheck.Arbitra
  * @since 0.1.0
  * @category arbitraries
  */
-export const reply: FastCheck.Arbitrary<string> = fc.oneof(
-  { weight: 4, arbitrary: commonAction },
-  { weight: 3, arbitrary: junk },
-  { weight: 1, arbitrary: blank },
-  { weight: 1, arbitrary: long },
-  { weight: 2, arbitrary: unicode }
+export const reply: Arbitrary.Arbitrary<string> = oneOf(
+  [4, commonAction],
+  [3, junk],
+  [1, blank],
+  [1, long],
+  [2, unicode]
 )
 
 /**
@@ -273,8 +322,8 @@ export const reply: FastCheck.Arbitrary<string> = fc.oneof(
  * @since 0.1.0
  * @category arbitraries
  */
-export const replyFor = (list: ReadonlyArray<string | RegExp>): FastCheck.Arbitrary<string> =>
-  fc.oneof({ weight: 3, arbitrary: actions(list) }, { weight: 2, arbitrary: reply })
+export const replyFor = (list: ReadonlyArray<string | RegExp>): Arbitrary.Arbitrary<string> =>
+  oneOf([3, actions(list)], [2, reply])
 
 /**
  * @since 0.1.0
@@ -291,7 +340,7 @@ export interface RepliesOptions {
  * @since 0.1.0
  * @category arbitraries
  */
-export const replies: FastCheck.Arbitrary<ReadonlyArray<string>> = fc.array(reply, { minLength: 1, maxLength: 10 })
+export const replies: Arbitrary.Arbitrary<ReadonlyArray<string>> = Arbitrary.array(reply, { minLength: 1, maxLength: 10 })
 
 /**
  * The replies of one conversation, mostly well-formed actions from `list`.
@@ -302,22 +351,17 @@ export const replies: FastCheck.Arbitrary<ReadonlyArray<string>> = fc.array(repl
 export const repliesFor = (
   list: ReadonlyArray<string | RegExp>,
   options: RepliesOptions = {}
-): FastCheck.Arbitrary<ReadonlyArray<string>> =>
-  fc.array(replyFor(list), { minLength: options.minLength ?? 1, maxLength: options.maxLength ?? 10 })
+): Arbitrary.Arbitrary<ReadonlyArray<string>> =>
+  Arbitrary.array(replyFor(list), { minLength: options.minLength ?? 1, maxLength: options.maxLength ?? 10 })
 
 /**
- * Env configs from a schema: values are drawn with `Arbitrary.make(schema)` (so the schema's
- * filters and `arbitrary` annotations apply) and encoded, giving what a dataset row's
+ * Env configs from a schema: values are drawn with `Arbitrary.schema(schema)` (so the schema's
+ * checks apply) and encoded, giving what a dataset row's
  * `env_config` holds. Use the env's own config schema, or a narrower one that describes the configs
  * worth testing.
  *
  * @since 0.1.0
  * @category arbitraries
  */
-export const config = <A, I>(schema: Schema.Schema<A, I, never>): FastCheck.Arbitrary<I> => {
-  const encode = ParseResult.encodeEither(schema)
-  return Arbitrary.make(schema)
-    .map((value) => encode(value))
-    .filter((encoded): encoded is Either.Right<ParseResult.ParseIssue, I> => Either.isRight(encoded))
-    .map((encoded) => encoded.right)
-}
+export const config = <A, I>(schema: Schema.Codec<A, I>): Arbitrary.Arbitrary<I> =>
+  Arbitrary.schema(schema).pipe(Arbitrary.filterMap(SchemaParser.encodeUnknownResult(schema)))

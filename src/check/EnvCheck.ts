@@ -19,7 +19,7 @@
  * - `timeout`: create, reset and step each answer within the timeout (a hung call is interrupted);
  * - `isolation`: two envs alive at once do not affect each other.
  *
- * The check is deterministic: replies and configs are drawn from `FastCheck` with fixed seeds, runs
+ * The check is deterministic: replies and configs are drawn from arbitraries with fixed seeds, runs
  * are sequential, and the report holds no timings.
  *
  * For property tests, {@link transcript} plays replies through an env, and the arbitraries of
@@ -28,7 +28,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Exit, FastCheck, FiberId, Option } from "effect"
+import { Arbitrary, Clock, Duration, Effect, Exit, Option } from "effect"
 import * as Builtins from "../Builtins.js"
 import type * as Env from "../Env.js"
 import { isRecord, toJsonSafe, typeName } from "../internal/inspect.js"
@@ -69,7 +69,7 @@ export interface Options {
    * The env_configs to try: a list, or an arbitrary (e.g. {@link config} of a schema) sampled
    * `seeds` times. Without it: `{ seed: 0 }`, `{ seed: 1 }`, ... (`seeds` of them).
    */
-  readonly configs?: ReadonlyArray<Env.EnvConfig> | FastCheck.Arbitrary<Env.EnvConfig> | undefined
+  readonly configs?: ReadonlyArray<Env.EnvConfig> | Arbitrary.Arbitrary<Env.EnvConfig> | undefined
   /** How many seed configs (or samples of the configs arbitrary) to try. Default 3. */
   readonly seeds?: number | undefined
   /** How many times each env_config is played from a fresh env, to compare. Default 3. */
@@ -79,11 +79,11 @@ export interface Options {
    * every run of a config), or a fixed list played in order (cycled). Default: {@link replyFor} of
    * `actions` when given, else {@link reply}.
    */
-  readonly replies?: FastCheck.Arbitrary<string> | ReadonlyArray<string> | undefined
+  readonly replies?: Arbitrary.Arbitrary<string> | ReadonlyArray<string> | undefined
   /** Well-formed actions of the env (strings or patterns), mixed into the default replies. */
   readonly actions?: ReadonlyArray<string | RegExp> | undefined
   /** The longest a create, reset, step or close may take. Default 10 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /** Steps per episode before it is cut (as max_turns does). Default 16. */
   readonly maxSteps?: number | undefined
   /** The seed of the replies, configs and reset requests. Default 0. */
@@ -120,8 +120,8 @@ const settingsOf = (options: Options): Effect.Effect<Settings, CheckOptionError>
     if (!Number.isSafeInteger(seed)) {
       return yield* new CheckOptionError({ option: "seed", detail: `must be a whole number, got ${seed}` })
     }
-    const timeout = Duration.decodeUnknown(options.timeout ?? "10 seconds")
-    if (Option.isNone(timeout) || !Duration.greaterThan(timeout.value, Duration.zero)) {
+    const timeout = Duration.fromInput(options.timeout ?? "10 seconds")
+    if (Option.isNone(timeout) || !Duration.isGreaterThan(timeout.value, Duration.zero)) {
       return yield* new CheckOptionError({ option: "timeout", detail: `must be a positive duration` })
     }
     let configs: ReadonlyArray<Env.EnvConfig>
@@ -134,10 +134,7 @@ const settingsOf = (options: Options): Effect.Effect<Settings, CheckOptionError>
       }
       configs = options.configs as ReadonlyArray<Env.EnvConfig>
     } else {
-      configs = FastCheck.sample(options.configs as FastCheck.Arbitrary<Env.EnvConfig>, {
-        seed: mixSeed(seed, CONFIG_SAMPLE_SEED),
-        numRuns: count
-      })
+      configs = yield* sample(options.configs as Arbitrary.Arbitrary<Env.EnvConfig>, "configs", mixSeed(seed, CONFIG_SAMPLE_SEED), count)
     }
     if (configs.length === 0) return yield* new CheckOptionError({ option: "configs", detail: "no env_config to try" })
     const bad = configs.findIndex((c) => !isRecord(c))
@@ -163,25 +160,44 @@ const settingsOf = (options: Options): Effect.Effect<Settings, CheckOptionError>
     }
   })
 
-const scenarioOf = (definition: Env.Definition, settings: Settings, config: Env.EnvConfig, index: number): Scenario => {
-  // One reply per step, plus one for the step after done.
-  const count = settings.maxSteps + 1
-  const fixed = Array.isArray(settings.replies) ? (settings.replies as ReadonlyArray<string>) : undefined
-  const replies = fixed !== undefined
-    ? Array.from({ length: count }, (_, k) => fixed[k % fixed.length])
-    : FastCheck.sample(settings.replies as FastCheck.Arbitrary<string>, {
+/** `count` values of an arbitrary, from a seed (an arbitrary that cannot give them is an option that cannot be used). */
+const sample = <A>(
+  arbitrary: Arbitrary.Arbitrary<A>,
+  option: string,
+  seed: number,
+  count: number
+): Effect.Effect<ReadonlyArray<A>, CheckOptionError> =>
+  Arbitrary.sampleEffect(arbitrary, { seed, count }).pipe(
+    Effect.mapError((error) =>
+      new CheckOptionError({
+        option,
+        detail: `cannot draw ${count} values (${error.generated} drawn, ${error.discards} discarded by filters)`
+      })
+    )
+  )
+
+const scenarioOf = (
+  definition: Env.Definition,
+  settings: Settings,
+  config: Env.EnvConfig,
+  index: number
+): Effect.Effect<Scenario, CheckOptionError> =>
+  Effect.gen(function*() {
+    // One reply per step, plus one for the step after done.
+    const count = settings.maxSteps + 1
+    const fixed = Array.isArray(settings.replies) ? (settings.replies as ReadonlyArray<string>) : undefined
+    const replies = fixed !== undefined
+      ? Array.from({ length: count }, (_, k) => fixed[k % fixed.length])
+      : yield* sample(settings.replies as Arbitrary.Arbitrary<string>, "replies", mixSeed(settings.seed, index), count)
+    const request: Env.ResetRequest = {
+      trajectoryId: `check-c${index}`,
       seed: mixSeed(settings.seed, index),
-      numRuns: count
-    })
-  const request: Env.ResetRequest = {
-    trajectoryId: `check-c${index}`,
-    seed: mixSeed(settings.seed, index),
-    messages: [],
-    dataDict: { env_config: config },
-    envConfig: config
-  }
-  return { index, config, replies, request, prepared: definition.prepare(config) }
-}
+      messages: [],
+      dataDict: { env_config: config },
+      envConfig: config
+    }
+    return { index, config, replies, request, prepared: definition.prepare(config) }
+  })
 
 /** Creates, resets, plays the scenario's replies to done or the step limit, and closes. */
 const episode = (context: Context, scenario: Scenario, stepAfterDone: boolean) =>
@@ -205,7 +221,7 @@ const abandoned = (context: Context, scenario: Scenario) =>
     const lc = yield* Lifecycle.make(context, scenario, true)
     yield* lc.create()
     yield* lc.resetEnv()
-    yield* lc.close(Exit.interrupt(FiberId.none))
+    yield* lc.close(Exit.interrupt())
     return lc
   })
 
@@ -339,11 +355,13 @@ export const check = (
   options: Options = {}
 ): Effect.Effect<Report, CheckOptionError | Registry.NotRegistered> =>
   Effect.gen(function*() {
-    const definition = typeof env === "string" ? yield* Registry.env(options.registry ?? Builtins.registry, env) : env
+    const definition = typeof env === "string"
+      ? yield* Effect.fromResult(Registry.env(options.registry ?? Builtins.registry, env))
+      : env
     const settings = yield* settingsOf(options)
     const collector = new Collector()
     const context: Context = { settings, definition, collector }
-    const scenarios = settings.configs.map((config, index) => scenarioOf(definition, settings, config, index))
+    const scenarios = yield* Effect.forEach(settings.configs, (config, index) => scenarioOf(definition, settings, config, index))
     const fresh: Array<Lifecycle> = []
     for (const scenario of scenarios) fresh.push(yield* checkScenario(context, scenario))
     yield* checkIsolation(context, scenarios, fresh)
@@ -366,7 +384,7 @@ export const check = (
       warnings: collector.warnings,
       stats: new Stats(collector.stats)
     })
-  }).pipe(Effect.withClock(Clock.make()))
+  }).pipe(Effect.provideService(Clock.Clock, Clock.Clock.defaultValue()))
 
 // ---------------------------------------------------------------------------------------------
 // Property-test helpers
@@ -415,7 +433,7 @@ export const transcript = (
   options: { readonly seed?: number | undefined; readonly trajectoryId?: string | undefined } = {}
 ): Effect.Effect<Transcript, Env.EnvError | Env.EnvConfigError> =>
   Effect.scoped(Effect.gen(function*() {
-    const create = yield* definition.prepare(config)
+    const create = yield* Effect.fromResult(definition.prepare(config))
     const env = yield* create
     const reset = yield* env.reset({
       trajectoryId: options.trajectoryId ?? "transcript",

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck, Schema } from "effect"
+import { Arbitrary, Effect, Result, Schema } from "effect"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
 import { Config as FrozenLakeConfig, FrozenLake } from "../../src/envs/FrozenLake.js"
 import { canonical, jsonProblem, show } from "../../src/internal/inspect.js"
@@ -11,7 +11,8 @@ const RTL = /[\p{Script=Hebrew}\p{Script=Arabic}\u200f\u202e\u2067\u2069\u061c]/
 const UNUSUAL_SPACE = /[\u00a0\u2003\u3000\u2028\u200b\ufeff]/
 const UNUSUAL = new RegExp(`${ASTRAL.source}|${COMBINING.source}|${RTL.source}|${UNUSUAL_SPACE.source}`, "u")
 
-const sample = <A>(arbitrary: FastCheck.Arbitrary<A>, n = 300) => FastCheck.sample(arbitrary, { seed: 1, numRuns: n })
+const sample = <A>(arbitrary: Arbitrary.Arbitrary<A>, n = 300) =>
+  Effect.runSync(Arbitrary.sampleEffect(arbitrary, { seed: 1, count: n }))
 
 describe("Arbitraries: each produces what it claims", () => {
   const list = ["<action>up</action>", "<action>down</action>", "wait"]
@@ -45,7 +46,7 @@ describe("Arbitraries: each produces what it claims", () => {
   it.prop("long gives well-formed texts of at least LONG_MIN_LENGTH units", [EnvCheck.long], ([text]) => {
     expect(text.length).toBeGreaterThanOrEqual(EnvCheck.LONG_MIN_LENGTH)
     expect(LONE_SURROGATE.test(text)).toBe(false)
-  }, { fastCheck: { numRuns: 30 } })
+  }, { arbitrary: { runs: 30 } })
 
   it.prop("unicode gives well-formed text with at least one unusual piece", [EnvCheck.unicode], ([text]) => {
     expect(LONE_SURROGATE.test(text)).toBe(false)
@@ -82,15 +83,15 @@ describe("Arbitraries: each produces what it claims", () => {
   })
 
   const Configs = Schema.Struct({
-    seed: Schema.Int.pipe(Schema.between(-1000, 1000)),
-    size: Schema.Int.pipe(Schema.between(2, 8)),
-    p: Schema.Number.pipe(Schema.between(0.5, 1))
+    seed: Schema.Int.check(Schema.isBetween({ minimum: -1000, maximum: 1000 })),
+    size: Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: 8 })),
+    p: Schema.Number.check(Schema.isBetween({ minimum: 0.5, maximum: 1 }))
   })
 
   it.prop("config(schema) gives configs the schema accepts, and so does the env", [EnvCheck.config(Configs)], ([config]) => {
-    expect(Either.isRight(Schema.decodeUnknownEither(Configs)(config))).toBe(true)
-    expect(Either.isRight(Schema.decodeUnknownEither(FrozenLakeConfig)(config))).toBe(true)
-    expect(Either.isRight(FrozenLake.prepare(config))).toBe(true)
+    expect(Result.isSuccess(Schema.decodeUnknownResult(Configs)(config))).toBe(true)
+    expect(Result.isSuccess(Schema.decodeUnknownResult(FrozenLakeConfig)(config))).toBe(true)
+    expect(Result.isSuccess(FrozenLake.prepare(config))).toBe(true)
   })
 
   it.prop(
@@ -105,7 +106,7 @@ describe("Arbitraries: each produces what it claims", () => {
 })
 
 describe("inspect: JSON problems, canonical text, rendering", () => {
-  it.prop("any JSON value has no problem", [FastCheck.jsonValue()], ([value]) => {
+  it.prop("any JSON value has no problem", [Schema.Json], ([value]) => {
     expect(jsonProblem(value, "info")).toBeUndefined()
   })
 
@@ -130,7 +131,7 @@ describe("inspect: JSON problems, canonical text, rendering", () => {
     expect(jsonProblem(throwing, "info")).toBe("info cannot be written as JSON: getter exploded")
   })
 
-  it.prop("canonical text ignores key order and keeps what JSON would lose", [FastCheck.jsonValue()], ([value]) => {
+  it.prop("canonical text ignores key order and keeps what JSON would lose", [Schema.Json], ([value]) => {
     const reversed = (v: unknown): unknown =>
       Array.isArray(v)
         ? v.map(reversed)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Either, ExecutionStrategy, Exit, FastCheck, Fiber, Layer, Schema, Scope } from "effect"
+import { Arbitrary, Context, Effect, Exit, Fiber, Layer, Result, Schema, Scope } from "effect"
 import * as Builtins from "../../src/Builtins.js"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
 import { observeFinalizers } from "../../src/check/internal/lifecycle.js"
@@ -299,7 +299,12 @@ describe("EnvCheck: options, determinism of the check, the report", () => {
       expect(listed.configs).toEqual([{ seed: 5, size: 3 }])
       expect(listed.ok).toBe(true)
       const sampled = yield* EnvCheck.check("frozen_lake", {
-        configs: EnvCheck.config(Schema.Struct({ seed: Schema.Int.pipe(Schema.between(0, 1000)), size: Schema.Int.pipe(Schema.between(2, 6)) })),
+        configs: EnvCheck.config(
+          Schema.Struct({
+            seed: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })),
+            size: Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: 6 }))
+          })
+        ),
         seeds: 4,
         runs: 2
       })
@@ -358,7 +363,7 @@ describe("EnvCheck.transcript", () => {
       const replies = ["<action>down</action>", "nonsense", "<action>right</action>", "<action>right</action>", "<action>down</action>", "<action>down</action>", "<action>right</action>"]
       const out = yield* EnvCheck.transcript(FrozenLake, { seed: 3 }, replies)
       const game = new Game({ size: 4, p: 0.8, seed: 3 })
-      expect(out.reset).toEqual(Either.getOrThrow(game.reset(0)))
+      expect(out.reset).toEqual(Result.getOrThrow(game.reset(0)))
       for (const step of out.steps) {
         expect(step.result).toEqual(game.step([{ role: "assistant", content: step.reply }]))
       }
@@ -370,41 +375,54 @@ describe("EnvCheck.transcript", () => {
   it.effect("fails with the env's typed errors", () =>
     Effect.gen(function*() {
       const bad = yield* Effect.exit(EnvCheck.transcript(FrozenLake, { size: 1 }, []))
-      expect(Exit.isFailure(bad) && bad.cause._tag === "Fail" && bad.cause.error._tag).toBe("EnvConfigError")
+      expect(Exit.isFailure(bad) && bad.cause.reasons.length === 1 && bad.cause.reasons[0]._tag === "Fail" && bad.cause.reasons[0].error._tag)
+        .toBe("EnvConfigError")
       const thrown = yield* Effect.flip(EnvCheck.transcript(broken.throwsInStep, {}, ["a", "b"]))
       expect(thrown.message).toBe("env throws_in_step: step failed: the ice cracked")
     }))
 
   it.effect.prop(
     "the same config and replies give the same transcript (frozen_lake)",
-    [EnvCheck.config(Schema.Struct({ seed: Schema.NonNegativeInt, size: Schema.Int.pipe(Schema.between(2, 6)) })), EnvCheck.repliesFor(FROZEN_LAKE_ACTIONS)],
+    [
+      EnvCheck.config(
+        Schema.Struct({
+          seed: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+          size: Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: 6 }))
+        })
+      ),
+      EnvCheck.repliesFor(FROZEN_LAKE_ACTIONS)
+    ],
     ([config, replies]) =>
       Effect.gen(function*() {
         const first = yield* EnvCheck.transcript(FrozenLake, config, replies)
         const second = yield* EnvCheck.transcript(FrozenLake, config, replies)
         expect(second).toEqual(first)
-        expect(Either.isRight(FrozenLake.prepare(config))).toBe(true)
+        expect(Result.isSuccess(FrozenLake.prepare(config))).toBe(true)
       }),
-    { fastCheck: { numRuns: 40 } }
+    { arbitrary: { runs: 40 } }
   )
 
   it("the properties' arbitraries are seeded: a fixed seed gives the same samples", () => {
-    const a = FastCheck.sample(EnvCheck.replies, { seed: 42, numRuns: 20 })
-    const b = FastCheck.sample(EnvCheck.replies, { seed: 42, numRuns: 20 })
+    const a = Effect.runSync(Arbitrary.sampleEffect(EnvCheck.replies, { seed: 42, count: 20 }))
+    const b = Effect.runSync(Arbitrary.sampleEffect(EnvCheck.replies, { seed: 42, count: 20 }))
     expect(b).toEqual(a)
   })
 })
 
-describe("EnvCheck: the one Effect internal it relies on (canary for an Effect upgrade)", () => {
+describe("EnvCheck: how Effect uses a scope's state, which it relies on (canary for an Effect upgrade)", () => {
   it.effect("finalizers registered every public way are observed, and the scope stays a real scope", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const seen: Array<string> = []
       const ran: Array<string> = []
       let registered = 0
-      observeFinalizers(scope, (finalizer) => {
-        registered++
-        return (exit) => Effect.zipRight(Effect.sync(() => void seen.push(`ran ${registered}`)), finalizer(exit))
+      let late = 0
+      observeFinalizers(scope, {
+        registered: (finalizer) => {
+          registered++
+          return (exit) => Effect.andThen(Effect.sync(() => void seen.push(`ran ${registered}`)), finalizer(exit))
+        },
+        late: () => void late++
       })
       const program = Effect.gen(function*() {
         yield* Effect.addFinalizer(() => Effect.sync(() => void ran.push("addFinalizer")))
@@ -412,18 +430,18 @@ describe("EnvCheck: the one Effect internal it relies on (canary for an Effect u
         const own = yield* Effect.scope
         yield* Scope.addFinalizer(own, Effect.sync(() => void ran.push("Scope.addFinalizer")))
         yield* Scope.addFinalizerExit(own, () => Effect.sync(() => void ran.push("Scope.addFinalizerExit")))
-        // forkScoped registers its fiber in the scope's own state, not through addFinalizer
+        // forkScoped's interruption of its fiber is not counted as a finalizer of the env's
         return yield* Effect.forkScoped(Effect.never)
       })
-      const fiber = yield* Scope.extend(program, scope)
+      const fiber = yield* Scope.provide(program, scope)
       expect(registered).toBe(4)
       yield* Scope.close(scope, Exit.void)
       expect(ran).toEqual(["Scope.addFinalizerExit", "Scope.addFinalizer", "acquireRelease", "addFinalizer"])
       expect(seen).toHaveLength(4)
-      expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+      expect(Exit.hasInterrupts(yield* Fiber.await(fiber))).toBe(true)
       // a finalizer added after close runs at once, and is still observed
       yield* Scope.addFinalizer(scope, Effect.sync(() => void ran.push("late")))
-      expect(registered).toBe(5)
+      expect([registered, late]).toEqual([4, 1])
       expect(ran.at(-1)).toBe("late")
     }))
 
@@ -432,15 +450,18 @@ describe("EnvCheck: the one Effect internal it relies on (canary for an Effect u
       const scope = yield* Scope.make()
       const ran: Array<string> = []
       let registered = 0
-      observeFinalizers(scope, (finalizer) => {
-        registered++
-        return finalizer
+      observeFinalizers(scope, {
+        registered: (finalizer) => {
+          registered++
+          return finalizer
+        },
+        late: () => {}
       })
-      const child = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+      const child = yield* Scope.fork(scope, "sequential")
       yield* Scope.addFinalizer(child, Effect.sync(() => void ran.push("child")))
-      class Resource extends Context.Tag("Resource")<Resource, number>() {}
-      yield* Scope.extend(
-        Layer.build(Layer.scoped(Resource, Effect.acquireRelease(Effect.succeed(1), () => Effect.sync(() => void ran.push("layer"))))),
+      class Resource extends Context.Service<Resource, number>()("Resource") {}
+      yield* Scope.provide(
+        Layer.build(Layer.effect(Resource, Effect.acquireRelease(Effect.succeed(1), () => Effect.sync(() => void ran.push("layer"))))),
         scope
       )
       expect(registered).toBeGreaterThanOrEqual(2)

@@ -1,25 +1,9 @@
 /**
- * One env from creation to close, instrumented for the checker: each call forked, timed and
- * supervised; the finalizers it registers counted; what it leaves running after close found.
+ * One env from creation to close, instrumented for the checker: each call forked, timed, and its
+ * fibers counted; the finalizers it registers counted; what it leaves running after close found.
  */
-import {
-  Cause,
-  Duration,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  FastCheck,
-  Fiber,
-  FiberId,
-  FiberRef,
-  HashSet,
-  Logger,
-  LogLevel,
-  Option,
-  Scope,
-  Supervisor
-} from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, Logger, LogLevel, Metric, Option, References, Result, Scope } from "effect"
+import type { Arbitrary } from "effect"
 import type * as Env from "../../Env.js"
 import { canonical, isRecord } from "../../internal/inspect.js"
 import { describe } from "../../internal/lift.js"
@@ -34,7 +18,7 @@ export interface Settings {
   readonly maxSteps: number
   readonly timeout: Duration.Duration
   readonly seed: number
-  readonly replies: FastCheck.Arbitrary<string> | ReadonlyArray<string>
+  readonly replies: Arbitrary.Arbitrary<string> | ReadonlyArray<string>
   readonly resources: (() => ReadonlyArray<string>) | undefined
 }
 
@@ -47,9 +31,9 @@ export type Outcome<A> =
 
 export const fromExit = <A, E>(exit: Exit.Exit<A, E>): Outcome<A> => {
   if (Exit.isSuccess(exit)) return { _tag: "Ok", value: exit.value }
-  const failure = Cause.failureOption(exit.cause)
+  const failure = Cause.findErrorOption(exit.cause)
   if (Option.isSome(failure)) return { _tag: "Failed", message: describe(failure.value), error: failure.value }
-  if (Cause.isInterruptedOnly(exit.cause)) return { _tag: "Died", message: "it interrupted itself" }
+  if (Cause.hasInterruptsOnly(exit.cause)) return { _tag: "Died", message: "it interrupted itself" }
   return { _tag: "Died", message: describe(Cause.squash(exit.cause)) }
 }
 
@@ -72,7 +56,7 @@ export interface Scenario {
   readonly config: Env.EnvConfig
   readonly replies: ReadonlyArray<string>
   readonly request: Env.ResetRequest
-  readonly prepared: Either.Either<Effect.Effect<Env.Env, Env.EnvError, Scope.Scope>, Env.EnvConfigError>
+  readonly prepared: Result.Result<Effect.Effect<Env.Env, Env.EnvError, Scope.Scope>, Env.EnvConfigError>
 }
 
 export interface StepRecord {
@@ -126,44 +110,152 @@ export interface Context {
   readonly collector: Collector
 }
 
+/** A finalizer as a scope holds it. */
+export type Finalizer = (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<unknown>
+
 /**
- * Lets `wrap` see (and wrap) every finalizer registered in `scope`, a real scope from `Scope.make`.
- *
- * Effect has no public way to observe this: every way it registers a finalizer
- * (`Effect.addFinalizer`, `Effect.acquireRelease`, `Scope.addFinalizer(Exit)`) ends in the scope's
- * `addFinalizer` method, which its published typings mark internal. That method (and `fork`, so that
- * the child scopes an env makes are observed too) is wrapped, on this one instance; no state of the scope is read or copied, so Effect's runtime, which reads a
- * scope's state directly (`forkScoped` registers its fiber there), sees the real scope. This is the
- * checker's only reliance on an Effect internal (effect is pinned exactly); the canary test
- * "finalizers registered every public way are observed" (`test/check/EnvCheck.test.ts`) fails if an
- * upgrade changes that path.
+ * What {@link observeFinalizers} reports: each finalizer registered while the scope is open (the
+ * finalizer returned is registered in its place), and each one registered after it closed (which
+ * runs at once, with the scope's exit).
  */
-export const observeFinalizers = (
-  scope: Scope.CloseableScope,
-  wrap: (finalizer: Scope.Scope.Finalizer) => Scope.Scope.Finalizer
-): void => {
-  const internal = scope as unknown as {
-    readonly addFinalizer: (finalizer: Scope.Scope.Finalizer) => Effect.Effect<void>
-    readonly fork: (strategy: ExecutionStrategy.ExecutionStrategy) => Effect.Effect<Scope.CloseableScope>
+export interface FinalizerObserver {
+  readonly registered: (finalizer: Finalizer) => Finalizer
+  readonly late: () => void
+}
+
+/** A scope (one of the keys a scope's finalizers are held under, for its child scopes). */
+const isScope = (u: unknown): u is Scope.Scope =>
+  typeof u === "object" && u !== null && "state" in u && "strategy" in u && "parent" in u
+
+/**
+ * Lets `observer` see every finalizer registered in `scope` (a real scope from `Scope.make`) and in
+ * the child scopes forked from it (`Scope.fork`, as `Layer.build` in the env's scope does).
+ *
+ * Effect has no public way to observe this. A scope's `state` is public (its `Scope.State`: the
+ * finalizers of an open scope, the exit of a closed one), and every way Effect registers a
+ * finalizer (`Effect.addFinalizer`, `Effect.acquireRelease`, `Scope.addFinalizer(Exit)`,
+ * `Scope.fork`) writes it there; so `state` is made an accessor on this one instance, and the open
+ * states it is given are watched as they are written (their `finalizer`, and their `finalizers` map).
+ * A closed scope runs a finalizer registered late at once, with the exit it reads from its closed
+ * state: that read is the late registration. Finalizers keyed by a fiber (`Effect.forkScoped`'s
+ * interruption of its fiber) are not counted; a child scope's are counted on the child. This is
+ * the checker's only reliance on how Effect uses that state (effect is pinned exactly); the canary
+ * tests "finalizers registered every public way are observed" (`test/check/EnvCheck.test.ts`) fail
+ * if an upgrade changes it.
+ */
+export const observeFinalizers = (scope: Scope.Scope, observer: FinalizerObserver): void => {
+  const entry = (key: unknown, finalizer: Finalizer): Finalizer => {
+    if (isScope(key)) {
+      observeFinalizers(key, observer)
+      return finalizer
+    }
+    return Fiber.isFiber(key) ? finalizer : observer.registered(finalizer)
   }
-  const register = internal.addFinalizer.bind(scope)
-  Object.defineProperty(scope, "addFinalizer", {
-    value: (finalizer: Scope.Scope.Finalizer) => Effect.suspend(() => register(wrap(finalizer)))
-  })
-  // A child scope (`Scope.fork`, as `Layer.build` in the env's scope makes) is closed by the parent
-  // through its state, not through `addFinalizer`: the finalizers added to the child are observed
-  // on the child itself.
-  const fork = internal.fork.bind(scope)
-  Object.defineProperty(scope, "fork", {
-    value: (strategy: ExecutionStrategy.ExecutionStrategy) =>
-      Effect.tap(fork(strategy), (child) => Effect.sync(() => observeFinalizers(child, wrap)))
+  class ObservedMap extends Map<{}, Finalizer> {
+    override set(key: {}, finalizer: Finalizer): this {
+      return super.set(key, entry(key, finalizer))
+    }
+  }
+  const observed = (state: Scope.Scope["state"]): Scope.Scope["state"] => {
+    switch (state._tag) {
+      case "Empty":
+        return state
+      case "Closed": {
+        const exit = state.exit
+        return {
+          _tag: "Closed",
+          get exit() {
+            observer.late()
+            return exit
+          }
+        }
+      }
+      case "Open": {
+        // (the map of several finalizers starts with the first one, observed already)
+        const adopt = (map: Map<{}, Finalizer>) => {
+          const own = new ObservedMap()
+          for (const [key, finalizer] of map) Map.prototype.set.call(own, key, finalizer)
+          return own
+        }
+        if (state.finalizer !== undefined) state.finalizer = entry(state.finalizerKey, state.finalizer)
+        if (state.finalizers !== undefined) state.finalizers = adopt(state.finalizers)
+        return new Proxy(state, {
+          set: (target, key, value) => {
+            if (key === "finalizer" && value !== undefined) target.finalizer = entry(target.finalizerKey, value)
+            else if (key === "finalizers" && value !== undefined) target.finalizers = adopt(value)
+            else Reflect.set(target, key, value)
+            return true
+          }
+        })
+      }
+    }
+  }
+  let current = observed(scope.state)
+  Object.defineProperty(scope, "state", {
+    get: () => current,
+    set: (next: Scope.Scope["state"]) => {
+      current = observed(next)
+    },
+    enumerable: true,
+    configurable: true
   })
 }
 
 /**
- * One env from creation to close, each call forked, timed and supervised. The env gets a real scope
- * whose finalizers are counted ({@link observeFinalizers}); a supervisor records the fibers the env
- * starts, so that the ones still running after close are found (and stopped).
+ * The fibers an env starts in its calls: counted as they start and end (Effect's fiber runtime
+ * metrics hook, provided to each call and inherited by every fiber forked in it), and the ones that
+ * sleep kept (through the clock provided with it), so that those still running after close can be
+ * interrupted. A forked fiber has no handle otherwise: Effect 4 has no supervisor.
+ */
+class FiberTracker implements Metric.FiberRuntimeMetricsService {
+  private started = 0
+  private ended = 0
+  readonly sleeping = new Set<Fiber.Fiber<unknown, unknown>>()
+  private readonly clock: Clock.Clock
+
+  constructor(live: Clock.Clock) {
+    const sleeping = this.sleeping
+    this.clock = {
+      currentTimeMillisUnsafe: () => live.currentTimeMillisUnsafe(),
+      currentTimeMillis: live.currentTimeMillis,
+      currentTimeNanosUnsafe: () => live.currentTimeNanosUnsafe(),
+      currentTimeNanos: live.currentTimeNanos,
+      monotonicTimeNanosUnsafe: () => live.monotonicTimeNanosUnsafe(),
+      monotonicTimeNanos: live.monotonicTimeNanos,
+      sleep: (duration) =>
+        Effect.flatMap(Effect.fiber, (fiber) => {
+          if (!sleeping.has(fiber)) {
+            sleeping.add(fiber)
+            fiber.addObserver(() => sleeping.delete(fiber))
+          }
+          return live.sleep(duration)
+        })
+    }
+  }
+
+  readonly recordFiberStart = (): void => {
+    this.started++
+  }
+
+  readonly recordFiberEnd = (): void => {
+    this.ended++
+  }
+
+  /** The fibers started in the env's calls that have not ended. */
+  get running(): number {
+    return this.started - this.ended
+  }
+
+  /** `effect` with its fibers tracked. */
+  track<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return effect.pipe(Effect.provideService(Metric.FiberRuntimeMetrics, this), Effect.provideService(Clock.Clock, this.clock))
+  }
+}
+
+/**
+ * One env from creation to close, each call forked, timed and its fibers tracked. The env gets a
+ * real scope whose finalizers are counted ({@link observeFinalizers}); the fibers the env starts are
+ * counted, so that the ones still running after close are found (and stopped).
  */
 export class Lifecycle {
   readonly steps: Array<StepRecord> = []
@@ -179,13 +271,12 @@ export class Lifecycle {
   private messages: Array<Message.Message> = []
   private lastError: Exit.Exit<never, unknown> | undefined = undefined
   private lateFinalizers = 0
-  private scopeClosed = false
 
   private constructor(
     readonly context: Context,
     readonly scenario: Scenario,
-    private readonly scope: Scope.CloseableScope,
-    private readonly supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<unknown, unknown>>>,
+    private readonly scope: Scope.Closeable,
+    private readonly fibers: FiberTracker,
     private readonly resourcesBefore: ReadonlyArray<string> | undefined
   ) {
     this.trackFinalizers(scope)
@@ -194,46 +285,56 @@ export class Lifecycle {
   static make(context: Context, scenario: Scenario, probeResources: boolean): Effect.Effect<Lifecycle> {
     return Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const supervisor = yield* Supervisor.track
+      const clock = yield* Clock.Clock
+      if (probeResources) yield* outsideCallbacks
       const resources = probeResources ? sampleResources(context.settings) : undefined
-      return new Lifecycle(context, scenario, scope, supervisor, resources)
+      return new Lifecycle(context, scenario, scope, new FiberTracker(clock), resources)
     })
   }
 
   /** Counts each finalizer the env registers, runs of it, and ones registered after close. */
-  private trackFinalizers(scope: Scope.CloseableScope): void {
-    observeFinalizers(scope, (finalizer) => {
-      const record: FinalizerRecord = { runs: 0 }
-      this.finalizers.push(record)
-      if (this.scopeClosed) this.lateFinalizers++
-      return (exit) =>
-        Effect.suspend(() => {
-          record.runs++
-          return finalizer(exit)
-        })
+  private trackFinalizers(scope: Scope.Scope): void {
+    observeFinalizers(scope, {
+      registered: (finalizer) => {
+        const record: FinalizerRecord = { runs: 0 }
+        this.finalizers.push(record)
+        return (exit) =>
+          Effect.suspend(() => {
+            record.runs++
+            return finalizer(exit)
+          })
+      },
+      late: () => {
+        this.finalizers.push({ runs: 1 })
+        this.lateFinalizers++
+      }
     })
   }
 
-  /** Runs one call into the env in its own fiber; a call that outlives the timeout is interrupted. */
+  /**
+   * Runs one call into the env in its own fiber (detached: a call that ignores its interruption
+   * must not hold the check); a call that outlives the timeout is interrupted.
+   */
   private timed<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<Outcome<A>> {
     const timeout = this.context.settings.timeout
-    return Effect.gen(this, function*() {
-      const fiber = yield* Effect.fork(Effect.supervised(effect, this.supervisor))
+    return Effect.gen({ self: this }, function*() {
+      const fiber = yield* Effect.forkDetach(this.fibers.track(effect))
       const exit = yield* awaitWithin(Fiber.await(fiber), timeout)
       if (Option.isSome(exit)) return fromExit(exit.value)
-      yield* Fiber.interruptAsFork(fiber, FiberId.none)
+      fiber.interruptUnsafe()
       const stopped = yield* awaitWithin(Fiber.await(fiber), timeout)
       return { _tag: "TimedOut", interrupted: Option.isSome(stopped) } as const
     })
   }
 
   create(): Effect.Effect<void> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const prepared = this.scenario.prepared
-      if (Either.isLeft(prepared)) {
-        this.created = { _tag: "Failed", message: `env_config rejected: ${prepared.left.message}`, error: prepared.left }
+      if (Result.isFailure(prepared)) {
+        const error = prepared.failure
+        this.created = { _tag: "Failed", message: `env_config rejected: ${error.message}`, error }
       } else {
-        this.created = yield* this.timed(Scope.extend(prepared.right, this.scope))
+        this.created = yield* this.timed(Scope.provide(prepared.success, this.scope))
       }
       if (this.created._tag === "Ok") this.env = this.created.value
       else this.stop(this.created)
@@ -241,7 +342,7 @@ export class Lifecycle {
   }
 
   resetEnv(): Effect.Effect<void> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const env = this.env
       if (env === undefined || this.end !== "running") return
       this.context.collector.stats.resets++
@@ -265,7 +366,7 @@ export class Lifecycle {
   }
 
   step(reply: string): Effect.Effect<void> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const env = this.env
       if (env === undefined || this.end !== "running" || this.reset?._tag !== "Ok") return
       const given = withReply(this.messages, reply)
@@ -301,7 +402,7 @@ export class Lifecycle {
 
   /** One more step after the env said done (the gym scheduler never does this; other callers may). */
   stepAfterDone(reply: string): Effect.Effect<void> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const env = this.env
       if (env === undefined || this.end !== "done") return
       const given = withReply(this.messages, reply)
@@ -317,7 +418,7 @@ export class Lifecycle {
       ? Exit.fail(outcome.error)
       : outcome._tag === "Died"
       ? Exit.die(outcome.message)
-      : Exit.interrupt(FiberId.none)
+      : Exit.interrupt()
   }
 
   /**
@@ -326,38 +427,40 @@ export class Lifecycle {
    * interrupted so that the check itself leaves nothing behind.
    */
   close(exit?: Exit.Exit<unknown, unknown>): Effect.Effect<CloseResult> {
-    return Effect.gen(this, function*() {
+    return Effect.gen({ self: this }, function*() {
       const closeLogs: Array<string> = []
-      const capture = Logger.make(({ logLevel, message }) => {
-        if (LogLevel.greaterThanEqual(logLevel, LogLevel.Warning)) {
+      const capture = Logger.make<unknown, void>(({ logLevel, message }) => {
+        if (LogLevel.isGreaterThanOrEqualTo(logLevel, "Warn")) {
           closeLogs.push(Array.isArray(message) ? message.map((m) => describe(m)).join(" ") : describe(message))
         }
       })
-      const closing = Effect.locally(
+      const closing = Effect.provideService(
         Scope.close(this.scope, exit ?? this.lastError ?? Exit.void),
-        FiberRef.currentLoggers,
-        HashSet.make(capture)
+        References.CurrentLoggers,
+        new Set([capture])
       )
       const outcome = yield* this.timed(closing)
-      this.scopeClosed = true
-      let fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>> = []
+      let fibers = 0
       let resources: ReadonlyArray<string> = []
       // Only the first close failure of a config is reported: later ones need no waiting to confirm.
       const rounds = this.context.collector.hasFailure("close", this.scenario.index) ? 0 : SETTLE_ROUNDS
       for (let round = 0;; round++) {
-        fibers = yield* this.supervisor.value
+        yield* outsideCallbacks
+        fibers = this.fibers.running
         resources = this.resourcesBefore === undefined
           ? []
           : extraResources(this.resourcesBefore, sampleResources(this.context.settings) ?? this.resourcesBefore)
-        if ((fibers.length === 0 && resources.length === 0) || round >= rounds) break
+        if ((fibers === 0 && resources.length === 0) || round >= rounds) break
         // Give asynchronous releases (a socket's close callback, an interrupted fiber) time to land.
         yield* Effect.sleep(SETTLE_INTERVAL)
       }
       let fibersStopped = true
-      if (fibers.length > 0) {
-        for (const fiber of fibers) yield* Fiber.interruptAsFork(fiber, FiberId.none)
-        const stopped = yield* awaitWithin(Fiber.awaitAll(fibers), this.context.settings.timeout)
-        fibersStopped = Option.isSome(stopped)
+      if (fibers > 0) {
+        // (only the fibers that sleep have a handle: one blocked for good cannot be interrupted)
+        const leaked = [...this.fibers.sleeping]
+        for (const fiber of leaked) fiber.interruptUnsafe()
+        const stopped = yield* awaitWithin(Fiber.awaitAll(leaked), this.context.settings.timeout)
+        fibersStopped = Option.isSome(stopped) && this.fibers.running === 0
       }
       const stats = this.context.collector.stats
       stats.finalizersRegistered += this.finalizers.length
@@ -369,7 +472,7 @@ export class Lifecycle {
         finalizers: this.finalizers.length,
         finalizersRun,
         lateFinalizers: this.lateFinalizers,
-        fibers: fibers.length,
+        fibers,
         fibersStopped,
         resources
       }
@@ -411,11 +514,17 @@ export class Lifecycle {
  */
 const awaitWithin = <A>(waited: Effect.Effect<A>, duration: Duration.Duration): Effect.Effect<Option.Option<A>> =>
   Effect.gen(function*() {
-    const timer = yield* Effect.fork(Effect.sleep(duration))
+    const timer = yield* Effect.forkChild(Effect.sleep(duration))
     const result = yield* Effect.raceFirst(Effect.map(waited, Option.some), Effect.as(Fiber.await(timer), Option.none()))
     yield* Fiber.interrupt(timer)
     return result
   })
+
+/**
+ * A turn of the scheduler, so that what follows runs outside the timer or I/O callback that resumed
+ * this fiber (a fiber resumes inside it, and Node lists that timer as open while its callback runs).
+ */
+const outsideCallbacks = Effect.yieldNow
 
 const sampleResources = (settings: Settings): ReadonlyArray<string> | undefined => {
   if (settings.resources === undefined) return undefined

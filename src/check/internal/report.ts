@@ -12,7 +12,7 @@ import * as Json from "../../internal/Json.js"
  * @since 0.1.0
  * @category models
  */
-export const CheckName = Schema.Literal(
+export const CheckName = Schema.Literals([
   "create",
   "reset",
   "step",
@@ -23,8 +23,7 @@ export const CheckName = Schema.Literal(
   "step-after-done",
   "close",
   "timeout",
-  "isolation"
-)
+  "isolation"])
 
 /**
  * @since 0.1.0
@@ -153,7 +152,7 @@ export class Report extends Schema.Class<Report>("effect-gym/EnvCheck/Report")({
  * @since 0.1.0
  * @category errors
  */
-export class CheckOptionError extends Schema.TaggedError<CheckOptionError>("effect-gym/EnvCheck/CheckOptionError")(
+export class CheckOptionError extends Schema.TaggedError<CheckOptionError>()(
   "CheckOptionError",
   {
     option: Schema.String,
