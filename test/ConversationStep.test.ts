@@ -34,7 +34,7 @@ const policy = Inference.layerFunction("echo", (request) =>
   Effect.succeed({ text: `reply ${request.turn}`, finishReason: "stop" as const }))
 
 describe("one conversation step", () => {
-  it.scopedLive("a run, an EnvCheck transcript and an OpenEnv session step the env with the same conversations", () =>
+  it.live("a run, an EnvCheck transcript and an OpenEnv session step the env with the same conversations", () =>
     Effect.gen(function*() {
       const viaRun: Array<ReadonlyArray<Message.Message>> = []
       yield* Stream.make({}).pipe(

@@ -1,5 +1,5 @@
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Either, Exit, Schema, Scope } from "effect"
+import { Cause, Effect, Exit, Result, Schema, Scope } from "effect"
 import * as Env from "../src/Env.js"
 import * as Message from "../src/Message.js"
 
@@ -8,7 +8,7 @@ const request: Env.ResetRequest = { trajectoryId: "t", seed: 1, messages: [], da
 /** Creates, resets, steps once and closes an env definition; returns the results. */
 const cycle = (definition: Env.Definition, config: Env.EnvConfig = {}) =>
   Effect.scoped(Effect.gen(function*() {
-    const env = yield* Either.getOrThrow(definition.prepare(config))
+    const env = yield* Result.getOrThrow(definition.prepare(config))
     const reset = yield* env.reset({ ...request, envConfig: config })
     const step = yield* env.step([Message.user(reset.observation), Message.assistant("go")])
     return { reset, step }
@@ -74,14 +74,14 @@ describe("Env adapters", () => {
       }
       const definition = Env.fromClass({
         name: "counter",
-        config: Schema.Struct({ start: Schema.NumberFromString }),
+        config: Schema.Struct({ start: Schema.FiniteFromString }),
         class: Counter
       })
       const { reset, step } = yield* cycle(definition, { start: "2" })
       expect(reset).toEqual({ observation: "at 2", info: { n: 2 }, systemPrompt: "system!" })
       expect(step).toEqual({ observation: "go 3", reward: 0.5, done: false, info: { n: 3 } })
       expect(events).toEqual(["new 2", "close"])
-      const bad = Either.flip(definition.prepare({ start: "x" })).pipe(Either.getOrThrow)
+      const bad = Result.flip(definition.prepare({ start: "x" })).pipe(Result.getOrThrow)
       expect(bad.path).toBe("env_config.start")
       expect(bad._tag).toBe("EnvConfigError")
     }))
@@ -105,8 +105,9 @@ describe("Env adapters", () => {
       for (const phase of ["create", "reset", "step"] as const) {
         const exit = yield* Effect.exit(cycle(throwing(phase)))
         expect(Exit.isFailure(exit)).toBe(true)
-        if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
-          const error = exit.cause.error
+        const reason = Exit.isFailure(exit) && exit.cause.reasons.length === 1 ? exit.cause.reasons[0] : undefined
+        if (reason?._tag === "Fail") {
+          const error = reason.error
           expect(error._tag).toBe("EnvError")
           expect(error.phase).toBe(phase)
           expect(error.message).toBe(`env throws-${phase}: ${phase} failed: boom at ${phase}`)
@@ -131,7 +132,7 @@ describe("Env adapters", () => {
         })
       })
       const scope = yield* Scope.make()
-      const env = yield* Scope.extend(Either.getOrThrow(definition.prepare({})), scope)
+      const env = yield* Scope.provide(Result.getOrThrow(definition.prepare({})), scope)
       const exit = yield* Effect.exit(env.reset(request))
       expect(Exit.isFailure(exit)).toBe(true)
       const closed = yield* Effect.exit(Scope.close(scope, Exit.void))

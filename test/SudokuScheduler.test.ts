@@ -18,7 +18,7 @@ const solver = plugin.policies!.find((p) => p.name === "sudoku-solver")!
 const progress = plugin.rewards!.find((r) => r.name === "sudoku_progress")!
 
 describe("sudoku_scheduler: every move counted once, as the env ruled", () => {
-  it.scopedLive("random moves (epsilon 0.2): successful_moves are exactly the cells the env filled", () =>
+  it.live("random moves (epsilon 0.2): successful_moves are exactly the cells the env filled", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 8 })
       // trained on sudoku_progress alone (the gym column weighted 0), as the README suggests
@@ -31,7 +31,7 @@ describe("sudoku_scheduler: every move counted once, as the env ruled", () => {
         rewards: [progress],
         weights: [1, 0]
       })
-      const policy = Layer.scoped(Inference.Inference, Effect.orDie(solver.make({ epsilon: 0.2 })))
+      const policy = Layer.effect(Inference.Inference, Effect.orDie(solver.make({ epsilon: 0.2 })))
       const dataset = Array.from({ length: 12 }, () => ({ env_config: { base_url: server.url } }))
       const all = records(yield* Effect.provide(Rollout.runAll(config, rows(dataset)), policy))
       expect(all.length).toBe(96)

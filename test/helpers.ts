@@ -1,4 +1,4 @@
-import { type Duration, Effect, Either, Exit, Layer } from "effect"
+import { type Duration, Effect, Exit, Layer, Result } from "effect"
 import * as Builtins from "../src/Builtins.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
@@ -110,13 +110,13 @@ export const echoPolicy = (options: { readonly failIds?: ReadonlySet<string>; re
       : Effect.succeed({ text: `reply ${request.turn}`, finishReason: "stop" as const }))
 
 export const randomPolicy = (options: Record<string, unknown> = {}): Layer.Layer<Inference.Inference> =>
-  Layer.scoped(Inference.Inference, Effect.orDie(random.make(options)))
+  Layer.effect(Inference.Inference, Effect.orDie(random.make(options)))
 
 export const solverPolicy = (options: Record<string, unknown> = {}): Layer.Layer<Inference.Inference> =>
-  Layer.scoped(Inference.Inference, Effect.orDie(frozenLakeSolver.make(options)))
+  Layer.effect(Inference.Inference, Effect.orDie(frozenLakeSolver.make(options)))
 
 /** Rows from plain objects (as parsed JSON lines). */
-export const rows = (values: ReadonlyArray<unknown>): Array<Either.Either<Row.Row, Row.RowError>> =>
+export const rows = (values: ReadonlyArray<unknown>): Array<Result.Result<Row.Row, Row.RowError>> =>
   values.map((value, index) => Row.decodeValue("test.jsonl", index, value))
 
 /** A run config with the gym scheduler; `registry` defaults to the built-ins plus `extraEnvs`. */
@@ -136,7 +136,7 @@ export const runConfig = (options: {
     const registry = Registry.add(Builtins.registry, { envs: options.envs ?? [] })
     const definition = options.scheduler ?? Scheduler.gym
     const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
-    const columns = Either.getOrThrow(Reward.columns(options.rewards ?? [], options.weights))
+    const columns = Result.getOrThrow(Reward.columns(options.rewards ?? [], options.weights))
     const config: Rollout.Config = {
       registry,
       scheduler: { definition, instance },
@@ -157,7 +157,7 @@ export const withoutTimings = <A extends object>(line: A): Omit<A, "timings"> =>
 }
 
 /** Waits (up to `ms`, looking every `every`) until `done()`; says whether it happened. */
-export const eventually = (done: () => boolean, ms = 5000, every: Duration.DurationInput = "5 millis") =>
+export const eventually = (done: () => boolean, ms = 5000, every: Duration.Input = "5 millis") =>
   Effect.gen(function*() {
     const deadline = Date.now() + ms
     while (!done() && Date.now() < deadline) yield* Effect.sleep(every)
@@ -167,7 +167,8 @@ export const eventually = (done: () => boolean, ms = 5000, every: Duration.Durat
 /** The `InferenceError` an exit failed with (throws when it succeeded or failed otherwise). */
 export const inferenceFailure = <A>(exit: Exit.Exit<A, Inference.InferenceError>): Inference.InferenceError => {
   if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value)}`)
-  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  const reasons = exit.cause.reasons
+  const error = reasons.length === 1 && reasons[0]._tag === "Fail" ? reasons[0].error : undefined
   if (!(error instanceof Inference.InferenceError)) throw new Error(`expected an InferenceError, got ${exit.cause}`)
   return error
 }
