@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, FastCheck, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Env from "../src/Env.js"
 import { Config, FrozenLake, Game, generateMap, parseAction, render, SYSTEM_PROMPT } from "../src/envs/FrozenLake.js"
@@ -28,7 +28,7 @@ const decode = Schema.decodeUnknownSync(Config)
 /** Plays a case through the real env (Env contract, scoped), returning reset and step results. */
 const play = (envConfig: Record<string, unknown>, replies: ReadonlyArray<string>) =>
   Effect.scoped(Effect.gen(function*() {
-    const create = Either.getOrThrow(FrozenLake.prepare(envConfig))
+    const create = Result.getOrThrow(FrozenLake.prepare(envConfig))
     const env = yield* create
     const reset = yield* env.reset({ trajectoryId: "t", seed: 0, messages: [], dataDict: {}, envConfig })
     const messages: Array<Message.Message> = [Message.user(reset.observation)]
@@ -55,7 +55,7 @@ describe("FrozenLake: the reference vectors (shared/vectors/frozen_lake.json)", 
       Effect.gen(function*() {
         const { reset, steps } = yield* play(c.env_config, c.steps.map((s) => s.assistant))
         const game = new Game(decode(c.env_config))
-        Either.getOrThrow(game.reset(0))
+        Result.getOrThrow(game.reset(0))
         expect(game.grid).toEqual(c.map)
         expect(reset.observation).toBe(c.reset!.observation)
         expect(reset.info).toEqual(c.reset!.info)
@@ -79,7 +79,7 @@ describe("FrozenLake: differential cases from the reference algorithm", () => {
     expect(cases.length).toBe(300)
     for (const c of cases) {
       const game = new Game(decode(c.env_config))
-      Either.getOrThrow(game.reset(0))
+      Result.getOrThrow(game.reset(0))
       expect(game.grid, JSON.stringify(c.env_config)).toEqual(c.map)
       const messages: Array<Message.Message> = []
       for (const s of c.steps) {
@@ -121,7 +121,7 @@ describe("FrozenLake: config", () => {
   })
 
   it("reports a bad value with its field", () => {
-    const bad = (config: Record<string, unknown>) => Either.flip(FrozenLake.prepare(config)).pipe(Either.getOrThrow)
+    const bad = (config: Record<string, unknown>) => Result.flip(FrozenLake.prepare(config)).pipe(Result.getOrThrow)
     expect(bad({ size: "abc" }).path).toBe("env_config.size")
     expect(bad({ size: "abc" }).message).toContain("expected an integer")
     expect(bad({ size: 1 }).message).toContain("between 2 and 256")
@@ -133,8 +133,8 @@ describe("FrozenLake: config", () => {
   it("without a seed, uses the row seed: same map for the same row seed, info says so", () => {
     const a = new Game(decode({}))
     const b = new Game(decode({}))
-    const ra = Either.getOrThrow(a.reset(77))
-    Either.getOrThrow(b.reset(77))
+    const ra = Result.getOrThrow(a.reset(77))
+    Result.getOrThrow(b.reset(77))
     expect(a.grid).toEqual(b.grid)
     expect(ra.info).toEqual({ seed: null, size: 4, map_seed: 77 })
     expect(ra.systemPrompt).toBe(SYSTEM_PROMPT)
@@ -165,21 +165,20 @@ const solvable = (grid: ReadonlyArray<string>): boolean => {
 }
 
 describe("FrozenLake: seeded determinism (properties)", () => {
-  const configs = FastCheck.record({
-    size: FastCheck.integer({ min: 2, max: 9 }),
-    p: FastCheck.double({ min: 0.2, max: 1, noNaN: true }),
-    seed: FastCheck.oneof(FastCheck.integer(), FastCheck.bigInt({ min: -(2n ** 80n), max: 2n ** 80n }))
+  const configs = Schema.Struct({
+    size: Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: 9 })),
+    p: Schema.Finite.check(Schema.isBetween({ minimum: 0.2, maximum: 1 })),
+    seed: Schema.Union([Schema.Int, Schema.BigInt.check(Schema.isBetweenBigInt({ minimum: -(2n ** 80n), maximum: 2n ** 80n }))])
   })
-  const replies = FastCheck.array(
-    FastCheck.oneof(
-      FastCheck.constantFrom("<action>up</action>", "<action>down</action>", "left", "RIGHT", "?", ""),
-      FastCheck.string({ unit: "grapheme", maxLength: 30 })
-    ),
-    { maxLength: 12 }
-  )
+  const replies = Schema.Array(
+    Schema.Union([
+      Schema.Literals(["<action>up</action>", "<action>down</action>", "left", "RIGHT", "?", ""]),
+      Schema.String.check(Schema.isMaxLength(30))
+    ])
+  ).check(Schema.isMaxLength(12))
 
   it.prop("every generated map is solvable, has one S and one G, and has the configured size", [configs], ([config]) => {
-    const grid = Either.getOrThrow(generateMap(config.size, config.p, config.seed))
+    const grid = Result.getOrThrow(generateMap(config.size, config.p, config.seed))
     expect(grid.length).toBe(config.size)
     expect(grid.every((row) => row.length === config.size && /^[SFHG]+$/.test(row))).toBe(true)
     expect(grid.join("").split("S").length - 1).toBe(1)
@@ -197,7 +196,7 @@ describe("FrozenLake: seeded determinism (properties)", () => {
 
   it.prop("the player is always rendered exactly once, on the grid", [configs, replies], ([config, rs]) => {
     const game = new Game(decode({ ...config, seed: String(config.seed) }))
-    Either.getOrThrow(game.reset(0))
+    Result.getOrThrow(game.reset(0))
     const messages: Array<Message.Message> = []
     for (const reply of rs) {
       messages.push(Message.assistant(reply))

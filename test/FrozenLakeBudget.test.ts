@@ -8,7 +8,7 @@
  * an unbounded generator the suite fails instead of hanging.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, FastCheck, Fiber } from "effect"
+import { Effect, Exit, Fiber, Result, Schema, SchemaTransformation } from "effect"
 import { execFile, spawn } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -43,13 +43,13 @@ const source = (file: string) => JSON.stringify(pathToFileURL(path.join(ROOT, fi
 
 /** 256x256, p 0, seed 0: the reference needs more than 256 attempts (fixture below). */
 const childCheck = isolated(`
-  import { Either } from "effect"
+  import { Result } from "effect"
   import { generateMap } from ${source("src/envs/FrozenLake.ts")}
   const started = performance.now()
   const out = generateMap(256, 0, 0)
   const ms = performance.now() - started
-  console.log(JSON.stringify(Either.isLeft(out)
-    ? { tag: out.left._tag, attempts: out.left.attempts, message: out.left.message, ms }
+  console.log(JSON.stringify(Result.isFailure(out)
+    ? { tag: out.failure._tag, attempts: out.failure.attempts, message: out.failure.message, ms }
     : { tag: Array.isArray(out) ? "array" : out._tag, ms }))
 `)
 
@@ -62,7 +62,7 @@ const ensureBounded = () =>
     if (result.tag !== "MapBudgetExceeded") throw new Error(`generateMap(256, 0, 0) gave ${out.stdout}`)
   }))
 
-const guarded = <A, E>(effect: Effect.Effect<A, E>) => Effect.zipRight(Effect.promise(ensureBounded), effect)
+const guarded = <A, E>(effect: Effect.Effect<A, E>) => Effect.andThen(Effect.promise(ensureBounded), effect)
 
 /**
  * The reference's loop, written again literally (boards of strings, `random() < p` per cell, its
@@ -111,11 +111,11 @@ const reference = (size: number, p: number, seed: number | bigint, cap: number) 
 const sha256 = (map: ReadonlyArray<string>) => crypto.createHash("sha256").update(map.join("\n")).digest("hex")
 
 const expectFailure = (
-  out: Either.Either<ReadonlyArray<string>, MapBudgetExceeded>,
+  out: Result.Result<ReadonlyArray<string>, MapBudgetExceeded>,
   fields: { size: number; p: number; seed: string; attempts: number }
 ) => {
-  expect(Either.isLeft(out), JSON.stringify(fields)).toBe(true)
-  const error = (out as Either.Left<MapBudgetExceeded, ReadonlyArray<string>>).left
+  expect(Result.isFailure(out), JSON.stringify(fields)).toBe(true)
+  const error = (out as Result.Failure<ReadonlyArray<string>, MapBudgetExceeded>).failure
   expect(error).toBeInstanceOf(MapBudgetExceeded)
   expect({ size: error.size, p: error.p, seed: error.seed, attempts: error.attempts }).toEqual(fields)
 }
@@ -176,8 +176,8 @@ describe("FrozenLake: bounded generation against CPython running the reference (
         const limit = maxAttempts(c.size)
         const out = generateMap(c.size, c.p, seed)
         if (c.attempts !== null && c.attempts <= limit) {
-          expect(Either.isRight(out), label).toBe(true)
-          const map = Either.getOrThrow(out)
+          expect(Result.isSuccess(out), label).toBe(true)
+          const map = Result.getOrThrow(out)
           expect(sha256(map), label).toBe(c.sha256)
           if (c.map !== undefined) expect(map, label).toEqual(c.map)
         } else {
@@ -206,7 +206,7 @@ describe("FrozenLake: bounded generation against CPython running the reference (
         }
         if (c.attempts > cap) continue
         // past the env's budget too (the reference's own count)
-        expect(sha256(Either.getOrThrow(generateMap(c.size, c.p, seed, { maxAttempts: c.attempts }))), label).toBe(c.sha256)
+        expect(sha256(Result.getOrThrow(generateMap(c.size, c.p, seed, { maxAttempts: c.attempts }))), label).toBe(c.sha256)
         if (c.attempts > 1) {
           expectFailure(generateMap(c.size, c.p, seed, { maxAttempts: c.attempts - 1 }), {
             size: c.size,
@@ -220,47 +220,49 @@ describe("FrozenLake: bounded generation against CPython running the reference (
 })
 
 describe("FrozenLake: bounded generation against the reference's loop written again (properties)", () => {
-  const seeds = FastCheck.oneof(FastCheck.integer(), FastCheck.bigInt({ min: -(2n ** 80n), max: 2n ** 80n }))
+  const seeds = Schema.Union([Schema.Int, Schema.BigInt.check(Schema.isBetweenBigInt({ minimum: -(2n ** 80n), maximum: 2n ** 80n }))])
+  const between = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
   // p: anywhere in [0, 1], with weight on the edges and on values a draw can equal exactly
-  const probabilities = FastCheck.oneof(
-    FastCheck.double({ min: 0, max: 1, noNaN: true }),
-    FastCheck.constantFrom(0, 1, 0.5, 0.3, 0.8, 0.59, 2 ** -53, 1 - 2 ** -53),
-    FastCheck.integer({ min: 0, max: 2 ** 20 }).map((k) => k / 2 ** 20)
-  )
+  const probabilities = Schema.Union([
+    Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 })),
+    Schema.Literals([0, 1, 0.5, 0.3, 0.8, 0.59, 2 ** -53, 1 - 2 ** -53]),
+    // k / 2^20 for k in [0, 2^20]: decoded from the integer, so the arbitrary draws the integer
+    between(0, 2 ** 20).pipe(Schema.decodeTo(Schema.Number, SchemaTransformation.transform({ decode: (k) => k / 2 ** 20, encode: (p) => p * 2 ** 20 })))
+  ])
 
   it.prop(
     "with any attempt limit, the bounded map is the reference's when it accepts within the limit, else MapBudgetExceeded",
-    [FastCheck.integer({ min: 2, max: 24 }), probabilities, seeds, FastCheck.integer({ min: 1, max: 40 })],
+    [between(2, 24), probabilities, seeds, between(1, 40)],
     ([size, p, seed, limit]) => {
       const want = reference(size, p, seed, limit)
       const got = generateMap(size, p, seed, { maxAttempts: limit })
       if (want === undefined) expectFailure(got, { size, p, seed: String(seed), attempts: limit })
-      else expect(Either.getOrThrow(got)).toEqual(want.map)
+      else expect(Result.getOrThrow(got)).toEqual(want.map)
     },
-    { fastCheck: { numRuns: 300 } }
+    { arbitrary: { runs: 300 } }
   )
 
   it.prop(
     "with the env's budget, sizes up to 32 give the reference's map for any p (p 0 included)",
-    [FastCheck.integer({ min: 2, max: 32 }), probabilities, seeds],
+    [between(2, 32), probabilities, seeds],
     ([size, p, seed]) => {
       // S and G adjacent always passes, so an attempt succeeds with probability >= 4(size-1)/size^3
       // and the budget fails with probability below 1e-26 here: the reference's loop terminates.
       const want = reference(size, p, seed, Infinity)!
-      expect(Either.getOrThrow(generateMap(size, p, seed))).toEqual(want.map)
+      expect(Result.getOrThrow(generateMap(size, p, seed))).toEqual(want.map)
     },
-    { fastCheck: { numRuns: 150 } }
+    { arbitrary: { runs: 150 } }
   )
 
   it.prop(
     "with the env's budget, p >= 0.6 gives the reference's map on boards up to 128",
-    [FastCheck.integer({ min: 33, max: 128 }), FastCheck.double({ min: 0.6, max: 1, noNaN: true }), seeds],
+    [between(33, 128), Schema.Finite.check(Schema.isBetween({ minimum: 0.6, maximum: 1 })), seeds],
     ([size, p, seed]) => {
       const want = reference(size, p, seed, maxAttempts(size))
       expect(want).toBeDefined()
-      expect(Either.getOrThrow(generateMap(size, p, seed))).toEqual(want!.map)
+      expect(Result.getOrThrow(generateMap(size, p, seed))).toEqual(want!.map)
     },
-    { fastCheck: { numRuns: 25 } }
+    { arbitrary: { runs: 25 } }
   )
 
   it("decides a cell exactly at the draw: p equal to the draw is a hole, the next double up is safe", () => {
@@ -270,7 +272,7 @@ describe("FrozenLake: bounded generation against the reference's loop written ag
         const want = reference(3, p, seed, 1)
         const got = generateMap(3, p, seed, { maxAttempts: 1 })
         if (want === undefined) expectFailure(got, { size: 3, p, seed: String(seed), attempts: 1 })
-        else expect(Either.getOrThrow(got)).toEqual(want.map)
+        else expect(Result.getOrThrow(got)).toEqual(want.map)
       }
     }
   })
@@ -279,7 +281,7 @@ describe("FrozenLake: bounded generation against the reference's loop written ag
 describe("FrozenLake env: a config past the budget", () => {
   const reset = (envConfig: Record<string, unknown>, seed = 0) =>
     Effect.scoped(Effect.gen(function*() {
-      const env = yield* Either.getOrThrow(FrozenLake.prepare(envConfig))
+      const env = yield* Result.getOrThrow(FrozenLake.prepare(envConfig))
       return yield* env.reset({ trajectoryId: "t", seed, messages: [], dataDict: {}, envConfig })
     }))
 
@@ -301,13 +303,13 @@ describe("FrozenLake env: a config past the budget", () => {
       // 128x128, p 0, seed 11: CPython's reference accepts attempt 958 (fixture) of the 1,024 allowed,
       // about 240 slices of 4 attempts
       const envConfig = { size: 128, p: 0, seed: 11 }
-      const want = Either.getOrThrow(generateMap(128, 0, 11))
-      const fiber = yield* Effect.fork(reset(envConfig))
+      const want = Result.getOrThrow(generateMap(128, 0, 11))
+      const fiber = yield* Effect.forkChild(reset(envConfig))
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 0)))
       // a timer fired during the search: the search is not one synchronous block
-      expect(fiber.unsafePoll()).toBeNull()
-      const interrupted = yield* Fiber.interrupt(fiber)
-      expect(Exit.isInterrupted(interrupted)).toBe(true)
+      expect(fiber.pollUnsafe()).toBeUndefined()
+      yield* Fiber.interrupt(fiber)
+      expect(Exit.hasInterrupts(yield* Fiber.await(fiber))).toBe(true)
       // the next reset of the same config picks the shared search up and gives the reference's map
       const out = yield* reset(envConfig)
       const grid = out.observation.split("\n").slice(1, 129).map((line) => line.replace(/ /g, "").replace("P", "S"))
