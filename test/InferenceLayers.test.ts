@@ -43,11 +43,11 @@ const args = (overrides: Partial<InferenceOptions.InferenceArgs> = {}): Inferenc
 
 const scripted = (policy?: string, policyOptions: Record<string, unknown> = {}) => ({
   registry: Builtins.registry,
-  policy: Option.fromNullable(policy),
+  policy: Option.fromNullishOr(policy),
   policyOptions
 })
 
-const request = { messages: [], sampling: {}, seed: 7 } as unknown as Parameters<Inference["Type"]["chat"]>[0]
+const request = { messages: [], sampling: {}, seed: 7 } as unknown as Parameters<Inference["Service"]["chat"]>[0]
 
 describe("Policy.layer", () => {
   it.effect("a scripted policy as a layer of Inference; its options decoded from strings", () =>
