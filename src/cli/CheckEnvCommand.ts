@@ -3,53 +3,50 @@
  * Exit code 0 when every check passes, 1 when some fail, 2 for a bad invocation (unknown env, bad
  * option, a configs file with bad lines).
  */
-import { Args, Command, Options } from "@effect/cli"
-import { Console, Duration, Effect, Either, Option } from "effect"
+import { Console, Duration, Effect, Option, Result } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import type * as Env from "../Env.js"
 import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
-import { FileError, integer, OptionError, parseNumber, plugins, readText, setExitCode } from "./common.js"
+import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, setExitCode, toggle } from "./common.js"
 
 // The checker is loaded when the command runs (startup of the other commands stays light).
 const loadEnvCheck = Effect.promise(() => import("../check/EnvCheck.js"))
 
 export const checkEnvOptions = {
-  name: Args.text({ name: "NAME" }).pipe(Args.withDescription("The env to check (a built-in, or one a plugin registers)")),
+  name: Argument.String("NAME").pipe(Argument.withDescription("The env to check (a built-in, or one a plugin registers)")),
   plugins,
-  configs: Options.text("configs").pipe(
-    Options.withDescription("A JSONL file of env_configs to try (a line may also be a dataset row: its env_config is used)"),
-    Options.optional
+  configs: Flag.String("configs").pipe(
+    Flag.withDescription("A JSONL file of env_configs to try (a line may also be a dataset row: its env_config is used)"),
+    Flag.optional
   ),
   seeds: integer("seeds").pipe(
-    Options.withDescription("Try the env_configs {\"seed\":0} .. {\"seed\":N-1} (default 3)"),
-    Options.optional
+    Flag.withDescription("Try the env_configs {\"seed\":0} .. {\"seed\":N-1} (default 3)"),
+    Flag.optional
   ),
   runs: integer("runs").pipe(
-    Options.withDescription("Fresh envs played per env_config, compared for determinism"),
-    Options.withDefault(3)
+    Flag.withDescription("Fresh envs played per env_config, compared for determinism"),
+    Flag.withDefault(3)
   ),
-  timeout: Options.text("timeout").pipe(
-    Options.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
-    Options.withDefault("10")
+  timeout: Flag.String("timeout").pipe(
+    Flag.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
+    Flag.withDefault("10")
   ),
   maxSteps: integer("max-steps").pipe(
-    Options.withDescription("Steps per episode before it is cut"),
-    Options.withDefault(16)
+    Flag.withDescription("Steps per episode before it is cut"),
+    Flag.withDefault(16)
   ),
-  actions: Options.text("action").pipe(
-    Options.withDescription("A well-formed reply of the env, e.g. '<action>up</action>' (repeatable)"),
-    Options.repeated
-  ),
+  actions: repeated("action", "A well-formed reply of the env, e.g. '<action>up</action>' (repeatable)"),
   seed: integer("seed").pipe(
-    Options.withDescription("The seed of the replies and reset requests"),
-    Options.withDefault(0)
+    Flag.withDescription("The seed of the replies and reset requests"),
+    Flag.withDefault(0)
   ),
-  json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON"))
+  json: toggle("json", "Print the report as JSON")
 }
 
-export type CheckEnvArgs = Command.Command.ParseConfig<typeof checkEnvOptions>
+export type CheckEnvArgs = Command.Command.Config.Infer<typeof checkEnvOptions>
 
 const FLAGS: Readonly<Record<string, string>> = {
   runs: "--runs",
@@ -69,24 +66,24 @@ const configLine = (
   file: string,
   index: number,
   text: string
-): Either.Either<Env.EnvConfig, Row.RowError> | undefined => {
+): Result.Result<Env.EnvConfig, Row.RowError> | undefined => {
   const parsed = Row.parseLine(file, index, text)
   if (parsed === undefined) return undefined
-  if (Either.isLeft(parsed)) return Either.left(parsed.left)
-  const value = parsed.right
+  if (Result.isFailure(parsed)) return Result.fail(parsed.failure)
+  const value = parsed.success
   const isObject = isRecord(value)
   const isRow = isObject && Object.prototype.hasOwnProperty.call(value, "env_config")
   // A bare env_config is checked as the env_config of a row, so that its errors name the field.
-  return Either.flatMap(Row.decodeValue(file, index, isRow || !isObject ? value : { env_config: value }), (row) => {
-    const fail = (path: string, detail: string) => Either.left(new Row.RowError({ file, line: index + 1, path, detail }))
+  return Result.flatMap(Row.decodeValue(file, index, isRow || !isObject ? value : { env_config: value }), (row) => {
+    const fail = (path: string, detail: string) => Result.fail(new Row.RowError({ file, line: index + 1, path, detail }))
     const name = row.envConfig.name
     if (name !== undefined && name !== definition.name) {
       const detail = `names env ${JSON.stringify(name)}, but the check is of ${JSON.stringify(definition.name)}`
       return fail("env_config.name", detail)
     }
-    return Either.match(definition.prepare(row.envConfig), {
-      onLeft: (error) => fail(error.path, error.reason),
-      onRight: () => Either.right(row.envConfig)
+    return Result.match(definition.prepare(row.envConfig), {
+      onFailure: (error) => fail(error.path, error.reason),
+      onSuccess: () => Result.succeed(row.envConfig)
     })
   })
 }
@@ -100,8 +97,8 @@ const readConfigs = (definition: Env.Definition, file: string) =>
     for (const [index, line] of Row.lines(text)) {
       const decoded = configLine(definition, file, index, line)
       if (decoded === undefined) continue
-      if (Either.isLeft(decoded)) errors.push(decoded.left)
-      else configs.push(decoded.right)
+      if (Result.isFailure(decoded)) errors.push(decoded.failure)
+      else configs.push(decoded.success)
     }
     for (const error of errors) yield* Console.error(`bad env_config: ${error.message}`)
     if (errors.length > 0) {
@@ -127,7 +124,7 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
       return yield* new OptionError({ option: "--timeout", detail: `must be > 0 seconds, got ${args.timeout}` })
     }
     const registry = yield* PluginLoader.registry(args.plugins)
-    const definition = yield* Registry.env(registry, args.name)
+    const definition = yield* Effect.fromResult(Registry.env(registry, args.name))
     const configs = Option.isSome(args.configs) ? yield* readConfigs(definition, args.configs.value) : undefined
     const EnvCheck = yield* loadEnvCheck
     return yield* EnvCheck.check(definition, {

@@ -7,15 +7,13 @@
  *
  * @since 0.1.0
  */
-import { CliConfig, Command } from "@effect/cli"
-import * as Descriptor from "@effect/cli/CommandDescriptor"
-import * as ValidationError from "@effect/cli/ValidationError"
-import type { CliApp } from "@effect/cli/CliApp"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
+import * as NodeStdio from "@effect/platform-node/NodeStdio"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import * as Terminal from "@effect/platform/Terminal"
-import { Cause, Console, Context, Effect, Layer, Logger } from "effect"
+import { Cause, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
+import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { normalizeArgv } from "./argv.js"
 import { ExitCode, OptionError, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
@@ -26,7 +24,6 @@ import * as RunCommand from "./RunCommand.js"
 import * as RunnerCommand from "./RunnerCommand.js"
 import * as ServeCommand from "./ServeCommand.js"
 import * as ViewCommand from "./ViewCommand.js"
-
 
 const command = Command.make("effect-gym").pipe(
   Command.withDescription("Multi-turn LLM rollouts against Gym-style environments"),
@@ -43,14 +40,38 @@ const command = Command.make("effect-gym").pipe(
 )
 
 /**
- * What the command line needs from the platform: files, paths and the terminal (@effect/cli's
- * `CliApp.Environment`). Not `NodeContext`, which adds a command executor and a worker manager that
- * no command uses, and whose loading (Node's child_process) was about a tenth of `--help`'s time.
+ * What the command line needs from the platform: files, paths, the terminal, standard input and
+ * output, and a process spawner (effect/cli's `Command.Environment`).
  *
  * @since 0.1.0
  * @category running
  */
-export type Environment = CliApp.Environment
+export type Environment = Command.Environment
+
+/**
+ * A process spawner that loads Node's (and `node:child_process`) when it first spawns. effect/cli's
+ * environment holds one, which no command uses: loading Node's at start-up was a cost of every
+ * invocation, `--help` included (as `NodeContext`'s was, on Effect 3).
+ */
+const spawnerOnDemand: Layer.Layer<
+  ChildProcessSpawner.ChildProcessSpawner,
+  never,
+  FileSystem.FileSystem | Path.Path
+> = Layer.effect(
+  ChildProcessSpawner.ChildProcessSpawner,
+  Effect.gen(function*() {
+    const services = yield* Effect.context<FileSystem.FileSystem | Path.Path>()
+    const scope = yield* Effect.scope
+    const node = yield* Effect.cached(
+      Effect.promise(() => import("@effect/platform-node/NodeChildProcessSpawner")).pipe(
+        Effect.flatMap((module) => Layer.buildWithScope(module.layer, scope)),
+        Effect.map(Context.get(ChildProcessSpawner.ChildProcessSpawner)),
+        Effect.provideContext(services)
+      )
+    )
+    return ChildProcessSpawner.make((command) => Effect.flatMap(node, (spawner) => spawner.spawn(command)))
+  })
+)
 
 /**
  * The Node layer of {@link Environment}.
@@ -58,54 +79,119 @@ export type Environment = CliApp.Environment
  * @since 0.1.0
  * @category running
  */
-export const layer: Layer.Layer<Environment> = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
+export const layer: Layer.Layer<Environment> = Layer.mergeAll(
+  NodeFileSystem.layer,
+  NodePath.layer,
+  NodeTerminal.layer,
+  NodeStdio.layer,
+  spawnerOnDemand.pipe(Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer)))
+)
 
-const cli = Command.run(command, { name: "effect-gym", version: version() })
+/** `--version` prints the version alone, as it always has (effect/cli's adds the name, and `-v`). */
+const versionFlag = GlobalFlag.Action({
+  flag: Flag.Boolean("version").pipe(
+    Flag.withoutNegation,
+    Flag.withDescription("Show the version"),
+    Flag.withDefault(false)
+  ),
+  run: (_, { version }) => Console.log(version)
+})
 
 /**
- * `--wizard` asks its questions on stdin; on one that is not a terminal (a pipe, /dev/null, a
- * closed stdin in CI) @effect/cli's prompt waited forever at end of input. Refused instead, when
- * @effect/cli's own parse of the arguments starts the wizard: not for a `--wizard` that is another
- * option's value (`run --dataset --wizard`) or comes after `--`, nor when `--help` wins over it; and
- * for `--wizard=true` too (a search of the words for "--wizard" refused the first ones and let
- * the last wait forever).
+ * The command line's own options, in the order they win when several are given: `--help` over
+ * `--wizard` over `--version` (as before), then `--completions`, and `--log-level`. `wizard` is
+ * effect/cli's wizard, or the refusal that takes its place without a terminal.
  */
-const wizardWithoutTerminal = (
-  argv: ReadonlyArray<string>,
-  terminal: { readonly stdin: boolean; readonly stdout: boolean }
-): Effect.Effect<OptionError | undefined, never, Environment> => {
-  // (the parse only for words that may ask for it: every other invocation starts as before)
-  if ((terminal.stdin && terminal.stdout) || !mentionsWizard(argv)) return Effect.succeed(undefined)
-  // stdout too: the questions are written there (`dataset ... --wizard > rows.jsonl` wrote them into the file)
-  const which = terminal.stdin ? "stdout is not one (its questions would go where the output goes)" : "stdin is not one"
-  return Effect.map(startsWizard(normalizeArgv(argv).slice(2)), (starts) =>
-    starts
-      ? new OptionError({
-        option: "--wizard",
-        detail: `asks its questions on a terminal, and ${which}: run it in a terminal, or give the options ` +
-          "on the command line (`effect-gym COMMAND --help` lists them)"
-      })
-      : undefined)
-}
+const builtIns = (wizard: GlobalFlag.Action<boolean>): CliConfig.CliConfig.Service =>
+  CliConfig.make({ builtIns: [GlobalFlag.Help, wizard, versionFlag, GlobalFlag.Completions, GlobalFlag.LogLevel] })
 
 /** Whether the arguments of `argv` (as `process.argv`) hold a `--wizard` word (it may start the wizard). */
 const mentionsWizard = (argv: ReadonlyArray<string>): boolean =>
   argv.slice(2).some((arg) => arg === "--wizard" || arg.startsWith("--wizard="))
 
-/** Whether `Command.run` would start the wizard for these arguments (after a `--log-level`, which it takes out and parses again). */
-const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never, Environment> =>
-  Descriptor.parse(command.descriptor, ["effect-gym", ...args], CliConfig.defaultConfig).pipe(
-    Effect.flatMap((directive): Effect.Effect<boolean, never, Environment> => {
-      if (directive._tag !== "BuiltIn") return Effect.succeed(false)
-      if (directive.option._tag === "ShowWizard") return Effect.succeed(true)
-      if (directive.option._tag !== "SetLogLevel") return Effect.succeed(false)
-      // as @effect/cli's handling of --log-level: its words out, then parsed again
-      const rest = args.filter((arg, i) => !(arg === "--log-level" || arg.startsWith("--log-level=") || args[i - 1] === "--log-level"))
-      return rest.length === args.length ? Effect.succeed(false) : startsWizard(rest)
-    }),
-    // (a parse that fails is the command line's own error, which the run below prints)
-    Effect.orElseSucceed(() => false)
-  )
+/**
+ * What the command line prints of a wrong invocation, on stderr (stdout stays the commands'
+ * output): its errors, in the words they have always had where effect/cli's errors have a
+ * counterpart (`Expected to find option: '--dataset'`), else effect/cli's own.
+ */
+const usageError = (error: CliError.NonShowHelpErrors): string => {
+  switch (error._tag) {
+    case "MissingOption":
+      return `Expected to find option: '--${error.option}'`
+    case "MissingArgument":
+      return `Missing argument <${error.argument}>`
+    case "UnrecognizedOption":
+      return error.suggestions.length > 0
+        ? `The flag '${error.option}' is not recognized. Did you mean '${error.suggestions[0]}'?`
+        : `Received unknown argument: '${error.option}'`
+    case "UnexpectedArgument":
+      return `Received unknown argument: '${error.arguments[0]}'`
+    case "UnknownSubcommand":
+      return `Invalid subcommand for ${(error.parent ?? ["effect-gym"]).join(" ")} - use one of ${
+        subcommandNames(error.parent ?? []).map((name) => `'${name}'`).join(", ")
+      }`
+    case "InvalidValue":
+      return error.kind === "flag" && error.value === ""
+        ? `Expected a value following option: '--${error.option}'`
+        : error.message
+    default:
+      return error.message
+  }
+}
+
+/** The subcommands of the command at `path` (`["effect-gym", "dataset"]`). */
+const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => {
+  let current: Command.Command.Any = command
+  for (const name of path.slice(1)) {
+    const next = current.subcommands.flatMap((group) => group.commands).find((sub) => sub.name === name)
+    if (next === undefined) break
+    current = next
+  }
+  return current.subcommands.flatMap((group) => group.commands.map((sub) => sub.name))
+}
+
+/**
+ * Help on stdout (a one-letter flag shown as `-p`, as it is typed and documented, where effect/cli
+ * writes every flag name with two dashes), a wrong invocation's errors on stderr without the help,
+ * the version alone.
+ */
+const presenter: CliOutput.Presenter = {
+  present: (event) =>
+    Effect.flatMap(Effect.service(CliOutput.Formatter), (formatter) => {
+      switch (event._tag) {
+        case "Help":
+          return Console.log(formatter.formatHelpDoc(event.helpDoc).replace(/(?<![\w-])--([A-Za-z])(?![\w-])/g, "-$1"))
+        case "InvalidInvocation":
+          return Console.error(event.errors.map(usageError).join("\n"))
+        case "Version":
+          return Console.log(event.version)
+      }
+    })
+}
+
+const cli = Command.runWith(command, { version: version() })
+
+/**
+ * `--wizard` asks its questions on stdin; on one that is not a terminal (a pipe, /dev/null, a
+ * closed stdin in CI) the prompt would wait forever at end of input, and with stdout not one its
+ * questions would go where the output goes (`dataset ... --wizard > rows.jsonl`). Refused instead,
+ * exactly when effect/cli's parse of the arguments starts the wizard: this action takes the
+ * wizard's place among the built-ins (not for a `--wizard` after `--`, nor when `--help` wins over it).
+ */
+const refusingWizard = (onRefused: (error: OptionError) => void, which: string): GlobalFlag.Action<boolean> =>
+  GlobalFlag.Action({
+    flag: GlobalFlag.Wizard.flag,
+    run: () =>
+      Effect.sync(() =>
+        onRefused(
+          new OptionError({
+            option: "--wizard",
+            detail: `asks its questions on a terminal, and ${which}: run it in a terminal, or give the options ` +
+              "on the command line (`effect-gym COMMAND --help` lists them)"
+          })
+        )
+      )
+  })
 
 /**
  * Runs one invocation (`argv` as `process.argv`: node, script, then the arguments) and gives the
@@ -124,20 +210,26 @@ const startsWizard = (args: ReadonlyArray<string>): Effect.Effect<boolean, never
 export const main = (
   argv: ReadonlyArray<string>,
   onExitCode?: (code: number) => void,
-  signals?: Context.Tag.Service<Signals>
+  signals?: Context.Service.Shape<typeof Signals>
 ): Effect.Effect<number, never, Environment> => {
   let exitCode = 0
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     signals === undefined ? effect : Effect.provideService(effect, Signals, signals)
   // a coordinator's option given to a runner: named, not "unknown argument"
   const refusedRunner = RunnerCommand.refusedOption(argv)
-  const refusal = refusedRunner === undefined
-    ? wizardWithoutTerminal(argv, { stdin: process.stdin.isTTY === true, stdout: process.stdout.isTTY === true })
-    : Effect.succeed(refusedRunner)
-  // The wizard's terminal notes a Ctrl-C or Ctrl-D at its questions: @effect/cli then prints
-  // "Quitting wizard mode..." and ends as if all went well; the exit code says it did not (130).
+  const terminal = { stdin: process.stdin.isTTY === true, stdout: process.stdout.isTTY === true }
+  let refusedWizard: OptionError | undefined
+  // stdout too: the questions are written there
+  const wizard = terminal.stdin && terminal.stdout
+    ? GlobalFlag.Wizard
+    : refusingWizard(
+      (error) => void (refusedWizard = error),
+      terminal.stdin ? "stdout is not one (its questions would go where the output goes)" : "stdin is not one"
+    )
+  // The wizard's terminal notes a Ctrl-C or Ctrl-D at its questions: effect/cli then says the
+  // wizard was cancelled and ends as if all went well; the exit code says it did not (130).
   let quitWizard = false
-  const wizardTerminal = Layer.scoped(
+  const wizardTerminal = Layer.effect(
     Terminal.Terminal,
     NodeTerminal.make((input) => {
       const quit = input.key.ctrl && (input.key.name === "c" || input.key.name === "d")
@@ -145,8 +237,14 @@ export const main = (
       return quit
     })
   )
-  const invoke = (args: ReadonlyArray<string>) => (mentionsWizard(argv) ? Effect.provide(cli(args), wizardTerminal) : cli(args))
-  return Effect.flatMap(refusal, (refused) => refused === undefined ? invoke(normalizeArgv(argv)) : Effect.fail(refused)).pipe(
+  const args = normalizeArgv(argv).slice(2)
+  const invoke = Effect.andThen(
+    mentionsWizard(argv) && wizard === GlobalFlag.Wizard ? Effect.provide(cli(args), wizardTerminal) : cli(args),
+    Effect.suspend(() => (refusedWizard === undefined ? Effect.void : Effect.fail(refusedWizard)))
+  )
+  return (refusedRunner === undefined ? invoke : Effect.fail(refusedRunner)).pipe(
+    Effect.provideService(CliConfig.CliConfig, builtIns(wizard)),
+    Effect.provideService(CliOutput.Presenter, presenter),
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code
@@ -154,17 +252,20 @@ export const main = (
       }
     }),
     withSignals,
-    Effect.catchAll((error) => {
+    Effect.catch((error) => {
+      if (CliError.isCliError(error)) {
+        // Printed already (the errors, or the help of a command given without its subcommand).
+        exitCode = error._tag === "ShowHelp" && error.errors.length === 0 ? 0 : 2
+        return Effect.void
+      }
       exitCode = 2
-      // @effect/cli prints its own validation errors (with the usage) already.
-      if (ValidationError.isValidationError(error)) return Effect.void
       return Console.error(`error: ${error.message}`)
     }),
-    Effect.catchAllDefect((defect) => {
+    Effect.catchDefect((defect) => {
       exitCode = 3
       return Console.error(`error: internal error: ${Cause.pretty(Cause.die(defect))}`)
     }),
-    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.stringLogger))),
+    Effect.provideService(Logger.CurrentLoggers, new Set([Logger.withConsoleError(Logger.formatSimple)])),
     Effect.map(() => (quitWizard && exitCode === 0 ? 130 : exitCode))
   )
 }

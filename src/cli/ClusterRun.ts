@@ -3,8 +3,7 @@
  * everything else as for a local run (options, output safety and `--resume`, the writer, the
  * summary, progress); this module sends the groups to the cluster and folds the replies in.
  */
-import { FileSystem } from "@effect/platform"
-import { Console, Effect, Option, Stream } from "effect"
+import { Console, Effect, FileSystem, Option, Semaphore, Stream } from "effect"
 import type * as CompletionsLog from "../CompletionsLog.js"
 import type { DatabaseEvent, RunnerEvent } from "../cluster/Coordinator.js"
 import * as Cluster from "../cluster/Cluster.js"
@@ -150,14 +149,14 @@ export const coordinate = (
     const { accumulator, resolved, writer } = parts
     const report = parts.report
     const digest = registryDigest(resolved.registry, args.plugins)
-    const writing = yield* Effect.makeSemaphore(1)
+    const writing = yield* Semaphore.make(1)
     const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: error.message })
     const done = parts.done
     const rows = Engine.datasetLines(
       args.dataset,
-      fs.stream(args.dataset, { chunkSize: FileSystem.KiB(256) }),
+      fs.stream(args.dataset, { chunkSize: 256 * 1024 }),
       done === undefined ? undefined : (index) => done.has(index)
     ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
     yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${Cluster.redact(parts.url)}`)
@@ -189,7 +188,7 @@ export const coordinate = (
         failedGroups: args.failedGroups
       },
       onRowError: (error) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => accumulator.add({ _tag: "RowFailure", error })),
           Console.error(`bad row: ${error.message}`)
         ),
@@ -214,7 +213,7 @@ export const coordinate = (
           }
         }),
       onDatabase: (event) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => report.database_events.push(event)),
           Console.error(
             event.event === "down"
@@ -227,7 +226,7 @@ export const coordinate = (
         `cluster: waiting for runners: none is up in ${Cluster.redact(parts.url)} (start one: effect-gym runner --cluster URL)`
       ),
       onRunner: (event) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => report.runner_events.push(event)),
           Console.error(`cluster: runner ${event.runner} ${event.event} (at ${(event.atMs / 1000).toFixed(1)} s)`)
         )

@@ -2,21 +2,20 @@
  * `effect-gym dataset frozen-lake`: writes the example dataset. Its options are checked as `run`
  * checks a row's `env_config` (a dataset that `run` would reject is not written).
  */
-import { Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { Console, Effect, Either, Option, Stream } from "effect"
+import { Console, Effect, FileSystem, Option, Result, Stream } from "effect"
+import { Command, Flag } from "effect/cli"
 import { FrozenLake } from "../envs/FrozenLake.js"
 import { nextTurn } from "../internal/nextTurn.js"
 import { FileError, integer, OptionError, parseNumbers } from "./common.js"
 
 const datasetFrozenLake = Command.make("frozen-lake", {
-  rows: integer("rows").pipe(Options.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
-  startSeed: integer("start-seed").pipe(Options.withDefault(0)),
-  size: integer("size").pipe(Options.withDescription("The map's side, 2 to 256 (default 4)"), Options.optional),
-  p: Options.text("p").pipe(Options.withDescription("The probability that a tile is frozen (default 0.8)"), Options.optional),
-  output: Options.text("output").pipe(
-    Options.withDescription("Where to write the JSONL (default: standard output)"),
-    Options.optional
+  rows: integer("rows").pipe(Flag.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
+  startSeed: integer("start-seed").pipe(Flag.withDefault(0)),
+  size: integer("size").pipe(Flag.withDescription("The map's side, 2 to 256 (default 4)"), Flag.optional),
+  p: Flag.String("p").pipe(Flag.withDescription("The probability that a tile is frozen (default 0.8)"), Flag.optional),
+  output: Flag.String("output").pipe(
+    Flag.withDescription("Where to write the JSONL (default: standard output)"),
+    Flag.optional
   )
 }).pipe(Command.withDescription("Write a FrozenLake dataset: one placeholder prompt per seed"))
 
@@ -49,11 +48,11 @@ export const frozenLakeDataset = (options: DatasetOptions): string => {
 /** The dataset's lines in chunks of at most 4096 rows (any number of rows, in little memory). */
 const chunks = (options: DatasetOptions): Stream.Stream<string> =>
   Stream.unfold(0, (start) => {
-    if (start >= options.rows) return Option.none()
+    if (start >= options.rows) return Effect.succeed(undefined)
     const end = Math.min(options.rows, start + 4096)
     let text = ""
     for (let i = start; i < end; i++) text += line(options, i)
-    return Option.some([text, end] as const)
+    return Effect.succeed([text, end] as const)
   })
 
 /**
@@ -68,7 +67,7 @@ const taken: Effect.Effect<boolean> = Effect.suspend(() => {
   // A turn of the event loop even so: writes to a terminal (or a file) complete at once, and a
   // loop that never gave one could not see Ctrl-C (`dataset` to a terminal ran to its end).
   if (!out.writableNeedDrain) return Effect.as(nextTurn, true)
-  return Effect.async<boolean>((resume) => {
+  return Effect.callback<boolean>((resume) => {
     const done = (ok: boolean) => () => {
       out.off("drain", onDrain).off("close", onClose)
       resume(Effect.succeed(ok))
@@ -86,10 +85,10 @@ const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "
 const check = (options: DatasetOptions) =>
   Effect.forEach([0, Math.max(0, options.rows - 1)], (i) => {
     const config = JSON.parse(line(options, i)).env_config as Record<string, unknown>
-    return Either.match(FrozenLake.prepare(config), {
-      onLeft: (error) =>
+    return Result.match(FrozenLake.prepare(config), {
+      onFailure: (error) =>
         Effect.fail(new OptionError({ option: OPTION_OF_FIELD[error.path] ?? error.path, detail: error.reason })),
-      onRight: () => Effect.void
+      onSuccess: () => Effect.void
     })
   }, { discard: true })
 
@@ -112,7 +111,7 @@ export const command = Command.make("dataset").pipe(
           if (Option.isNone(args.output)) {
             // each chunk ends with a newline, which Console.log writes back
             return yield* chunks(options).pipe(
-              Stream.mapEffect((text) => Effect.zipRight(Console.log(text.slice(0, -1)), taken)),
+              Stream.mapEffect((text) => Effect.andThen(Console.log(text.slice(0, -1)), taken)),
               Stream.takeWhile((more) => more),
               Stream.runDrain
             )

@@ -1,11 +1,11 @@
 /**
  * `effect-gym envs`: what is registered (after plugins).
  */
-import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Command } from "effect/cli"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type * as Registry from "../Registry.js"
-import { plugins } from "./common.js"
+import { plugins, toggle } from "./common.js"
 
 /**
  * What `envs` prints.
@@ -40,7 +40,7 @@ export const describeRegistry = (registry: Registry.Registry, json: boolean): st
 }
 
 /** The `envs` command. */
-export const command = Command.make("envs", { plugins, json: Options.boolean("json") }).pipe(
+export const command = Command.make("envs", { plugins, json: toggle("json") }).pipe(
   Command.withDescription("List the registered envs, schedulers, reward functions and policies (after plugins)"),
   Command.withHandler((args) =>
     Effect.flatMap(PluginLoader.registry(args.plugins), (registry) => Console.log(describeRegistry(registry, args.json))))

@@ -5,8 +5,8 @@
  * `--model FILE`), plus sampling parameters shared by all modes. Commands that run rollouts
  * (`run`, and the rollout server) spread `options` into their own and provide `layer` at their root.
  */
-import { Options } from "@effect/cli"
 import { Config, Context, Duration, Effect, Layer, Option } from "effect"
+import { Flag } from "effect/cli"
 import type { InferenceError, SamplingParams, Service } from "../Inference.js"
 import { Inference } from "../Inference.js"
 import * as Sampling from "../inference/Sampling.js"
@@ -18,10 +18,10 @@ import * as Registry from "../Registry.js"
 import type { Item } from "../Rollout.js"
 import type { Summary } from "../Summary.js"
 import { DriftCheck } from "../TokenSequence.js"
-import { choice, integer, OptionError, parseNumber } from "./common.js"
+import { choice, integer, OptionError, parseNumber, repeated, toggle } from "./common.js"
 
 const number = (name: string, description: string) =>
-  Options.text(name).pipe(Options.withDescription(description), Options.optional)
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
 /**
  * @since 0.1.0
@@ -29,100 +29,102 @@ const number = (name: string, description: string) =>
  */
 export const options = {
   mode: choice("mode", ["scripted", "server", "colocate", "swift-rollout"]).pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "Who answers: scripted (an in-process --policy), server (an OpenAI-compatible API), " +
         "colocate (a GGUF model in-process), swift-rollout (a `swift rollout` server's single-turn /infer/)"
     ),
-    Options.withDefault("scripted" as const)
+    Flag.withDefault("scripted" as const)
   ),
-  baseUrl: Options.text("base-url").pipe(
-    Options.withDescription("Server mode: the API's base URL, e.g. http://127.0.0.1:8000/v1"),
-    Options.optional
+  baseUrl: Flag.String("base-url").pipe(
+    Flag.withDescription("Server mode: the API's base URL, e.g. http://127.0.0.1:8000/v1"),
+    Flag.optional
   ),
-  model: Options.text("model").pipe(
-    Options.withDescription("Server mode: the model name the server serves; colocate mode: a GGUF file"),
-    Options.optional
+  model: Flag.String("model").pipe(
+    Flag.withDescription("Server mode: the model name the server serves; colocate mode: a GGUF file"),
+    Flag.optional
   ),
-  apiKeyEnv: Options.text("api-key-env").pipe(
-    Options.withDescription("Server mode: the environment variable holding the API key (sent as a bearer token)"),
-    Options.optional
+  apiKeyEnv: Flag.String("api-key-env").pipe(
+    Flag.withDescription("Server mode: the environment variable holding the API key (sent as a bearer token)"),
+    Flag.optional
   ),
-  strictOpenai: Options.boolean("strict-openai").pipe(
-    Options.withDescription("Server mode: send only OpenAI API fields (no top_k, no return_token_ids), for hosted APIs")
+  strictOpenai: toggle(
+    "strict-openai",
+    "Server mode: send only OpenAI API fields (no top_k, no return_token_ids), for hosted APIs"
   ),
-  seededSampling: Options.boolean("seeded-sampling").pipe(
-    Options.withDescription("Server mode: send each call's seed (derived from --seed); colocate mode always does")
+  seededSampling: toggle(
+    "seeded-sampling",
+    "Server mode: send each call's seed (derived from --seed); colocate mode always does"
   ),
-  noLogprobs: Options.boolean("no-logprobs").pipe(
-    Options.withDescription("Server mode: do not ask for token ids and logprobs")
+  noLogprobs: toggle(
+    "no-logprobs",
+    "Server mode: do not ask for token ids and logprobs"
   ),
   requestTimeout: number("request-timeout", "Server mode: seconds per request attempt (default 600)"),
   retries: integer("retries").pipe(
-    Options.withDescription("Server mode: retries of a transient failure (default 3)"),
-    Options.optional
+    Flag.withDescription("Server mode: retries of a transient failure (default 3)"),
+    Flag.optional
   ),
   inferenceConcurrency: integer("inference-concurrency").pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "Requests in flight (server mode, default 64) or sequences generated at once (colocate, default 4)"
     ),
-    Options.optional
+    Flag.optional
   ),
   contextSize: integer("context-size").pipe(
-    Options.withDescription("Colocate mode: tokens per sequence (default: the model's, at most 4096)"),
-    Options.optional
+    Flag.withDescription("Colocate mode: tokens per sequence (default: the model's, at most 4096)"),
+    Flag.optional
   ),
   gpuLayers: integer("gpu-layers").pipe(
-    Options.withDescription("Colocate mode: layers offloaded to a GPU (default 0: CPU only)"),
-    Options.optional
+    Flag.withDescription("Colocate mode: layers offloaded to a GPU (default 0: CPU only)"),
+    Flag.optional
   ),
   threads: integer("threads").pipe(
-    Options.withDescription("Colocate mode: CPU threads (default: the cores but one)"),
-    Options.optional
+    Flag.withDescription("Colocate mode: CPU threads (default: the cores but one)"),
+    Flag.optional
   ),
   temperature: number("temperature", "Sampling temperature (>= 0)"),
   topP: number("top-p", "Nucleus sampling: keep the smallest set of tokens with this much probability, in (0, 1]"),
   topK: integer("top-k").pipe(
-    Options.withDescription("Sample among the k most likely tokens (>= 1)"),
-    Options.optional
+    Flag.withDescription("Sample among the k most likely tokens (>= 1)"),
+    Flag.optional
   ),
   maxTokens: integer("max-tokens").pipe(
-    Options.withDescription("Tokens per completion (per turn)"),
-    Options.optional
+    Flag.withDescription("Tokens per completion (per turn)"),
+    Flag.optional
   ),
-  stop: Options.text("stop").pipe(Options.withDescription("A stop string (repeatable)"), Options.repeated),
+  stop: repeated("stop", "A stop string (repeatable)"),
   tokenPath: choice("token-path", ["auto", "require", "off"]).pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "Server mode: token in/token out through /completions with token prompts: auto (when the server can, " +
         "else the chat path, said once), require (fail at start if it cannot), off (the chat path)"
     ),
-    Options.optional
+    Flag.optional
   ),
-  tokenizer: Options.text("tokenizer").pipe(
-    Options.withDescription(
+  tokenizer: Flag.String("tokenizer").pipe(
+    Flag.withDescription(
       "Server mode: a Hugging Face model folder (tokenizer.json, tokenizer_config.json): the token path's " +
         "local tokenizer and chat template (else the server's /tokenize)"
     ),
-    Options.optional
+    Flag.optional
   ),
-  chatTemplateKwargs: Options.text("chat-template-kwargs").pipe(
-    Options.withDescription(
+  chatTemplateKwargs: Flag.String("chat-template-kwargs").pipe(
+    Flag.withDescription(
       "A JSON object of chat-template variables, e.g. '{\"enable_thinking\": false}' (server mode sends it as " +
         "chat_template_kwargs or renders with it; colocate renders with it)"
     ),
-    Options.optional
+    Flag.optional
   ),
-  titoCheck: Options.boolean("tito-check").pipe(
-    Options.withDescription(
-      "Re-tokenize each final conversation and compare it with the trajectory's token sequence; the summary " +
+  titoCheck: toggle(
+    "tito-check",
+    "Re-tokenize each final conversation and compare it with the trajectory's token sequence; the summary " +
         "says how many would drift and where the first differs"
-    )
   ),
   maxTransportFailures: integer("max-transport-failures").pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "Server mode: requests in a row without any response after which the server is taken as down and the " +
         "run stops (default 20; 0 never)"
     ),
-    Options.optional
+    Flag.optional
   ),
   presencePenalty: number("presence-penalty", "Presence penalty in [-2, 2]"),
   frequencyPenalty: number("frequency-penalty", "Frequency penalty in [-2, 2]")
@@ -133,7 +135,7 @@ export const options = {
  * @category options
  */
 export type InferenceArgs = {
-  readonly [K in keyof typeof options]: (typeof options)[K] extends Options.Options<infer A> ? A : never
+  readonly [K in keyof typeof options]: (typeof options)[K] extends Flag.Flag<infer A> ? A : never
 }
 
 const optionalNumber = (option: string, value: Option.Option<string>) =>
@@ -265,10 +267,9 @@ export const chatTemplateKwargs = (
  * @since 0.3.0
  * @category services
  */
-export class Control extends Context.Tag("effect-gym/cli/InferenceOptions/Control")<
-  Control,
-  Option.Option<SwiftRollout.Control>
->() {}
+export class Control extends Context.Service<Control, Option.Option<SwiftRollout.Control>>()(
+  "effect-gym/cli/InferenceOptions/Control"
+) {}
 
 /**
  * What `--mode scripted` needs beside the options: the registry that names the policies (plugins
@@ -290,7 +291,7 @@ const apiKeyOf = (args: InferenceArgs) =>
   Option.match(args.apiKeyEnv, {
     onNone: () => Effect.succeed(undefined),
     onSome: (name) =>
-      Config.redacted(name).pipe(
+      Config.Redacted(name).pipe(
         Effect.mapError(() =>
           new OptionError({ option: "--api-key-env", detail: `the environment variable ${name} is not set` })
         )
@@ -333,7 +334,7 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
  * @category layers
  */
 export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrap(Effect.gen(function*() {
     if (args.mode !== "scripted") {
       if (Option.isSome(scripted.policy)) {
         return yield* otherMode("--policy", "--mode scripted", args.mode)
@@ -348,7 +349,9 @@ export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
           MODEL_ONLY,
           "--mode server or --mode colocate"
         ]])
-        const policy = yield* Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
+        const policy = yield* Effect.fromResult(
+          Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
+        )
         return noControl<InferenceError | Policy.PolicyConfigError>(Policy.layer(policy, scripted.policyOptions))
       }
       case "server": {
@@ -421,7 +424,7 @@ export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
           maxTransportFailures
         }
-        return Layer.scopedContext(
+        return Layer.effectContext(
           Effect.map(SwiftRollout.makeScoped(options), (swift) =>
             Context.make(Inference, swift.service).pipe(Context.add(Control, Option.some(swift.control))))
         ) as Layer.Layer<Inference | Control, InferenceError | Policy.PolicyConfigError>

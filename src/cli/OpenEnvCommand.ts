@@ -7,8 +7,8 @@
  * so one that blocks cannot freeze the server; a call that takes longer than `--env-timeout` ends
  * its session.
  */
-import { Command, Options } from "@effect/cli"
-import { Console, Duration, Effect, Either, Exit, Option } from "effect"
+import { Console, Duration, Effect, Exit, Option, Result } from "effect"
+import { Command, Flag } from "effect/cli"
 import * as Json from "../internal/Json.js"
 import { isRecord } from "../internal/inspect.js"
 import * as PluginLoader from "../node/PluginLoader.js"
@@ -26,43 +26,46 @@ import {
   plugins,
   port,
   secret,
-  setExitCode
+  setExitCode,
+  toggle
 } from "./common.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
 const serve = Command.make("serve", {
-  env: Options.text("env").pipe(Options.withDescription("The registered env to serve")),
+  env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
   host,
   ...networkOptions,
-  apiKeyEnv: Options.text("api-key-env").pipe(
-    Options.withDescription(
+  apiKeyEnv: Flag.String("api-key-env").pipe(
+    Flag.withDescription(
       "The environment variable holding this server's key: every request then needs it (Authorization: Bearer " +
         "<key>, X-API-Key: <key>, or a base_url of http://user:<key>@host:port from Python clients)"
     ),
-    Options.optional
+    Flag.optional
   ),
   maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Options.withDescription("Sessions at once; more get CAPACITY_REACHED"),
-    Options.withDefault(8)
+    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED"),
+    Flag.withDefault(8)
   ),
-  idleTimeout: Options.text("idle-timeout").pipe(
-    Options.withDescription("Seconds without a message after which a session is ended (0: never, as the Python server)"),
-    Options.withDefault("0")
+  idleTimeout: Flag.String("idle-timeout").pipe(
+    Flag.withDescription("Seconds without a message after which a session is ended (0: never, as the Python server)"),
+    Flag.withDefault("0")
   ),
-  requireReset: Options.boolean("require-reset").pipe(
-    Options.withDescription("A step or state before any reset is an error (default: played on a fresh env, as Python does)")
+  requireReset: toggle(
+    "require-reset",
+    "A step or state before any reset is an error (default: played on a fresh env, as Python does)"
   ),
-  strictReset: Options.boolean("strict-reset").pipe(
-    Options.withDescription("Reset's seed must be an integer >= 0 and episode_id a string (default: any value, as Python)")
+  strictReset: toggle(
+    "strict-reset",
+    "Reset's seed must be an integer >= 0 and episode_id a string (default: any value, as Python)"
   ),
   maxFrameBytes: integer("max-frame-bytes").pipe(
-    Options.withDescription("The largest WebSocket message a client may send; larger closes the connection (1009)"),
-    Options.withDefault(16 * 1024 * 1024)
+    Flag.withDescription("The largest WebSocket message a client may send; larger closes the connection (1009)"),
+    Flag.withDefault(16 * 1024 * 1024)
   ),
-  envConfig: Options.text("env-config").pipe(
-    Options.withDescription("The env's env_config as a JSON object, e.g. '{\"clues\": 40}'"),
-    Options.optional
+  envConfig: Flag.String("env-config").pipe(
+    Flag.withDescription("The env's env_config as a JSON object, e.g. '{\"clues\": 40}'"),
+    Flag.optional
   ),
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...RolloutOptions.isolationOptions(),
@@ -93,9 +96,9 @@ const serve = Command.make("serve", {
       const envConfig = yield* Option.match(args.envConfig, {
         onNone: () => Effect.succeed({}),
         onSome: (text) => {
-          const parsed = Either.try(() => Json.parse(text))
-          return Either.isRight(parsed) && isRecord(parsed.right)
-            ? Effect.succeed(parsed.right)
+          const parsed = Result.try(() => Json.parse(text))
+          return Result.isSuccess(parsed) && isRecord(parsed.success)
+            ? Effect.succeed(parsed.success)
             : Effect.fail(new OptionError({ option: "--env-config", detail: "must be a JSON object" }))
         }
       })
@@ -105,14 +108,14 @@ const serve = Command.make("serve", {
       })
       const loaded = yield* PluginLoader.registry(args.plugins)
       // Checked here first: an unknown name or a bad --env-config is an error before any worker starts.
-      yield* (yield* Registry.env(loaded, args.env)).prepare(envConfig)
+      yield* Effect.fromResult((yield* Effect.fromResult(Registry.env(loaded, args.env))).prepare(envConfig))
       const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
-      const env = yield* Registry.env(registry, args.env)
+      const env = yield* Effect.fromResult(Registry.env(registry, args.env))
       let sessions: OpenEnvServer.Sessions | undefined
       // Registered first, so it runs last: after every session has ended.
       yield* Effect.addFinalizer((exit) =>
-        Exit.isInterrupted(exit) && sessions !== undefined
-          ? Effect.zipRight(
+        Exit.hasInterrupts(exit) && sessions !== undefined
+          ? Effect.andThen(
             Console.error(`OpenEnv server: stopped (${sessions.accepted} sessions served)`),
             setExitCode(0)
           )

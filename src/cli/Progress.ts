@@ -25,8 +25,14 @@ const CLEAR = "\r\x1b[2K"
 /** `console` with the progress line cleared before each message to stderr (it was glued onto the line). */
 const clearing = (console: Console.Console, stderr: NodeJS.WriteStream): Console.Console => ({
   ...console,
-  error: (...args: ReadonlyArray<unknown>) => Effect.zipRight(Effect.sync(() => void stderr.write(CLEAR)), console.error(...args)),
-  warn: (...args: ReadonlyArray<unknown>) => Effect.zipRight(Effect.sync(() => void stderr.write(CLEAR)), console.warn(...args))
+  error: (...args: ReadonlyArray<unknown>) => {
+    stderr.write(CLEAR)
+    console.error(...args)
+  },
+  warn: (...args: ReadonlyArray<unknown>) => {
+    stderr.write(CLEAR)
+    console.warn(...args)
+  }
 })
 
 /** Runs `effect`, redrawing a progress line every 250 ms while it runs (on a terminal only). */
@@ -40,8 +46,8 @@ export const whileRunning = <A, E, R>(
   return Effect.acquireUseRelease(
     // (interruptible: a fiber forked in the acquire, which cannot be interrupted, inherits that, and
     // the release's interrupt then waited for it forever: a run on a terminal never exited)
-    Effect.forkDaemon(Effect.interruptible(Effect.repeat(draw, Schedule.spaced("250 millis")))),
-    () => Console.consoleWith((console) => Effect.withConsole(effect, clearing(console, stderr))),
-    (fiber) => Effect.zipRight(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(CLEAR)))
+    Effect.forkDetach(Effect.interruptible(Effect.repeat(draw, Schedule.spaced("250 millis")))),
+    () => Console.consoleWith((console) => Effect.provideService(effect, Console.Console, clearing(console, stderr))),
+    (fiber) => Effect.andThen(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(CLEAR)))
   )
 }

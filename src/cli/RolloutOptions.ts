@@ -3,8 +3,9 @@
  * functions and weights; and `resolve`, which loads the plugins and checks every name and number
  * before anything runs.
  */
-import { Command, Options } from "@effect/cli"
 import { Duration, Effect, Option } from "effect"
+import type { Command } from "effect/cli"
+import { Flag } from "effect/cli"
 import type * as Scope from "effect/Scope"
 import * as EnvWorkers from "../isolation/EnvWorkers.js"
 import * as PluginLoader from "../node/PluginLoader.js"
@@ -12,7 +13,7 @@ import * as Registry from "../Registry.js"
 import * as Reward from "../Reward.js"
 import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
-import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, seconds } from "./common.js"
+import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, repeated, seconds, toggle } from "./common.js"
 
 /** `--env-timeout`'s default (seconds). */
 export const ENV_TIMEOUT_DEFAULT = "60"
@@ -25,45 +26,39 @@ export const MAX_TRAJECTORY_RETRIES = 100
  * @category options
  */
 export const options = {
-  gymEnv: Options.text("gym-env").pipe(
-    Options.withDescription("The env of rows whose env_config has no name"),
-    Options.optional
+  gymEnv: Flag.String("gym-env").pipe(
+    Flag.withDescription("The env of rows whose env_config has no name"),
+    Flag.optional
   ),
-  scheduler: Options.text("scheduler").pipe(
-    Options.withDescription("The multi-turn scheduler (one instance for the whole run or server)"),
-    Options.withDefault("gym_scheduler")
+  scheduler: Flag.String("scheduler").pipe(
+    Flag.withDescription("The multi-turn scheduler (one instance for the whole run or server)"),
+    Flag.withDefault("gym_scheduler")
   ),
   schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
   maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Options.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
-    Options.optional
+    Flag.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
+    Flag.optional
   ),
-  policy: Options.text("policy").pipe(
-    Options.withDescription(
+  policy: Flag.String("policy").pipe(
+    Flag.withDescription(
       "--mode scripted: the in-process policy that answers (random, the default; frozen-lake-solver; or a plugin's)"
     ),
-    Options.optional
+    Flag.optional
   ),
   policyOptions: keyValues("policy-option", "key=value options for the policy, e.g. epsilon=0.1 (repeatable)"),
   plugins,
-  rewardFuncs: Options.text("reward-funcs").pipe(
-    Options.withDescription("Reward functions (columns before gym_reward)"),
-    Options.repeated
-  ),
-  rewardWeights: Options.text("reward-weights").pipe(
-    Options.withDescription("One weight per reward column, the gym_reward weight last"),
-    Options.repeated
-  ),
+  rewardFuncs: repeated("reward-funcs", "Reward functions (columns before gym_reward)"),
+  rewardWeights: repeated("reward-weights", "One weight per reward column, the gym_reward weight last"),
   resetTimeout: seconds("reset-timeout", "Seconds to create and reset an env (the scheduler's start)", 300),
   stepTimeout: seconds("step-timeout", "Seconds for the env's answer to one turn, and for the reward functions", 300),
   closeTimeout: seconds("close-timeout", "Seconds to close an env", 30),
   trajectoryTimeout: seconds("trajectory-timeout", "Seconds for a whole trajectory, model calls included", "none"),
   trajectoryRetries: integer("trajectory-retries").pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "Runs again, with a fresh env and the same seed, a trajectory that failed with a transient error " +
         "(model transport errors and timeouts, OpenEnv connection and capacity errors, timeouts), up to N times"
     ),
-    Options.withDefault(0)
+    Flag.withDefault(0)
   ),
   ...isolationOptions()
 }
@@ -77,14 +72,14 @@ export const options = {
 export function isolationOptions() {
   return {
     envWorkers: integer("env-workers").pipe(
-      Options.withDescription("Worker threads that run isolated envs (default: the machine's cores)"),
-      Options.optional
+      Flag.withDescription("Worker threads that run isolated envs (default: the machine's cores)"),
+      Flag.optional
     ),
-    envTimeout: Options.text("env-timeout").pipe(
-      Options.withDescription(
+    envTimeout: Flag.String("env-timeout").pipe(
+      Flag.withDescription(
         "Seconds an isolated env's create, reset or step may take; then that env fails and its worker is replaced"
       ),
-      Options.withDefault(ENV_TIMEOUT_DEFAULT)
+      Flag.withDefault(ENV_TIMEOUT_DEFAULT)
     )
   }
 }
@@ -95,10 +90,9 @@ export function isolationOptions() {
  * @since 0.1.0
  * @category options
  */
-export const isolateEnvs = Options.boolean("isolate-envs").pipe(
-  Options.withDescription(
-    "Run envs in worker threads (--env-workers, --env-timeout): an env that blocks or hangs fails alone"
-  )
+export const isolateEnvs = toggle(
+  "isolate-envs",
+  "Run envs in worker threads (--env-workers, --env-timeout): an env that blocks or hangs fails alone"
 )
 
 /**
@@ -108,8 +102,9 @@ export const isolateEnvs = Options.boolean("isolate-envs").pipe(
  * @since 0.1.0
  * @category options
  */
-export const inProcessEnvs = Options.boolean("in-process-envs").pipe(
-  Options.withDescription("Run envs on the server's own thread (no worker threads): faster, but an env that blocks freezes the server")
+export const inProcessEnvs = toggle(
+  "in-process-envs",
+  "Run envs on the server's own thread (no worker threads): faster, but an env that blocks freezes the server"
 )
 
 /**
@@ -150,7 +145,7 @@ export const isolate = (
  * @since 0.1.0
  * @category options
  */
-export type Args = Command.Command.ParseConfig<typeof options>
+export type Args = Command.Command.Config.Infer<typeof options>
 
 /**
  * What the shared options name, loaded and checked.
@@ -179,12 +174,12 @@ export interface Resolved {
 export const resolve = (args: Args, options: { readonly isolate?: boolean | undefined } = {}) =>
   Effect.gen(function*() {
     const loaded = yield* PluginLoader.registry(args.plugins)
-    const scheduler = yield* Registry.scheduler(loaded, args.scheduler)
-    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Registry.reward(loaded, name))
-    const columns = yield* Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights))
+    const scheduler = yield* Effect.fromResult(Registry.scheduler(loaded, args.scheduler))
+    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Effect.fromResult(Registry.reward(loaded, name)))
+    const columns = yield* Effect.fromResult(Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights)))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
     if (defaultEnv !== undefined && !(scheduler.envs ?? []).some((env) => env.name === defaultEnv)) {
-      yield* Registry.env(loaded, defaultEnv)
+      yield* Effect.fromResult(Registry.env(loaded, defaultEnv))
     }
     const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
       onNone: () => args.schedulerOptions,

@@ -6,10 +6,9 @@
  * SIGTERM stops the run gracefully (the groups complete are written, the summary says it was
  * interrupted, exit 130 or 143); `--resume` continues a log after an interruption or a kill.
  */
-import { Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Cause, Console, type Context, Effect, Exit, Option, Schedule, Stream } from "effect"
+import { Cause, Console, type Context, Effect, Exit, FileSystem, Option, Result, Schedule, Stream } from "effect"
+import { Command, Flag } from "effect/cli"
 import * as NodeFs from "node:fs"
 import * as NodeNet from "node:net"
 import { PassThrough } from "node:stream"
@@ -20,7 +19,7 @@ import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
-import { choice, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, version } from "./common.js"
+import { choice, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
@@ -28,53 +27,54 @@ import * as RunView from "./RunView.js"
 import * as RunLog from "./RunLog.js"
 
 export const runOptions = {
-  dataset: Options.text("dataset").pipe(Options.withDescription("The dataset, one JSON row per line")),
+  dataset: Flag.String("dataset").pipe(Flag.withDescription("The dataset, one JSON row per line")),
   ...RolloutOptions.options,
   isolateEnvs: RolloutOptions.isolateEnvs,
   ...InferenceOptions.options,
-  seed: integer("seed").pipe(Options.withDescription("The run's seed"), Options.withDefault(0)),
+  seed: integer("seed").pipe(Flag.withDescription("The run's seed"), Flag.withDefault(0)),
   numGenerations: integer("num-generations").pipe(
-    Options.withDescription(`Trajectories per row (the GRPO group size), at most ${Rollout.LIMITS.numGenerations.max}`),
-    Options.withDefault(8)
+    Flag.withDescription(`Trajectories per row (the GRPO group size), at most ${Rollout.LIMITS.numGenerations.max}`),
+    Flag.withDefault(8)
   ),
   maxTurns: integer("max-turns").pipe(
-    Options.withDescription(`Turns after which a trajectory ends, at most ${Rollout.LIMITS.maxTurns.max}`),
-    Options.withDefault(10)
+    Flag.withDescription(`Turns after which a trajectory ends, at most ${Rollout.LIMITS.maxTurns.max}`),
+    Flag.withDefault(10)
   ),
   concurrency: integer("concurrency").pipe(
-    Options.withDescription(`Trajectories in flight, at most ${Rollout.LIMITS.concurrency.max}`),
-    Options.withDefault(64)
+    Flag.withDescription(`Trajectories in flight, at most ${Rollout.LIMITS.concurrency.max}`),
+    Flag.withDefault(64)
   ),
-  output: Options.text("output").pipe(
-    Options.withDescription("The completions log (one JSON line per trajectory)"),
-    Options.withDefault("completions.jsonl")
+  output: Flag.String("output").pipe(
+    Flag.withDescription("The completions log (one JSON line per trajectory)"),
+    Flag.withDefault("completions.jsonl")
   ),
-  resume: Options.boolean("resume").pipe(
-    Options.withDescription("Continue the run that wrote --output (after an interruption or a kill): its complete groups are kept")
+  resume: toggle(
+    "resume",
+    "Continue the run that wrote --output (after an interruption or a kill): its complete groups are kept"
   ),
-  overwrite: Options.boolean("overwrite").pipe(Options.withDescription("Replace an existing --output")),
+  overwrite: toggle("overwrite", "Replace an existing --output"),
   failedGroups: choice("failed-groups", ["keep", "drop", "mask"]).pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "A group with a failed trajectory: keep its lines, drop the group, or mask it (every advantage null)"
     ),
-    Options.withDefault("keep" as const)
+    Flag.withDefault("keep" as const)
   ),
-  json: Options.boolean("json").pipe(Options.withDescription("Print the summary as JSON")),
-  cluster: Options.text("cluster").pipe(
-    Options.withDescription(
+  json: toggle("json", "Print the summary as JSON"),
+  cluster: Flag.String("cluster").pipe(
+    Flag.withDescription(
       "Run the groups on a cluster: its PostgreSQL database (postgres://...), where `effect-gym runner` processes " +
         "wait; --concurrency is then groups in flight. Inference and plugins are the runners' own"
     ),
-    Options.optional
+    Flag.optional
   ),
-  runId: Options.text("run-id").pipe(
-    Options.withDescription("--cluster: the run's id in the cluster (default: a new one, recorded with the log for --resume)"),
-    Options.optional
+  runId: Flag.String("run-id").pipe(
+    Flag.withDescription("--cluster: the run's id in the cluster (default: a new one, recorded with the log for --resume)"),
+    Flag.optional
   ),
   ...RunView.options
 }
 
-export type RunArgs = Command.Command.ParseConfig<typeof runOptions>
+export type RunArgs = Command.Command.Config.Infer<typeof runOptions>
 
 /** The exit code of a run: interrupted, stopped by an error (its backend down too), with failures, or clean. */
 const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
@@ -151,7 +151,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           { accumulator, writer, scan, done },
           ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
         )
-        const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
+        const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
         return yield* report(args, summary, outcome, error, { json: { cluster }, text: `\ncluster run    ${runId}` })
       }))
@@ -198,7 +198,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         let backendDown: InferenceError | undefined
         const halted = inference.halted === undefined
           ? Option.none()
-          : Option.some(Effect.catchAll(inference.halted, (error) => Effect.sync(() => void (backendDown = error))))
+          : Option.some(Effect.catch(inference.halted, (error) => Effect.sync(() => void (backendDown = error))))
         const stops = [...Option.toArray(onSignal), ...Option.toArray(halted)]
         const until = stops.length === 0 ? undefined : Effect.raceAll(stops)
 
@@ -219,8 +219,8 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             // writes batch by themselves when groups come fast. `groupedWithin(256, 200 ms)`
             // batched here before: without it the 4000x8 job took 0.79x the CPU (BENCHMARKS.md,
             // workload 10, "Per-turn work").
-            Stream.runForEachChunk((items) =>
-              Effect.zipRight(
+            Stream.runForEachArray((items) =>
+              Effect.andThen(
                 Effect.forEach(items, (item) => {
                   accumulator.add(item)
                   if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
@@ -234,7 +234,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         )
         const { outcome } = run
         const summary = drift.into(run.summary)
-        const failed = Exit.isFailure(outcome) && !Cause.isInterruptedOnly(outcome.cause)
+        const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : backendDown?.message
         return yield* report(args, summary, outcome, error)
       })),
@@ -327,14 +327,14 @@ const hardStop = (signal: string): string => (signal === "SIGHUP" ? "a SIGINT or
 
 /** The graceful stop: the first SIGINT/SIGTERM/SIGHUP marks the run interrupted and says what happens (a second SIGINT/SIGTERM ends the process at once). */
 const onFirstSignal = (
-  signals: Option.Option<Context.Tag.Service<Signals>>,
+  signals: Option.Option<Context.Service.Shape<typeof Signals>>,
   accumulator: Summary.Accumulator,
   message: (signal: string) => string
 ) =>
   Option.map(signals, (s) => {
     s.handle()
     return Effect.flatMap(s.received, (signal) =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => void (accumulator.interrupted = signal)),
         Console.error(message(signal))
       ))
@@ -352,11 +352,11 @@ const onFirstSignal = (
  */
 const datasetBytes = (fs: FileSystem.FileSystem, file: string, pipe: boolean) =>
   pipe
-    ? NodeStream.fromReadable<Error>(
-      () => pipeReadable(file),
-      (error) => error instanceof Error ? error : new Error(String(error))
-    )
-    : fs.stream(file, { chunkSize: FileSystem.KiB(256) })
+    ? NodeStream.fromReadable<Uint8Array, Error>({
+      evaluate: () => pipeReadable(file),
+      onError: (error) => error instanceof Error ? error : new Error(String(error))
+    })
+    : fs.stream(file, { chunkSize: 256 * 1024 })
 
 /**
  * A readable for a file that is not a regular file: a pipe handle for FIFOs and pipes, a terminal's
@@ -422,11 +422,11 @@ const isSocket = (fd: number): boolean => {
 }
 
 const stopMessage = (cause: Cause.Cause<{ readonly message: string }>): string => {
-  const failure = Cause.failureOption(cause)
+  const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) return failure.value.message
-  const defect = Cause.dieOption(cause)
-  if (Option.isSome(defect)) {
-    const value = defect.value
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) {
+    const value = defect.success
     return `internal error: ${value instanceof Error ? value.stack ?? value.message : String(value)}`
   }
   return Cause.pretty(cause)

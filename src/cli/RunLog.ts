@@ -7,15 +7,14 @@
  * The log itself stays one completions line per trajectory: a group's lines are written in one
  * append, so the complete groups are always a prefix of the file, followed at most by a torn tail.
  */
-import { FileSystem } from "@effect/platform"
-import { Effect, Option, Stream } from "effect"
+import { Effect, FileSystem, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Redact from "../internal/redact.js"
 import * as Row from "../Row.js"
-import { FileError, OptionError } from "./common.js"
+import { FileError, fileProblem, OptionError } from "./common.js"
 
 /**
  * The run's identity: what must be the same for `--resume` to continue a log. Values are JSON.
@@ -147,11 +146,8 @@ export interface DatasetScan {
  * cannot be opened; a socket that is the process's stdin, `/dev/stdin`, is read from its descriptor).
  */
 export const checkDataset = (file: string) =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.stat(file)).pipe(
-    Effect.catchTags({
-      SystemError: (error) => new FileError({ option: "--dataset", file, detail: notFound(error) }),
-      BadArgument: (error) => new FileError({ option: "--dataset", file, detail: error.message })
-    }),
+  FileSystem.FileSystem.use((fs) => fs.stat(file)).pipe(
+    Effect.mapError((error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) })),
     Effect.filterOrFail(
       (info) => info.type !== "Directory",
       () => new FileError({ option: "--dataset", file, detail: "is a directory" })
@@ -191,18 +187,12 @@ export const scanDataset = (file: string) =>
     if (info.type !== "File") return { sha256: null, rows: undefined } satisfies DatasetScan
     const hash = createHash("sha256")
     const rows = yield* Row.countStream(
-      Stream.tap(fs.stream(file, { chunkSize: FileSystem.KiB(256) }), (chunk) => Effect.sync(() => hash.update(chunk)))
+      Stream.tap(fs.stream(file, { chunkSize: 256 * 1024 }), (chunk) => Effect.sync(() => hash.update(chunk)))
     )
     return { sha256: hash.digest("hex"), rows } satisfies DatasetScan
   }).pipe(
-    Effect.catchTags({
-      SystemError: (error) => new FileError({ option: "--dataset", file, detail: notFound(error) }),
-      BadArgument: (error) => new FileError({ option: "--dataset", file, detail: error.message })
-    })
+    Effect.catchTag("PlatformError", (error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) }))
   )
-
-const notFound = (error: { readonly _tag: string; readonly message: string; readonly reason?: string }): string =>
-  error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error.message
 
 /** How the output is opened: a new log, an overwritten one, or a resumed one. */
 export type OutputMode = "new" | "overwrite" | "resume"
@@ -272,7 +262,7 @@ export const writeIdentity = (output: string, identity: Identity, version: strin
     const record = { effect_gym: version, written_at: new Date().toISOString(), ...identity }
     // a full disk must not leave the temporary file behind
     yield* Effect.tapError(
-      Effect.zipRight(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
+      Effect.andThen(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
       () => Effect.ignore(fs.remove(temporary))
     )
   }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: error.message })))
@@ -373,7 +363,7 @@ export const scanLog = (output: string, numGenerations: number) =>
         keepBytes = end
       }
     }
-    yield* Stream.runForEach(fs.stream(output, { chunkSize: FileSystem.KiB(256) }), (chunk) =>
+    yield* Stream.runForEach(fs.stream(output, { chunkSize: 256 * 1024 }), (chunk) =>
       Effect.sync(() => {
         let data = chunk
         if (carry !== undefined) {
@@ -401,12 +391,11 @@ export const scanLog = (output: string, numGenerations: number) =>
     const droppedLines = lineNumber - lines + (carry !== undefined ? 1 : 0)
     return { done, lines, keepBytes, droppedBytes: offset - keepBytes, droppedLines } satisfies Resumable
   }).pipe(
-    Effect.catchTag("SystemError", (error) => new FileError({ option: "--output", file: output, detail: error.message })),
-    Effect.catchTag("BadArgument", (error) => new FileError({ option: "--output", file: output, detail: error.message }))
+    Effect.catchTag("PlatformError", (error) => new FileError({ option: "--output", file: output, detail: error.message }))
   )
 
 /** Cuts a log to its complete part. */
 export const truncate = (output: string, bytes: number) =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.truncate(output, FileSystem.Size(bytes))).pipe(
+  FileSystem.FileSystem.use((fs) => fs.truncate(output, bytes)).pipe(
     Effect.mapError((error) => new FileError({ option: "--output", file: output, detail: error.message }))
   )

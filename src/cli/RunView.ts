@@ -3,25 +3,24 @@
  * grows, its progress pushed to the page), served on 127.0.0.1 from the moment the log is opened;
  * after the run the page stays up, showing the finished run, until Ctrl-C.
  */
-import { Options } from "@effect/cli"
 import { Console, Effect, Scope } from "effect"
+import { Flag } from "effect/cli"
 import * as Net from "node:net"
 import type * as Live from "../view/Live.js"
-import { cannotListen, checkPort, FileError, OptionError, version } from "./common.js"
+import { cannotListen, checkPort, FileError, integer, OptionError, toggle, version } from "./common.js"
 import type * as Progress from "./Progress.js"
 
 /** The viewer's default port (as `effect-gym view`'s). */
 export const DEFAULT_PORT = 8300
 
 export const options = {
-  view: Options.boolean("view").pipe(
-    Options.withDescription(
-      "Serve the viewer's live page on this run (127.0.0.1:--view-port): progress, rate, charts; it stays up after the run until Ctrl-C"
-    )
+  view: toggle(
+    "view",
+    "Serve the viewer's live page on this run (127.0.0.1:--view-port): progress, rate, charts; it stays up after the run until Ctrl-C"
   ),
-  viewPort: Options.integer("view-port").pipe(
-    Options.withDescription("--view: the page's port (0 picks a free one)"),
-    Options.withDefault(DEFAULT_PORT)
+  viewPort: integer("view-port").pipe(
+    Flag.withDescription("--view: the page's port (0 picks a free one)"),
+    Flag.withDefault(DEFAULT_PORT)
   )
 }
 
@@ -36,7 +35,7 @@ export interface Handle {
 
 /** Fails (as a `--view-port` error) when 127.0.0.1:port cannot be listened on now. */
 const portFree = (port: number): Effect.Effect<void, OptionError> =>
-  Effect.async<void, OptionError>((resume) => {
+  Effect.callback<void, OptionError>((resume) => {
     const server = Net.createServer()
     server.once("error", (cause) => resume(cannotListen("127.0.0.1", port, "--view-port")({ cause })))
     server.listen({ host: "127.0.0.1", port, exclusive: true }, () => server.close(() => resume(Effect.void)))
@@ -72,7 +71,7 @@ export const make = (args: { readonly view: boolean; readonly viewPort: number }
             progress: Effect.sync(() => final ?? progressOf(false))
           })
         }).pipe(
-          Scope.extend(scope),
+          Scope.provide(scope),
           Effect.catchTags({
             ServeError: cannotListen("127.0.0.1", args.viewPort, "--view-port"),
             LogError: (error) => Effect.fail(new FileError({ option: "--output", file: error.file, detail: error.detail })),
@@ -91,7 +90,7 @@ export const make = (args: { readonly view: boolean; readonly viewPort: number }
       hold: Effect.suspend(() =>
         served === undefined
           ? Effect.void
-          : Effect.zipRight(Console.error(`view: the run is done; its page stays at ${served.url} until Ctrl-C`), Effect.never)
+          : Effect.andThen(Console.error(`view: the run is done; its page stays at ${served.url} until Ctrl-C`), Effect.never)
       )
     } satisfies Handle
   })

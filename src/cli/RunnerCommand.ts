@@ -3,10 +3,10 @@
  * groups sent to it (see `src/cluster/`). Its plugins and inference are its own: each node can
  * point at its local model server, or run a scripted policy.
  */
-import { Command, Options } from "@effect/cli"
-import { Effect, Fiber, FiberRef, HashSet, Layer, Option, Schedule } from "effect"
+import { Effect, Fiber, Layer, Logger, Option, Schedule } from "effect"
+import { Command, Flag } from "effect/cli"
 import * as PluginLoader from "../node/PluginLoader.js"
-import { checkPort, integer, OptionError, plugins } from "./common.js"
+import { checkPort, integer, OptionError, plugins, toggle } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
@@ -58,23 +58,23 @@ export const refusedOption = (argv: ReadonlyArray<string>): OptionError | undefi
 }
 
 export const runnerOptions = {
-  cluster: Options.text("cluster").pipe(
-    Options.withDescription("The cluster's PostgreSQL database (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)")
+  cluster: Flag.String("cluster").pipe(
+    Flag.withDescription("The cluster's PostgreSQL database (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)")
   ),
-  host: Options.text("host").pipe(
-    Options.withDescription("The address the other runners and coordinators reach this runner at"),
-    Options.withDefault("127.0.0.1")
+  host: Flag.String("host").pipe(
+    Flag.withDescription("The address the other runners and coordinators reach this runner at"),
+    Flag.withDefault("127.0.0.1")
   ),
-  port: integer("port").pipe(Options.withDescription("The port this runner listens on"), Options.withDefault(34431)),
-  listenHost: Options.text("listen-host").pipe(
-    Options.withDescription("The address to bind (default: --host; 0.0.0.0: every interface)"),
-    Options.optional
+  port: integer("port").pipe(Flag.withDescription("The port this runner listens on"), Flag.withDefault(34431)),
+  listenHost: Flag.String("listen-host").pipe(
+    Flag.withDescription("The address to bind (default: --host; 0.0.0.0: every interface)"),
+    Flag.optional
   ),
   concurrency: integer("concurrency").pipe(
-    Options.withDescription("Groups this runner runs at once (each runs all its generations at once)"),
-    Options.withDefault(16)
+    Flag.withDescription("Groups this runner runs at once (each runs all its generations at once)"),
+    Flag.withDefault(16)
   ),
-  logGroups: Options.boolean("log-groups").pipe(Options.withDescription("Print a line on stderr for each group run")),
+  logGroups: toggle("log-groups", "Print a line on stderr for each group run"),
   plugins,
   policy: RolloutOptions.options.policy,
   policyOptions: RolloutOptions.options.policyOptions,
@@ -96,7 +96,7 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
   frequencyPenalty: Option.none()
 })
 
-export type RunnerArgs = Command.Command.ParseConfig<typeof runnerOptions>
+export type RunnerArgs = Command.Command.Config.Infer<typeof runnerOptions>
 
 /**
  * Waits for `running` (a runner). Interrupted, it stops the runner and waits for its stop while the
@@ -120,16 +120,16 @@ export const joinStoppable = <A, E>(
     }
     return Effect.sync(past).pipe(
       Effect.repeat({ until: (gone) => gone, schedule: Schedule.spaced("100 millis") }),
-      Effect.zipRight(Effect.sync(onGiveUp))
+      Effect.andThen(Effect.sync(onGiveUp))
     )
   })
   return Fiber.join(running).pipe(
     Effect.onInterrupt(() =>
       Effect.gen(function*() {
-        yield* Fiber.interruptFork(running)
+        yield* Effect.forkDetach(Fiber.interrupt(running))
         // The wait on a fiber of its own: this one is being interrupted, and in an interruptible
         // region it would stop at once (the runner's stop cut short, its shards not handed back).
-        const waiting = yield* Effect.forkDaemon(
+        const waiting = yield* Effect.forkDetach(
           Effect.interruptible(Effect.raceFirst(Effect.asVoid(Fiber.await(running)), givenUp))
         )
         yield* Fiber.await(waiting)
@@ -197,9 +197,9 @@ export const runnerJob = (args: RunnerArgs) =>
               `${args.concurrency} groups at once)\n`
           )
       }).pipe(Layer.provide(inferenceLayer))
-    ).pipe(Effect.locally(FiberRef.currentLoggers, HashSet.make(logger)))
+    ).pipe(Effect.provideService(Logger.CurrentLoggers, new Set([logger])))
     // The runner on a fiber of its own, so that its stop can be given up (see joinStoppable).
-    const running = yield* Effect.forkDaemon(launched)
+    const running = yield* Effect.forkDetach(launched)
     const limit = Cluster.runnerStopLimit()
     return yield* joinStoppable(running, downSince, limit, () =>
       process.stderr.write(

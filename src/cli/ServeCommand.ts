@@ -7,8 +7,8 @@
  * `--api-key-env VAR` protects this server; the key of an upstream model server (`--mode server`)
  * is `--inference-api-key-env VAR` here.
  */
-import { Command, Options } from "@effect/cli"
 import { Console, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Command, Flag } from "effect/cli"
 import type * as RolloutServer from "../rollout-server/RolloutServer.js"
 import {
   cannotListen,
@@ -34,64 +34,64 @@ const { apiKeyEnv: _upstreamKey, titoCheck: _titoCheck, ...inferenceOptions } = 
 export const serveOptions = {
   port,
   host,
-  apiKeyEnv: Options.text("api-key-env").pipe(
-    Options.withDescription(
+  apiKeyEnv: Flag.String("api-key-env").pipe(
+    Flag.withDescription(
       "The environment variable holding this server's key: every request then needs Authorization: Bearer <key>"
     ),
-    Options.optional
+    Flag.optional
   ),
   ...networkOptions,
   ...RolloutOptions.options,
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...inferenceOptions,
-  inferenceApiKeyEnv: Options.text("inference-api-key-env").pipe(
-    Options.withDescription("--mode server: the environment variable holding the model server's API key"),
-    Options.optional
+  inferenceApiKeyEnv: Flag.String("inference-api-key-env").pipe(
+    Flag.withDescription("--mode server: the environment variable holding the model server's API key"),
+    Flag.optional
   ),
   seed: integer("seed").pipe(
-    Options.withDescription("The seed of requests that give none"),
-    Options.withDefault(0)
+    Flag.withDescription("The seed of requests that give none"),
+    Flag.withDefault(0)
   ),
   numGenerations: integer("num-generations").pipe(
-    Options.withDescription("Trajectories per row for requests that do not say (the GRPO group size)"),
-    Options.withDefault(1)
+    Flag.withDescription("Trajectories per row for requests that do not say (the GRPO group size)"),
+    Flag.withDefault(1)
   ),
   maxTurns: integer("max-turns").pipe(
-    Options.withDescription("Turns after which a trajectory ends, for requests that do not say"),
-    Options.withDefault(10)
+    Flag.withDescription("Turns after which a trajectory ends, for requests that do not say"),
+    Flag.withDefault(10)
   ),
   concurrency: integer("concurrency").pipe(
-    Options.withDescription("Trajectories in flight over all requests; a request that does not fit gets 429"),
-    Options.withDefault(256)
+    Flag.withDescription("Trajectories in flight over all requests; a request that does not fit gets 429"),
+    Flag.withDefault(256)
   ),
   maxRequestTrajectories: integer("max-request-trajectories").pipe(
-    Options.withDescription("Trajectories one request may ask for (default: --concurrency); more gets 413"),
-    Options.optional
+    Flag.withDescription("Trajectories one request may ask for (default: --concurrency); more gets 413"),
+    Flag.optional
   ),
   maxBody: integer("max-body").pipe(
-    Options.withDescription("Largest request body in bytes; larger gets 413"),
-    Options.withDefault(8 * 1024 * 1024)
+    Flag.withDescription("Largest request body in bytes; larger gets 413"),
+    Flag.withDefault(8 * 1024 * 1024)
   ),
-  shutdownGrace: Options.text("shutdown-grace").pipe(
-    Options.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
-    Options.withDefault("30")
+  shutdownGrace: Flag.String("shutdown-grace").pipe(
+    Flag.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
+    Flag.withDefault("30")
   ),
   onFailure: choice("on-failure", ["retry", "zero-reward"]).pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "POST /infer/: retry (run transient failures again with a fresh env; if some still fail, answer 500 listing " +
         "them) or zero-reward (answer failed trajectories as reward-0 outputs, the error in rollout_infos.error)"
     ),
-    Options.withDefault("retry" as const)
+    Flag.withDefault("retry" as const)
   ),
   inferRetries: integer("infer-retries").pipe(
-    Options.withDescription(
+    Flag.withDescription(
       "POST /infer/ with --on-failure retry: runs of a transiently failed trajectory after the first (default 2)"
     ),
-    Options.optional
+    Flag.optional
   )
 }
 
-export type ServeArgs = Command.Command.ParseConfig<typeof serveOptions>
+export type ServeArgs = Command.Command.Config.Infer<typeof serveOptions>
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"])
 
@@ -127,17 +127,16 @@ export const serveJob = (args: ServeArgs) =>
       return yield* new OptionError({ option: "--infer-retries", detail: "only with --on-failure retry" })
     }
     // The composition root: the server gets its `Inference` (and the backend's control side) from
-    // the one layer the options select, built first below (a bad option or an unreachable backend
-    // fails at start) and released with the server's scope, after the server has shut down (its
-    // finalizer is added first, so it runs last).
-    const inferenceLayer = InferenceOptions.layer(upstream, {
+    // the one layer the options select, built first here (a bad option or an unreachable backend
+    // fails at start) in the caller's scope, so released with the server's scope, after the server
+    // has shut down (its finalizer is added first, so it runs last).
+    const inference = yield* Layer.build(InferenceOptions.layer(upstream, {
       registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
-    }).pipe(
-      Layer.extendScope,
+    })).pipe(
       // The upstream key has its own flag here: name it in errors.
-      Layer.mapError((error) =>
+      Effect.mapError((error) =>
         error._tag === "OptionError" && error.option === "--api-key-env"
           ? new OptionError({ option: "--inference-api-key-env", detail: error.detail })
           : error
@@ -177,7 +176,7 @@ export const serveJob = (args: ServeArgs) =>
       const registry = args.inProcessEnvs ? loaded : (yield* RolloutOptions.isolate(loaded, args)).registry
       return yield* RolloutServer.serve({ ...options, registry })
     }).pipe(
-      Effect.provide(inferenceLayer),
+      Effect.provideContext(inference),
       Effect.catchTag("ServeError", cannotListen(args.host, args.port))
     )
   })
@@ -194,8 +193,8 @@ export const command = Command.make("serve", serveOptions).pipe(
       // Registered first, so it runs last: after the server has shut down and every env is closed.
       // A signal interrupts the command; for a server that is the normal way to stop: exit code 0.
       yield* Effect.addFinalizer((exit) =>
-        Exit.isInterrupted(exit) && stats !== undefined
-          ? Effect.zipRight(
+        Exit.hasInterrupts(exit) && stats !== undefined
+          ? Effect.andThen(
             Console.error(
               `rollout server: stopped (${stats.completed} trajectories completed, ${stats.cancelled} cut)`
             ),

@@ -5,47 +5,46 @@
  * bad lines, a torn last line) is said here and on the page. Exit code 0, or 1 when a log had
  * problems (the rest is shown), 2 for a bad invocation.
  */
-import { Args, Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, FileSystem, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import * as nodeFs from "node:fs"
 import * as path from "node:path"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type { Problem } from "../view/Model.js"
 import type * as Viewer from "../view/Viewer.js"
-import { cannotListen, checkPort, FileError, OptionError, plugins, setExitCode, version } from "./common.js"
+import { cannotListen, checkPort, FileError, integer, OptionError, plugins, setExitCode, version } from "./common.js"
 import { DEFAULT_PORT } from "./RunView.js"
 
 
 export const viewOptions = {
-  files: Args.text({ name: "FILE.jsonl" }).pipe(
-    Args.withDescription("A completions log; give two to compare them (two checkpoints on the same dataset)"),
-    Args.between(1, 2)
+  files: Argument.String("FILE.jsonl").pipe(
+    Argument.withDescription("A completions log; give two to compare them (two checkpoints on the same dataset)"),
+    Argument.between(1, 2)
   ),
-  port: Options.integer("port").pipe(
-    Options.withDescription("The port on 127.0.0.1 (0 picks a free one)"),
-    Options.withDefault(DEFAULT_PORT)
+  port: integer("port").pipe(
+    Flag.withDescription("The port on 127.0.0.1 (0 picks a free one)"),
+    Flag.withDefault(DEFAULT_PORT)
   ),
-  html: Options.text("html").pipe(
-    Options.withDescription("Write one self-contained HTML file (no server, no network) instead of serving"),
-    Options.optional
+  html: Flag.String("html").pipe(
+    Flag.withDescription("Write one self-contained HTML file (no server, no network) instead of serving"),
+    Flag.optional
   ),
-  htmlMaxMb: Options.integer("html-max-mb").pipe(
-    Options.withDescription("--html: the file's size cap in MB (trajectories beyond it are left out, and it says so)"),
-    Options.withDefault(32)
+  htmlMaxMb: integer("html-max-mb").pipe(
+    Flag.withDescription("--html: the file's size cap in MB (trajectories beyond it are left out, and it says so)"),
+    Flag.withDefault(32)
   ),
-  model: Options.text("model").pipe(
-    Options.withDescription("A GGUF model whose vocabulary decodes token ids into text (the run's model)"),
-    Options.optional
+  model: Flag.String("model").pipe(
+    Flag.withDescription("A GGUF model whose vocabulary decodes token ids into text (the run's model)"),
+    Flag.optional
   ),
-  tokenizer: Options.text("tokenizer").pipe(
-    Options.withDescription("A Hugging Face model folder (tokenizer.json) whose tokenizer decodes token ids into text"),
-    Options.optional
+  tokenizer: Flag.String("tokenizer").pipe(
+    Flag.withDescription("A Hugging Face model folder (tokenizer.json) whose tokenizer decodes token ids into text"),
+    Flag.optional
   ),
   plugins
 }
 
-export type ViewArgs = Command.Command.ParseConfig<typeof viewOptions>
+export type ViewArgs = Command.Command.Config.Infer<typeof viewOptions>
 
 const MAX_PRINTED = 20
 

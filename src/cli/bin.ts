@@ -17,7 +17,7 @@
  * - The process always exits when the command ends, even if something it abandoned (an env whose
  *   close never returned) still holds the event loop; it first lets its output on a pipe go out.
  */
-import { Cause, Deferred, Effect, Exit, FiberId } from "effect"
+import { Cause, Deferred, Effect, Exit } from "effect"
 import * as fs from "node:fs"
 import * as tty from "node:tty"
 import { layer, main } from "./Cli.js"
@@ -27,7 +27,7 @@ import { signalExitCode } from "./common.js"
 let codeOnInterrupt: number | undefined
 let graceful = false
 let first: Signal | undefined
-const received = Deferred.unsafeMake<Signal>(FiberId.none)
+const received = Deferred.makeUnsafe<Signal>()
 
 const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
   handle: () => void (graceful = true),
@@ -66,8 +66,8 @@ const onSignal = (signal: Signal) => {
     process.exit(signalExitCode(first))
   }
   first = signal
-  if (graceful) Deferred.unsafeDone(received, Exit.succeed(signal))
-  else fiber.unsafeInterruptAsFork(fiber.id())
+  if (graceful) Deferred.doneUnsafe(received, Effect.succeed(signal))
+  else fiber.interruptUnsafe()
 }
 // A reader of stdout that has gone (EPIPE: `| head -1`) is not an error of the command: what it
 // writes after that is dropped (`dataset` stops making rows), and the exit code stays its own. The
@@ -106,7 +106,7 @@ fiber.addObserver((exit) => {
   clearInterval(keepAlive)
   let code: number
   if (Exit.isSuccess(exit)) code = exit.value
-  else if (Cause.isInterruptedOnly(exit.cause)) {
+  else if (Cause.hasInterruptsOnly(exit.cause)) {
     code = codeOnInterrupt ?? signalExitCode(first ?? "SIGINT")
     if (codeOnInterrupt === undefined) process.stderr.write(`interrupted by ${first ?? "an interruption"}\n`)
   }

@@ -1,9 +1,8 @@
 /**
  * Pieces shared by the commands: errors, common options, the exit code channel.
  */
-import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { Config, Context, Duration, Effect, HashMap, Option, Redacted, Schema } from "effect"
+import { Config, Context, Duration, Effect, FileSystem, Option, type PlatformError, Redacted, Schema } from "effect"
+import { CliError, Flag } from "effect/cli"
 import { createRequire } from "node:module"
 import { errorMessage } from "../internal/lift.js"
 import type { StopSignal } from "../Summary.js"
@@ -42,21 +41,33 @@ export class OptionError extends Schema.TaggedError<OptionError>("effect-gym/Opt
 /**
  * How a command reports its exit code (0 ok, 1 ran with failures, 2 bad invocation) to `main`.
  */
-export class ExitCode extends Context.Tag("effect-gym/cli/ExitCode")<ExitCode, { readonly set: (code: number) => void }>() {}
+export class ExitCode extends Context.Service<ExitCode, { readonly set: (code: number) => void }>()(
+  "effect-gym/cli/ExitCode"
+) {}
 
 /** Sets the invocation's exit code. */
-export const setExitCode = (code: number) => Effect.flatMap(ExitCode, (exit) => Effect.sync(() => exit.set(code)))
+export const setExitCode = (code: number) => ExitCode.use((exit) => Effect.sync(() => exit.set(code)))
 
-export const plugins = Options.text("plugin").pipe(
-  Options.withDescription("A plugin module (.ts or .js) that registers envs, schedulers, reward functions, policies"),
-  Options.repeated
+/** A text option given any number of times (`--plugin a.ts --plugin b.ts`). */
+export const repeated = (name: string, description: string): Flag.Flag<ReadonlyArray<string>> =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.atLeast(0))
+
+/** A switch: `true` when given, else `false` (no `--no-NAME` form, as before). */
+export const toggle = (name: string, description?: string): Flag.Flag<boolean> => {
+  const flag = Flag.Boolean(name).pipe(Flag.withoutNegation, Flag.withDefault(false))
+  return description === undefined ? flag : Flag.withDescription(flag, description)
+}
+
+export const plugins = repeated(
+  "plugin",
+  "A plugin module (.ts or .js) that registers envs, schedulers, reward functions, policies"
 )
 
-/** A command-line value that cannot be parsed, as @effect/cli reports it, naming its option. */
-const invalidValue = (option: string, detail: string) => ValidationError.invalidValue(HelpDoc.p(`${option}: ${detail}`))
+/** A command-line value that cannot be parsed, as the command line reports it, naming its option. */
+const invalidValue = (option: string, detail: string) => new CliError.ValidationError({ message: `${option}: ${detail}` })
 
 /** Parses a whole number given as text (`12`, `-3`, `1e6`); the error names the option. */
-export const parseInteger = (option: string, text: string): Effect.Effect<number, ValidationError.ValidationError> => {
+export const parseInteger = (option: string, text: string): Effect.Effect<number, CliError.ValidationError> => {
   const trimmed = text.trim()
   const value = Number(trimmed)
   return /^[+-]?\d+(?:[eE]\+?\d+)?$/.test(trimmed) && Number.isSafeInteger(value)
@@ -65,17 +76,17 @@ export const parseInteger = (option: string, text: string): Effect.Effect<number
 }
 
 /**
- * An integer option whose parse errors name it (@effect/cli's own integer option says only
- * "'1.5' is not a integer").
+ * An integer option whose parse errors name it and say what was given (`Flag.Int`'s say only what
+ * was expected, and it takes neither `1e6` nor a leading `+`).
  */
-export const integer = (name: string): Options.Options<number> =>
-  Options.text(name).pipe(Options.withPseudoName("integer"), Options.mapEffect((text) => parseInteger(`--${name}`, text)))
+export const integer = (name: string): Flag.Flag<number> =>
+  Flag.String(name).pipe(Flag.withMetavar("integer"), Flag.mapEffect((text) => parseInteger(`--${name}`, text)))
 
 /** An option with a fixed set of values whose parse errors name it. */
-export const choice = <const A extends string>(name: string, values: ReadonlyArray<A>): Options.Options<A> =>
-  Options.text(name).pipe(
-    Options.withPseudoName(values.join("|")),
-    Options.mapEffect((text) =>
+export const choice = <const A extends string>(name: string, values: ReadonlyArray<A>): Flag.Flag<A> =>
+  Flag.String(name).pipe(
+    Flag.withMetavar(values.join("|")),
+    Flag.mapEffect((text) =>
       values.includes(text as A)
         ? Effect.succeed(text as A)
         : Effect.fail(invalidValue(`--${name}`, `${JSON.stringify(text)} is not one of ${values.join(", ")}`))
@@ -84,14 +95,14 @@ export const choice = <const A extends string>(name: string, values: ReadonlyArr
 
 /** The port a serving command listens on; check it with {@link checkPort}. */
 export const port = integer("port").pipe(
-  Options.withDescription("The port (0 picks a free one)"),
-  Options.withDefault(8000)
+  Flag.withDescription("The port (0 picks a free one)"),
+  Flag.withDefault(8000)
 )
 
 /** The address a serving command binds. */
-export const host = Options.text("host").pipe(
-  Options.withDescription("The address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface)"),
-  Options.withDefault("127.0.0.1")
+export const host = Flag.String("host").pipe(
+  Flag.withDescription("The address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface)"),
+  Flag.withDefault("127.0.0.1")
 )
 
 /** Fails unless `value` is a TCP port number (0 picks a free one). */
@@ -100,20 +111,17 @@ export const checkPort = (value: number): Effect.Effect<void, OptionError> =>
     ? Effect.fail(new OptionError({ option: "--port", detail: `must be between 0 and 65535, got ${value}` }))
     : Effect.void
 
-export const keyValues = (name: string, description: string) =>
-  Options.keyValueMap(name).pipe(
-    Options.withDescription(description),
-    Options.optional,
-    Options.map(Option.match({
-      onNone: (): Record<string, string> => ({}),
-      onSome: (map) => Object.fromEntries(HashMap.toEntries(map))
-    }))
+/** `key=value` pairs given with repeated flags (`--policy-option epsilon=0.1`); none: `{}`. */
+export const keyValues = (name: string, description: string): Flag.Flag<Readonly<Record<string, string>>> =>
+  Flag.KeyValuePair(name).pipe(
+    Flag.withDescription(description),
+    Flag.optional,
+    Flag.map(Option.getOrElse((): Readonly<Record<string, string>> => ({})))
   )
 
 /**
- * Numbers given as text (`1`, `0.2`, `-1e-3`). Not `Options.float`: it accepts integers too (it
- * decodes with `Schema.NumberFromString`), but also `NaN`, `Infinity` and `1e400`, and its error for
- * a bad value does not name the option (`'soon' is not a float`); this one says
+ * Numbers given as text (`1`, `0.2`, `-1e-3`). Not `Flag.Finite`: its error for a bad value does not
+ * say what was given; this one says
  * `--timeout: "soon" is not a number`, like every other bad value of the command line.
  */
 export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
@@ -144,15 +152,13 @@ export const version = (): string => {
 
 /** Reads a text file named by an option; a missing file says so plainly. */
 export const readText = (option: string, file: string) =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file)).pipe(
-    Effect.mapError((error) =>
-      new FileError({
-        option,
-        file,
-        detail: error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error.message
-      })
-    )
+  FileSystem.FileSystem.use((fs) => fs.readFileString(file)).pipe(
+    Effect.mapError((error) => new FileError({ option, file, detail: fileProblem(error) }))
   )
+
+/** What is wrong with a file, as the commands say it: a missing one is "no such file". */
+export const fileProblem = (error: PlatformError.PlatformError): string =>
+  error.reason._tag === "NotFound" ? "no such file" : error.message
 
 
 /**
@@ -160,11 +166,11 @@ export const readText = (option: string, file: string) =>
  * is in milliseconds (`undefined`: none).
  */
 export const seconds = (name: string, description: string, fallback: number | "none") =>
-  Options.text(name).pipe(
-    Options.withPseudoName("seconds|none"),
-    Options.withDescription(`${description} (default ${fallback === "none" ? "none" : `${fallback} s`})`),
-    Options.withDefault(String(fallback)),
-    Options.mapEffect((text): Effect.Effect<number | undefined, ValidationError.ValidationError> => {
+  Flag.String(name).pipe(
+    Flag.withMetavar("seconds|none"),
+    Flag.withDescription(`${description} (default ${fallback === "none" ? "none" : `${fallback} s`})`),
+    Flag.withDefault(String(fallback)),
+    Flag.mapEffect((text): Effect.Effect<number | undefined, CliError.ValidationError> => {
       if (text.trim() === "none") return Effect.succeed(undefined)
       const value = Number(text)
       return text.trim() !== "" && Number.isFinite(value) && value > 0 && value <= 1e9
@@ -179,10 +185,10 @@ export const seconds = (name: string, description: string, fallback: number | "n
  * the others); a second SIGINT or SIGTERM ends the process at once. Absent (in-process use): no
  * signals arrive.
  */
-export class Signals extends Context.Tag("effect-gym/cli/Signals")<Signals, {
+export class Signals extends Context.Service<Signals, {
   readonly handle: () => void
   readonly received: Effect.Effect<StopSignal>
-}>() {}
+}>()("effect-gym/cli/Signals") {}
 
 /** The exit code of a process stopped by a signal: 128 + the signal's number. */
 export const signalExitCode = (signal: StopSignal): number =>
@@ -191,7 +197,7 @@ export const signalExitCode = (signal: StopSignal): number =>
 
 /** The secret held by an environment variable named by an option (`--api-key-env VAR`). */
 export const secret = (option: string, name: string) =>
-  Config.redacted(name).pipe(
+  Config.Redacted(name).pipe(
     Effect.mapError(() => new OptionError({ option, detail: `the environment variable ${name} is not set` })),
     Effect.filterOrFail(
       (key) => Redacted.value(key).trim() !== "",
@@ -201,30 +207,26 @@ export const secret = (option: string, name: string) =>
 
 /** The network options the serving commands share: who may talk to them, and connection limits. */
 export const networkOptions = {
-  allowHost: Options.text("allow-host").pipe(
-    Options.withDescription(
-      "Another Host name this server answers to (repeatable); on a loopback address only loopback names are " +
-        "answered by default (DNS rebinding)"
-    ),
-    Options.repeated
+  allowHost: repeated(
+    "allow-host",
+    "Another Host name this server answers to (repeatable); on a loopback address only loopback names are " +
+      "answered by default (DNS rebinding)"
   ),
-  corsOrigin: Options.text("cors-origin").pipe(
-    Options.withDescription(
-      "A browser origin allowed to call this server cross-origin, e.g. https://app.example (repeatable; * for any)"
-    ),
-    Options.repeated
+  corsOrigin: repeated(
+    "cors-origin",
+    "A browser origin allowed to call this server cross-origin, e.g. https://app.example (repeatable; * for any)"
   ),
   maxConnections: integer("max-connections").pipe(
-    Options.withDescription("Connections open at once; more are dropped"),
-    Options.withDefault(1024)
+    Flag.withDescription("Connections open at once; more are dropped"),
+    Flag.withDefault(1024)
   ),
-  headerTimeout: Options.text("header-timeout").pipe(
-    Options.withDescription("Seconds a client has to send a request's headers"),
-    Options.withDefault("30")
+  headerTimeout: Flag.String("header-timeout").pipe(
+    Flag.withDescription("Seconds a client has to send a request's headers"),
+    Flag.withDefault("30")
   ),
-  bodyTimeout: Options.text("body-timeout").pipe(
-    Options.withDescription("Seconds a client has to send a request's body after its headers"),
-    Options.withDefault("30")
+  bodyTimeout: Flag.String("body-timeout").pipe(
+    Flag.withDescription("Seconds a client has to send a request's body after its headers"),
+    Flag.withDefault("30")
   )
 }
 
