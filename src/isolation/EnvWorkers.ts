@@ -4,7 +4,7 @@
  * adapter that turns any registered `Env.Definition` into one whose envs live in a worker.
  *
  * An isolated env is just another `Env`: its `reset` and `step` are requests to its worker (typed,
- * over `@effect/platform`'s serialized `Worker` on `NodeWorker`), its close is the finalizer of the
+ * `effect/rpc` over `RpcClient.layerProtocolWorker` on `NodeWorker`), its close is the finalizer of the
  * scope it was created in, as for any env. The engine, the schedulers and the servers do not
  * change; an env that blocks its thread (a synchronous loop, a runaway generator) blocks only its
  * worker, and the main thread keeps answering.
@@ -21,25 +21,10 @@
  *
  * @since 0.1.0
  */
-import * as Worker from "@effect/platform/Worker"
-import * as WorkerError from "@effect/platform/WorkerError"
 import * as NodeWorker from "@effect/platform-node/NodeWorker"
-import {
-  Cause,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  Fiber,
-  FiberId,
-  Layer,
-  Logger,
-  LogLevel,
-  Schema,
-  Scope
-} from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, References, Result, Schema, Scope } from "effect"
+import { RpcClient } from "effect/rpc"
+import type { RpcClientError } from "effect/rpc"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -61,12 +46,12 @@ export interface Options {
   /** Worker threads (default: the machine's available parallelism). */
   readonly workers?: number | undefined
   /** How long a create, reset or step may take before its worker is terminated (default 60 s). */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /**
    * How long a close may take (default 3 s: less than the servers wait for cut responses, so a
    * server that shuts down while an env blocks its worker still answers).
    */
-  readonly closeTimeout?: Duration.DurationInput | undefined
+  readonly closeTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -124,8 +109,8 @@ class Counts implements Stats {
 
 /** One worker thread, while it lives. */
 interface Handle {
-  readonly worker: Worker.SerializedWorker<Protocol.Request>
-  readonly scope: Scope.CloseableScope
+  readonly worker: RpcClient.FromGroup<typeof Protocol.Requests, RpcClientError.RpcClientError>
+  readonly scope: Scope.Closeable
   /** Failed (with why) when the worker is terminated: every call in flight on it fails at once. */
   readonly lost: Deferred.Deferred<never, string>
   thread: WorkerThreads.Worker | undefined
@@ -178,9 +163,11 @@ const details = (reason: string, extra: Record<string, unknown> = {}) => ({ reas
 export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const size = Math.max(1, Math.floor(options.workers ?? os.availableParallelism()))
-    const timeout = Duration.decode(options.timeout ?? Duration.seconds(60))
-    const closeTimeout = Duration.decode(options.closeTimeout ?? Duration.seconds(3))
+    const timeout = Duration.fromInputUnsafe(options.timeout ?? Duration.seconds(60))
+    const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(3))
     const pool = yield* Effect.scope
+    // The workers' scopes live in this one, so that the finalizer below runs before any of them closes.
+    const workers = yield* Scope.fork(pool, "sequential")
     const counts = new Counts()
     const threads = new Map<number, WorkerThreads.Worker>()
     /** Why a thread that has not started yet failed (its error event, or its exit). */
@@ -188,45 +175,53 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
     const handles = new Map<number, Handle>()
     const slots: Array<Slot> = Array.from({ length: size }, () => ({ handle: undefined, starting: undefined, envs: 0 }))
 
+    /**
+     * Marks a worker dead at once (its calls in flight fail with `lost`, its thread is terminated);
+     * false when it already was.
+     */
+    const markDead = (handle: Handle, reason: string): boolean => {
+      if (handle.dead !== undefined) return false
+      handle.dead = reason
+      counts.replaced++
+      Deferred.doneUnsafe(handle.lost, Exit.fail(reason))
+      void handle.thread?.terminate()
+      return true
+    }
+
     /** Terminates a worker: its calls in flight fail, its envs are gone, its slot starts a new one. */
     const kill = (handle: Handle, reason: string): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (handle.dead !== undefined) return Effect.void
-        handle.dead = reason
-        counts.replaced++
-        Deferred.unsafeDone(handle.lost, Exit.fail(reason))
-        void handle.thread?.terminate()
-        return Effect.asVoid(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool))
-      })
+      Effect.suspend(() =>
+        markDead(handle, reason) ? Effect.asVoid(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool)) : Effect.void
+      )
 
     const spawnThread = (id: number) => {
       const thread = workerThread()
       threads.set(id, thread)
       let failed = startFailures.get(id)
       if (failed === undefined) {
-        failed = Deferred.unsafeMake<never, string>(FiberId.none)
+        failed = Deferred.makeUnsafe<never, string>()
         startFailures.set(id, failed)
       }
       const startFailed = failed
-      thread.on("error", (error) => Deferred.unsafeDone(startFailed, Exit.fail(describe(error))))
+      thread.on("error", (error) => Deferred.doneUnsafe(startFailed, Exit.fail(describe(error))))
       thread.on("exit", (code) => {
-        Deferred.unsafeDone(startFailed, Exit.fail(`the thread exited with code ${code}`))
+        Deferred.doneUnsafe(startFailed, Exit.fail(`the thread exited with code ${code}`))
         threads.delete(id)
         const handle = handles.get(id)
-        if (handle !== undefined && handle.dead === undefined) {
-          Effect.runFork(kill(handle, `its worker thread exited unexpectedly (code ${code})`))
+        // Marked dead here, before the worker's protocol hears of the exit: its calls in flight fail as lost.
+        if (handle !== undefined && markDead(handle, `its worker thread exited unexpectedly (code ${code})`)) {
+          Effect.runFork(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool))
         }
       })
       return thread
     }
-    const context = yield* Layer.build(Layer.merge(NodeWorker.layerManager, Worker.layerSpawner(spawnThread)))
 
-    // Runs first when the scope closes: no worker waits for a polite close it may never read.
+    // Runs before the workers' scopes close: no worker waits for a polite close it may never read.
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         for (const handle of handles.values()) {
           handle.dead ??= "the pool was closed"
-          Deferred.unsafeDone(handle.lost, Exit.fail(handle.dead))
+          Deferred.doneUnsafe(handle.lost, Exit.fail(handle.dead))
         }
         for (const thread of threads.values()) void thread.terminate()
       })
@@ -234,43 +229,45 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
 
     let spawned = 0
     const spawn: Effect.Effect<Handle, WorkerStartError> = Effect.gen(function*() {
-      const scope = yield* Scope.fork(pool, ExecutionStrategy.sequential)
-      // The manager numbers workers from 0 in spawn order, as this count does: a thread that fails
-      // before it is ready (a bad entry, a crash while loading) fails its start instead of being
-      // retried forever by the manager.
+      const scope = yield* Scope.fork(workers, "sequential")
+      // Each worker is its own pool of one thread; the pool numbers them: a thread that fails before
+      // it is ready (a bad entry, a crash while loading) fails its start instead of being started
+      // again by the protocol.
       const id = spawned++
-      const startFailed = Deferred.unsafeMake<never, string>(FiberId.none)
+      const startFailed = Deferred.makeUnsafe<never, string>()
       startFailures.set(id, startFailed)
+      const protocol = RpcClient.layerProtocolWorker({ size: 1, concurrency: Number.MAX_SAFE_INTEGER }).pipe(
+        Layer.provide(NodeWorker.layer(() => spawnThread(id)))
+      )
+      const started = Effect.gen(function*() {
+        const context = yield* Layer.build(protocol)
+        const worker = yield* Effect.provideContext(RpcClient.make(Protocol.Requests), context)
+        yield* worker.Init({ plugins: [...options.plugins] })
+        return worker
+      })
       const worker = yield* Effect.raceFirst(
-        Worker.makeSerialized<Protocol.Request>({
-          initialMessage: () => new Protocol.InitialMessage({ plugins: [...options.plugins] })
-        }),
-        Effect.flatMap(Effect.flip(Deferred.await(startFailed)), (reason) =>
-          Effect.fail(new WorkerError.WorkerError({ reason: "spawn", cause: new Error(reason) })))
+        started,
+        Effect.flatMap(Effect.flip(Deferred.await(startFailed)), Effect.fail)
       ).pipe(
-        Effect.timeoutFail({
-          duration: Duration.seconds(60),
-          onTimeout: () => new WorkerError.WorkerError({ reason: "spawn", cause: new Error("not ready within 60 s") })
-        }),
+        Effect.timeoutOrElse({ duration: Duration.seconds(60), orElse: () => Effect.fail("not ready within 60 s") }),
         Effect.ensuring(Effect.sync(() => startFailures.delete(id))),
-        Scope.extend(scope),
-        Effect.provide(context),
-        // The manager logs a worker's exit as a warning and restarts it; this pool replaces
-        // workers itself (a restarted thread would hold no envs and no plugins) and says why.
-        Logger.withMinimumLogLevel(LogLevel.None),
-        Effect.mapError((error) => new WorkerStartError({ detail: describe(error.cause ?? error) })),
+        Scope.provide(scope),
+        // The protocol restarts a worker that exits (and would log it); this pool replaces workers
+        // itself (a restarted thread would hold no envs and no plugins) and says why.
+        Effect.provideService(References.MinimumLogLevel, "None"),
+        Effect.mapError((error) => new WorkerStartError({ detail: typeof error === "string" ? error : describe(error) })),
         Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
       )
       counts.started++
       const handle: Handle = {
         worker,
         scope,
-        lost: Deferred.unsafeMake<never, string>(FiberId.none),
-        thread: threads.get(worker.id),
+        lost: Deferred.makeUnsafe<never, string>(),
+        thread: threads.get(id),
         dead: undefined
       }
-      handles.set(worker.id, handle)
-      yield* Scope.addFinalizer(scope, Effect.sync(() => handles.delete(worker.id)))
+      handles.set(id, handle)
+      yield* Scope.addFinalizer(scope, Effect.sync(() => handles.delete(id)))
       if (handle.thread === undefined) yield* kill(handle, "its worker thread exited while starting")
       return handle
     })
@@ -280,17 +277,17 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       Effect.suspend(() => {
         if (slot.handle !== undefined && slot.handle.dead === undefined) return Effect.succeed(slot.handle)
         if (slot.starting !== undefined) return Deferred.await(slot.starting)
-        const starting = Deferred.unsafeMake<Handle, WorkerStartError>(FiberId.none)
+        const starting = Deferred.makeUnsafe<Handle, WorkerStartError>()
         slot.starting = starting
         // Started in the pool's scope, not the caller's: a caller that is interrupted does not
         // leave the others waiting for a start that never finishes.
-        return Effect.zipRight(
+        return Effect.andThen(
           Effect.forkIn(
             Effect.exit(spawn).pipe(Effect.flatMap((exit) =>
               Effect.sync(() => {
                 slot.starting = undefined
                 if (Exit.isSuccess(exit)) slot.handle = exit.value
-                Deferred.unsafeDone(starting, exit)
+                Deferred.doneUnsafe(starting, exit)
               })
             )),
             pool
@@ -320,11 +317,11 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       }
       return Effect.raceFirst(
         request.pipe(
-          Effect.catchAllCause((cause): Effect.Effect<never, Env.EnvError> => {
-            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-            const failure = Cause.failureOption(cause)
-            if (failure._tag === "Some" && failure.value instanceof Env.EnvError) return Effect.fail(failure.value)
-            const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+          Effect.catchCause((cause): Effect.Effect<never, Env.EnvError> => {
+            if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+            const failure = Cause.findErrorOption(cause)
+            if (Option.isSome(failure) && failure.value instanceof Env.EnvError) return Effect.fail(failure.value)
+            const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
             return Effect.fail(failed(`its worker could not run the call: ${describe(error)}`, details("WorkerError")))
           })
         ),
@@ -333,17 +330,17 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
           (reason) => Effect.fail(failed(`its worker was terminated: ${reason}`, details("WorkerLost")))
         )
       ).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: limit,
-          onTimeout: () =>
-            failed(
+          orElse: () =>
+            Effect.fail(failed(
               `no answer within ${Duration.format(limit)}: the env's worker was terminated`,
               details("Timeout", { timeout_ms: Duration.toMillis(limit) })
-            )
+            ))
         }),
         Effect.tapError((error) =>
           error.details?.reason === "Timeout"
-            ? Effect.zipRight(
+            ? Effect.andThen(
               Effect.sync(() => void counts.timedOut++),
               kill(handle, `${phase} of env ${env} did not answer within ${Duration.format(limit)}`)
             )
@@ -381,15 +378,15 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
           handle.dead !== undefined
             ? Effect.void
             : Effect.flatMap(
-              Effect.forkDaemon(Effect.interruptible(
-                call(handle, name, "close", handle.worker.executeEffect(new Protocol.Close({ id })), closeTimeout).pipe(
-                  Effect.catchAll((error) => Effect.logWarning(error.message))
+              Effect.forkDetach(Effect.interruptible(
+                call(handle, name, "close", handle.worker.Close({ id }), closeTimeout).pipe(
+                  Effect.catch((error) => Effect.logWarning(error.message))
                 )
               )),
               Fiber.join
             )
         )
-        yield* call(handle, name, "create", handle.worker.executeEffect(new Protocol.Create({ id, env: name, config })), timeout)
+        yield* call(handle, name, "create", handle.worker.Create({ id, env: name, config }), timeout)
 
         /** The conversation the worker holds (the last one sent), so a step sends only what is new. */
         let sent: ReadonlyArray<Message.Message> = []
@@ -397,7 +394,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
         const env: Env.Env & { openenv?: { observation: () => unknown; state: () => unknown } } = {
           reset: (request) =>
             Effect.map(
-              call(handle, name, "reset", handle.worker.executeEffect(new Protocol.Reset({ id, request })), timeout),
+              call(handle, name, "reset", handle.worker.Reset({ id, request }), timeout),
               (outcome) => {
                 sent = []
                 observe(outcome.view)
@@ -415,7 +412,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
               }
               const fresh = from === 0 ? messages : messages.slice(from)
               return Effect.map(
-                call(handle, name, "step", handle.worker.executeEffect(new Protocol.Step({ id, from, messages: fresh })), timeout),
+                call(handle, name, "step", handle.worker.Step({ id, from, messages: fresh }), timeout),
                 (outcome) => {
                   sent = messages
                   observe(outcome.view)
@@ -437,7 +434,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
     const wrap = (definition: Env.Definition): Env.Definition => ({
       name: definition.name,
       description: definition.description,
-      prepare: (config) => Either.map(definition.prepare(config), () => create(definition.name, config))
+      prepare: (config) => Result.map(definition.prepare(config), () => create(definition.name, config))
     })
 
     // Every worker now, in parallel: a plugin that does not load in a worker fails here, and the

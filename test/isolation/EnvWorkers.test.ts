@@ -4,7 +4,7 @@
  * as in-process.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as path from "node:path"
 import * as EnvWorkers from "../../src/isolation/EnvWorkers.js"
 import * as PluginLoader from "../../src/node/PluginLoader.js"
@@ -29,27 +29,27 @@ describe("EnvWorkers", () => {
       const blocking = registry.envs.get("blocking")!
       const play = (replies: ReadonlyArray<string>) =>
         Effect.scoped(Effect.gen(function*() {
-          const env = yield* Either.getOrThrow(blocking.prepare({ length: 10 }))
+          const env = yield* Result.getOrThrow(blocking.prepare({ length: 10 }))
           const reset = yield* env.reset(request)
           const out: Array<unknown> = [reset]
           let messages: Array<{ role: "user" | "assistant"; content: string }> = [{ role: "user", content: reset.observation }]
           for (const reply of replies) {
             messages = [...messages, { role: "assistant", content: reply }]
-            const step = yield* Effect.either(env.step(messages))
+            const step = yield* Effect.result(env.step(messages))
             out.push(step)
-            if (Either.isLeft(step)) break
-            messages = [...messages, { role: "user", content: step.right.observation }]
+            if (Result.isFailure(step)) break
+            messages = [...messages, { role: "user", content: step.success.observation }]
           }
           return out
         }))
       const { out, ticks } = yield* ticking(play(["hi", "block", "never sent"]))
       expect(out[0]).toEqual({ observation: "say something", info: { thread: "worker" } })
-      expect(out[1]).toEqual(Either.right({ observation: "heard hi (2 messages)", reward: 1, done: false, info: { turn: 1 } }))
-      const failed = out[2] as Either.Either<never, { _tag: string; phase: string; details: unknown; message: string }>
-      expect(Either.isLeft(failed)).toBe(true)
-      if (Either.isLeft(failed)) {
-        expect(failed.left).toMatchObject({ _tag: "EnvError", env: "blocking", phase: "step", details: { reason: "Timeout", timeout_ms: 1000 } })
-        expect(failed.left.message).toContain("no answer within 1s: the env's worker was terminated")
+      expect(out[1]).toEqual(Result.succeed({ observation: "heard hi (2 messages)", reward: 1, done: false, info: { turn: 1 } }))
+      const failed = out[2] as Result.Result<never, { _tag: string; phase: string; details: unknown; message: string }>
+      expect(Result.isFailure(failed)).toBe(true)
+      if (Result.isFailure(failed)) {
+        expect(failed.failure).toMatchObject({ _tag: "EnvError", env: "blocking", phase: "step", details: { reason: "Timeout", timeout_ms: 1000 } })
+        expect(failed.failure.message).toContain("no answer within 1s: the env's worker was terminated")
       }
       expect(out.length).toBe(3)
       // the main thread kept running through the blocked second (a blocked thread counts no ticks)
@@ -57,7 +57,7 @@ describe("EnvWorkers", () => {
       expect(workers.stats).toMatchObject({ started: 1, replaced: 1, timedOut: 1, envs: 0 })
       // the next env gets a fresh worker; only the new messages went to the worker (it counts them all)
       const again = yield* play(["a", "b"])
-      expect(again[2]).toEqual(Either.right({ observation: "heard b (4 messages)", reward: 1, done: false, info: { turn: 2 } }))
+      expect(again[2]).toEqual(Result.succeed({ observation: "heard b (4 messages)", reward: 1, done: false, info: { turn: 2 } }))
       expect(workers.stats).toMatchObject({ started: 2, replaced: 1, envs: 0 })
     }).pipe(Effect.scoped))
 
@@ -65,14 +65,14 @@ describe("EnvWorkers", () => {
     Effect.gen(function*() {
       const workers = yield* EnvWorkers.make({ plugins: [plugin], workers: 1, timeout: "800 millis" })
       const blocking = workers.registry(yield* PluginLoader.registry([plugin])).envs.get("blocking")!
-      const create = yield* Effect.flip(Effect.scoped(Either.getOrThrow(blocking.prepare({ block: "create" }))))
+      const create = yield* Effect.flip(Effect.scoped(Result.getOrThrow(blocking.prepare({ block: "create" }))))
       expect(create).toMatchObject({ phase: "create", details: { reason: "Timeout" } })
-      const reset = yield* Effect.flip(Effect.scoped(Effect.flatMap(Either.getOrThrow(blocking.prepare({ block: "reset" })), (env) => env.reset(request))))
+      const reset = yield* Effect.flip(Effect.scoped(Effect.flatMap(Result.getOrThrow(blocking.prepare({ block: "reset" })), (env) => env.reset(request))))
       expect(reset).toMatchObject({ phase: "reset", details: { reason: "Timeout" } })
       // two envs on one worker; one ends the thread: the other's next call fails as WorkerLost
       const [bystander, exiting] = yield* Effect.scoped(Effect.gen(function*() {
-        const a = yield* Either.getOrThrow(blocking.prepare({}))
-        const b = yield* Either.getOrThrow(blocking.prepare({}))
+        const a = yield* Result.getOrThrow(blocking.prepare({}))
+        const b = yield* Result.getOrThrow(blocking.prepare({}))
         yield* a.reset(request)
         yield* b.reset(request)
         const exiting = yield* Effect.flip(b.step([{ role: "assistant", content: "exit" }]))

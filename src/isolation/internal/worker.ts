@@ -1,15 +1,15 @@
 /**
  * The entry of an env worker thread: it loads the same plugins as the main thread (paths, on top
  * of the built-ins), so it holds the same registry, and serves `Create` / `Reset` / `Step` /
- * `Close` for any number of envs, each in its own scope. Requests are handled as
- * `@effect/platform`'s `WorkerRunner` does (one fiber each, interrupted when the caller is).
+ * `Close` for any number of envs, each in its own scope. Requests are served by `effect/rpc`'s
+ * `RpcServer` over the worker runner (one fiber each, interrupted when the caller is).
  *
  * Whatever an env does wrong comes back as an `EnvError` built here (plain data: the class of the
  * plugin's copy of the package may not be this one's), never as a lost request.
  */
-import * as WorkerRunner from "@effect/platform/WorkerRunner"
 import * as NodeWorkerRunner from "@effect/platform-node/NodeWorkerRunner"
-import { Cause, Effect, Either, Exit, Layer, Scope } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Result, Scope } from "effect"
+import { RpcServer } from "effect/rpc"
 import * as Env from "../../Env.js"
 import { describe } from "../../internal/lift.js"
 import type * as Message from "../../Message.js"
@@ -20,7 +20,7 @@ import * as Protocol from "./protocol.js"
 interface Live {
   readonly name: string
   readonly env: Env.Env
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   messages: ReadonlyArray<Message.Message>
 }
 
@@ -32,10 +32,10 @@ const envError = (env: string, phase: Env.EnvError["phase"], detail: string) =>
 
 /** The env's failure as this module's EnvError; a defect becomes one too; interruption goes on. */
 const asEnvError = (env: string, phase: Env.EnvError["phase"]) => <A>(effect: Effect.Effect<A, Env.EnvError>) =>
-  Effect.catchAllCause(effect, (cause) => {
-    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    const failure = Cause.failureOption(cause)
-    if (failure._tag === "Some") {
+  Effect.catchCause(effect, (cause) => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const failure = Cause.findErrorOption(cause)
+    if (Option.isSome(failure)) {
       const error = failure.value as { readonly phase?: unknown; readonly detail?: unknown; readonly message?: unknown }
       const detail = typeof error.detail === "string" ? error.detail : describe(error)
       const failedPhase = typeof error.phase === "string" ? error.phase as Env.EnvError["phase"] : phase
@@ -59,8 +59,8 @@ const live = (id: number, phase: Env.EnvError["phase"]) =>
       : Effect.succeed(found)
   })
 
-const handlers = {
-  InitialMessage: ({ plugins }: Protocol.InitialMessage) =>
+const handlers = Protocol.Requests.toLayer({
+  Init: ({ plugins }) =>
     PluginLoader.registry(plugins).pipe(
       Effect.map((loaded) => {
         registry = loaded
@@ -68,14 +68,14 @@ const handlers = {
       Effect.mapError((error) => error.message)
     ),
 
-  Create: ({ config, env, id }: Protocol.Create) =>
+  Create: ({ config, env, id }) =>
     Effect.gen(function*() {
       const definition = Registry.env(registry ?? Registry.empty, env)
-      if (Either.isLeft(definition)) return yield* envError(env, "create", definition.left.message)
-      const prepared = definition.right.prepare(config)
-      if (Either.isLeft(prepared)) return yield* envError(env, "create", prepared.left.message)
+      if (Result.isFailure(definition)) return yield* envError(env, "create", definition.failure.message)
+      const prepared = definition.success.prepare(config)
+      if (Result.isFailure(prepared)) return yield* envError(env, "create", prepared.failure.message)
       const scope = yield* Scope.make()
-      const created = yield* Effect.exit(asEnvError(env, "create")(Scope.extend(prepared.right, scope)))
+      const created = yield* Effect.exit(asEnvError(env, "create")(Scope.provide(prepared.success, scope)))
       if (Exit.isFailure(created)) {
         yield* Scope.close(scope, created)
         return yield* Effect.failCause(created.cause)
@@ -83,8 +83,7 @@ const handlers = {
       envs.set(id, { name: env, env: created.value, scope, messages: [] })
     }),
 
-  Reset: ({ id, request }: Protocol.Reset) =>
-
+  Reset: ({ id, request }) =>
     Effect.flatMap(live(id, "reset"), (it) =>
       asEnvError(it.name, "reset")(it.env.reset(request)).pipe(
         Effect.map((result) => {
@@ -93,7 +92,7 @@ const handlers = {
         })
       )),
 
-  Step: ({ from, id, messages }: Protocol.Step) =>
+  Step: ({ from, id, messages }) =>
     Effect.flatMap(live(id, "step"), (it) => {
       const held = it.messages
       const conversation = from === held.length
@@ -105,15 +104,19 @@ const handlers = {
       )
     }),
 
-  Close: ({ id }: Protocol.Close) =>
+  Close: ({ id }) =>
     Effect.suspend(() => {
       const it = envs.get(id)
       if (it === undefined) return Effect.void
       envs.delete(id)
       return Scope.close(it.scope, Exit.void)
     })
-}
+})
 
-WorkerRunner.launch(
-  Layer.provide(WorkerRunner.layerSerialized(Protocol.Request, handlers), NodeWorkerRunner.layer)
-).pipe(Effect.runFork)
+RpcServer.layer(Protocol.Requests, { concurrency: "unbounded" }).pipe(
+  Layer.provide(handlers),
+  Layer.provide(RpcServer.layerProtocolWorkerRunner),
+  Layer.provide(NodeWorkerRunner.layer),
+  Layer.launch,
+  Effect.runFork
+)
