@@ -6,7 +6,7 @@
  * `--env-timeout`; SIGTERM drains and exits 0 while an env blocks.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -46,7 +46,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
         "--policy", "random", "--max-turns", "3"
       ])
       let done = false
-      const rollout = yield* Effect.fork(Effect.promise(() =>
+      const rollout = yield* Effect.forkChild(Effect.promise(() =>
         fetch(`${server.url}/v1/rollouts`, {
           method: "POST",
           body: JSON.stringify({ requests: [{ env_config: { block: "reset" } }] }),
@@ -55,7 +55,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
       ))
       const answers = yield* healthWhile(server.url, () => !done)
       expect(answers.every((a) => a === 200), JSON.stringify(answers)).toBe(true)
-      const [result] = JSON.parse(yield* rollout.await.pipe(Effect.flatten)) as Array<any>
+      const [result] = JSON.parse(yield* Effect.flatten(Fiber.await(rollout))) as Array<any>
       expect(result.end_reason).toBe("error")
       expect(result.error).toMatchObject({ _tag: "EnvError", env: "blocking", phase: "reset", details: { reason: "Timeout", timeout_ms: 2000 } })
       // the worker was replaced: the next trajectory runs
@@ -73,7 +73,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
         "serve", "--port", "0", "--plugin", plugin, "--gym-env", "blocking", "--env-timeout", "600", "--policy", "random",
         "--shutdown-grace", "0.2"
       ])
-      const streamed = yield* Effect.fork(Effect.promise(() =>
+      const streamed = yield* Effect.forkChild(Effect.promise(() =>
         fetch(`${server.url}/v1/rollouts`, {
           method: "POST",
           headers: { accept: "application/x-ndjson" },
@@ -84,7 +84,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
       expect(yield* healthWithin1s(server.url)).toBe(200)
       server.child.kill("SIGTERM")
       expect(yield* Effect.promise(() => server.exit)).toEqual([0, null])
-      expect(linesOf(yield* streamed.await.pipe(Effect.flatten))).toEqual([{
+      expect(linesOf(yield* Effect.flatten(Fiber.await(streamed)))).toEqual([{
         server_error: { type: "shutting_down", message: expect.stringContaining("were cut after the grace period") }
       }])
     }).pipe(Effect.scoped))
@@ -115,12 +115,12 @@ describe("effect-gym openenv serve: an env that blocks its thread", () => {
         "openenv", "serve", "--env", "blocking", "--plugin", plugin, "--port", "0", "--env-timeout", "2", "--env-workers", "1"
       ])
       let done = false
-      const frozen = yield* Effect.fork(
+      const frozen = yield* Effect.forkChild(
         exchange(server.url, [{ type: "reset", data: { block: "reset" } }]).pipe(Effect.ensuring(Effect.sync(() => (done = true))))
       )
       const answers = yield* healthWhile(server.url, () => !done)
       expect(answers.every((a) => a === 200), JSON.stringify(answers)).toBe(true)
-      const ended = yield* frozen.await.pipe(Effect.flatten)
+      const ended = yield* Effect.flatten(Fiber.await(frozen))
       expect(ended.frames).toEqual([{
         type: "error",
         data: { code: "SESSION_ERROR", message: "reset did not answer within 2s: the session is closed" }
@@ -143,12 +143,12 @@ describe("effect-gym openenv serve: an env that blocks its thread", () => {
   it.live("SIGTERM while a step blocks: every session ends, exit 0", () =>
     Effect.gen(function*() {
       const server = yield* launch(["openenv", "serve", "--env", "blocking", "--plugin", plugin, "--port", "0", "--env-timeout", "600"])
-      const frozen = yield* Effect.fork(exchange(server.url, [{ type: "reset", data: {} }, { type: "step", data: { message: "block" } }]))
+      const frozen = yield* Effect.forkChild(exchange(server.url, [{ type: "reset", data: {} }, { type: "step", data: { message: "block" } }]))
       yield* Effect.sleep("1500 millis")
       expect(yield* healthWithin1s(server.url)).toBe(200)
       server.child.kill("SIGTERM")
       expect(yield* Effect.promise(() => server.exit), server.stderr()).toEqual([0, null])
-      const ended = yield* frozen.await.pipe(Effect.flatten)
+      const ended = yield* Effect.flatten(Fiber.await(frozen))
       expect(ended.frames[0]).toMatchObject({ type: "observation" })
       expect(ended.frames[1]).toEqual({ type: "error", data: { code: "SESSION_ERROR", message: "the server is shutting down" } })
       expect(ended.code).toBe(1001)
