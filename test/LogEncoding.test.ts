@@ -4,11 +4,10 @@
  * generated with awkward values (keys of every kind in infos, run keys in rollout_infos, -0, NaN
  * advantages, unicode and escapes in messages, bigints, undefined fields, typed errors).
  */
-import { FileSystem } from "@effect/platform"
 import { NodeFileSystem } from "@effect/platform-node"
-import { SystemError } from "@effect/platform/Error"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Fiber, FastCheck as fc } from "effect"
+import { Arbitrary, Cause, Effect, FileSystem, Fiber, Schema, Semaphore } from "effect"
+import { PlatformError, SystemError } from "effect/PlatformError"
 import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
@@ -22,65 +21,93 @@ import { randomPolicy, records, rows, runConfig } from "./helpers.js"
 
 const general = (record: Rollout.TrajectoryRecord): string => Json.stringify(CompletionsLog.toLine(record))
 
+type Arb<A> = Arbitrary.Arbitrary<A>
+const integer = (minimum: number, maximum: number): Arb<number> =>
+  Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum, maximum })))
+const nat = (maximum = Number.MAX_SAFE_INTEGER): Arb<number> => integer(0, maximum)
+const text = (maxLength: number): Arb<string> => Arbitrary.schema(Schema.String.check(Schema.isMaxLength(maxLength)))
+/** One of the given values (any values: NaN, -0 and undefined too). */
+const constantFrom = <const A extends ReadonlyArray<unknown>>(...values: A): Arb<A[number]> =>
+  integer(0, values.length - 1).pipe(Arbitrary.map((i) => values[i]))
+/** One of the arbitraries, in proportion to its weight. */
+const oneof = <A>(...choices: ReadonlyArray<readonly [weight: number, Arb<A>]>): Arb<A> => {
+  const total = choices.reduce((sum, [weight]) => sum + weight, 0)
+  return integer(0, total - 1).pipe(Arbitrary.flatMap((n) => {
+    for (const [weight, arbitrary] of choices) {
+      if (n < weight) return arbitrary
+      n -= weight
+    }
+    return choices[choices.length - 1][1]
+  }))
+}
+const option = <A>(arb: Arb<A>): Arb<A | undefined> => oneof([1, Arbitrary.Constant(undefined)], [5, arb])
+/** An object of up to `maxKeys` keys (own properties, `__proto__` included). */
+const dictionary = <A>(key: Arb<string>, value: Arb<A>, maxKeys: number): Arb<Record<string, A>> =>
+  Arbitrary.array(Arbitrary.all([key, value]), { maxLength: maxKeys }).pipe(Arbitrary.map((entries) => {
+    const out: Record<string, A> = {}
+    for (const [k, v] of entries) Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true })
+    return out
+  }))
+
 /** Mostly `undefined` (so that most records take the direct path), sometimes a value. */
-const rarely = <A>(arb: fc.Arbitrary<A>) =>
-  fc.oneof({ arbitrary: fc.constant(undefined), weight: 29 }, { arbitrary: arb, weight: 1 })
-const key = fc.oneof(
-  fc.constantFrom("a", "b", "0", "12", "gym_done", "__proto__x", "é", "toString", "\n\"k"),
-  fc.string({ maxLength: 4 }),
-  rarely(fc.constantFrom("total_reward", "step_infos"))
-).map((k) => k ?? "z")
+const rarely = <A>(arb: Arb<A>) => oneof<A | undefined>([29, Arbitrary.Constant(undefined)], [1, arb])
+const key = oneof<string | undefined>(
+  [1, constantFrom("a", "b", "0", "12", "gym_done", "__proto__x", "é", "toString", "\n\"k")],
+  [1, text(4)],
+  [1, rarely(constantFrom("total_reward", "step_infos"))]
+).pipe(Arbitrary.map((k) => k ?? "z"))
+const finite = Arbitrary.schema(Schema.Finite)
 /** A finite double mostly; NaN and the infinities (which JSON writes as null) sometimes. */
-const double = fc.oneof(
-  { arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }), weight: 99 },
-  { arbitrary: fc.constantFrom(Number.NaN, Infinity, -Infinity), weight: 1 }
-)
-const leaf = fc.oneof(
-  { arbitrary: fc.string({ maxLength: 8 }), weight: 40 },
-  { arbitrary: fc.constantFrom("a\nb\"c\\", "\u2028", "\ud800", "😀"), weight: 10 },
-  { arbitrary: double, weight: 40 },
-  { arbitrary: fc.integer(), weight: 20 },
-  { arbitrary: fc.constant(-0), weight: 10 },
-  { arbitrary: fc.boolean(), weight: 10 },
-  { arbitrary: fc.constant(null), weight: 10 },
+const double = oneof([99, finite], [1, constantFrom(Number.NaN, Infinity, -Infinity)])
+const leaf = oneof<unknown>(
+  [40, text(8)],
+  [10, constantFrom("a\nb\"c\\", "\u2028", "\ud800", "😀")],
+  [40, double],
+  [20, Arbitrary.schema(Schema.Int)],
+  [10, Arbitrary.Constant(-0)],
+  [10, Arbitrary.schema(Schema.Boolean)],
+  [10, Arbitrary.Constant(null)],
   // what JSON cannot write as such: a bigint (written by the general path), undefined (left out, or null in an array)
-  { arbitrary: fc.constant(undefined), weight: 3 },
-  { arbitrary: fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }), weight: 3 }
+  [3, Arbitrary.Constant(undefined)],
+  [3, Arbitrary.schema(Schema.BigInt.check(Schema.isBetweenBigInt({ minimum: -(2n ** 70n), maximum: 2n ** 70n })))]
 )
-const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
-  value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 3 }), fc.dictionary(key, tie("value"), { maxKeys: 3 }))
-})).value
-const info = fc.dictionary(key, json, { maxKeys: 4 })
-const message = fc.record({ role: fc.constantFrom("system" as const, "user" as const, "assistant" as const), content: fc.string({ maxLength: 20 }) })
-const ms = fc.oneof(fc.double({ min: 0, max: 1e6, noNaN: true }), fc.constant(0.0004999), fc.constant(1e-7))
-const turn = fc.record({
-  finishReason: fc.constantFrom("stop" as const, "length" as const),
-  tokenIds: rarely(fc.array(fc.nat(), { maxLength: 2 })),
-  logprobs: fc.constant(undefined),
-  policyVersion: rarely(fc.nat())
+/** JSON-like values nested up to `depth` levels, leaves most of the time. */
+const jsonAt = (depth: number): Arb<unknown> =>
+  depth === 0
+    ? leaf
+    : oneof<unknown>([2, leaf], [1, Arbitrary.array(jsonAt(depth - 1), { maxLength: 3 })], [1, dictionary(key, jsonAt(depth - 1), 3)])
+const json = jsonAt(3)
+const info = dictionary(key, json, 4)
+const message = Arbitrary.all({ role: constantFrom("system", "user", "assistant"), content: text(20) })
+const ms = oneof([1, Arbitrary.schema(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1e6 })))], [1, Arbitrary.Constant(0.0004999)], [1, Arbitrary.Constant(1e-7)])
+const turn = Arbitrary.all({
+  finishReason: constantFrom("stop", "length"),
+  tokenIds: rarely(Arbitrary.array(nat(), { maxLength: 2 })),
+  logprobs: Arbitrary.Constant(undefined),
+  policyVersion: rarely(nat())
 })
 
-const record = fc.record({
-  row: fc.nat(),
-  generation: fc.nat(),
-  env: fc.option(fc.string({ maxLength: 5 }), { nil: undefined }),
+const record = Arbitrary.all({
+  row: nat(),
+  generation: nat(),
+  env: option(text(5)),
   envConfig: info,
-  messages: fc.array(message, { maxLength: 4 }),
-  rewards: fc.option(fc.dictionary(key, double), { nil: undefined }),
-  reward: fc.option(fc.oneof(double, fc.constant(-0)), { nil: undefined }),
-  advantage: fc.option(fc.oneof(double, fc.constant(Number.NaN)), { nil: undefined }),
+  messages: Arbitrary.array(message, { maxLength: 4 }),
+  rewards: option(dictionary(key, double, 4)),
+  reward: option(oneof([1, double], [1, Arbitrary.Constant(-0)])),
+  advantage: option(oneof([1, double], [1, Arbitrary.Constant(Number.NaN)])),
   rolloutInfos: info,
   totalReward: double,
-  stepRewards: fc.array(double, { maxLength: 3 }),
-  numTurns: fc.nat(20),
-  resetInfo: fc.option(info, { nil: undefined }),
-  stepInfos: fc.array(info, { maxLength: 3 }),
-  endReason: fc.constantFrom("done" as const, "max_turns" as const, "error" as const),
-  error: fc.option(fc.string({ maxLength: 6 }), { nil: undefined }),
-  turns: fc.array(turn, { maxLength: 3 }),
-  attempts: rarely(fc.integer({ min: 1, max: 3 })),
-  timings: fc.record({ totalMs: ms, resetMs: ms, turns: fc.array(fc.record({ modelMs: ms, envMs: ms }), { maxLength: 3 }) })
-}).map((r): Rollout.TrajectoryRecord => {
+  stepRewards: Arbitrary.array(double, { maxLength: 3 }),
+  numTurns: nat(20),
+  resetInfo: option(info),
+  stepInfos: Arbitrary.array(info, { maxLength: 3 }),
+  endReason: constantFrom("done", "max_turns", "error"),
+  error: option(text(6)),
+  turns: Arbitrary.array(turn, { maxLength: 3 }),
+  attempts: rarely(integer(1, 3)),
+  timings: Arbitrary.all({ totalMs: ms, resetMs: ms, turns: Arbitrary.array(Arbitrary.all({ modelMs: ms, envMs: ms }), { maxLength: 3 }) })
+}).pipe(Arbitrary.map((r): Rollout.TrajectoryRecord => {
   const error = r.error === undefined ? undefined : new UnexpectedError({ phase: "model", detail: r.error })
   return {
     row: { index: r.row, envConfig: r.envConfig, messages: [], dataDict: {} } as unknown as Rollout.TrajectoryRecord["row"],
@@ -107,14 +134,14 @@ const record = fc.record({
       tokens: undefined,
       timings: r.timings
     }
-  }
-})
+  } as Rollout.TrajectoryRecord
+}))
 
 describe("log encoding: the direct path writes toLine's text", () => {
-  it("for generated records (property)", () => {
-    let direct = 0
-    fc.assert(
-      fc.property(record, (r) => {
+  it.effect("for generated records (property)", () =>
+    Effect.gen(function*() {
+      let direct = 0
+      const result = yield* Arbitrary.checkEffect(record, (r) => {
         let expected: string | undefined
         try {
           expected = general(r)
@@ -127,16 +154,15 @@ describe("log encoding: the direct path writes toLine's text", () => {
         } catch {
           actual = undefined
         }
-        expect(actual).toBe(expected)
         if (CompletionsLog.encodesDirectly(r)) direct++
-      }),
-      { numRuns: 3000 }
-    )
-    // the direct path is what most generated records take (not only the general one)
-    expect(direct).toBeGreaterThan(900)
-  })
+        return actual === expected
+      }, { runs: 3000 })
+      expect(result._tag, Arbitrary.formatCheckFailure(result)).toBe("Passed")
+      // the direct path is what most generated records take (not only the general one)
+      expect(direct).toBeGreaterThan(900)
+    }))
 
-  it.scoped("for the lines of a FrozenLake run", () =>
+  it.effect("for the lines of a FrozenLake run", () =>
     Effect.gen(function*() {
       const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: 4 })
       const items = yield* Rollout.runAll(config, rows(Array.from({ length: 16 }, (_, i) => ({ env_config: { seed: i } }))))
@@ -236,7 +262,7 @@ describe("log encoding: hostile values (hostile pass)", () => {
     }
   })
 
-  it.scoped("through a plugin env's infos and the model's text: toLine's text, every line JSON", () =>
+  it.effect("through a plugin env's infos and the model's text: toLine's text, every line JSON", () =>
     Effect.gen(function*() {
       const infos: ReadonlyArray<() => Record<string, unknown>> = [
         () => ({ n: Number.NaN, z: -0, i: -Infinity }),
@@ -293,12 +319,13 @@ describe("the writer, hostile: a write cut half way (a full disk) leaves the log
       next.set(more, bytes.length)
       bytes = next
     }
-    const noSpace = () => new SystemError({ reason: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC: no space left on device" })
+    const noSpace = () =>
+      new PlatformError(new SystemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC: no space left on device" }))
     const file = {
       [FileSystem.FileTypeId]: FileSystem.FileTypeId,
-      stat: Effect.sync(() => ({ size: FileSystem.Size(bytes.length) })),
+      stat: Effect.sync(() => ({ size: BigInt(bytes.length) })),
       sync: Effect.void,
-      truncate: (length?: FileSystem.SizeInput) => Effect.sync(() => void (bytes = bytes.slice(0, Number(length ?? 0)))),
+      truncate: (length?: number) => Effect.sync(() => void (bytes = bytes.slice(0, Number(length ?? 0)))),
       writeAll: (buffer: Uint8Array) =>
         Effect.suspend(() => {
           if (++writes !== failAt) return Effect.sync(() => append(buffer))
@@ -393,7 +420,7 @@ describe("the writer's kept buffer: every write's bytes, whatever came before or
     `${"y".repeat(6_000_000)}\n`, // beyond what is kept: its own bytes
     "after the big one\n"
   ]
-  it.scoped("one after another, to a real file: byte for byte what TextEncoder makes", () =>
+  it.effect("one after another, to a real file: byte for byte what TextEncoder makes", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")
       yield* Effect.scoped(Effect.gen(function*() {
@@ -404,7 +431,7 @@ describe("the writer's kept buffer: every write's bytes, whatever came before or
       expect(Buffer.compare(fs.readFileSync(file), Buffer.from(expected))).toBe(0)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
-  it.scoped("40 writes at once from as many fibers: each text whole, none mixed with another", () =>
+  it.effect("40 writes at once from as many fibers: each text whole, none mixed with another", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")
       const many = Array.from({ length: 40 }, (_, i) => `${String(i).padStart(2, "0")}:${String.fromCharCode(97 + (i % 26)).repeat(5_000 + i * 1_000)}\n`)
@@ -429,7 +456,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
     let bytes = new Uint8Array(0)
     let position = 0
     let writes = 0
-    const semaphore = Effect.unsafeMakeSemaphore(1)
+    const semaphore = Semaphore.makeUnsafe(1)
     const put = (more: Uint8Array, at: number) => {
       if (at + more.length > bytes.length) {
         const next = new Uint8Array(at + more.length)
@@ -440,9 +467,9 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
     }
     const file = {
       [FileSystem.FileTypeId]: FileSystem.FileTypeId,
-      stat: Effect.sync(() => ({ size: FileSystem.Size(bytes.length) })),
+      stat: Effect.sync(() => ({ size: BigInt(bytes.length) })),
       sync: Effect.void,
-      truncate: (length?: FileSystem.SizeInput) =>
+      truncate: (length?: number) =>
         semaphore.withPermits(1)(Effect.sync(() => {
           const len = Number(length ?? 0)
           const next = new Uint8Array(len)
@@ -454,12 +481,12 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
         semaphore.withPermits(1)(Effect.suspend(() => {
           const at = position
           const failing = failAt.includes(++writes)
-          return Effect.async<number, SystemError>((resume) => {
+          return Effect.callback<number, PlatformError>((resume) => {
             // no canceller: an interrupted write goes on, as the OS's
             setTimeout(() => {
               if (failing) {
                 put(buffer.slice(0, Math.floor(buffer.length / 2)), at)
-                resume(Effect.fail(new SystemError({ reason: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC" })))
+                resume(Effect.fail(new PlatformError(new SystemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "ENOSPC" }))))
               } else {
                 put(buffer.slice(), at)
                 resume(Effect.succeed(buffer.length))
@@ -479,8 +506,8 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
     Effect.scoped(Effect.gen(function*() {
       const writer = yield* CompletionsLog.open(file)
       yield* writer.writeText("first\n")
-      const fiber = yield* Effect.fork(writer.writeText(big))
-      for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+      const fiber = yield* Effect.forkChild(writer.writeText(big))
+      for (let i = 0; i < yields; i++) yield* Effect.yieldNow
       yield* Fiber.interrupt(fiber)
       yield* writer.writeText("after\n")
       yield* writer.writeText("more\n")
@@ -500,7 +527,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       }
     }))
 
-  it.scoped("the same to a real file", () =>
+  it.effect("the same to a real file", () =>
     Effect.gen(function*() {
       const big = `${"b".repeat(4_000_000)}\n`
       for (const yields of [0, 1, 3]) {
@@ -523,13 +550,13 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
         const many = Array.from({ length: 40 }, (_, i) => `${String(i).padStart(2, "0")}:${"é🎲x".repeat(30_000 - i * 700)}\n`)
         const outcomes = yield* Effect.scoped(Effect.gen(function*() {
           const writer = yield* CompletionsLog.open("log.jsonl")
-          const fibers = yield* Effect.forEach(many, (text) => Effect.fork(writer.writeText(text)))
+          const fibers = yield* Effect.forEach(many, (text) => Effect.forkChild(writer.writeText(text)))
           // (interrupted a few milliseconds apart: some while the file writes them, some waiting)
           for (let i = 0; interrupting && i < fibers.length; i += 3) {
             yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, i % 2 === 0 ? 7 : 2)))
             yield* Fiber.interrupt(fibers[i])
           }
-          const exits = yield* Effect.forEach(fibers, Fiber.await)
+          const exits = yield* Effect.forEach(fibers, (fiber) => Fiber.await(fiber))
           yield* writer.writeText("last\n")
           return exits
         })).pipe(Effect.provide(fake.layer))
@@ -537,10 +564,10 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
         const lines = linesOf(fake.text())
         expect(lines.at(-1)).toBe("last\n")
         expect(new Set(lines).size).toBe(lines.length)
-        expect(outcomes.filter((exit) => exit._tag === "Failure" && !Cause.isInterruptedOnly(exit.cause)).length).toBe(failAt.length)
+        expect(outcomes.filter((exit) => exit._tag === "Failure" && !Cause.hasInterruptsOnly(exit.cause)).length).toBe(failAt.length)
         outcomes.forEach((exit, i) => {
           if (exit._tag === "Success") expect(lines, `text ${i} written`).toContain(many[i])
-          else if (!Cause.isInterruptedOnly(exit.cause)) expect(lines, `text ${i} failed`).not.toContain(many[i])
+          else if (!Cause.hasInterruptsOnly(exit.cause)) expect(lines, `text ${i} failed`).not.toContain(many[i])
         })
         for (const line of lines.slice(0, -1)) expect(many).toContain(line)
       }))
@@ -566,7 +593,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       }
     }))
 
-  it.scoped("groups whose text straddles the first buffer's end with astral characters, in one write: what TextEncoder makes", () =>
+  it.effect("groups whose text straddles the first buffer's end with astral characters, in one write: what TextEncoder makes", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")
       const groups = Array.from({ length: 12 }, (_, i) =>
@@ -595,7 +622,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       let largest = 0
       const file = {
         [FileSystem.FileTypeId]: FileSystem.FileTypeId,
-        stat: Effect.sync(() => ({ size: FileSystem.Size(0) })),
+        stat: Effect.sync(() => ({ size: 0n })),
         sync: Effect.void,
         truncate: () => Effect.void,
         writeAll: (bytes: Uint8Array) =>
@@ -623,7 +650,7 @@ describe("the writer's kept buffer, hostile: interruptions, concurrency, full di
       })).pipe(Effect.provide(layer))
     }))
 
-  it.scoped("items whose iteration throws half way: the write dies, the next writes are whole", () =>
+  it.effect("items whose iteration throws half way: the write dies, the next writes are whole", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")
       const group = { _tag: "Group", records: [plain({ id: "ok" })] } as unknown as Rollout.Group
