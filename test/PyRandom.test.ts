@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Schema } from "effect"
 import { PyRandom, seedToKey, temper } from "../src/envs/PyRandom.js"
 
 // Values printed by CPython 3.11: random.Random(s); [r.random(), r.randrange(4), r.randrange(7), r.getrandbits(32), r.random()]
@@ -42,7 +42,10 @@ describe("PyRandom", () => {
 
   it.prop(
     "randrange(n) stays in [0, n) and random() in [0, 1), for any seed",
-    [FastCheck.bigInt({ min: -(2n ** 96n), max: 2n ** 96n }), FastCheck.integer({ min: 1, max: 0xffffffff })],
+    [
+      Schema.BigInt.check(Schema.isBetweenBigInt({ minimum: -(2n ** 96n), maximum: 2n ** 96n })),
+      Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 0xffffffff }))
+    ],
     ([seed, n]) => {
       const rng = new PyRandom(seed)
       for (let i = 0; i < 20; i++) {
@@ -54,7 +57,7 @@ describe("PyRandom", () => {
     }
   )
 
-  it.prop("the same seed gives the same stream; abs(seed) seeds alike", [FastCheck.bigInt()], ([seed]) => {
+  it.prop("the same seed gives the same stream; abs(seed) seeds alike", [Schema.BigInt], ([seed]) => {
     const a = new PyRandom(seed)
     const b = new PyRandom(-seed)
     for (let i = 0; i < 10; i++) expect(a.random()).toBe(b.random())
@@ -62,7 +65,11 @@ describe("PyRandom", () => {
 
   it.prop(
     "rawWords skips outputs exactly: tempered, they are the next outputs, and the stream goes on alike",
-    [FastCheck.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }), FastCheck.nat(1500), FastCheck.nat(3000)],
+    [
+      Schema.BigInt.check(Schema.isBetweenBigInt({ minimum: -(2n ** 70n), maximum: 2n ** 70n })),
+      Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1500 })),
+      Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3000 }))
+    ],
     ([seed, before, length]) => {
       const a = new PyRandom(seed)
       const b = new PyRandom(seed)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, FastCheck } from "effect"
+import { Effect, Result, Schema } from "effect"
 import * as Reward from "../src/Reward.js"
 import type { TrajectoryResult } from "../src/Trajectory.js"
 
@@ -37,22 +37,22 @@ describe("Reward", () => {
   })
 
   it("columns: functions then gym_reward; weights one per column, gym last", () => {
-    const cols = Either.getOrThrow(Reward.columns([Reward.format], [0.2, 1.0]))
+    const cols = Result.getOrThrow(Reward.columns([Reward.format], [0.2, 1.0]))
     expect(cols.names).toEqual(["format", "gym_reward"])
     expect(Reward.weighted(cols, { format: 1, gym_reward: 0.5 })).toBeCloseTo(0.7)
-    const defaults = Either.getOrThrow(Reward.columns([Reward.format]))
+    const defaults = Result.getOrThrow(Reward.columns([Reward.format]))
     expect(defaults.weights).toEqual([1, 1])
-    const mismatch = Either.flip(Reward.columns([Reward.format], [1])).pipe(Either.getOrThrow)
+    const mismatch = Result.flip(Reward.columns([Reward.format], [1])).pipe(Result.getOrThrow)
     expect(mismatch.message).toBe(
       "--reward-weights: 1 weight(s) given for 2 reward column(s) (format, gym_reward); give one per column, the gym_reward weight last"
     )
-    expect(Either.isLeft(Reward.columns([Reward.format, Reward.format]))).toBe(true)
+    expect(Result.isFailure(Reward.columns([Reward.format, Reward.format]))).toBe(true)
   })
 
   it.effect("score: each function on the last reply, then the env total", () =>
     Effect.gen(function*() {
       const length = Reward.define({ name: "length", score: ({ completion }) => completion.length })
-      const cols = Either.getOrThrow(Reward.columns([Reward.format, length]))
+      const cols = Result.getOrThrow(Reward.columns([Reward.format, length]))
       const scores = yield* Reward.score(cols, trajectory("<think>a</think><answer>b</answer>", 0.5), {})
       expect(scores).toEqual({ format: 1, length: 34, gym_reward: 0.5 })
     }))
@@ -62,7 +62,7 @@ describe("Reward", () => {
       const throws = Reward.define({ name: "throws", score: () => { throw new Error("bad") } })
       const nan = Reward.define({ name: "nan", score: async () => NaN })
       for (const f of [throws, nan]) {
-        const error = yield* Effect.flip(Reward.score(Either.getOrThrow(Reward.columns([f])), trajectory("x"), {}))
+        const error = yield* Effect.flip(Reward.score(Result.getOrThrow(Reward.columns([f])), trajectory("x"), {}))
         expect(error._tag).toBe("RewardError")
         expect(error.reward).toBe(f.name)
       }
@@ -82,7 +82,7 @@ describe("Reward", () => {
   })
 
   it.prop("advantages of a group sum to zero and keep the order of rewards", [
-    FastCheck.array(FastCheck.double({ min: -100, max: 100, noNaN: true }), { minLength: 2, maxLength: 32 })
+    Schema.Array(Schema.Finite.check(Schema.isBetween({ minimum: -100, maximum: 100 }))).check(Schema.isBetweenLength(2, 32))
   ], ([rewards]) => {
     const adv = Reward.advantages(rewards) as Array<number>
     expect(Math.abs(adv.reduce((a, b) => a + b, 0))).toBeLessThan(1e-6 * rewards.length * 100)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, FastCheck } from "effect"
+import { Effect, Result, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import {
@@ -164,7 +164,10 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
 
   it.prop(
     "a seeded puzzle has exactly one solution (checked by an independent solver) and is reproducible",
-    [FastCheck.integer({ min: 0, max: 2 ** 31 - 1 }), FastCheck.integer({ min: 30, max: 64 })],
+    [
+      Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 2 ** 31 - 1 })),
+      Schema.Int.check(Schema.isBetween({ minimum: 30, maximum: 64 }))
+    ],
     ([seed, clues]) => {
       const { puzzle, solution } = Sudoku.generate(seed, clues)
       expect(naiveCount(puzzle)).toBe(1)
@@ -177,7 +180,7 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
       expect(count).toBeGreaterThanOrEqual(clues)
       expect(Sudoku.generate(seed, clues).puzzle).toEqual(puzzle)
     },
-    { fastCheck: { numRuns: 40 } }
+    { arbitrary: { runs: 40 } }
   )
 
   it("solution counting agrees with the naive solver on boards with 0, 1 and many solutions", () => {
@@ -196,7 +199,7 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
 
   it.effect("as a gym env: the prompt on reset, the game's answer per step, structured info", () =>
     Effect.gen(function*() {
-      const definition = Either.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
+      const definition = Result.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
       const request = (seed: number): Env.ResetRequest => ({
         trajectoryId: "t",
         seed,
@@ -204,7 +207,7 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
         dataDict: {},
         envConfig: {}
       })
-      const env = yield* Either.getOrThrow(definition.prepare({}))
+      const env = yield* Result.getOrThrow(definition.prepare({}))
       const reset = yield* env.reset(request(7))
       const expected = Sudoku.generate(7)
       expect(reset.observation.startsWith("[GAME] You are Player 0. You are playing Sudoku.")).toBe(true)
@@ -219,15 +222,15 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
       expect(second.observation).toMatch(/^\[GAME\] You attempted|^Invalid Move: /)
 
       // env_config.seed wins over the reset's seed; a fixed puzzle is played as given
-      const seeded = yield* Either.getOrThrow(definition.prepare({ seed: 5 }))
+      const seeded = yield* Result.getOrThrow(definition.prepare({ seed: 5 }))
       expect((yield* seeded.reset(request(99))).observation).toContain(Sudoku.renderBoard(Sudoku.generate(5).puzzle))
-      const fixed = yield* Either.getOrThrow(definition.prepare({ puzzle: transcriptBoard.flat().join("") }))
+      const fixed = yield* Result.getOrThrow(definition.prepare({ puzzle: transcriptBoard.flat().join("") }))
       expect((yield* fixed.reset(request(1))).observation).toBe(transcript[1].data.observation.prompt)
     }).pipe(Effect.scoped))
 
   it("env_config is checked per row: a puzzle must parse and have exactly one solution", () => {
-    const definition = Either.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
-    const problem = (config: Record<string, unknown>) => Either.flip(definition.prepare(config)).pipe(Either.getOrThrow)
+    const definition = Result.getOrThrow(Registry.env(Builtins.registry, "sudoku"))
+    const problem = (config: Record<string, unknown>) => Result.flip(definition.prepare(config)).pipe(Result.getOrThrow)
     expect(problem({ puzzle: "123" })).toMatchObject({ path: "env_config.puzzle" })
     expect(problem({ puzzle: "123" }).reason).toContain("must be 81 cells")
     expect(problem({ puzzle: "0".repeat(81) }).reason).toContain("exactly one solution")
