@@ -29,7 +29,9 @@ class GuessTheNumber {
   }
 }
 
-const GuessConfig = Schema.Struct({ max: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 100 }) })
+const GuessConfig = Schema.Struct({
+  max: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 })).pipe(Schema.withDecodingDefaultType(Effect.succeed(100)))
+})
 
 const guess = Env.fromClass({ name: "guess", config: GuessConfig, class: GuessTheNumber })
 
@@ -61,9 +63,9 @@ describe("guess: checked and property-tested", () => {
 describe("frozen_lake: properties over configs from a schema", () => {
   // A narrower schema than the env's own: the configs worth testing (small maps, mostly safe ice).
   const Configs = Schema.Struct({
-    seed: Schema.NonNegativeInt,
-    size: Schema.Int.pipe(Schema.between(2, 6)),
-    p: Schema.Number.pipe(Schema.between(0.6, 1))
+    seed: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+    size: Schema.Int.check(Schema.isBetween({ minimum: 2, maximum: 6 })),
+    p: Schema.Number.check(Schema.isBetween({ minimum: 0.6, maximum: 1 }))
   })
   const moves = ["<action>up</action>", "<action>down</action>", "<action>left</action>", "<action>right</action>"]
 
@@ -75,6 +77,6 @@ describe("frozen_lake: properties over configs from a schema", () => {
         const { steps } = yield* EnvCheck.transcript(FrozenLake.FrozenLake, config, replies)
         for (const { result } of steps) expect(result.reward).toBe(result.info.status === "goal" ? 1 : 0)
       }),
-    { fastCheck: { numRuns: 50 } }
+    { arbitrary: { runs: 50 } }
   )
 })

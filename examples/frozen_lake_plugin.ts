@@ -13,15 +13,17 @@
  * - a renderer for `effect-gym view`: the slippery lake's board, step by step, with each slip noted
  *   (`npx effect-gym view completions.jsonl --plugin examples/frozen_lake_plugin.ts`).
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { Env, FrozenLake, Plugin, PyRandom, Reward, Scheduler } from "effect-gym"
 import type { Message } from "effect-gym/Message"
 import { Renderer } from "effect-gym/view"
 
+const between = (minimum: number, maximum: number) => Schema.isBetween({ minimum, maximum })
+
 const SlipperyConfig = Schema.Struct({
-  size: Schema.optionalWith(Schema.Int.pipe(Schema.between(2, 16)), { default: () => 4 }),
-  p: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 1)), { default: () => 0.8 }),
-  slip: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 1)), { default: () => 0.2 }),
+  size: Schema.Int.check(between(2, 16)).pipe(Schema.withDecodingDefaultType(Effect.succeed(4))),
+  p: Schema.Number.check(between(0, 1)).pipe(Schema.withDecodingDefaultType(Effect.succeed(0.8))),
+  slip: Schema.Number.check(between(0, 1)).pipe(Schema.withDecodingDefaultType(Effect.succeed(0.2))),
   seed: Schema.optional(Schema.Int)
 })
 
@@ -43,7 +45,7 @@ class SlipperyFrozenLake {
   async reset(request: Env.ResetRequest): Promise<Env.ResetResult> {
     const seed = this.config.seed ?? request.seed
     // Fails (the env's reset fails with it) only when no solvable map comes within the budget.
-    this.grid = Either.getOrThrowWith(FrozenLake.generateMap(this.config.size, this.config.p, seed), (error) => error)
+    this.grid = Result.getOrThrowWith(FrozenLake.generateMap(this.config.size, this.config.p, seed), (error) => error)
     this.rng = new PyRandom.PyRandom(seed + 1)
     this.row = this.grid.findIndex((line) => line.includes("S"))
     this.col = this.grid[this.row].indexOf("S")

@@ -7,7 +7,7 @@
  *   npx vitest run examples/pipelines.test.ts
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Ref, Sink, Stream } from "effect"
+import { Effect, Ref, Sink, Stream } from "effect"
 import { FrozenLake, Policy, Rollout, ScriptedPolicies, Sudoku } from "effect-gym"
 
 /** A policy: the scripted FrozenLake solver (30% random moves), as the `Inference` Layer. */
@@ -49,7 +49,7 @@ describe("README pipelines", () => {
         Stream.runCollect
       )
       const seen = yield* Ref.get(counts)
-      const records = Chunk.toArray(groups).flatMap((g) => g.records)
+      const records = groups.flatMap((g) => g.records)
       const turns = records.reduce((n, r) => n + r.result.numTurns, 0)
       expect(groups.length).toBe(6)
       expect(seen.Group).toBe(6)
@@ -72,7 +72,7 @@ describe("README pipelines", () => {
         Stream.filter(Rollout.isGroup),
         Stream.runCollect
       )
-      const byEnv = Chunk.toArray(groups).map((g) => g.records[0].result.env)
+      const byEnv = groups.map((g) => g.records[0].result.env)
       expect(byEnv.filter((env) => env === "frozen_lake").length).toBe(4)
       expect(byEnv.filter((env) => env === "sudoku").length).toBe(3)
       for (const group of groups) for (const record of group.records) expect(record.error).toBeUndefined()

@@ -369,15 +369,15 @@ export const solverMove = (text: string): string | undefined => {
   return `[${cell.row} ${cell.col} ${solution[cell.row - 1][cell.col - 1]}]`
 }
 
-const Probability = Schema.Union(Schema.Number, Schema.NumberFromString).pipe(
-  Schema.filter((p) => (p >= 0 && p <= 1) || "must be a probability in [0, 1]")
+const Probability = Schema.Union([Schema.Number, Schema.NumberFromString]).check(
+  Schema.makeFilter((p) => (p >= 0 && p <= 1) || "must be a probability in [0, 1]")
 )
 
 const sudokuSolver = Policy.define({
   name: "sudoku-solver",
   description: "Scripted Sudoku player: a correct move for the board in the last user message; " +
     "option epsilon (random moves)",
-  options: Schema.Struct({ epsilon: Schema.optionalWith(Probability, { default: () => 0 }) }),
+  options: Schema.Struct({ epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))) }),
   make: (options) =>
     Effect.succeed({
       name: `policy sudoku-solver (epsilon ${options.epsilon})`,
