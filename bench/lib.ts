@@ -2,7 +2,7 @@
  * Shared helpers of the benchmark programs: a FrozenLake run set up like the CLI's, child-process
  * orchestration, statistics.
  */
-import { Effect, Either, Layer, Stream } from "effect"
+import { Effect, Layer, Result, Stream } from "effect"
 import type { ChildProcess } from "node:child_process"
 import { execFile, spawn } from "node:child_process"
 import * as os from "node:os"
@@ -35,7 +35,7 @@ export const frozenLakeRows = (n: number) =>
 
 /** The random policy (optionally with a fixed latency per call) as a layer. */
 export const randomPolicy = (latencyMs = 0): Layer.Layer<Inference.Inference> =>
-  Layer.scoped(Inference.Inference, Effect.orDie(random.make({ latency_ms: latencyMs })))
+  Layer.effect(Inference.Inference, Effect.orDie(random.make({ latency_ms: latencyMs })))
 
 export interface RunFigures {
   readonly turns: number
@@ -67,7 +67,7 @@ export const frozenLakeRun = (options: {
       maxTurns: options.maxTurns,
       concurrency: options.concurrency,
       seed: 0,
-      columns: Either.getOrThrow(Reward.columns([]))
+      columns: Result.getOrThrow(Reward.columns([]))
     }
     const rows = frozenLakeRows(options.rows)
     let turns = 0

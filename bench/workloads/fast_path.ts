@@ -7,7 +7,7 @@
  *
  *   --rows N (1024)  --rounds R (7)
  */
-import { Effect, Either, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import * as Builtins from "../../dist/Builtins.js"
 import type * as Env from "../../dist/Env.js"
 import { FrozenLake } from "../../dist/envs/FrozenLake.js"
@@ -28,7 +28,7 @@ const suspended: Env.Definition = {
   name: "frozen_lake",
   description: "FrozenLake, answers through the runtime",
   prepare: (config) =>
-    Either.map(FrozenLake.prepare(config), (create) =>
+    Result.map(FrozenLake.prepare(config), (create) =>
       Effect.map(create, (env): Env.Env => ({
         reset: (request) => Effect.suspend(() => env.reset(request)),
         step: (messages) => Effect.suspend(() => env.step(messages))
@@ -36,7 +36,7 @@ const suspended: Env.Definition = {
 }
 
 const policy = (slow: boolean) =>
-  Layer.scoped(
+  Layer.effect(
     Inference.Inference,
     Effect.map(Effect.orDie(random.make({})), (service): Inference.Service =>
       slow ? { ...service, chat: (request) => Effect.suspend(() => service.chat(request)) } : service)
@@ -53,7 +53,7 @@ const runOnce = (slow: boolean) =>
       maxTurns: 10,
       concurrency: 64,
       seed: 0,
-      columns: Either.getOrThrow(Reward.columns([]))
+      columns: Result.getOrThrow(Reward.columns([]))
     }
     const started = process.cpuUsage()
     const items = yield* Rollout.runAll(config, frozenLakeRows(rows))

@@ -12,7 +12,7 @@
  *
  *   --seeds N   seeds per figure (default 9)
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { FrozenLake, Game, generateMap, MAX_MAP_CELLS } from "../../dist/envs/FrozenLake.js"
 import { PyRandom } from "../../dist/envs/PyRandom.js"
@@ -38,18 +38,18 @@ for (let s = 0; s < 50; s++) generateMap(16, 0.5, 1_000_000 + s)
 
 const validReset = (p: number, cpu: Array<number>) =>
   Array.from({ length: seeds }, (_, i) =>
-    timed(() => Either.getOrThrow(new Game({ size: 256, p, seed: 10_000 + i }).reset(0)), cpu)
+    timed(() => Result.getOrThrow(new Game({ size: 256, p, seed: 10_000 + i }).reset(0)), cpu)
   )
 
 // seeds the reference does not finish within 256 attempts at 256x256, p 0 (checked against CPython
 // for 0-2 in test/fixtures/frozen_lake_budget.json; the others fail here too, asserted below)
 const failing = (p: number, cpu: Array<number>) =>
   Array.from({ length: seeds }, (_, i) => {
-    let out: Either.Either<ReadonlyArray<string>, unknown> | undefined
+    let out: Result.Result<ReadonlyArray<string>, unknown> | undefined
     const ms = timed(() => {
       out = generateMap(256, p, [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12][i % 12])
     }, cpu)
-    if (Either.isRight(out!)) throw new Error(`p ${p}: expected a failure`)
+    if (Result.isSuccess(out!)) throw new Error(`p ${p}: expected a failure`)
     return ms
   })
 
@@ -75,8 +75,8 @@ const fail03 = failing(0.3, fail03Cpu)
 const histogram = monitorEventLoopDelay({ resolution: 1 })
 const env = Effect.scoped(Effect.gen(function*() {
   const envConfig = { size: 256, p: 0, seed: 13 }
-  const live = yield* Either.getOrThrow(FrozenLake.prepare(envConfig))
-  return yield* Effect.either(live.reset({ trajectoryId: "t", seed: 0, messages: [], dataDict: {}, envConfig }))
+  const live = yield* Result.getOrThrow(FrozenLake.prepare(envConfig))
+  return yield* Effect.result(live.reset({ trajectoryId: "t", seed: 0, messages: [], dataDict: {}, envConfig }))
 }))
 histogram.enable()
 const cpuStarted = process.cpuUsage()
@@ -85,7 +85,7 @@ const outcome = await Effect.runPromise(env)
 const envResetMs = performance.now() - started
 const envCpu = process.cpuUsage(cpuStarted)
 histogram.disable()
-if (Either.isRight(outcome)) throw new Error("expected the reset to fail")
+if (Result.isSuccess(outcome)) throw new Error("expected the reset to fail")
 
 // the same measure over a loop that does nothing but turn the event loop for as long: what this
 // machine's scheduling alone gives (other processes take the core away for milliseconds at a time)

@@ -6,7 +6,7 @@
  *
  *   npm run build && node --import tsx bench/workloads/isolation.ts [--batches 7] [--trajectories 200]
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -31,7 +31,7 @@ const batch = (definition: Env.Definition) =>
     const started = process.hrtime.bigint()
     for (let t = 0; t < trajectories; t++) {
       yield* Effect.scoped(Effect.gen(function*() {
-        const env = yield* Either.getOrThrow(definition.prepare({ seed: t, size: 8, p: 1 }))
+        const env = yield* Result.getOrThrow(definition.prepare({ seed: t, size: 8, p: 1 }))
         const reset = yield* env.reset(request)
         let messages: Array<{ role: "user" | "assistant"; content: string }> = [{ role: "user", content: reset.observation }]
         for (let i = 0; i < STEPS; i++) {

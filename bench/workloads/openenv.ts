@@ -27,7 +27,7 @@
  * `--client raw --server raw` is the floor: what one WebSocket round trip over loopback costs on this
  * machine with two processes and nothing else.
  */
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { type ChildProcess, fork } from "node:child_process"
 import * as fs from "node:fs"
 import type * as net from "node:net"
@@ -183,7 +183,7 @@ const effectDriver = (plan: Plan): Promise<Window> => {
   const program = Effect.gen(function*() {
     const fibers = yield* Effect.forEach(
       Array.from({ length: plan.sessions }, (_, i) => i),
-      (i) => Effect.fork(worker(i))
+      (i) => Effect.forkChild(worker(i))
     )
     yield* Effect.sleep(plan.warmupMs)
     measuring = true
@@ -192,7 +192,7 @@ const effectDriver = (plan: Plan): Promise<Window> => {
     measuring = false
     close()
     stop = true
-    for (const fiber of fibers) yield* Effect.orDie(fiber.await)
+    for (const fiber of fibers) yield* Fiber.await(fiber)
     return window
   })
   return Effect.runPromise(program.pipe(Effect.provide(OpenEnvClient.layerWebSocketConstructor)))

@@ -9,7 +9,7 @@
  *
  * One process does `warmup` untimed runs, then one timed run, and prints its figures as JSON.
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { Config as FrozenLakeConfig, Game } from "../../dist/envs/FrozenLake.js"
 import { mixSeed } from "../../dist/internal/seed.js"
 import * as Message from "../../dist/Message.js"
@@ -36,7 +36,7 @@ const plainRun = async () => {
   const policy = async (_messages: ReadonlyArray<Message.Message>, seed: number) => MOVES[mixSeed(seed, 1) & 3]
   const trajectory = async (row: number, generation: number) => {
     const game = new Game(configs[row])
-    const env = { reset: async () => Either.getOrThrow(game.reset(row)), step: async (m: ReadonlyArray<Message.Message>) => game.step(m) }
+    const env = { reset: async () => Result.getOrThrow(game.reset(row)), step: async (m: ReadonlyArray<Message.Message>) => game.step(m) }
     const reset = await env.reset()
     let messages: ReadonlyArray<Message.Message> = [Message.system(reset.systemPrompt!), Message.user(reset.observation)]
     const seed = mixSeed(mixSeed(0, row), 0x10000 + generation)

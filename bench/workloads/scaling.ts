@@ -8,7 +8,7 @@
  *               else the OS temp dir. On this VM's disk, writing the 100,000 run's log (hundreds of
  *               MB) is slowed by page-cache writeback, which measures the disk, not the program.
  */
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -30,10 +30,10 @@ const output = path.join(dir, "completions.jsonl")
 fs.writeFileSync(dataset, frozenLakeDataset({ rows }))
 
 let printed = ""
-const quiet = {
+const quiet: Console.Console = {
   ...globalThis.console,
-  log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void (printed += xs.join(" "))),
-  error: () => Effect.void
+  log: (...xs: ReadonlyArray<unknown>) => void (printed += xs.join(" ")),
+  error: () => {}
 }
 const run = (out: string, input = dataset) =>
   Effect.runPromise(
@@ -41,7 +41,7 @@ const run = (out: string, input = dataset) =>
       "node", "effect-gym", "run", "--dataset", input, "--gym-env", "frozen_lake", "--policy", "random",
       "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
       "--output", out, "--json"
-    ]).pipe(Effect.withConsole(quiet as unknown as Console.Console), Effect.provide(NodeContext.layer))
+    ]).pipe(Effect.provideService(Console.Console, quiet), Effect.provide(NodeServices.layer))
   )
 
 const countLines = (file: string): number => {

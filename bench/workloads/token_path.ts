@@ -73,7 +73,7 @@ const main = async () => {
     const runFor = (ms: number) => {
       const end = performance.now() + ms
       const worker = (id: number): Effect.Effect<void> =>
-        Effect.suspend(() => (performance.now() >= end ? Effect.void : Effect.zipRight(conversation(id), worker(id + concurrency))))
+        Effect.suspend(() => (performance.now() >= end ? Effect.void : Effect.andThen(conversation(id), worker(id + concurrency))))
       return Effect.forEach(Array.from({ length: concurrency }, (_, i) => i), worker, { concurrency: "unbounded", discard: true })
     }
     yield* runFor(1000) // warm up

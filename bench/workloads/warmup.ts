@@ -6,9 +6,8 @@
  * on the load of a shared machine) and the summary's in-run turns/s, so that the cost of the cold
  * start is a ratio measured in one process.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import type { Console } from "effect"
-import { Effect } from "effect"
+import { NodeServices } from "@effect/platform-node"
+import { Console, Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -26,17 +25,17 @@ for (let i = 0; i < rows; i++) text += `{"env_config":{"seed":${i}}}\n`
 fs.writeFileSync(dataset, text)
 
 let printed = ""
-const quiet = {
+const quiet: Console.Console = {
   ...globalThis.console,
-  log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void (printed += xs.join(" "))),
-  error: () => Effect.void
+  log: (...xs: ReadonlyArray<unknown>) => void (printed += xs.join(" ")),
+  error: () => {}
 }
 const run = () =>
   Effect.runPromise(
     main([
       "node", "effect-gym", "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
       "--num-generations", "8", "--max-turns", "10", "--output", path.join(dir, "out.jsonl"), "--overwrite", "--json"
-    ]).pipe(Effect.withConsole(quiet as unknown as Console.Console), Effect.provide(NodeContext.layer))
+    ]).pipe(Effect.provideService(Console.Console, quiet), Effect.provide(NodeServices.layer))
   )
 
 const mainBench = async () => {
