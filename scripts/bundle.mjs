@@ -62,27 +62,37 @@ await esbuild.build({
 // package.json) find what they find from the ES module bundle, which sits in the same folder.
 //
 // In one file, every module that a dynamic import reaches is evaluated lazily, and so is all it
-// imports: an import from a package's index (`import { Effect } from "effect"`) then evaluates every
-// module that index re-exports (all of effect, fast-check, @effect/platform's HTTP stack, msgpackr's
-// native-module probe), where the ES module bundle drops them as unused. So our modules' imports from
-// the @effect packages' indexes are rewritten to the modules they name (`import * as Effect from
-// "effect/Effect"`), as they are in the packages themselves.
+// imports: an import from a package's index (`import { Effect } from "effect"`, `import { Command }
+// from "effect/cli"`) then evaluates every module that index re-exports (all of effect, its HTTP
+// stack), where the ES module bundle drops them as unused. So our modules' imports from the effect
+// packages' indexes are rewritten to the modules they name (`import * as Effect from
+// "effect/Effect"`, `import * as Command from "effect/cli/Command"`), as they are in the packages
+// themselves.
 const barrels = new Map()
-const barrelOf = (pkg) => {
-  if (barrels.has(pkg)) return barrels.get(pkg)
-  const index = path.join(root, "node_modules", pkg, "dist/esm/index.js")
+/** The names an index exports (`effect`, `effect/cli`, `@effect/platform-node`), and the modules they come from. */
+const barrelOf = (specifier) => {
+  if (barrels.has(specifier)) return barrels.get(specifier)
+  const [, pkg, sub] = /^((?:@effect\/)?[\w-]+)(?:\/([\w-]+))?$/.exec(specifier) ?? []
+  const dist = path.join(root, "node_modules", pkg ?? specifier, "dist")
+  const index = [path.join(dist, sub ?? "", "index.js"), path.join(dist, "esm", sub ?? "", "index.js")].find((file) =>
+    fs.existsSync(file)
+  )
   let names
-  if (fs.existsSync(index)) {
+  if (pkg !== undefined && index !== undefined) {
     names = new Map()
-    const text = fs.readFileSync(index, "utf8")
-    for (const m of text.matchAll(/export \* as (\w+) from "\.\/([\w/]+)\.js"/g)) names.set(m[1], { module: m[2], namespace: true })
+    // (effect 4's indexes hold a doc comment before each name)
+    const text = fs.readFileSync(index, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "")
+    const prefix = sub === undefined ? pkg : `${pkg}/${sub}`
+    for (const m of text.matchAll(/export \* as (\w+) from "\.\/([\w/]+)\.js"/g)) {
+      names.set(m[1], { module: `${prefix}/${m[2]}`, namespace: true })
+    }
     for (const m of text.matchAll(/export \{([^}]*)\} from "\.\/([\w/]+)\.js"/g)) {
       for (const name of m[1].split(",").map((n) => n.trim()).filter((n) => /^\w+$/.test(n))) {
-        names.set(name, { module: m[2], namespace: false })
+        names.set(name, { module: `${prefix}/${m[2]}`, namespace: false })
       }
     }
   }
-  barrels.set(pkg, names)
+  barrels.set(specifier, names)
   return names
 }
 const deepImports = {
@@ -91,8 +101,10 @@ const deepImports = {
     build.onLoad({ filter: /[\\/]dist[\\/].*\.js$/ }, (args) => {
       if (args.path.includes("node_modules")) return undefined
       const text = fs.readFileSync(args.path, "utf8")
-      const contents = text.replace(/import \{([^}]*)\} from "((?:@effect\/)?[\w-]+)";/g, (statement, list, pkg) => {
-        const names = (pkg === "effect" || pkg.startsWith("@effect/")) ? barrelOf(pkg) : undefined
+      const fromIndex = /import \{([^}]*)\} from "((?:@effect\/)?[\w-]+(?:\/[\w-]+)?)";/g
+      const contents = text.replace(fromIndex, (statement, list, pkg) => {
+        const ours = pkg === "effect" || pkg.startsWith("effect/") || pkg.startsWith("@effect/")
+        const names = ours ? barrelOf(pkg) : undefined
         if (names === undefined) return statement
         const kept = []
         const deep = []
@@ -100,8 +112,8 @@ const deepImports = {
           const [name, local = name] = specifier.split(/\s+as\s+/)
           const target = names.get(name)
           if (target === undefined) kept.push(specifier)
-          else if (target.namespace) deep.push(`import * as ${local} from "${pkg}/${target.module}";`)
-          else deep.push(`import { ${name} as ${local} } from "${pkg}/${target.module}";`)
+          else if (target.namespace) deep.push(`import * as ${local} from "${target.module}";`)
+          else deep.push(`import { ${name} as ${local} } from "${target.module}";`)
         }
         return [...(kept.length > 0 ? [`import { ${kept.join(", ")} } from "${pkg}";`] : []), ...deep].join(" ")
       })

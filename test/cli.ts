@@ -1,5 +1,5 @@
 /** Running the CLI in-process with a full argv, as a user would type it, and reading what it wrote. */
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { Console, Effect, Schema } from "effect"
 import { execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -16,14 +16,12 @@ export const cli = (...args: Array<string>) =>
     const err: Array<string> = []
     const console: Console.Console = {
       ...globalThis.console,
-      [Console.TypeId]: Console.TypeId,
-      unsafe: globalThis.console,
-      log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(xs.join(" "))),
-      error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(xs.join(" ")))
-    } as unknown as Console.Console
-    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.withConsole(console))
+      log: (...xs: ReadonlyArray<unknown>) => void out.push(xs.join(" ")),
+      error: (...xs: ReadonlyArray<unknown>) => void err.push(xs.join(" "))
+    }
+    const code = yield* main(["node", "effect-gym", ...args]).pipe(Effect.provideService(Console.Console, console))
     return { code, stdout: out.join("\n"), stderr: err.join("\n") }
-  }).pipe(Effect.provide(NodeContext.layer))
+  }).pipe(Effect.provide(NodeServices.layer))
 
 /** Polls until the server at `base` answers /health (it starts in a forked fiber or another process). */
 export const healthy = (base: string, headers: Record<string, string> = {}, tries = 400) =>

@@ -151,16 +151,19 @@ const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => 
 }
 
 /**
- * Help on stdout (a one-letter flag shown as `-p`, as it is typed and documented, where effect/cli
- * writes every flag name with two dashes), a wrong invocation's errors on stderr without the help,
- * the version alone.
+ * A one-letter flag as it is typed and documented (`-p`), where effect/cli's help writes every flag
+ * name with two dashes (" -p": the columns stay aligned; after a color code too).
  */
+const oneLetterFlags = (help: string): string =>
+  help.replace(/(?<=^|\s|\x1b\[[0-9;]*m)--([A-Za-z])(?![\w-])/gm, " -$1")
+
+/** Help on stdout, a wrong invocation's errors on stderr without the help, the version alone. */
 const presenter: CliOutput.Presenter = {
   present: (event) =>
     Effect.flatMap(Effect.service(CliOutput.Formatter), (formatter) => {
       switch (event._tag) {
         case "Help":
-          return Console.log(formatter.formatHelpDoc(event.helpDoc).replace(/(?<![\w-])--([A-Za-z])(?![\w-])/g, "-$1"))
+          return Console.log(oneLetterFlags(formatter.formatHelpDoc(event.helpDoc)))
         case "InvalidInvocation":
           return Console.error(event.errors.map(usageError).join("\n"))
         case "Version":

@@ -49,7 +49,11 @@ describe("--wizard without a terminal (it waited forever for input at end of std
       ["run", "--log-level", "debug", "--wizard"],
       ["--log-level=debug", "envs", "--wizard"],
       ["--version", "--wizard"],
-      ["run", "--wizard", "--no-such-option"]
+      ["run", "--wizard", "--no-such-option"],
+      // (Effect 4: effect/cli never takes a word that starts with "--" as an option's value, and
+      // starts the wizard for --wizard with any value: these start it, so they are refused too)
+      ["run", "--dataset", "--wizard"],
+      ["envs", "--wizard=false"]
     ]
   ) {
     it(`${args.join(" ")}: the wizard would start, refused (exit 2)`, () => {
@@ -63,14 +67,12 @@ describe("--wizard without a terminal (it waited forever for input at end of std
   // (hostile pass: these were refused with the wizard's message, a search of the words finding "--wizard")
   for (
     const [args, code, says] of [
-      [["run", "--dataset", "--wizard"], 2, "--dataset --wizard: no such file"],
       [["run", "--", "--wizard"], 2, "Expected to find option: '--dataset'"],
       [["envs", "--help", "--wizard"], 0, "List the registered envs"],
-      [["envs", "--wizard", "--help"], 0, "List the registered envs"],
-      [["envs", "--wizard=false"], 2, "Received unknown argument: '--wizard=false'"]
+      [["envs", "--wizard", "--help"], 0, "List the registered envs"]
     ] as const
   ) {
-    it(`${args.join(" ")}: no wizard to start (another option's value, after --, --help first, =false): what the command line says without one`, () => {
+    it(`${args.join(" ")}: no wizard to start (after --, --help first): what the command line says without one`, () => {
       const result = spawnBin(args)
       expect(result.signal, "still waiting after 30 s").toBeNull()
       expect(result.status).toBe(code)
@@ -114,7 +116,7 @@ describe("--wizard without a terminal (it waited forever for input at end of std
       } catch {
         // gone already
       }
-      expect(out).toContain("Quitting wizard mode")
+      expect(out).toContain("Wizard cancelled.")
       expect(code, out).toBe(130)
     })
   }
@@ -158,7 +160,7 @@ describe("--wizard without a terminal (it waited forever for input at end of std
       // gone already
     }
     expect(out).not.toContain(refusal)
-    expect(out).toContain("Wizard Mode for CLI Application")
+    expect(out).toContain("· Command wizard")
     expect(seen, out).toBe(true)
   })
 })

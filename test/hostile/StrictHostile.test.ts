@@ -17,7 +17,7 @@ const infer = (requestConfig: Record<string, unknown>) => ({
 describe("--strict-openai, hostile input", () => {
   const dir = tmp()
 
-  it.scopedLive("run: --top-k or --chat-template-kwargs with --strict-openai is an option error, not a silent drop", () =>
+  it.live("run: --top-k or --chat-template-kwargs with --strict-openai is an option error, not a silent drop", () =>
     Effect.gen(function*() {
       const server = yield* FakeOpenAi.make
       const dataset = path.join(dir, "rows.jsonl")
@@ -43,7 +43,7 @@ describe("--strict-openai, hostile input", () => {
       expect(ok.code).toBe(0)
     }))
 
-  it.scopedLive("serve: /infer/ and /v1/rollouts refuse a request's top_k with a 400 naming it (it was dropped, answered 200)", () =>
+  it.live("serve: /infer/ and /v1/rollouts refuse a request's top_k with a 400 naming it (it was dropped, answered 200)", () =>
     Effect.gen(function*() {
       const backend = yield* FakeOpenAi.make
       const strict = yield* OpenAiCompat.make({ baseUrl: backend.baseUrl, model: "m", strict: true, tokenPath: "off" })

@@ -28,7 +28,7 @@ const snapshot = (url: string, headers: Record<string, string>, until: (s: Dashb
   })
 
 describe("effect-gym serve: /dashboard", () => {
-  it.scopedLive("sits behind the server's key: a bearer token, or (for a browser) the key as the Basic password; the API stays bearer-only", () =>
+  it.live("sits behind the server's key: a bearer token, or (for a browser) the key as the Basic password; the API stays bearer-only", () =>
     Effect.gen(function*() {
       const server = yield* start({ apiKey: Redacted.make("s3cret") })
       const anonymous = yield* request(`${server.url}/dashboard`)
@@ -47,7 +47,7 @@ describe("effect-gym serve: /dashboard", () => {
       expect(api.headers.get("www-authenticate")).toBe("Bearer")
     }))
 
-  it.scopedLive("counts what the server did and lists failed trajectories with their request's uuid", () =>
+  it.live("counts what the server did and lists failed trajectories with their request's uuid", () =>
     Effect.gen(function*() {
       const server = yield* start({ apiKey: Redacted.make("s3cret") })
       const reply = yield* request(`${server.url}/v1/rollouts`, {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Arbitrary, Schema } from "effect"
 import { isProblem, skim, summarize, summarizeValue } from "../../src/view/Lines.js"
 import type { Summary } from "../../src/view/Model.js"
 
@@ -95,7 +95,7 @@ describe("a log line's summary", () => {
 
   // The fast path must never change a summary: lines whose strings and nested keys look like the
   // cut points (`"messages":[`, `],"rewards":`, `"timings":`) give the summary of a whole parse.
-  const tricky = FastCheck.constantFrom(
+  const tricky = Schema.Literals([
     "],\"rewards\":",
     ",\"messages\":[",
     ",\"timings\":{",
@@ -107,14 +107,26 @@ describe("a log line's summary", () => {
     "]",
     "é✓",
     "\n"
+  ])
+  const text = Arbitrary.array(
+    Arbitrary.schema(Schema.Union([tricky, Schema.String.check(Schema.isMaxLength(5))])),
+    { maxLength: 6 }
+  ).pipe(Arbitrary.map((parts) => parts.join("")))
+  const key = Arbitrary.schema(Schema.Union([
+    Schema.Literals(["messages", "rewards", "timings", "response_token_ids", "reward", "num_turns"]),
+    Schema.String.check(Schema.isMaxLength(4))
+  ]))
+  const ints = Arbitrary.schema(Schema.Array(Schema.Int).check(Schema.isMaxLength(3)))
+  // one of text, an integer or an array of integers
+  const value = Arbitrary.schema(Schema.Literals([0, 1, 2])).pipe(
+    Arbitrary.flatMap((which): Arbitrary.Arbitrary<unknown> =>
+      which === 0 ? text : which === 1 ? Arbitrary.schema(Schema.Int) : ints
+    )
   )
-  const text = FastCheck.array(FastCheck.oneof(tricky, FastCheck.string({ maxLength: 5 })), { maxLength: 6 }).map((parts) => parts.join(""))
-  const nested = FastCheck.dictionary(
-    FastCheck.oneof(FastCheck.constantFrom("messages", "rewards", "timings", "response_token_ids", "reward", "num_turns"), FastCheck.string({ maxLength: 4 })),
-    FastCheck.oneof(text, FastCheck.integer(), FastCheck.array(FastCheck.integer(), { maxLength: 3 })),
-    { maxKeys: 4 }
+  const nested = Arbitrary.array(Arbitrary.all([key, value]), { maxLength: 4 }).pipe(
+    Arbitrary.map((entries) => Object.fromEntries(entries))
   )
-  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, FastCheck.integer({ min: 0, max: 3 })], ([content, config, info, withTokens]) => {
+  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, Schema.Literals([0, 1, 2, 3])], ([content, config, info, withTokens]) => {
     const value = line({
       env_config: config,
       messages: [{ role: "user", content }, { role: "assistant", content: content + "!" }],

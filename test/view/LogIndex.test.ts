@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck } from "effect"
+import { Arbitrary, Effect, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as LogIndex from "../../src/view/LogIndex.js"
@@ -15,7 +15,7 @@ const problems = (log: LogIndex.LogIndex) => log.problems.map((p) => `${p.kind} 
 describe("the log index", () => {
   const dir = Logs.tmp()
 
-  it.scoped("indexes a run's log: its overview has the run's own summary figures", () =>
+  it.effect("indexes a run's log: its overview has the run's own summary figures", () =>
     Effect.gen(function*() {
       for (const make of [() => Logs.frozenLake(dir, { rows: 12, policy: "random" }), () => Logs.mixed(dir)]) {
         const { file, summary } = yield* make()
@@ -46,7 +46,7 @@ describe("the log index", () => {
       }
     }))
 
-  it.scoped("reads any chunk size the same way (lines cut across chunks, CRLF, blank lines)", () =>
+  it.effect("reads any chunk size the same way (lines cut across chunks, CRLF, blank lines)", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.frozenLake(dir, { rows: 6, policy: "random", name: "chunks.jsonl" })
       const crlf = path.join(dir, "crlf.jsonl")
@@ -63,7 +63,7 @@ describe("the log index", () => {
       }
     }))
 
-  it.scoped("bad input: a torn last line, bad lines in the middle, an empty file, a file that is not JSONL", () =>
+  it.effect("bad input: a torn last line, bad lines in the middle, an empty file, a file that is not JSONL", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.frozenLake(dir, { rows: 3, policy: "random", name: "bad.jsonl" })
       const text = fs.readFileSync(file, "utf8")
@@ -112,7 +112,7 @@ describe("the log index", () => {
       expect(directory.message).toContain("is a directory")
     }))
 
-  it.scoped("a log being written: appended lines are indexed, a half-written line waits, finish makes it torn", () =>
+  it.effect("a log being written: appended lines are indexed, a half-written line waits, finish makes it torn", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.frozenLake(dir, { rows: 2, policy: "random", name: "source.jsonl" })
       const lines = fs.readFileSync(file, "utf8").trim().split("\n")
@@ -137,7 +137,7 @@ describe("the log index", () => {
       expect(log.meta().indexing).toBe(false)
     }))
 
-  it.scoped("text search: case-insensitive (ASCII), as JSON writes the text, across chunks; equal to a scan of the decoded lines", () =>
+  it.effect("text search: case-insensitive (ASCII), as JSON writes the text, across chunks; equal to a scan of the decoded lines", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.mixed(dir)
       const log = yield* open(file)
@@ -164,11 +164,11 @@ describe("the log index", () => {
 
   // The matcher against a scan of the decoded lines: text with both cases, multi-byte characters and
   // regular-expression characters, long enough to cross the matcher's 32 KiB windows.
-  const alphabet = FastCheck.constantFrom(..."aAbBzZ .*\\[]()?é✓É\"".split(""))
-  const lineText = FastCheck.array(alphabet, { maxLength: 40 }).map((cs) => cs.join(""))
+  const alphabet = Arbitrary.schema(Schema.Literals("aAbBzZ .*\\[]()?é✓É\"".split("")))
+  const lineText = Arbitrary.array(alphabet, { maxLength: 40 }).pipe(Arbitrary.map((cs) => cs.join("")))
   it.prop("the matcher finds exactly the lines a scan of the decoded text finds", [
-    FastCheck.array(lineText, { minLength: 1, maxLength: 3000 }),
-    FastCheck.array(alphabet, { minLength: 1, maxLength: 5 }).map((cs) => cs.join(""))
+    Arbitrary.array(lineText, { minLength: 1, maxLength: 3000 }),
+    Arbitrary.array(alphabet, { minLength: 1, maxLength: 5 }).pipe(Arbitrary.map((cs) => cs.join("")))
   ], ([lines, needle]) => {
     const buffer = Buffer.from(lines.join("\n") + "\n")
     const starts: Array<number> = []
@@ -186,9 +186,9 @@ describe("the log index", () => {
     })
     const lower = LogIndex.asciiLower(needle)
     expect(found).toEqual(lines.flatMap((l, i) => (LogIndex.asciiLower(l).includes(lower) ? [i] : [])))
-  }, { fastCheck: { numRuns: 60 } })
+  }, { arbitrary: { runs: 60 } })
 
-  it.scoped("the viewer answers pages, filters and sorts from the index, and opens a trajectory from its offset", () =>
+  it.effect("the viewer answers pages, filters and sorts from the index, and opens a trajectory from its offset", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.mixed(dir)
       const viewer = yield* Viewer.make({ files: [file] })

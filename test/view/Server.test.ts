@@ -1,7 +1,7 @@
-import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
 import * as fs from "node:fs"
 import * as Http from "node:http"
 import * as path from "node:path"
@@ -52,7 +52,7 @@ const events = <A>(url: string, name: string, until: (data: A, all: ReadonlyArra
 describe("the viewer's server", () => {
   const dir = Logs.tmp()
 
-  it.scopedLive("answers the page and its API on 127.0.0.1; refuses other Host names; says what it does not know", () =>
+  it.live("answers the page and its API on 127.0.0.1; refuses other Host names; says what it does not know", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.mixed(dir)
       const viewer = yield* Viewer.make({ files: [file] })
@@ -102,7 +102,7 @@ describe("the viewer's server", () => {
       expect(yield* eventually(() => Live.openStreams() === before)).toBe(true)
     }))
 
-  it.scopedLive("a run in progress: the log is re-read as it grows and the progress pushed by server-sent events", () =>
+  it.live("a run in progress: the log is re-read as it grows and the progress pushed by server-sent events", () =>
     Effect.gen(function*() {
       const { file } = yield* Logs.frozenLake(dir, { rows: 4, policy: "random" })
       const lines = fs.readFileSync(file, "utf8").trim().split("\n")
@@ -125,7 +125,7 @@ describe("the viewer's server", () => {
         yield* Ref.update(progress, (p) => ({ ...p, finished: true }))
         yield* running.finish
       })
-      yield* Effect.fork(writer)
+      yield* Effect.forkChild(writer)
       type State = { versions: Array<number>; indexing: boolean; progress: RunProgress }
       const { contentType, seen } = yield* events<State>(`${running.url}api/events`, "state", (s) => s.progress.finished && !s.indexing)
       expect(contentType).toBe("text/event-stream")
@@ -142,17 +142,17 @@ describe("the viewer's server", () => {
 })
 
 describe("a rollout server's dashboard", () => {
-  it.scopedLive("pushes counts, rates and recent failures once a second (faster here), to every client", () =>
+  it.live("pushes counts, rates and recent failures once a second (faster here), to every client", () =>
     Effect.gen(function*() {
       const counts = { requestsInFlight: 1, trajectoriesInFlight: 8, admitted: 8, completed: 0, cancelled: 0, rejected: 0, draining: false }
       const dashboard = yield* Dashboard.make({ counts: () => counts, maxTrajectoriesInFlight: 64, interval: "50 millis", keep: 2 })
-      const app = yield* HttpRouter.toHttpApp(dashboard.router)
+      const app = yield* HttpRouter.toHttpEffect(HttpRouter.addAll(dashboard.routes))
       const http = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
       yield* http.serve(app)
       const url = `http://127.0.0.1:${(http.address as { port: number }).port}`
       const page = yield* get(`${url}/dashboard`)
       expect(page.body).toContain("\"mode\":\"dashboard\",\"events\":\"/dashboard/events\"")
-      yield* Effect.fork(Effect.gen(function*() {
+      yield* Effect.forkChild(Effect.gen(function*() {
         for (let i = 1; i <= 5; i++) {
           yield* Effect.sleep("60 millis")
           counts.completed += 8

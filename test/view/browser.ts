@@ -4,7 +4,7 @@
  * needs and a new empty profile directory; and the viewer itself started as a user starts it (the
  * built CLI in a child process), its URL read from what it prints.
  */
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { Console, Effect, Exit, Option, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -132,14 +132,11 @@ export const screenshot = async (page: Page, dir: string, name: string, fullPage
 }
 
 /** What a console-less command printed. */
-const quiet = (lines: Array<string>): Console.Console =>
-  ({
-    ...globalThis.console,
-    [Console.TypeId]: Console.TypeId,
-    unsafe: globalThis.console,
-    log: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(xs.join(" "))),
-    error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(xs.join(" ")))
-  }) as unknown as Console.Console
+const quiet = (lines: Array<string>): Console.Console => ({
+  ...globalThis.console,
+  log: (...xs: ReadonlyArray<unknown>) => void lines.push(xs.join(" ")),
+  error: (...xs: ReadonlyArray<unknown>) => void lines.push(xs.join(" "))
+})
 
 /**
  * The `view` command's own job, in this process (no process start-up per server): serves until
@@ -157,14 +154,14 @@ export const serveInProcess = async (
       port: 0,
       html: Option.none(),
       htmlMaxMb: 32,
-      model: Option.fromNullable(options.model),
-      tokenizer: Option.fromNullable(options.tokenizer),
+      model: Option.fromUndefinedOr(options.model),
+      tokenizer: Option.fromUndefinedOr(options.tokenizer),
       plugins: [...(options.plugins ?? [])]
     }).pipe(
-      Scope.extend(scope),
-      Effect.provide(NodeContext.layer),
+      Scope.provide(scope),
+      Effect.provide(NodeServices.layer),
       Effect.provideService(ExitCode, { set: () => {} }),
-      Effect.withConsole(quiet(printed))
+      Effect.provideService(Console.Console, quiet(printed))
     )
   )
   return { url: result.url!, printed, stop: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
