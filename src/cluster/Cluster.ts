@@ -199,12 +199,12 @@ export interface RunnerAddressOptions {
   readonly listenHost?: string | undefined
 }
 
+/** A failure's own message, then its innermost cause's (the driver's: `connect ECONNREFUSED ...`). */
 const describe = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.squash(cause)
-  const inner = (failure as { cause?: unknown })?.cause
-  const text = (x: unknown) => (x instanceof Error ? x.message : String(x))
-  const outer = text(failure)
-  return inner === undefined ? outer : `${outer}: ${text(inner)}`
+  const outer = failure instanceof Error ? failure.message : String(failure)
+  const root = rootMessage(cause)
+  return root === outer || outer.endsWith(`: ${root}`) ? outer : `${outer}: ${root}`
 }
 
 /**

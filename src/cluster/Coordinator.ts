@@ -7,7 +7,7 @@
  * @since 0.3.0
  */
 import type { Context } from "effect"
-import { Cause, Effect, Layer, type Result, Schedule, Scope, Stream } from "effect"
+import { Cause, Deferred, Effect, Layer, Option, type Result, Schedule, Scope, Stream } from "effect"
 import { EntityAddress, EntityId, MessageStorage, RunnerStorage } from "effect/cluster"
 import { type SqlConnection, SqlError } from "effect/sql"
 import * as os from "node:os"
@@ -229,6 +229,8 @@ export const run = <E, R>(options: Options<E, R>) =>
     // Runners joining and leaving, read from the cluster's runner table.
     const known = new Map<string, boolean>()
     let waiting = false
+    /** Done when a runner leaves or is found unhealthy (then made anew). */
+    let departure = Deferred.makeUnsafe<void>()
     const watch = Effect.flatMap(Effect.orElseSucceed(storage.getRunners, () => undefined), (runners) => {
       if (runners === undefined) return Effect.void
       const now = new Map(runners.map(([runner, healthy]) => [`${runner.address.host}:${runner.address.port}`, healthy]))
@@ -246,6 +248,10 @@ export const run = <E, R>(options: Options<E, R>) =>
       const none = ![...now.values()].some((healthy) => healthy)
       const waits = none && !waiting
       waiting = none
+      if (events.some((e) => e.event === "left" || e.event === "unhealthy")) {
+        Deferred.doneUnsafe(departure, Effect.void)
+        departure = Deferred.makeUnsafe<void>()
+      }
       return Effect.andThen(
         Effect.forEach(events, options.onRunner, { discard: true }),
         waits ? options.onNoRunner : Effect.void
@@ -267,12 +273,29 @@ export const run = <E, R>(options: Options<E, R>) =>
           entityId: EntityId.make(entityId(options.runId, row))
         }))).pipe(Effect.retry(Schedule.max([Schedule.exponential("200 millis"), Schedule.recurs(5)])), Effect.ignore)
     const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
-    const send = (row: number, line: string) =>
+    const sendOrForget = (row: number, line: string) =>
       Effect.catchIf(sendOnce(row, line), isRefusal, () =>
         Effect.andThen(
           forget(row),
           Effect.tapError(sendOnce(row, line), (error) => (isRefusal(error) ? forget(row) : Effect.void))
         ))
+    // A group's first send waits for its reply on the connection to the runner that has it: a
+    // runner frozen with its connection open (stopped, swapping) never answers, and the connection
+    // does not fail. When a runner leaves or is found unhealthy, the groups waiting are sent again
+    // (once the shards have moved: the cluster reads the assignments every second): the stored
+    // message is found, and its reply read from the storage, from whichever runner runs it now.
+    const send = (row: number, line: string): ReturnType<typeof sendOrForget> =>
+      Effect.suspend(() => {
+        const gone = departure
+        return Effect.raceFirst(
+          Effect.map(sendOrForget(row, line), Option.some),
+          Effect.as(Deferred.await(gone), Option.none())
+        ).pipe(
+          Effect.flatMap((reply) =>
+            reply._tag === "Some" ? Effect.succeed(reply.value) : Effect.andThen(Effect.sleep("2 seconds"), send(row, line))
+          )
+        )
+      })
     const sendOnce = (row: number, line: string) =>
       makeClient(entityId(options.runId, row)).RunGroup({
         runId: options.runId,

@@ -4,18 +4,37 @@
  * whole stack: dozens of lines a second for one outage. Those are condensed to one line when the
  * database goes, a reminder every 30 s, and one line when it is back ("Shard lock storage has
  * recovered"); every other log goes on as before.
+ *
+ * The database is taken as gone when its problems go on for a second (a lone warning, such as a
+ * shard release that timed out as the lock connection came back after an outage, is not one), and
+ * a peer's connection that broke (a coordinator or runner that stopped: a read error in the socket
+ * server) is not an error of this runner's.
  */
 import { Cause, Logger, LogLevel } from "effect"
+import * as Socket from "effect/socket/Socket"
 import { rootMessage } from "../Cluster.js"
 
 const problem = (message: string, cause: Cause.Cause<unknown>): boolean => {
-  if (/storage/i.test(message)) return true
+  // (shards whose release or acquisition waits on the database: the tail of an outage)
+  if (/storage|shard release|release shards|acquire\/release shards|shard lock/i.test(message)) return true
   if (cause.reasons.length === 0) return false
   return /PersistenceError|SqlError|ECONNREFUSED|Connection terminated/.test(Cause.pretty(cause))
 }
 
+/** A connection of the runner's socket server that broke: its peer went away. */
+const peerGone = (message: string, cause: Cause.Cause<unknown>): boolean => {
+  if (!message.includes("SocketServer")) return false
+  const error = Cause.squash(cause)
+  return Socket.isSocketError(error) && error.reason._tag === "SocketReadError"
+}
+
 const text = (message: unknown): string =>
   Array.isArray(message) ? message.map((part) => (typeof part === "string" ? part : String(part))).join(" ") : String(message)
+
+/** How long problems must go on before the database is said to be gone. */
+const CONFIRM_MS = 1_000
+/** A problem after this long without one starts a new run of problems. */
+const QUIET_MS = 10_000
 
 /**
  * The runner's logger: `write` gets each line (stderr); `scrub` masks the connection string's
@@ -30,22 +49,33 @@ export const condensed = (
   const plain = Logger.formatLogFmt
   let downSince: number | undefined
   let reminded = 0
+  /** The first problem of the current run of problems, before the database is said to be gone. */
+  let pending: { readonly at: number; readonly why: string } | undefined
+  let lastProblem = 0
   const logger = Logger.make((options) => {
     const message = text(options.message)
     if (message.includes("storage has recovered") || message.includes("storage is healthy")) {
+      pending = undefined
       if (downSince !== undefined) {
         write(`runner ${name}: the database answers again (after ${((Date.now() - downSince) / 1000).toFixed(1)} s)`)
         downSince = undefined
       }
       return
     }
+    if (LogLevel.isGreaterThanOrEqualTo(options.logLevel, "Warn") && peerGone(message, options.cause)) return
     if (LogLevel.isGreaterThanOrEqualTo(options.logLevel, "Warn") && problem(message, options.cause)) {
       const now = Date.now()
       if (downSince === undefined) {
-        downSince = now
-        reminded = now
-        const why = options.cause.reasons.length === 0 ? message : rootMessage(options.cause)
-        write(scrub(`runner ${name}: the database does not answer (${why}): retrying; the groups running go on`))
+        if (pending === undefined || now - lastProblem > QUIET_MS) {
+          pending = { at: now, why: options.cause.reasons.length === 0 ? message : rootMessage(options.cause) }
+        }
+        lastProblem = now
+        if (now - pending.at >= CONFIRM_MS) {
+          downSince = pending.at
+          reminded = now
+          write(scrub(`runner ${name}: the database does not answer (${pending.why}): retrying; the groups running go on`))
+          pending = undefined
+        }
       } else if (now - reminded >= 30_000) {
         reminded = now
         write(`runner ${name}: still waiting for the database (${Math.round((now - downSince) / 1000)} s)`)
