@@ -6,7 +6,7 @@
  */
 import { Template } from "@huggingface/jinja"
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as ChatTemplate from "../../src/inference/ChatTemplate.js"
@@ -41,7 +41,7 @@ describe(`chat templates match transformers (${vectors.generated_by})`, () => {
   it("Qwen3's template: every reference render, text and token ids", () => {
     expect(vectors.cases.length).toBeGreaterThanOrEqual(8)
     for (const c of vectors.cases) {
-      const text = Either.getOrThrow(template.render(c.messages, { addGenerationPrompt: c.add_generation_prompt, kwargs: c.kwargs }))
+      const text = Result.getOrThrow(template.render(c.messages, { addGenerationPrompt: c.add_generation_prompt, kwargs: c.kwargs }))
       expect(text, c.name).toBe(c.text)
       expect(Qwen3.tokenizer.encode(text), c.name).toEqual(c.ids)
     }
@@ -58,26 +58,26 @@ describe(`chat templates match transformers (${vectors.generated_by})`, () => {
   it("strip, lstrip and rstrip with and without arguments match Python's jinja2", () => {
     expect(vectors.strips.length).toBeGreaterThan(20)
     for (const s of vectors.strips) {
-      const made = Either.getOrThrow(ChatTemplate.make(s.template))
-      const text = Either.getOrThrow(made.render(s.messages, { addGenerationPrompt: false, kwargs: { x: s.x } }))
+      const made = Result.getOrThrow(ChatTemplate.make(s.template))
+      const text = Result.getOrThrow(made.render(s.messages, { addGenerationPrompt: false, kwargs: { x: s.x } }))
       expect(text, `${s.template} with ${JSON.stringify(s.x)}`).toBe(s.text)
     }
   })
 
   it("enable_thinking false changes Qwen3's generation prompt (an empty think block)", () => {
     const messages: Array<Message> = [{ role: "user", content: "Solve the sudoku." }]
-    const on = Either.getOrThrow(template.render(messages, { addGenerationPrompt: true }))
-    const off = Either.getOrThrow(template.render(messages, { addGenerationPrompt: true, kwargs: { enable_thinking: false } }))
+    const on = Result.getOrThrow(template.render(messages, { addGenerationPrompt: true }))
+    const off = Result.getOrThrow(template.render(messages, { addGenerationPrompt: true, kwargs: { enable_thinking: false } }))
     expect(on.endsWith("<|im_start|>assistant\n")).toBe(true)
     expect(off).toBe(`${on}<think>\n\n</think>\n\n`)
   })
 
   it("a template that does not parse, or fails while rendering, is a typed error with the template's message", () => {
     const bad = ChatTemplate.make("{% for m in messages %}")
-    expect(Either.isLeft(bad) && bad.left.detail).toContain("does not parse")
-    const raising = Either.getOrThrow(ChatTemplate.make("{{ raise_exception('no system role') }}"))
+    expect(Result.isFailure(bad) && bad.failure.detail).toContain("does not parse")
+    const raising = Result.getOrThrow(ChatTemplate.make("{{ raise_exception('no system role') }}"))
     const failed = raising.render([], { addGenerationPrompt: true })
-    expect(Either.isLeft(failed) && failed.left.detail).toContain("no system role")
+    expect(Result.isFailure(failed) && failed.failure.detail).toContain("no system role")
   })
 
   it("pyStrip is Python's str.strip: whitespace by str.isspace, or exactly the characters given", () => {

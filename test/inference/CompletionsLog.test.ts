@@ -21,7 +21,7 @@ const lineOf = (completions: ReadonlyArray<Completion>) =>
   })
 
 describe("completions.jsonl token fields", () => {
-  it.scoped("one entry per turn: ids, a loss mask of ones and logprobs for every turn that has them", () =>
+  it.effect("one entry per turn: ids, a loss mask of ones and logprobs for every turn that has them", () =>
     Effect.gen(function*() {
       const line = yield* lineOf([
         { text: "a", finishReason: "stop", tokenIds: [5, 6], logprobs: [-0.5, -0.25] },
@@ -34,7 +34,7 @@ describe("completions.jsonl token fields", () => {
       expect(line.finish_reasons).toEqual(["stop", "length", "stop"])
     }))
 
-  it.scoped("a turn without ids or logprobs is null in its place, never an invented list", () =>
+  it.effect("a turn without ids or logprobs is null in its place, never an invented list", () =>
     Effect.gen(function*() {
       const line = yield* lineOf([
         { text: "a", finishReason: "stop", tokenIds: [5, 6], logprobs: [-0.5, -0.25] },
@@ -46,7 +46,7 @@ describe("completions.jsonl token fields", () => {
       expect(line.rollout_logprobs).toEqual([[-0.5, -0.25], null, null])
     }))
 
-  it.scoped("a backend without token output leaves the fields out", () =>
+  it.effect("a backend without token output leaves the fields out", () =>
     Effect.gen(function*() {
       const plain: Completion = { text: "a", finishReason: "stop" }
       const line = yield* lineOf([plain, plain, plain])
@@ -65,7 +65,7 @@ describe("completions.jsonl token sequence (token in, token out)", () => {
     prompt: { tokenIds: prompt, reused }
   })
 
-  it.scoped("prompt_token_ids, then sampled and inserted tokens in order; loss mask 1 exactly on sampled; logprobs null elsewhere", () =>
+  it.effect("prompt_token_ids, then sampled and inserted tokens in order; loss mask 1 exactly on sampled; logprobs null elsewhere", () =>
     Effect.gen(function*() {
       const line = yield* lineOf([
         turn([1, 2, 3], 0, [10, 11], [-0.1, -0.2]),
@@ -81,7 +81,7 @@ describe("completions.jsonl token sequence (token in, token out)", () => {
       expect(line.response_token_ids).toEqual([[10, 11], [12], [13, 14]])
     }))
 
-  it.scoped("a turn whose prompt does not continue the sequence: token_ids null, and why", () =>
+  it.effect("a turn whose prompt does not continue the sequence: token_ids null, and why", () =>
     Effect.gen(function*() {
       const line = yield* lineOf([
         turn([1, 2, 3], 0, [10]),
@@ -95,7 +95,7 @@ describe("completions.jsonl token sequence (token in, token out)", () => {
       expect(line).not.toHaveProperty("prompt_token_ids")
     }))
 
-  it.scoped("a chat-only backend says why it has no sequence", () =>
+  it.effect("a chat-only backend says why it has no sequence", () =>
     Effect.gen(function*() {
       const chat: Completion = { text: "a", finishReason: "stop", tokenIds: [5], tokensUnavailable: "server mode on the chat path: no tokenizer" }
       const line = yield* lineOf([chat, chat, chat])
@@ -106,7 +106,7 @@ describe("completions.jsonl token sequence (token in, token out)", () => {
 })
 
 describe("num_turns counts the model's completed turns", () => {
-  it.scoped("a trajectory whose first model call fails reports 0 turns; one failing on turn 3 reports 2", () =>
+  it.effect("a trajectory whose first model call fails reports 0 turns; one failing on turn 3 reports 2", () =>
     Effect.gen(function*() {
       const failOn = (bad: number) =>
         Effect.gen(function*() {

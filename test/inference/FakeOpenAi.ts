@@ -12,10 +12,9 @@
  * Token ids are the UTF-8 bytes of the reply (a byte-level vocabulary), so a test can check them
  * against the text; the logprob of the i-th token is `-(i + 1) / 100`.
  */
-import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect } from "effect"
-import type * as Scope from "effect/Scope"
+import { Effect, type Scope } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createServer } from "node:http"
 import { parseGrid, planMove } from "../../src/inference/Scripted.js"
 
@@ -287,6 +286,6 @@ export const make: Effect.Effect<{ readonly state: FakeServerState; readonly bas
     const server = yield* Effect.orDie(NodeHttpServer.make(() => createServer(), { port: 0, host: "127.0.0.1" }))
     yield* server.serve(app(state))
     const address = server.address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    if (address._tag === "UnixPathAddress") return yield* Effect.die(new Error("expected a TCP address"))
     return { state, baseUrl: `http://127.0.0.1:${address.port}/v1` }
   })

@@ -4,7 +4,8 @@
  * (all, or some at random), the TestClock (adjusted, set back and forth, interrupted).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, TestClock } from "effect"
+import { Effect, Exit, Fiber } from "effect"
+import { TestClock } from "effect/testing"
 import { sleepOf } from "../../src/inference/internal/latency.js"
 
 const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
@@ -18,9 +19,9 @@ describe("the shared-timer sleep, hostile", () => {
       try {
         for (const ms of [2 ** 31, 3e9, Number.MAX_SAFE_INTEGER]) {
           const sleep = yield* sleepOf(ms)
-          const fiber = yield* Effect.fork(sleep)
+          const fiber = yield* Effect.forkChild(sleep)
           yield* Effect.sleep("60 millis")
-          expect(Option.isNone(yield* Fiber.poll(fiber)), `${ms} ms ended early`).toBe(true)
+          expect(fiber.pollUnsafe() === undefined, `${ms} ms ended early`).toBe(true)
           yield* Fiber.interrupt(fiber)
         }
         yield* Effect.sleep("10 millis")
@@ -34,8 +35,8 @@ describe("the shared-timer sleep, hostile", () => {
     Effect.gen(function*() {
       const before = timers()
       const sleep = yield* sleepOf(60_000)
-      const fibers = yield* Effect.forEach(Array.from({ length: 20_000 }), () => Effect.fork(sleep))
-      yield* Effect.yieldNow()
+      const fibers = yield* Effect.forEach(Array.from({ length: 20_000 }), () => Effect.forkChild(sleep))
+      yield* Effect.yieldNow
       const started = performance.now()
       yield* Fiber.interruptAll(fibers)
       const took = performance.now() - started
@@ -56,20 +57,20 @@ describe("the shared-timer sleep, hostile", () => {
           const started = performance.now()
           let woke = 0
           return Effect.map(
-            Effect.fork(Effect.map(Effect.tap(sleep, () => void woke++), () => performance.now() - started)),
+            Effect.forkChild(Effect.map(Effect.tap(sleep, () => Effect.sync(() => void woke++)), () => performance.now() - started)),
             (fiber) => ({ fiber, ms, woke: () => woke })
           )
         })
         // interrupt a random third, at random moments within the sleeps
         yield* Effect.forEach(runs.filter(() => rand() < 1 / 3), (run) =>
-          Effect.fork(Effect.zipRight(Effect.sleep(`${Math.floor(rand() * 8)} millis`), Fiber.interrupt(run.fiber))), { discard: true })
+          Effect.forkChild(Effect.andThen(Effect.sleep(`${Math.floor(rand() * 8)} millis`), Fiber.interrupt(run.fiber))), { discard: true })
         for (const run of runs) {
           const exit = yield* Fiber.await(run.fiber)
           if (Exit.isSuccess(exit)) {
             expect(exit.value).toBeGreaterThanOrEqual(run.ms - 1)
             expect(run.woke()).toBe(1)
           } else {
-            expect(Exit.isInterrupted(exit)).toBe(true)
+            expect(Exit.hasInterrupts(exit)).toBe(true)
           }
         }
       }
@@ -80,17 +81,17 @@ describe("the shared-timer sleep, hostile", () => {
   it.effect("under the TestClock: hundreds of sleeps (its adjust wakes each in turn), interrupted ones never wake, the clock set back then forth", () =>
     Effect.gen(function*() {
       const sleep = yield* sleepOf(30)
-      const fibers = yield* Effect.forEach(Array.from({ length: 400 }), () => Effect.fork(sleep))
+      const fibers = yield* Effect.forEach(Array.from({ length: 400 }), () => Effect.forkChild(sleep))
       yield* Fiber.interruptAll(fibers.filter((_, i) => i % 2 === 0))
       yield* TestClock.adjust("29 millis")
-      for (const f of fibers.filter((_, i) => i % 2 === 1)) expect(Option.isNone(yield* Fiber.poll(f))).toBe(true)
+      for (const f of fibers.filter((_, i) => i % 2 === 1)) expect(f.pollUnsafe() === undefined).toBe(true)
       // set back: nothing wakes; forth past the end: the others wake
       yield* TestClock.setTime(0)
-      for (const f of fibers.filter((_, i) => i % 2 === 1).slice(0, 50)) expect(Option.isNone(yield* Fiber.poll(f))).toBe(true)
+      for (const f of fibers.filter((_, i) => i % 2 === 1).slice(0, 50)) expect(f.pollUnsafe() === undefined).toBe(true)
       yield* TestClock.setTime(1_000)
       for (const [i, f] of fibers.entries()) {
         const exit = yield* Fiber.await(f)
-        expect(i % 2 === 0 ? Exit.isInterrupted(exit) : Exit.isSuccess(exit)).toBe(true)
+        expect(i % 2 === 0 ? Exit.hasInterrupts(exit) : Exit.isSuccess(exit)).toBe(true)
       }
     }))
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Console, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
@@ -129,7 +129,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       let ticks = 0
       let maxGap = 0
       let last = performance.now()
-      const ticker = Effect.forever(Effect.zipRight(Effect.sleep("5 millis"), Effect.sync(() => {
+      const ticker = Effect.forever(Effect.andThen(Effect.sleep("5 millis"), Effect.sync(() => {
         const now = performance.now()
         maxGap = Math.max(maxGap, now - last)
         last = now
@@ -138,7 +138,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       const started = performance.now()
       const results = yield* Effect.raceFirst(
         Effect.forEach(requests, engine.service.chat, { concurrency: "unbounded" }),
-        Effect.zipRight(ticker, Effect.never)
+        Effect.andThen(ticker, Effect.never)
       )
       const ms = performance.now() - started
       const tokens = results.reduce((n, r) => n + r.tokenIds!.length, 0)
@@ -188,7 +188,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       const broken = writeTinyLlama(path.join(dir, "broken-template.gguf"), { chatTemplate: "{% for m in messages %}{{ m.content }}" })
       const warnings: Array<string> = []
       const engine = yield* LlamaCpp.makeEngine({ modelPath: broken, contextSize: 256, sequences: 1 }).pipe(
-        Effect.withConsole({ ...console, error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void warnings.push(xs.join(" "))) } as never)
+        Effect.provideService(Console.Console, { ...globalThis.console, error: (...xs: ReadonlyArray<unknown>) => void warnings.push(xs.join(" ")) })
       )
       expect(engine.chatWrapper).not.toBe("JinjaTemplate")
       expect(warnings).toEqual([expect.stringContaining("the chat template does not parse")])

