@@ -6,13 +6,17 @@
  * text taken as one).
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
+import { Cause, Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as OpenEnvPool from "../src/openenv/OpenEnvPool.js"
 import * as OpenEnvScheduler from "../src/openenv/OpenEnvScheduler.js"
 import * as Rollout from "../src/Rollout.js"
 import { Counters, countingEnv, echoPolicy } from "./helpers.js"
+import { clockSince, onTestClock } from "./testClock.js"
+
+/** Runs a test on the TestClock: the run's timeouts and the test's sleeps pass in clock time. */
+const clocked = <A, E, R>(effect: Effect.Effect<A, E, R>) => onTestClock(effect, { limit: "1 minute" })
 
 /** Fails (instead of hanging the suite) when `effect` has not ended within `seconds`. */
 const within = <A, E, R>(seconds: number, what: string, effect: Effect.Effect<A, E, R>) =>
@@ -92,22 +96,22 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())), 30_000)
 
-  it.live("a stop (take, interruption) while an env's close hangs ends within the close timeout (it hung for ever)", () =>
+  it.effect("a stop (take, interruption) while an env's close hangs ends within the close timeout (it hung for ever)", () =>
     Effect.gen(function*() {
       const c = new Closing()
       const rollout = Rollout.make({ envs: [closingEnv(c, "hang", 50)], numGenerations: 1, concurrency: 2, timeouts: { close: "300 millis" } })
       const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
       // a consumer that has enough: take(1) of a run whose trajectories never end (10 turns of 50 ms each, close hangs)
-      const started = Date.now()
+      const started = yield* Clock.currentTimeMillis
       const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
       yield* Effect.sleep(Duration.millis(120))
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       expect(c.created).toBeGreaterThan(0)
       // (well past the close timeout: the bound is what matters here, not the speed)
-      expect(Date.now() - started).toBeLessThan(8_000)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+      expect(yield* clockSince(started)).toBeLessThan(8_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
-  it.live("a stop closes the envs in flight at once, not one after another", () =>
+  it.effect("a stop closes the envs in flight at once, not one after another", () =>
     Effect.gen(function*() {
       const c = new Closing()
       const rollout = Rollout.make({ envs: [closingEnv(c, 200, 1_000)], numGenerations: 1, concurrency: 16 })
@@ -119,9 +123,9 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       expect(c.closed).toBe(16)
       // every close under way together (one at a time took 16 x 200 ms)
       expect(c.maxClosing).toBe(16)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
-  it.live("a stop while the rows stream is reading: its own finalizer runs after that read has ended, not under it", () =>
+  it.effect("a stop while the rows stream is reading: its own finalizer runs after that read has ended, not under it", () =>
     Effect.gen(function*() {
       const log: Array<string> = []
       let reading = 0
@@ -145,7 +149,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       expect(log).toEqual(["open", "release (reads under way: 0)"])
       expect(counters.open).toBe(0)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
   it.effect("settings that would fail every row, die later or time out every step are typed errors before anything runs", () =>
     Effect.gen(function*() {
@@ -229,7 +233,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
 })
 
 describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
-  it.live("one close timeout for a whole stop: envs stuck in a close and envs stuck in a step, all closes hanging (it took twice the timeout)", () =>
+  it.effect("one close timeout for a whole stop: envs stuck in a close and envs stuck in a step, all closes hanging (it took twice the timeout)", () =>
     Effect.gen(function*() {
       const c = new Closing()
       // rows 0 and 2 end at once and hang in their close; rows 1 and 3 hang in a step (10 s), then in their close
@@ -248,14 +252,14 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       const rows = Array.from({ length: 4 }, (_, i) => ({ env_config: { slow: i % 2 === 1 } }))
       const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
       yield* Effect.sleep(Duration.millis(150))
-      const stopped = Date.now()
+      const stopped = yield* Clock.currentTimeMillis
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       expect(c.created).toBe(4)
       // about 2 s (the close timeout), not 4
-      expect(Date.now() - stopped).toBeLessThan(3_300)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+      expect(yield* clockSince(stopped)).toBeLessThan(3_300)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
-  it.live("Env.make whose async create never resolves: a stop ends it, a reset timeout alone ends it, and a late creation is closed once", () =>
+  it.effect("Env.make whose async create never resolves: a stop ends it, a reset timeout alone ends it, and a late creation is closed once", () =>
     Effect.gen(function*() {
       let resolveLate: ((handlers: Env.Handlers) => void) | undefined
       let closes = 0
@@ -291,9 +295,9 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       resolveLate(handlers)
       yield* Effect.sleep(Duration.millis(50))
       expect(closes).toBe(1)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
-  it.live("until lands while ended trajectories close their envs: their groups are still emitted (they were dropped, though done)", () =>
+  it.effect("until lands while ended trajectories close their envs: their groups are still emitted (they were dropped, though done)", () =>
     Effect.gen(function*() {
       const c = new Closing()
       const rollout = Rollout.make({ envs: [closingEnv(c, 200)], numGenerations: 2, concurrency: 4, maxTurns: 1, timeouts: { close: "2 seconds" } })
@@ -305,9 +309,9 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       expect(all.filter(Rollout.isGroup).length).toBe(2)
       expect(all.filter((e) => Rollout.isTurnEvent(e) && e._tag === "End").length).toBe(4)
       expect(c.closed).toBe(4)
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
-  it.live("an until that dies stops the run, and the stream fails with its defect after the last group (it was dropped, and the run went on)", () =>
+  it.effect("an until that dies stops the run, and the stream fails with its defect after the last group (it was dropped, and the run went on)", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const rows = Array.from({ length: 200 }, () => ({ env_config: { length: 2 } }))
@@ -323,17 +327,17 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       expect(Cause.pretty(exit.cause)).toContain("boom")
       expect(counters.created).toBeLessThan(200)
       expect(counters.open).toBe(0)
-    }), 30_000)
+    }).pipe(clocked), 30_000)
 })
 
 describe("Rollout.run / events, hostile (2026-12-03, third pass: through the CLI)", () => {
-  it.live("until lands while ended trajectories close their envs and the closes run past the close timeout: their groups come, with Timeout(close) records (they were left out)", () =>
+  it.effect("until lands while ended trajectories close their envs and the closes run past the close timeout: their groups come, with Timeout(close) records (they were left out)", () =>
     Effect.gen(function*() {
       for (const stopAfter of [100, 450]) {
         const c = new Closing()
         const rollout = Rollout.make({ envs: [closingEnv(c, "hang")], numGenerations: 2, concurrency: 4, maxTurns: 1, timeouts: { close: "500 millis" } })
         const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
-        const started = Date.now()
+        const started = yield* Clock.currentTimeMillis
         const items = yield* within(10, "the run", Stream.runCollect(Rollout.run(rollout, { until: Effect.sleep(Duration.millis(stopAfter)) })(rows)))
         const groups = Chunk.toArray(items).filter(Rollout.isGroup)
         expect(c.created).toBe(4)
@@ -344,7 +348,7 @@ describe("Rollout.run / events, hostile (2026-12-03, third pass: through the CLI
             expect((record.result.error as { readonly phase?: string }).phase).toBe("close")
           }
         }
-        expect(Date.now() - started).toBeLessThan(5_000)
+        expect(yield* clockSince(started)).toBeLessThan(5_000)
       }
-    }).pipe(Effect.provide(echoPolicy())), 30_000)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 })

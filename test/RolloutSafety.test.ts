@@ -7,7 +7,7 @@
  * its test instead of stalling the suite.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Effect, Either, Exit, Fiber, Option, Stream } from "effect"
+import { Cause, Chunk, Clock, Deferred, Effect, Either, Exit, Fiber, Option, Stream } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
@@ -16,6 +16,7 @@ import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
 import { Counters, countingEnv, echoPolicy, records, rows, runConfig } from "./helpers.js"
+import { onTestClock } from "./testClock.js"
 
 /** Fails the test (instead of hanging it) when the run does not end. */
 const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 20) =>
@@ -23,6 +24,10 @@ const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 20) =>
 
 const collect = (config: Rollout.Config, input: ReadonlyArray<unknown>) =>
   within(Effect.map(Stream.runCollect(Rollout.stream(config, rows(input))), Chunk.toArray))
+
+/** {@link collect} on the TestClock: the run's timeouts, retries' delays and sleeps pass in clock time. */
+const collectOnClock = (config: Rollout.Config, input: ReadonlyArray<unknown>) =>
+  onTestClock(Effect.map(Stream.runCollect(Rollout.stream(config, rows(input))), Chunk.toArray), { limit: "1 minute" })
 
 /** An env made from handlers (as a user writes one), counting creates and closes. */
 const handlersEnv = (name: string, counters: Counters, handlers: (config: Env.EnvConfig) => Partial<Env.Handlers>) =>
@@ -201,13 +206,13 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       }
     }))
 
-  it.scopedLive("a hung reset, step or close ends its trajectory with Timeout naming the phase; the run goes on", () =>
+  it.scoped("a hung reset, step or close ends its trajectory with Timeout naming the phase; the run goes on", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [hanging(counters)], defaultEnv: "hanging", numGenerations: 2, concurrency: 2 })
       const timeouts: Rollout.Timeouts = { reset: "200 millis", step: "200 millis", close: "300 millis" }
       const input = [{ env_config: { hang: "reset" } }, { env_config: { hang: "step" } }, { env_config: { hang: "close" } }, {}]
-      const all = records(yield* collect({ ...config, timeouts }, input))
+      const all = records(yield* collectOnClock({ ...config, timeouts }, input))
       expect(all.length).toBe(8)
       const tags = all.map((r) => r.error === undefined ? "ok" : `${r.error._tag}:${(r.error as Scheduler.Timeout).phase}`)
       expect(tags).toEqual(["Timeout:reset", "Timeout:reset", "Timeout:step", "Timeout:step", "Timeout:close", "Timeout:close", "ok", "ok"])
@@ -217,7 +222,27 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.closed).toBe(6)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("an env call that cannot be interrupted is abandoned after the close timeout: its record is written, a new worker goes on", () =>
+  it.scoped("the limits are the Clock's: ten minutes' step and close timeouts pass on the TestClock, with nothing waited for real", () =>
+    Effect.gen(function*() {
+      const counters = new Counters()
+      const config = yield* runConfig({ envs: [hanging(counters)], defaultEnv: "hanging", numGenerations: 1, concurrency: 2 })
+      const timeouts: Rollout.Timeouts = { step: "10 minutes", close: "10 minutes" }
+      const started = yield* Clock.currentTimeMillis
+      const all = records(
+        yield* onTestClock(
+          Effect.map(Stream.runCollect(Rollout.stream({ ...config, timeouts }, rows([{ env_config: { hang: "step" } }, {}]))), Chunk.toArray),
+          { limit: "30 minutes", step: "10 seconds" }
+        )
+      )
+      expect(all.map((r) => r.error?.message ?? "ok")).toEqual(["the env step took longer than the step timeout (600 s)", "ok"])
+      // the ten minutes passed in clock time: the step's limit, plus at most a step of the test's clock
+      const elapsed = (yield* Clock.currentTimeMillis) - started
+      expect(elapsed).toBeGreaterThanOrEqual(600_000)
+      expect(elapsed).toBeLessThan(600_000 + 20_000)
+      expect(counters.open).toBe(0)
+    }).pipe(Effect.provide(echoPolicy())))
+
+  it.scoped("an env call that cannot be interrupted is abandoned after the close timeout: its record is written, a new worker goes on", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const stuck = Env.define({
@@ -234,16 +259,16 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       const config = yield* runConfig({ envs: [stuck], defaultEnv: "stuck", numGenerations: 1, concurrency: 1 })
       const timeouts: Rollout.Timeouts = { step: "150 millis", close: "150 millis" }
       const input = [{ env_config: { stuck: true } }, {}, {}, { env_config: { stuck: true } }, {}]
-      const all = records(yield* collect({ ...config, timeouts }, input))
+      const all = records(yield* collectOnClock({ ...config, timeouts }, input))
       expect(all.map((r) => r.error?._tag ?? "ok")).toEqual(["Timeout", "ok", "ok", "Timeout", "ok"])
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("the trajectory timeout covers model calls", () =>
+  it.scoped("the trajectory timeout covers model calls", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", numGenerations: 2 })
-      const all = records(yield* collect({ ...config, timeouts: { trajectory: "200 millis" } }, [{}]).pipe(
+      const all = records(yield* collectOnClock({ ...config, timeouts: { trajectory: "200 millis" } }, [{}]).pipe(
         Effect.provide(Inference.layerFunction("hangs", () => Effect.never))
       ))
       for (const record of all) {
@@ -254,19 +279,19 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.open).toBe(0)
     }))
 
-  it.scopedLive("a reward function that hangs is stopped by the step timeout", () =>
+  it.scoped("a reward function that hangs is stopped by the step timeout", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const hangs = Reward.define({ name: "hangs", score: () => Effect.never })
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", rewards: [hangs], numGenerations: 2 })
-      const all = records(yield* collect({ ...config, timeouts: { step: "150 millis" } }, [{}]))
+      const all = records(yield* collectOnClock({ ...config, timeouts: { step: "150 millis" } }, [{}]))
       expect(all.map((r) => [r.error?._tag, (r.error as Scheduler.Timeout).phase])).toEqual([["Timeout", "reward"], ["Timeout", "reward"]])
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 })
 
 describe("Rollout: transient failures are retried with a fresh env and the same seed", () => {
-  it.scopedLive("retries only transient errors, records the attempts, and ends as a clean run would", () =>
+  it.scoped("retries only transient errors, records the attempts, and ends as a clean run would", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const attempts = new Map<string, number>()
@@ -292,7 +317,7 @@ describe("Rollout: transient failures are retried with a fresh env and the same 
       })
       const config = yield* runConfig({ envs: [flaky], defaultEnv: "flaky", numGenerations: 2 })
       const input = [{ env_config: { fails: 2 } }, { env_config: { fails: 3 } }, { env_config: { fails: 1, permanent: true } }, {}]
-      const all = records(yield* collect({ ...config, retries: 2 }, input))
+      const all = records(yield* collectOnClock({ ...config, retries: 2 }, input))
       const row = (i: number) => all.filter((r) => r.result.row === i)
       // two failures, then success on the third attempt
       for (const r of row(0)) {
@@ -307,14 +332,14 @@ describe("Rollout: transient failures are retried with a fresh env and the same 
       // not transient: no retry
       for (const r of row(2)) expect([r.error?._tag, r.attempts]).toEqual(["EnvError", undefined])
       // the retried trajectory is the one a clean run gives (fresh env, same seed), attempts aside
-      const clean = records(yield* collect(config, [{}])).map((r) => r.result.messages)
+      const clean = records(yield* collectOnClock(config, [{}])).map((r) => r.result.messages)
       expect(row(0).map((r) => r.result.messages)).toEqual(clean)
       const line = JSON.parse(CompletionsLog.encodeLine(row(0)[0]))
       expect([line.attempts, line.attempt_errors.map((e: { _tag: string }) => e._tag)]).toEqual([3, ["EnvError", "EnvError"]])
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("a timeout is transient: a hung step is retried", () =>
+  it.scoped("a timeout is transient: a hung step is retried", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       let calls = 0
@@ -322,7 +347,7 @@ describe("Rollout: transient failures are retried with a fresh env and the same 
         step: () => (++calls === 1 ? new Promise(() => {}) : { observation: "end", reward: 1, done: true, info: {} })
       }))
       const config = yield* runConfig({ envs: [hangsOnce], defaultEnv: "hangs_once", numGenerations: 1 })
-      const [record] = records(yield* collect({ ...config, retries: 1, timeouts: { step: "150 millis" } }, [{}]))
+      const [record] = records(yield* collectOnClock({ ...config, retries: 1, timeouts: { step: "150 millis" } }, [{}]))
       expect([record.error, record.attempts, record.attemptErrors?.[0]._tag]).toEqual([undefined, 2, "Timeout"])
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
