@@ -87,14 +87,16 @@ export const layer: Layer.Layer<Environment> = Layer.mergeAll(
   spawnerOnDemand.pipe(Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer)))
 )
 
-/** `--version` prints the version alone, as it always has (effect/cli's adds the name, and `-v`). */
+/** `--version`, without the `-v` that effect/cli's adds (it was never one). */
 const versionFlag = GlobalFlag.Action({
   flag: Flag.Boolean("version").pipe(
     Flag.withoutNegation,
     Flag.withDescription("Show the version"),
     Flag.withDefault(false)
   ),
-  run: (_, { version }) => Console.log(version)
+  run: (_, { command, version }) =>
+    Effect.flatMap(Effect.service(CliOutput.Presenter), (presenter) =>
+      presenter.present({ _tag: "Version", name: command.name, version }))
 })
 
 /**
@@ -157,7 +159,10 @@ const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => 
 const oneLetterFlags = (help: string): string =>
   help.replace(/(?<=^|\s|\x1b\[[0-9;]*m)--([A-Za-z])(?![\w-])/gm, " -$1")
 
-/** Help on stdout, a wrong invocation's errors on stderr without the help, the version alone. */
+/**
+ * Help on stdout, a wrong invocation's errors on stderr without the help, the version alone (as
+ * they have always been printed; effect/cli's adds the name).
+ */
 const presenter: CliOutput.Presenter = {
   present: (event) =>
     Effect.flatMap(Effect.service(CliOutput.Formatter), (formatter) => {

@@ -34,7 +34,7 @@ const COORDINATOR_ONLY = [
 
 /**
  * A coordinator's option given to `runner` (`argv` as `process.argv`): refused by name, with what
- * to do instead (@effect/cli would only say "unknown argument").
+ * to do instead (effect/cli would only say it is not recognized).
  */
 export const refusedOption = (argv: ReadonlyArray<string>): OptionError | undefined => {
   if (argv[2] !== "runner") return undefined

@@ -72,7 +72,7 @@ export const commandOf = (argv: ReadonlyArray<string>): string => {
   return word
 }
 
-/** The command line's own options that run instead of a command (@effect/cli's built-ins). */
+/** The command line's own options that run instead of a command (effect/cli's built-ins). */
 const BUILT_INS = new Set(["--help", "-h", "--version", "--wizard", "--completions"])
 
 /**
