@@ -267,7 +267,10 @@ export const database = (
         url: Redacted.make(url),
         connectTimeout: PROBE_TIMEOUT,
         maxConnections: options.maxConnections ?? 8,
-        applicationName: "effect-gym"
+        applicationName: "effect-gym",
+        // a stored group carries its dataset row: as large as PostgreSQL takes a value (1 GiB), not
+        // the driver's 16 MiB
+        maxMessageSize: 1024 * 1024 * 1024
       }),
       (client) =>
         client`SELECT 1`.pipe(
@@ -361,6 +364,9 @@ const storage: Layer.Layer<
   )
 )
 
+/** How runners and coordinators encode their messages; a group's row has no size limit (frames are not capped). */
+const serialization = RpcSerialization.layerSchemaBinary({ maxFrameSize: "unbounded" })
+
 /**
  * A runner's sharding: it listens for the other runners and hosts entities' shards; the entities
  * (`Entity.toLayer`) are provided with it.
@@ -389,7 +395,7 @@ export const runner = (
         runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
         runnerListenAddress: Option.some(RunnerAddress.make(address.listenHost ?? address.host, address.port))
       })),
-      Layer.provide(RpcSerialization.layerSchemaBinary()),
+      Layer.provide(serialization),
       Layer.provideMerge(database(url, { wait }))
     )
 }
@@ -414,7 +420,7 @@ export const client = (
     Layer.provide(NodeClusterSocket.layerClientProtocol),
     Layer.provideMerge(storage),
     Layer.provide(ShardingConfig.layer({ ...shardingConfig, runnerAddress: Option.none() })),
-    Layer.provide(RpcSerialization.layerSchemaBinary()),
+    Layer.provide(serialization),
     Layer.provideMerge(database(url, { maxConnections: 16 }))
   )
 
