@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
 import { Messages } from "../Message.js"
@@ -35,19 +35,28 @@ export const TRAJECTORIES_HEADER = "x-effect-gym-trajectories"
  * @since 0.1.0
  * @category schemas
  */
-export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-  message: () => "expected a JSON object"
-})
+export const JsonObject = Schema.Record(Schema.String, Schema.Unknown).annotate({ message: "expected a JSON object" })
 
-const optionalNullable = <S extends Schema.Schema.All>(schema: S) => Schema.optional(Schema.NullOr(schema))
+const optionalNullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+/** An optional JSON object: the message is the field's, whatever the union of null and absent says. */
+const optionalJsonObject = optionalNullable(JsonObject).annotate({ message: "expected a JSON object" })
 
 const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `${actual}` : JSON.stringify(actual)
 
-/** A number with a check, one message for every way it can be wrong (a string, 1.5, 0, 2^60). */
+/**
+ * A number with a check, one message for every way it can be wrong (a string, 1.5, 0, 2^60): the
+ * value is checked as it came, before it is decoded as a number.
+ */
 const checkedNumber = (ok: (n: number) => boolean, expected: string) =>
-  Schema.Number.annotations({ message: (issue) => `expected ${expected}, got ${formatActual(issue.actual)}` }).pipe(
-    Schema.filter((n) => ok(n) || `expected ${expected}, got ${n}`)
-  )
+  Schema.Unknown.pipe(Schema.decodeTo(Schema.Number, {
+    decode: SchemaGetter.transformEffect((input: unknown) =>
+      typeof input === "number" && ok(input)
+        ? Effect.succeed(input)
+        : Effect.fail(new SchemaIssue.InvalidValue({ message: `expected ${expected}, got ${formatActual(input)}` }))
+    ),
+    encode: SchemaGetter.passthrough({ strict: false })
+  }))
 
 const WholeNumber = checkedNumber((n) => isWhole(n, 1), "a whole number >= 1")
 
@@ -65,7 +74,7 @@ export const SamplingOverrides = Schema.Struct({
   top_p: optionalNullable(Schema.Number),
   top_k: optionalNullable(Schema.Int),
   max_tokens: optionalNullable(Schema.Int),
-  stop: optionalNullable(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+  stop: optionalNullable(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
   presence_penalty: optionalNullable(Schema.Number),
   frequency_penalty: optionalNullable(Schema.Number),
   /** Ask the backend for token ids and logprobs (server mode asks by default). */
@@ -141,11 +150,14 @@ export const RolloutRequest = Schema.Struct({
   /** The prompt, when the env does not write it. */
   messages: optionalNullable(Messages),
   /** The env's config; `name` selects the env (else the server's `--gym-env`). */
-  env_config: optionalNullable(JsonObject),
+  env_config: optionalJsonObject,
   /** The row's other columns; they reach the env's `reset` as `dataDict`. May hold `env_config` instead. */
-  data_dict: optionalNullable(JsonObject),
+  data_dict: optionalJsonObject,
   /** Echoed in every result of this row (a random UUID when absent). */
-  uuid: optionalNullable(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))),
+  uuid: optionalNullable(Schema.String.check(
+    Schema.isMinLength(1, { expected: "a string at least 1 character(s) long" }),
+    Schema.isMaxLength(256, { expected: "a string at most 256 character(s) long" })
+  )),
   /** The GRPO group size for this row (default: the server's `--num-generations`). */
   num_generations: optionalNullable(WholeNumber),
   /** Default: the server's `--max-turns`. */
@@ -202,14 +214,14 @@ export type RolloutResult = typeof RolloutResult.Type
  * @since 0.1.0
  * @category schemas
  */
-export const ErrorDetail = Schema.Struct(
-  {
+export const ErrorDetail = Schema.StructWithRest(
+  Schema.Struct({
     type: Schema.String,
     message: Schema.String,
     path: Schema.optional(Schema.String),
     retry_after_ms: Schema.optional(Schema.Number)
-  },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 /**
@@ -232,7 +244,7 @@ export const ServerErrorLine = Schema.Struct({ server_error: ErrorDetail })
  * @category schemas
  */
 export const Health = Schema.Struct({
-  status: Schema.Literal("ok", "draining"),
+  status: Schema.Literals(["ok", "draining"]),
   trajectories_in_flight: Schema.Number
 })
 
@@ -276,7 +288,7 @@ export const Info = Schema.Struct({
     version: Schema.Number,
     versioned: Schema.Boolean,
     updated_at: Schema.NullOr(Schema.String),
-    turns_by_version: Schema.Record({ key: Schema.String, value: Schema.Number })
+    turns_by_version: Schema.Record(Schema.String, Schema.Number)
   })),
   in_flight: Schema.Struct({ trajectories: Schema.Number, requests: Schema.Number })
 })
@@ -292,8 +304,8 @@ export type Info = typeof Info.Type
 // ---------------------------------------------------------------------------------------------
 
 /** Multimodal inputs and tools are not supported; Python clients send them empty. */
-const MustBeEmpty = Schema.Unknown.pipe(
-  Schema.filter((value) =>
+const MustBeEmpty = Schema.Unknown.check(
+  Schema.makeFilter((value) =>
     value === null || (Array.isArray(value) && value.length === 0) ||
     (typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0) ||
     "not supported by this server (text only: no images, audios, videos, tools or objects)"
@@ -309,10 +321,10 @@ const MustBeEmpty = Schema.Unknown.pipe(
  */
 export const InferRequest = Schema.Struct({
   messages: Messages,
-  data_dict: optionalNullable(JsonObject),
+  data_dict: optionalJsonObject,
   uuid: optionalNullable(Schema.String),
   /** Variables of the model's chat template for this request's calls (over the server's). */
-  chat_template_kwargs: optionalNullable(JsonObject),
+  chat_template_kwargs: optionalJsonObject,
   images: Schema.optional(MustBeEmpty),
   audios: Schema.optional(MustBeEmpty),
   videos: Schema.optional(MustBeEmpty),
@@ -321,13 +333,13 @@ export const InferRequest = Schema.Struct({
 })
 
 const Exactly = <A extends number | boolean>(expected: A, what: string) =>
-  Schema.Unknown.pipe(
-    Schema.filter((value) => value === null || value === expected || `${what} (only ${String(expected)} is supported)`)
+  Schema.Unknown.check(
+    Schema.makeFilter((value) => value === null || value === expected || `${what} (only ${String(expected)} is supported)`)
   )
 
 /** A field accepted only as `null` (not given). */
 const OnlyNull = (what: string) =>
-  Schema.Unknown.pipe(Schema.filter((value) => value === null || `${what} (only null is supported)`))
+  Schema.Unknown.check(Schema.makeFilter((value) => value === null || `${what} (only null is supported)`))
 
 /**
  * The reference's `RequestConfig` (ms-swift's `swift/infer_engine/protocol.py`). Every field is
@@ -399,7 +411,7 @@ export const InferOutput = Schema.Struct({
     choices: Schema.Array(Schema.Struct({
       index: Schema.Number,
       message: Schema.Struct({ role: Schema.Literal("assistant"), content: Schema.String }),
-      finish_reason: Schema.NullOr(Schema.Literal("stop", "length")),
+      finish_reason: Schema.NullOr(Schema.Literals(["stop", "length"])),
       logprobs: Schema.Null,
       token_ids: Schema.NullOr(Schema.Array(Schema.Number))
     })),
@@ -414,15 +426,15 @@ export const InferOutput = Schema.Struct({
   messages: Messages,
   response_token_ids: Schema.Array(Schema.Array(Schema.Number)),
   response_loss_mask: Schema.Array(Schema.Array(Schema.Number)),
-  rollout_infos: Schema.Struct(
-    {
+  rollout_infos: Schema.StructWithRest(
+    Schema.Struct({
       total_reward: Schema.Number,
       step_rewards: Schema.Array(Schema.Number),
       num_turns: Schema.Number,
-      end_reason: Schema.Literal("done", "max_turns", "error"),
+      end_reason: Schema.Literals(["done", "max_turns", "error"]),
       error: Schema.NullOr(LoggedError)
-    },
-    Schema.Record({ key: Schema.String, value: Schema.Unknown })
+    }),
+    [Schema.Record(Schema.String, Schema.Unknown)]
   ),
   rollout_logprobs: Schema.Array(Schema.Array(Schema.Number)),
   prompt_logprobs: Schema.optional(Schema.Null),

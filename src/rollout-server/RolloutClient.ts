@@ -17,9 +17,22 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientError, HttpClientResponse } from "@effect/platform"
-import { Context, Duration, Effect, Either, Layer, ParseResult, Redacted, Schedule, Schema, Stream } from "effect"
+import {
+  Context,
+  Duration,
+  Effect,
+  Layer,
+  type Redacted,
+  Result,
+  Schedule,
+  Schema,
+  SchemaIssue,
+  SchemaParser,
+  Stream
+} from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import type { HttpClientError, HttpClientResponse } from "effect/http"
+import * as Issue from "../internal/issue.js"
 import * as Json from "../internal/Json.js"
 import * as Api from "./Api.js"
 import { errorMessage } from "../internal/lift.js"
@@ -31,7 +44,7 @@ import { errorMessage } from "../internal/lift.js"
 export class RolloutClientError extends Schema.TaggedError<RolloutClientError>("effect-gym/server/RolloutClientError")(
   "RolloutClientError",
   {
-    reason: Schema.Literal("Status", "ServerError", "Malformed", "ConnectionLost", "Transport"),
+    reason: Schema.Literals(["Status", "ServerError", "Malformed", "ConnectionLost", "Transport"]),
     detail: Schema.String,
     /** The HTTP status (`Status`). */
     status: Schema.optional(Schema.Number),
@@ -39,7 +52,7 @@ export class RolloutClientError extends Schema.TaggedError<RolloutClientError>("
     body: Schema.optional(Api.ErrorDetail),
     /** The 1-based line of the stream (`Malformed`). */
     line: Schema.optional(Schema.Number),
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {
   override get message(): string {
@@ -86,18 +99,18 @@ export interface Service {
  * @since 0.1.0
  * @category tags
  */
-export class RolloutClient extends Context.Tag("effect-gym/RolloutClient")<RolloutClient, Service>() {}
+export class RolloutClient extends Context.Service<RolloutClient, Service>()("effect-gym/RolloutClient") {}
 
 const transport = (cause: HttpClientError.HttpClientError) =>
   new RolloutClientError({ reason: "Transport", detail: cause.message, cause })
 
-const decodeError = ParseResult.decodeUnknownEither(Api.ErrorBody)
+const decodeError = SchemaParser.decodeUnknownResult(Api.ErrorBody)
 
 /** A non-2xx response as an error, with the server's error object when it sent one. */
 const statusError = (response: HttpClientResponse.HttpClientResponse) =>
   Effect.flatMap(Effect.orElseSucceed(response.text, () => ""), (text) => {
-    const parsed = Either.flatMap(Either.try(() => Json.parse(text)), (value) => decodeError(value))
-    const body = Either.isRight(parsed) ? parsed.right.error : undefined
+    const parsed = Result.flatMap(Result.try(() => Json.parse(text)), (value) => decodeError(value))
+    const body = Result.isSuccess(parsed) ? parsed.success.error : undefined
     return Effect.fail(
       new RolloutClientError({
         reason: "Status",
@@ -111,24 +124,26 @@ const statusError = (response: HttpClientResponse.HttpClientResponse) =>
 const malformed = (detail: string, line?: number, cause?: unknown) =>
   new RolloutClientError({ reason: "Malformed", detail, line, cause })
 
-const parseJson = (text: string, line?: number): Either.Either<unknown, RolloutClientError> =>
-  Either.try({
+const parseJson = (text: string, line?: number): Result.Result<unknown, RolloutClientError> =>
+  Result.try({
     try: () => Json.parse(text),
     catch: (cause) => malformed(`not JSON: ${errorMessage(cause)}`, line, cause)
   })
 
 /** Decodes a parsed JSON value with a schema; errors name the field. */
-const decodeValue = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = ParseResult.decodeUnknownEither(schema, { errors: "first" })
-  return (value: unknown, line?: number): Either.Either<A, RolloutClientError> =>
-    Either.mapLeft(decode(value), (error) => malformed(ParseResult.TreeFormatter.formatIssueSync(error), line, error))
+const decodeValue = <A>(schema: Schema.Decoder<A>) => {
+  const decode = SchemaParser.decodeUnknownResult(schema, Issue.parseOptions)
+  return (value: unknown, line?: number): Result.Result<A, RolloutClientError> =>
+    Result.mapError(decode(value), (issue) => malformed(formatIssue(issue), line, issue))
 }
 
+const formatIssue = SchemaIssue.makeFormatterDefault()
+
 /** Parses JSON text (big integers exact) and decodes it. */
-const decodeJson = <A, I>(schema: Schema.Schema<A, I>) => {
+const decodeJson = <A>(schema: Schema.Decoder<A>) => {
   const decode = decodeValue(schema)
-  return (text: string): Either.Either<A, RolloutClientError> =>
-    Either.flatMap(parseJson(text), (value) => decode(value))
+  return (text: string): Result.Result<A, RolloutClientError> =>
+    Result.flatMap(parseJson(text), (value) => decode(value))
 }
 
 const decodeResult = decodeValue(Api.RolloutResult)
@@ -139,13 +154,13 @@ const decodeInfo = decodeJson(Api.Info)
 const decodeHealth = decodeJson(Api.Health)
 
 /** One line of a stream: a result, or the server's last word when it cut the stream. */
-const decodeLine = (text: string, line: number): Either.Either<Api.RolloutResult, RolloutClientError> =>
-  Either.flatMap(parseJson(text, line), (value) => {
+const decodeLine = (text: string, line: number): Result.Result<Api.RolloutResult, RolloutClientError> =>
+  Result.flatMap(parseJson(text, line), (value) => {
     if (typeof value !== "object" || value === null || !Object.prototype.hasOwnProperty.call(value, "server_error")) {
       return decodeResult(value, line)
     }
-    return Either.flatMap(decodeServerError(value, line), ({ server_error: body }) =>
-      Either.left(new RolloutClientError({ reason: "ServerError", detail: body.message, body })))
+    return Result.flatMap(decodeServerError(value, line), ({ server_error: body }) =>
+      Result.fail(new RolloutClientError({ reason: "ServerError", detail: body.message, body })))
   })
 
 /**
@@ -165,9 +180,8 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
 
     /** A 429 is retried `retries` times, each after the server's hint (1 s without one). */
     const atCapacity = Schedule.identity<RolloutClientError>().pipe(
-      Schedule.whileInput((error: RolloutClientError) => error.reason === "Status" && error.status === 429),
-      Schedule.addDelay((error) => Duration.millis(error.retryAfterMs ?? 1000)),
-      Schedule.intersect(Schedule.recurs(retries))
+      Schedule.while(({ attempt, input }) => attempt <= retries && input.reason === "Status" && input.status === 429),
+      Schedule.addDelay(({ input }) => Effect.succeed(Duration.millis(input.retryAfterMs ?? 1000)))
     )
 
     /** Sends a request; a 2xx response is returned, anything else is an error (429 retried). */
@@ -205,7 +219,7 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
             Stream.decodeText(),
             Stream.splitLines,
             Stream.filter((text) => text.trim() !== ""),
-            Stream.mapEffect((text) => decodeLine(text, ++received)),
+            Stream.mapEffect((text) => Effect.fromResult(decodeLine(text, ++received))),
             Stream.concat(Stream.suspend(() =>
               Number.isFinite(expected) && received < expected
                 ? Stream.fail(
@@ -221,10 +235,14 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
       ))
 
     const run = (batch: Api.RolloutBatch) =>
-      Effect.flatMap(send(postJson("/v1/rollouts", batch)), body).pipe(Effect.flatMap((text) => decodeResults(text)))
+      Effect.flatMap(send(postJson("/v1/rollouts", batch)), body).pipe(
+        Effect.flatMap((text) => Effect.fromResult(decodeResults(text)))
+      )
 
     const infer = (request: Api.InferBody) =>
-      Effect.flatMap(send(postJson("/infer/", request)), body).pipe(Effect.flatMap((text) => decodeOutputs(text)))
+      Effect.flatMap(send(postJson("/infer/", request)), body).pipe(
+        Effect.flatMap((text) => Effect.fromResult(decodeOutputs(text)))
+      )
 
     const get = (path: string) =>
       Effect.flatMap(send(HttpClientRequest.get(path).pipe(HttpClientRequest.acceptJson)), body)
@@ -233,8 +251,8 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
       stream,
       run,
       infer,
-      info: Effect.flatMap(get("/info"), (text) => decodeInfo(text)),
-      health: Effect.flatMap(get("/health"), (text) => decodeHealth(text))
+      info: Effect.flatMap(get("/info"), (text) => Effect.fromResult(decodeInfo(text))),
+      health: Effect.flatMap(get("/health"), (text) => Effect.fromResult(decodeHealth(text)))
     } satisfies Service
   })
 
@@ -252,4 +270,4 @@ export const layer = (options: Options): Layer.Layer<RolloutClient, never, HttpC
  * @category accessors
  */
 export const stream = (batch: Api.RolloutBatch): Stream.Stream<Api.RolloutResult, RolloutClientError, RolloutClient> =>
-  Stream.unwrap(Effect.map(RolloutClient, (client) => client.stream(batch)))
+  Stream.unwrap(RolloutClient.useSync((client) => client.stream(batch)))

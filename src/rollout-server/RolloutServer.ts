@@ -33,13 +33,10 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Cause, Chunk, Deferred, Duration, Effect, type Either, type Redacted, Stream } from "effect"
-import type * as Scope from "effect/Scope"
+import { Cause, Deferred, Duration, Effect, type Redacted, type Result, type Scope, Stream } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
+import type { HttpServerError } from "effect/http"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference } from "../Inference.js"
 import type { SamplingParams, Service as InferenceService } from "../Inference.js"
@@ -112,9 +109,9 @@ export interface Options {
   /** Browser origins allowed cross-origin (`--cors-origin`); others are refused. */
   readonly corsOrigins?: ReadonlyArray<string> | undefined
   /** How long trajectories in flight may run on at shutdown before they are cut (default 30 s). */
-  readonly shutdownGrace?: Duration.DurationInput | undefined
+  readonly shutdownGrace?: Duration.Input | undefined
   /** How long shutdown waits for cut responses to be written (default 5 s). */
-  readonly closeTimeout?: Duration.DurationInput | undefined
+  readonly closeTimeout?: Duration.Input | undefined
   /**
    * The backend's control side (`--mode swift-rollout`): the reference trainer's weight-sync and
    * cache endpoints are forwarded to it. Without it they answer 501 saying why.
@@ -179,9 +176,9 @@ const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfig
     const maxRequest = options.maxRequestTrajectories ?? maxInFlight
     const maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024
     const sampling = options.sampling ?? {}
-    yield* Rollout.validate({ numGenerations, maxTurns, concurrency: maxInFlight, seed })
-    yield* Rollout.positiveInteger("--max-request-trajectories", maxRequest)
-    yield* Rollout.positiveInteger("--max-body", maxBody)
+    yield* Effect.fromResult(Rollout.validate({ numGenerations, maxTurns, concurrency: maxInFlight, seed }))
+    yield* Effect.fromResult(Rollout.positiveInteger("--max-request-trajectories", maxRequest))
+    yield* Effect.fromResult(Rollout.positiveInteger("--max-body", maxBody))
     if (maxRequest > maxInFlight) {
       return yield* new Rollout.RunConfigError({
         option: "--max-request-trajectories",
@@ -197,8 +194,8 @@ const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfig
       maxInFlight,
       maxRequest,
       maxBody,
-      grace: Duration.decode(options.shutdownGrace ?? "30 seconds"),
-      closeTimeout: Duration.decode(options.closeTimeout ?? "5 seconds"),
+      grace: Duration.fromInputUnsafe(options.shutdownGrace ?? "30 seconds"),
+      closeTimeout: Duration.fromInputUnsafe(options.closeTimeout ?? "5 seconds"),
       sampling
     }
   })
@@ -269,8 +266,8 @@ const runPlan = (
       }))
     }),
     // Shutdown fails `cancel`: the run is interrupted (its envs are closed) and the stream fails.
-    Stream.interruptWhenDeferred(server.cancel),
-    Stream.catchAll((error) =>
+    Stream.interruptWhen(Deferred.await(server.cancel)),
+    Stream.catch((error) =>
       error === undefined
         ? Stream.fail(
           shuttingDown(
@@ -286,7 +283,7 @@ const runPlan = (
 
 /** Counts the request as in flight until its response has been written. */
 const tracked = <A, E, R>(server: Server, handler: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | Scope.Scope> =>
-  Effect.zipRight(
+  Effect.andThen(
     Effect.acquireRelease(
       Effect.sync(() => void server.state.requestsInFlight++),
       () => Effect.sync(() => void server.state.requestsInFlight--)
@@ -300,14 +297,14 @@ const tracked = <A, E, R>(server: Server, handler: Effect.Effect<A, E, R>): Effe
  */
 const accept = <B>(
   server: Server,
-  decode: (text: string) => Either.Either<B, ApiError>,
-  planOf: (planner: Planner, body: B) => Either.Either<Plan, ApiError>
+  decode: (text: string) => Result.Result<B, ApiError>,
+  planOf: (planner: Planner, body: B) => Result.Result<Plan, ApiError>
 ) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (server.state.draining) return yield* shuttingDown()
-    const body = yield* Effect.flatMap(readBody(request, server.settings.maxBody), decode)
-    const plan = yield* planOf(server.planner, body)
+    const body = yield* Effect.flatMap(readBody(request, server.settings.maxBody), (text) => Effect.fromResult(decode(text)))
+    const plan = yield* Effect.fromResult(planOf(server.planner, body))
     if (plan.trajectories === 0) return undefined
     const reservation = yield* admit(server.state, plan.trajectories)
     return { request, plan, reservation }
@@ -333,7 +330,7 @@ const rollouts = (server: Server) =>
       if ((request.headers.accept ?? "").includes(Api.NDJSON)) {
         const lines = results.pipe(
           Stream.map((group) => encoder.encode(group.map((line) => Json.stringify(line) + "\n").join(""))),
-          Stream.catchAll((error) =>
+          Stream.catch((error) =>
             Stream.succeed(encoder.encode(Json.stringify({ server_error: error.toJson() }) + "\n"))
           )
         )
@@ -343,7 +340,7 @@ const rollouts = (server: Server) =>
         })
       }
       const groups = yield* Stream.runCollect(results)
-      const all = Chunk.toReadonlyArray(groups).flat().sort((a, b) => a.row - b.row || a.generation - b.generation)
+      const all = groups.flat().sort((a, b) => a.row - b.row || a.generation - b.generation)
       return json(all, 200, headers)
     })
   )
@@ -358,7 +355,7 @@ const infer = (server: Server) => {
       if (accepted === undefined) return json([])
       const { plan, reservation } = accepted
       const run = (retried: Plan) =>
-        Effect.map(Stream.runCollect(runPlan(server, retried, reservation)), (groups) => Chunk.toReadonlyArray(groups).flat())
+        Effect.map(Stream.runCollect(runPlan(server, retried, reservation)), (groups) => groups.flat())
       const byRow = yield* runInfer(plan, run, {
         onFailure: server.options.onFailure ?? "retry",
         retries: server.options.inferRetries ?? 2
@@ -437,31 +434,33 @@ const refusal = (refused: HttpGuard.Refusal) =>
 /** The routes behind the guard (Host, Origin, key: `HttpGuard`), every error turned into its response. */
 const appOf = (server: Server) =>
   Effect.gen(function*() {
-    const api = HttpRouter.empty.pipe(
-      HttpRouter.get("/health", health(server.state)),
-      HttpRouter.get("/info", info(server)),
-      HttpRouter.post("/v1/rollouts", rollouts(server)),
+    const routes = yield* HttpRouter.toHttpEffect(HttpRouter.addAll([
+      HttpRouter.route("GET", "/health", health(server.state)),
+      HttpRouter.route("GET", "/info", info(server)),
+      HttpRouter.route("POST", "/v1/rollouts", rollouts(server)),
       // The router ignores a trailing slash: this is also POST /infer.
-      HttpRouter.post("/infer/", infer(server)),
-      Swift.routes(controlOf(server)),
-      HttpRouter.concat(server.dashboard.router)
-    )
-    const routes = yield* HttpRouter.toHttpApp(api)
+      HttpRouter.route("POST", "/infer/", infer(server)),
+      ...Swift.routes(controlOf(server)),
+      ...server.dashboard.routes
+    ]))
     const app = routes.pipe(
       Effect.catchTags({
         ApiError: (error) => Effect.succeed(errorResponse(error)),
-        RouteNotFound: (error) =>
-          Effect.succeed(
-            errorResponse(
-              new ApiError({
-                reason: "NotFound",
-                detail: `no route ${error.request.method} ${error.request.url}: GET /health, GET /info, ` +
-                  `POST /v1/rollouts, POST /infer/, ${Swift.PATHS.join(", ")}, GET /dashboard`
-              })
+        HttpServerError: (error) =>
+          error.reason._tag === "RouteNotFound"
+            ? Effect.succeed(
+              errorResponse(
+                new ApiError({
+                  reason: "NotFound",
+                  detail: `no route ${error.request.method} ${error.request.url}: GET /health, GET /info, ` +
+                    `POST /v1/rollouts, POST /infer/, ${Swift.PATHS.join(", ")}, GET /dashboard`
+                })
+              )
             )
-          )
+            // Not raised by these routes (their bodies are read as ApiErrors): answered as the platform would.
+            : HttpServerRespondable.toResponse(error)
       }),
-      Effect.catchAllDefect((defect) =>
+      Effect.catchDefect((defect) =>
         Effect.as(
           Effect.logError("rollout server: unexpected error", Cause.die(defect)),
           errorResponse(new ApiError({ reason: "Internal", detail: "unexpected error (see the server's log)" }))
@@ -515,7 +514,7 @@ export const make = (
     const settings = yield* settingsOf(options)
     const definition = options.scheduler ?? Scheduler.gym
     if (options.defaultEnv !== undefined && !(definition.envs ?? []).some((env) => env.name === options.defaultEnv)) {
-      yield* Registry.env(options.registry, options.defaultEnv)
+      yield* Effect.fromResult(Registry.env(options.registry, options.defaultEnv))
     }
     const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
     const inference = yield* Inference
@@ -612,7 +611,7 @@ export const serve = (
         yield* Effect.sync(() => node.closeAllConnections())
       })
     )
-    const port = http.address._tag === "TcpAddress" ? http.address.port : options.port
+    const port = http.address._tag === "UnixPathAddress" ? options.port : http.address.port
     const shown = host.includes(":") ? `[${host}]` : host
     return { url: `http://${shown}:${port}`, port, stats: server.stats, shutdown: server.shutdown }
   })

@@ -5,7 +5,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { execFile, spawnSync } from "node:child_process"
 import * as path from "node:path"
 import { promisify } from "node:util"
@@ -16,7 +16,7 @@ import { request, resultsOf, start, withoutTimings } from "../rollout-server/hel
 const python = spawnSync("python3", ["--version"]).status === 0
 const driver = path.resolve(import.meta.dirname, "../fixtures/python/drive_client.py")
 const run = promisify(execFile)
-const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })))
+const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: false })
 
 type Line = Record<string, unknown> & { row: number; generation: number }
 const comparable = (line: Record<string, unknown>) => {

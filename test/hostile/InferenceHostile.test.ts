@@ -30,7 +30,7 @@ const flaky = (drops: number) =>
   )
 
 describe("server mode at start, hostile servers", () => {
-  it.scopedLive("one dropped connection on GET /v1/models is asked again, not taken as a server that is down", () =>
+  it.live("one dropped connection on GET /v1/models is asked again, not taken as a server that is down", () =>
     Effect.gen(function*() {
       const server = yield* flaky(1)
       yield* OpenAiCompat.make({ baseUrl: server.url, model: "m", tokenPath: "off", retries: 0 }).pipe(

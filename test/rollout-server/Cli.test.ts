@@ -49,7 +49,7 @@ describe("effect-gym serve (in-process)", () => {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const auth = { authorization: "Bearer serve-key" }
-      const server = yield* Effect.fork(cli(
+      const server = yield* Effect.forkChild(cli(
         "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
         "--model", "tiny", "--inference-api-key-env", "EFFECT_GYM_TEST_UPSTREAM_KEY", "--api-key-env",
         "EFFECT_GYM_TEST_SERVE_KEY", "--max-tokens", "32", "--num-generations", "2"
@@ -115,7 +115,7 @@ describe("effect-gym serve (the built binary)", () => {
         "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--gym-env", "endless",
         "--policy", "random", "--policy-option", "latency_ms=20", "--max-turns", "10000", "--shutdown-grace", "0.3"
       ], { EFFECT_GYM_ENV_LOG: log })
-      const streamed = yield* Effect.fork(request(`${server.url}/v1/rollouts`, {
+      const streamed = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, {
         headers: { accept: Api.NDJSON },
         body: { requests: [{ num_generations: 3 }, {}] }
       }))

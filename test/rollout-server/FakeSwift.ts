@@ -13,7 +13,7 @@
  */
 import * as http from "node:http"
 import { Effect } from "effect"
-import type * as Scope from "effect/Scope"
+import type { Scope } from "effect"
 import { frozenLakeReply } from "../inference/FakeOpenAi.js"
 
 export interface Recorded {
@@ -152,7 +152,7 @@ const infer = (state: FakeSwiftState, body: Record<string, unknown>) => {
 /** Starts the fake in the current scope. */
 export const make: Effect.Effect<{ readonly state: FakeSwiftState; readonly url: string }, never, Scope.Scope> = Effect
   .acquireRelease(
-    Effect.async<{ state: FakeSwiftState; url: string; server: http.Server }>((resume) => {
+    Effect.callback<{ state: FakeSwiftState; url: string; server: http.Server }>((resume) => {
       const state = new FakeSwiftState()
       const server = http.createServer((req, res) => {
         const chunks: Array<Buffer> = []
@@ -184,7 +184,7 @@ export const make: Effect.Effect<{ readonly state: FakeSwiftState; readonly url:
       })
     }),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })

@@ -3,7 +3,7 @@
  * scripted policies and a counting env.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Fiber, Redacted, Schema, Scope } from "effect"
+import { Effect, Result, Exit, Fiber, Redacted, Schema, Scope } from "effect"
 import * as http from "node:http"
 import * as Builtins from "../../src/Builtins.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
@@ -29,7 +29,7 @@ const localRun = (
 const stripUuid = ({ uuid: _uuid, ...rest }: Record<string, unknown>) => rest
 
 describe("POST /v1/rollouts", () => {
-  it.scopedLive("a JSON array in row order, and the same results streamed as NDJSON", () =>
+  it.live("a JSON array in row order, and the same results streamed as NDJSON", () =>
     Effect.gen(function*() {
       const server = yield* start()
       const batch = {
@@ -78,7 +78,7 @@ describe("POST /v1/rollouts", () => {
       expect(server.stats).toMatchObject({ trajectoriesInFlight: 0, admitted: 10, completed: 10, cancelled: 0 })
     }))
 
-  it.scopedLive("seed, max_turns, num_generations and sampling come from the server, the batch and the row", () =>
+  it.live("seed, max_turns, num_generations and sampling come from the server, the batch and the row", () =>
     Effect.gen(function*() {
       const seen: Array<Inference.ChatRequest> = []
       const policy: Inference.Service = {
@@ -122,9 +122,9 @@ describe("POST /v1/rollouts", () => {
       expect(server.counters.open).toBe(0)
     }))
 
-  it.scopedLive("reward functions score every trajectory; an empty batch is an empty array", () =>
+  it.live("reward functions score every trajectory; an empty batch is an empty array", () =>
     Effect.gen(function*() {
-      const server = yield* start({ columns: Either.getOrThrow(Reward.columns([Reward.format], [0.5, 1])) })
+      const server = yield* start({ columns: Result.getOrThrow(Reward.columns([Reward.format], [0.5, 1])) })
       const results = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { seed: 1 } }] } }))
       expect(results[0].rewards).toEqual({ format: 0, gym_reward: 1 })
       expect(results[0].reward).toBe(1)
@@ -134,7 +134,7 @@ describe("POST /v1/rollouts", () => {
 })
 
 describe("POST /infer/ (the reference's shape)", () => {
-  it.scopedLive("one RolloutOutput per infer_request, in order, with rollout_infos and the whole conversation", () =>
+  it.live("one RolloutOutput per infer_request, in order, with rollout_infos and the whole conversation", () =>
     Effect.gen(function*() {
       const server = yield* start()
       const body = {
@@ -180,7 +180,7 @@ describe("POST /infer/ (the reference's shape)", () => {
 })
 
 describe("auth", () => {
-  it.scopedLive("with a key, every request needs the bearer token; without one, none does", () =>
+  it.live("with a key, every request needs the bearer token; without one, none does", () =>
     Effect.gen(function*() {
       const server = yield* start({ apiKey: Redacted.make("s3cret-key") })
       const cases: ReadonlyArray<[Record<string, string>, number]> = [
@@ -222,7 +222,7 @@ describe("auth", () => {
 })
 
 describe("bad requests", () => {
-  it.scopedLive("malformed bodies: 400 with the field's path and what is wrong; nothing runs", () =>
+  it.live("malformed bodies: 400 with the field's path and what is wrong; nothing runs", () =>
     Effect.gen(function*() {
       const server = yield* start()
       const counting = { name: "counting" }
@@ -231,8 +231,8 @@ describe("bad requests", () => {
         ["/v1/rollouts", "{\"requests\": [", 400, undefined, "malformed JSON"],
         ["/v1/rollouts", "[]", 400, "(body)", "Expected"],
         ["/v1/rollouts", {}, 400, "requests", "is missing"],
-        ["/v1/rollouts", { requests: {} }, 400, "requests", "Expected ReadonlyArray"],
-        ["/v1/rollouts", { requests: [{ messages: "hi" }] }, 400, "requests[0].messages", "Expected ReadonlyArray"],
+        ["/v1/rollouts", { requests: {} }, 400, "requests", "Expected array"],
+        ["/v1/rollouts", { requests: [{ messages: "hi" }] }, 400, "requests[0].messages", "Expected array"],
         ["/v1/rollouts", { requests: [{}, { messages: [{ role: "robot", content: "x" }] }] }, 400, "requests[1].messages[0].role", "Expected \"system\""],
         ["/v1/rollouts", { requests: [{ env_config: [1] }] }, 400, "requests[0].env_config", "expected a JSON object"],
         ["/v1/rollouts", { requests: [{ env_config: counting }, { env_config: { name: "ghost" } }] }, 400, "requests[1].env_config.name", "unknown env \"ghost\"; registered: counting, frozen_lake, sudoku"],
@@ -276,7 +276,7 @@ describe("bad requests", () => {
       expect(server.stats.admitted).toBe(0)
     }))
 
-  it.scopedLive("a body over --max-body gets 413, read or not; the server stays healthy", () =>
+  it.live("a body over --max-body gets 413, read or not; the server stays healthy", () =>
     Effect.gen(function*() {
       const server = yield* start({ maxBodyBytes: 1000 })
       const big = JSON.stringify({ requests: [{ env_config: { name: "counting", pad: "x".repeat(2000) } }] })
@@ -305,7 +305,7 @@ describe("bad requests", () => {
 })
 
 describe("admission", () => {
-  it.scopedLive("over the global limit: 429 with a retry hint, decided before work starts; over the per-request limit: 413", () =>
+  it.live("over the global limit: 429 with a retry hint, decided before work starts; over the per-request limit: 413", () =>
     Effect.gen(function*() {
       const server = yield* start({ maxTrajectoriesInFlight: 4, maxRequestTrajectories: 3, policy: "random", latencyMs: 10 })
       const long = { requests: [{ env_config: { name: "counting", length: 1000 }, num_generations: 3, max_turns: 1000 }] }
@@ -336,7 +336,7 @@ describe("admission", () => {
 })
 
 describe("clients that go away", () => {
-  it.scopedLive("a client disconnecting mid-stream cancels its trajectories; their envs are closed; the server stays healthy", () =>
+  it.live("a client disconnecting mid-stream cancels its trajectories; their envs are closed; the server stays healthy", () =>
     Effect.gen(function*() {
       const server = yield* start({ policy: "random", latencyMs: 5 })
       const stream = yield* openStream(`${server.url}/v1/rollouts`, {
@@ -357,7 +357,7 @@ describe("clients that go away", () => {
       expect(server.stats).toMatchObject({ completed: 2, cancelled: 4 })
       for (const [, count] of server.counters.closedIds) expect(count).toBe(1)
       // the same for a client waiting for a JSON array
-      const fiber = yield* Effect.fork(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 100000 }, num_generations: 2, max_turns: 100000 }] } }))
+      const fiber = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 100000 }, num_generations: 2, max_turns: 100000 }] } }))
       expect(yield* eventually(() => server.counters.created === 8)).toBe(true)
       yield* Fiber.interrupt(fiber)
       expect(yield* eventually(() => server.counters.open === 0 && server.stats.trajectoriesInFlight === 0)).toBe(true)
@@ -369,22 +369,22 @@ describe("clients that go away", () => {
 })
 
 describe("graceful shutdown", () => {
-  it.scopedLive("stops admitting, lets trajectories finish within the grace period, cuts the rest; every env is closed", () =>
+  it.live("stops admitting, lets trajectories finish within the grace period, cuts the rest; every env is closed", () =>
     Effect.gen(function*() {
       // Closed by the test (or, if an assertion fails first, with the test's scope).
       const scope = yield* Scope.make()
       const streamScope = yield* Scope.make()
-      yield* Effect.addFinalizer(() => Effect.zipRight(Scope.close(streamScope, Exit.void), Scope.close(scope, Exit.void)))
-      const server = yield* Scope.extend(start({ policy: "random", latencyMs: 10, shutdownGrace: "400 millis" }), scope)
+      yield* Effect.addFinalizer(() => Effect.andThen(Scope.close(streamScope, Exit.void), Scope.close(scope, Exit.void)))
+      const server = yield* Scope.provide(start({ policy: "random", latencyMs: 10, shutdownGrace: "400 millis" }), scope)
       // finishes within the grace period (about 5 turns of 10 ms)...
-      const short = yield* Scope.extend(openStream(`${server.url}/v1/rollouts`, { requests: [{ env_config: { name: "counting", length: 5 }, num_generations: 2 }] }), streamScope)
+      const short = yield* Scope.provide(openStream(`${server.url}/v1/rollouts`, { requests: [{ env_config: { name: "counting", length: 5 }, num_generations: 2 }] }), streamScope)
       // ...does not (10 s)
-      const long = yield* Scope.extend(openStream(`${server.url}/v1/rollouts`, {
+      const long = yield* Scope.provide(openStream(`${server.url}/v1/rollouts`, {
         requests: [{ env_config: { name: "counting", length: 3 } }, { env_config: { name: "counting", length: 1000 }, num_generations: 3, max_turns: 1000 }]
       }), streamScope)
-      const batch = yield* Effect.fork(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 1000 }, max_turns: 1000 }] } }))
+      const batch = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 1000 }, max_turns: 1000 }] } }))
       expect(yield* eventually(() => server.counters.created === 7)).toBe(true)
-      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
       expect(yield* eventually(() => server.stats.draining)).toBe(true)
       // no new work: the port no longer accepts connections
       const late = yield* Effect.promise(() => fetch(`${server.url}/health`).then((r) => r.status, () => "refused"))
@@ -413,7 +413,7 @@ describe("graceful shutdown", () => {
 })
 
 describe("many clients", () => {
-  it.scopedLive("200 concurrent clients each get their own, correct results", () =>
+  it.live("200 concurrent clients each get their own, correct results", () =>
     Effect.gen(function*() {
       const server = yield* start({ latencyMs: 2 })
       const clients = Array.from({ length: 200 }, (_, i) => i)
@@ -444,7 +444,7 @@ describe("many clients", () => {
 })
 
 describe("GET /info and /health", () => {
-  it.scopedLive("say what runs here and the limits", () =>
+  it.live("say what runs here and the limits", () =>
     Effect.gen(function*() {
       const server = yield* start({ maxTrajectoriesInFlight: 32, maxRequestTrajectories: 8, maxBodyBytes: 4096, shutdownGrace: "2 seconds", numGenerations: 4, info: { version: "9.9.9", mode: "scripted" } })
       const info = Schema.decodeUnknownSync(Api.Info)(JSON.parse((yield* request(`${server.url}/info`)).text))
@@ -481,7 +481,7 @@ describe("GET /info and /health", () => {
       for (const [options, message] of cases) {
         const exit = yield* Effect.exit(Effect.scoped(RolloutServer.serve({
           registry: Builtins.registry,
-          columns: Either.getOrThrow(Reward.columns([])),
+          columns: Result.getOrThrow(Reward.columns([])),
           port: 0,
           ...options
         }).pipe(Effect.provideService(Inference.Inference, { name: "none", chat: () => Effect.die("unused") }))))

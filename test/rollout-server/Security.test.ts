@@ -37,7 +37,7 @@ const servers = {
 
 describe("Host and Origin, on both servers", () => {
   for (const [name, serve] of Object.entries(servers)) {
-    it.scopedLive(`${name}: a Host that is not a loopback name is refused (DNS rebinding); --allow-host adds one`, () =>
+    it.live(`${name}: a Host that is not a loopback name is refused (DNS rebinding); --allow-host adds one`, () =>
       Effect.gen(function*() {
         const port = yield* serve()
         for (const host of ["localhost", `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
@@ -69,7 +69,7 @@ describe("Host and Origin, on both servers", () => {
         expect((yield* raw(allowed, ["GET /health HTTP/1.1", "host: other.internal"])).status).toBe(403)
       }))
 
-    it.scopedLive(`${name}: cross-origin browser requests are refused, --cors-origin allows one (with its CORS headers)`, () =>
+    it.live(`${name}: cross-origin browser requests are refused, --cors-origin allows one (with its CORS headers)`, () =>
       Effect.gen(function*() {
         const port = yield* serve()
         const host = `host: 127.0.0.1:${port}`
@@ -104,7 +104,7 @@ describe("Host and Origin, on both servers", () => {
       }))
   }
 
-  it.scopedLive("openenv: --api-key-env: Bearer, X-API-Key, or Basic with the key as password (a Python client's http://user:key@host)", () =>
+  it.live("openenv: --api-key-env: Bearer, X-API-Key, or Basic with the key as password (a Python client's http://user:key@host)", () =>
     Effect.gen(function*() {
       const server = yield* OpenEnvServer.serve({ env: Sudoku, maxConcurrentEnvs: 2, port: 0, apiKey: Redacted.make("s3cret") })
       const status = (headers: Record<string, string>) => Effect.map(request(`${server.url}/health`, { headers }), (r) => r.status)
@@ -118,7 +118,7 @@ describe("Host and Origin, on both servers", () => {
 })
 
 describe("slow clients and connection limits", () => {
-  it.scopedLive("a body dribbled slowly is cut off at the body timeout; the server stays healthy", () =>
+  it.live("a body dribbled slowly is cut off at the body timeout; the server stays healthy", () =>
     Effect.gen(function*() {
       const server = yield* start({ headerTimeout: "1 second", bodyTimeout: "1 second" })
       const started = Date.now()
@@ -141,7 +141,7 @@ describe("slow clients and connection limits", () => {
       expect((yield* request(`${server.url}/health`)).status).toBe(200)
     }))
 
-  it.scopedLive("--max-connections: connections over the cap are dropped; the others are served", () =>
+  it.live("--max-connections: connections over the cap are dropped; the others are served", () =>
     Effect.gen(function*() {
       const server = yield* start({ maxConnections: 2 })
       const sockets = yield* Effect.promise(() =>
@@ -198,7 +198,7 @@ describe("credentials in --base-url never show", () => {
       upstream.state.requests.length = 0
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
-      const served = yield* Effect.fork(cli(
+      const served = yield* Effect.forkChild(cli(
         "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", withCreds,
         "--model", "tiny", "--in-process-envs", "--max-tokens", "8"
       ))

@@ -6,7 +6,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Redacted, Schema } from "effect"
+import { Effect, Fiber, Redacted, Schema } from "effect"
 import * as Summary from "../../src/Summary.js"
 import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
 import { cli, healthy } from "../cli.js"
@@ -15,7 +15,7 @@ import * as FakeSwift from "./FakeSwift.js"
 import { Api, errorOf, request, resultsOf, start } from "./helpers.js"
 import * as Replay from "./SwiftReplay.js"
 
-const httpClient = NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })))
+const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: false })
 
 /** The swift-rollout service and control on a fake backend, for `start` (the in-process server helper). */
 const swiftBackend = (url: string, options: Partial<SwiftRollout.Options> = {}) =>
@@ -29,7 +29,7 @@ describe("ms-swift's trainer against effect-gym serve --mode swift-rollout", () 
       const fake = yield* FakeSwift.make
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
-      const server = yield* Effect.fork(cli(
+      const server = yield* Effect.forkChild(cli(
         "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "swift-rollout", "--base-url", fake.url,
         "--max-turns", "8", "--retries", "0"
       ))
@@ -171,7 +171,7 @@ describe("ms-swift's trainer against effect-gym serve --mode swift-rollout", () 
 })
 
 describe("control endpoints without a swift rollout backend", () => {
-  it.scopedLive("each answers 501 saying why and what to run instead; /get_engine_type/ answers; the key guards them", () =>
+  it.live("each answers 501 saying why and what to run instead; /get_engine_type/ answers; the key guards them", () =>
     Effect.gen(function*() {
       const server = yield* start({ info: { mode: "scripted" } })
       for (const call of [...Replay.startup(1).slice(1), ...Replay.fullSync(), ...Replay.loraSync(), ...Replay.shutdown()]) {
@@ -276,7 +276,7 @@ describe("POST /infer/ RequestConfig: every field honoured or refused", () => {
     ...(extra.adapter_request === undefined ? {} : { adapter_request: extra.adapter_request })
   })
 
-  it.scopedLive("a scripted backend: the trainer's defaults pass; what it cannot honour is a 400 naming the field", () =>
+  it.live("a scripted backend: the trainer's defaults pass; what it cannot honour is a 400 naming the field", () =>
     Effect.gen(function*() {
       const server = yield* start()
       const defaults = JSON.parse(Replay.pyJson(Replay.trainerRequestConfig(512, 0.9))) as Record<string, unknown>
@@ -376,7 +376,7 @@ describe("--mode swift-rollout at start", () => {
 })
 
 describe("policy version", () => {
-  it.scopedLive("POST /v1/policy-version sets it; every turn records the version it was sampled with; /info counts them", () =>
+  it.live("POST /v1/policy-version sets it; every turn records the version it was sampled with; /info counts them", () =>
     Effect.gen(function*() {
       const server = yield* start()
       // not versioned until a version is set: lines have no policy_versions

@@ -1,6 +1,6 @@
 /** Starts rollout servers on loopback for tests and talks to them with plain HTTP. */
-import { Effect, Either, Schema } from "effect"
-import type * as Scope from "effect/Scope"
+import { Effect, Result, Schema } from "effect"
+import type { Scope } from "effect"
 import * as Http from "node:http"
 import * as Builtins from "../../src/Builtins.js"
 import * as Inference from "../../src/Inference.js"
@@ -32,7 +32,7 @@ export const start = (
       : yield* Effect.orDie((options.policy === "random" ? random : frozenLakeSolver).make({ latency_ms: options.latencyMs ?? 0 }))
     const running = yield* RolloutServer.serve({
       registry: Registry.add(Builtins.registry, { envs: [countingEnv(counters)] }),
-      columns: Either.getOrThrow(Reward.columns([])),
+      columns: Result.getOrThrow(Reward.columns([])),
       defaultEnv: "frozen_lake",
       port: 0,
       ...options

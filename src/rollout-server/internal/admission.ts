@@ -4,7 +4,7 @@
  * 429 over the global one, 503 while draining); its reservation is released group by group, the
  * rest when the request ends. Shutdown waits on these counts.
  */
-import { Duration, Effect, Either, Schedule } from "effect"
+import { Duration, Effect, Result, Schedule } from "effect"
 import { ApiError, shuttingDown } from "./http.js"
 
 /**
@@ -40,10 +40,10 @@ export class State implements Stats {
   constructor(readonly maxInFlight: number, readonly maxRequest: number) {}
 
   /** Admission: decided in one synchronous step, before any work starts. */
-  admit(n: number): Either.Either<Reservation, ApiError> {
-    if (this.draining) return Either.left(shuttingDown())
+  admit(n: number): Result.Result<Reservation, ApiError> {
+    if (this.draining) return Result.fail(shuttingDown())
     if (n > this.maxRequest) {
-      return Either.left(
+      return Result.fail(
         new ApiError({
           reason: "TooManyTrajectories",
           detail: `the request asks for ${n} trajectories; this server takes at most ${this.maxRequest} per request ` +
@@ -54,7 +54,7 @@ export class State implements Stats {
     if (this.trajectoriesInFlight + n > this.maxInFlight) {
       this.rejected++
       const retryAfterMs = Math.max(100, Math.round(this.groupMs))
-      return Either.left(
+      return Result.fail(
         new ApiError({
           reason: "AtCapacity",
           detail: `${this.trajectoriesInFlight} of ${this.maxInFlight} trajectories in flight; ${n} more do not fit: ` +
@@ -65,7 +65,7 @@ export class State implements Stats {
     }
     this.trajectoriesInFlight += n
     this.admitted += n
-    return Either.right(new Reservation(this, n, performance.now()))
+    return Result.succeed(new Reservation(this, n, performance.now()))
   }
 }
 
@@ -91,7 +91,7 @@ export class Reservation {
 /** Admits `n` trajectories for the current scope (the request's): what is left is released when it closes. */
 export const admit = (state: State, n: number) =>
   Effect.acquireRelease(
-    Effect.suspend(() => state.admit(n)),
+    Effect.suspend(() => Effect.fromResult(state.admit(n))),
     (reservation) => Effect.sync(() => reservation.close())
   )
 
@@ -102,6 +102,6 @@ export const admit = (state: State, n: number) =>
  */
 export const waitUntil = (done: () => boolean, within: Duration.Duration): Effect.Effect<boolean> =>
   Effect.sync(done).pipe(
-    Effect.repeat({ until: (held) => held, schedule: Schedule.spaced("10 millis").pipe(Schedule.upTo(within)) }),
-    Effect.zipRight(Effect.sync(done))
+    Effect.repeat({ until: (held) => held, schedule: Schedule.spaced("10 millis").pipe(Schedule.upTo({ duration: within })) }),
+    Effect.andThen(Effect.sync(done))
   )

@@ -2,9 +2,10 @@
  * The rollout server's HTTP pieces: its error (with status and body), JSON responses, reading a
  * body under a size limit, decoding it with errors that name the field, and the bearer-token check.
  */
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { Effect, Result, Schema, SchemaParser, Stream } from "effect"
+import type { HttpServerRequest } from "effect/http"
+import { HttpServerResponse } from "effect/http"
+import * as Issue from "../../internal/issue.js"
 import * as Json from "../../internal/Json.js"
 import { errorMessage } from "../../internal/lift.js"
 import * as Row from "../../Row.js"
@@ -48,7 +49,7 @@ const TYPE: Record<keyof typeof STATUS, string> = {
  * @category errors
  */
 export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/ApiError")("ApiError", {
-  reason: Schema.Literal(
+  reason: Schema.Literals([
     "Unauthorized",
     "NotFound",
     "BodyTooLarge",
@@ -61,7 +62,7 @@ export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/Ap
     "NotSupported",
     "Upstream",
     "TrajectoriesFailed"
-  ),
+  ]),
   detail: Schema.String,
   /** The offending field of the body, e.g. `requests[2].env_config.size`. */
   path: Schema.optional(Schema.String),
@@ -71,7 +72,7 @@ export class ApiError extends Schema.TaggedError<ApiError>("effect-gym/server/Ap
   failed: Schema.optional(Schema.Array(Schema.Unknown)),
   /** The connection is gone (the body could not be read to its end): nothing can be sent back. */
   dropped: Schema.optional(Schema.Boolean),
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return this.path === undefined ? this.detail : `${this.path}: ${this.detail}`
@@ -118,10 +119,10 @@ const tooLarge = (max: number) =>
  * Reads the body, at most `max` bytes: a declared length over the limit is refused unread; a body
  * that grows past it (chunked) is cut off, and with it the connection.
  *
- * The limit is counted here, over the body's stream, rather than with @effect/platform's
- * `withMaxBodySize`: that one fails with a `RequestError` whose only sign of the limit is the text
- * of a plain `Error` ("maxBytes exceeded"). Stopping the stream destroys the request, as
- * @effect/platform-node does at its limit.
+ * The limit is counted here, over the body's stream, rather than with `HttpIncomingMessage`'s
+ * `MaxBodySize`: that one fails with an `HttpServerError` whose only sign of the limit is the text
+ * of a plain `Error`. Stopping the stream destroys the request, as @effect/platform-node does at
+ * its limit.
  */
 export const readBody = (request: HttpServerRequest.HttpServerRequest, max: number): Effect.Effect<string, ApiError> => {
   const declared = Number(request.headers["content-length"])
@@ -130,7 +131,7 @@ export const readBody = (request: HttpServerRequest.HttpServerRequest, max: numb
     Stream.mapError((cause) =>
       new ApiError({ reason: "InvalidBody", detail: "the body could not be read", dropped: true, cause })
     ),
-    Stream.runFoldEffect({ chunks: [] as Array<Uint8Array>, bytes: 0 }, (body, chunk) => {
+    Stream.runFoldEffect(() => ({ chunks: [] as Array<Uint8Array>, bytes: 0 }), (body, chunk) => {
       body.bytes += chunk.length
       if (body.bytes > max) return Effect.fail(new ApiError({ ...tooLarge(max), dropped: true }))
       body.chunks.push(chunk)
@@ -146,11 +147,11 @@ export const readBody = (request: HttpServerRequest.HttpServerRequest, max: numb
 }
 
 /** Parses and decodes a JSON body; errors name the field. */
-export const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonly excess: "error" | "ignore" }) => {
-  const decode = ParseResult.decodeUnknownEither(schema, { errors: "first", onExcessProperty: options.excess })
-  return (text: string): Either.Either<A, ApiError> => {
-    if (text.trim() === "") return Either.left(new ApiError({ reason: "MalformedJson", detail: "the body is empty" }))
-    const parsed = Either.try({
+export const decodeBody = <A>(schema: Schema.Decoder<A>, options: { readonly excess: "error" | "ignore" }) => {
+  const decode = SchemaParser.decodeUnknownResult(schema, { ...Issue.parseOptions, onExcessProperty: options.excess })
+  return (text: string): Result.Result<A, ApiError> => {
+    if (text.trim() === "") return Result.fail(new ApiError({ reason: "MalformedJson", detail: "the body is empty" }))
+    const parsed = Result.try({
       try: () => Json.parse(text),
       catch: (error) =>
         new ApiError({
@@ -158,15 +159,11 @@ export const decodeBody = <A, I>(schema: Schema.Schema<A, I>, options: { readonl
           detail: `malformed JSON: ${errorMessage(error)}`
         })
     })
-    return Either.flatMap(parsed, (value) =>
-      Either.mapLeft(decode(value), (error) => {
-        const issue = ParseResult.ArrayFormatter.formatIssueSync(error)[0]
-        const path = Row.formatPath(issue?.path ?? [])
-        return new ApiError({
-          reason: "InvalidBody",
-          detail: issue?.message ?? "does not match the schema",
-          path: path === "" ? "(body)" : path
-        })
+    return Result.flatMap(parsed, (value) =>
+      Result.mapError(decode(value), (error) => {
+        const issue = Issue.first(error)
+        const path = Row.formatPath(issue.path)
+        return new ApiError({ reason: "InvalidBody", detail: issue.message, path: path === "" ? "(body)" : path })
       }))
   }
 }

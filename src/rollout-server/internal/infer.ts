@@ -12,7 +12,7 @@
  *   lists each failed request's uuid and error. `zero-reward` answers every request, failed ones as
  *   outputs with reward 0 and the error in `rollout_infos.error` (the behaviour before).
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import * as Api from "../Api.js"
 import { ApiError, decodeBody } from "./http.js"
 import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, unsupported } from "./planning.js"
@@ -29,28 +29,28 @@ export const decodeInfer = decodeBody(Api.InferBody, { excess: "ignore" })
 export type OnFailure = "retry" | "zero-reward"
 
 /** The requests, every one checked, as a plan of one generation per request. */
-export const planInfer = (planner: Planner, body: Api.InferBody): Either.Either<Plan, ApiError> => {
+export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<Plan, ApiError> => {
   const rc = body.request_config ?? undefined
   const config = planner.baseConfig(rc?.seed ?? planner.seed)
   const sampling = Api.toSamplingParams(rc)
   const regex = rc?.structured_outputs_regex
   if (regex !== null && regex !== undefined) {
     if (regex === "") {
-      return Either.left(
+      return Result.fail(
         new ApiError({ reason: "InvalidBody", path: "request_config.structured_outputs_regex", detail: "must not be empty" })
       )
     }
     ;(sampling as { structuredOutputsRegex?: string }).structuredOutputsRegex = regex
   }
   const bad = samplingProblem(planner, "request_config", sampling)
-  if (bad !== undefined) return Either.left(bad)
+  if (bad !== undefined) return Result.fail(bad)
   const rows: Array<PlannedRow> = []
   for (let i = 0; i < body.infer_requests.length; i++) {
     const r = body.infer_requests[i]
     const kwargs = r.chat_template_kwargs ?? undefined
     const hasKwargs = kwargs !== undefined && Object.keys(kwargs).length > 0
     if (hasKwargs && !(planner.honours?.has("chatTemplateKwargs") ?? false)) {
-      return Either.left(unsupported(planner, `infer_requests[${i}].chat_template_kwargs`))
+      return Result.fail(unsupported(planner, `infer_requests[${i}].chat_template_kwargs`))
     }
     const planned = planRow(planner, config, i, {
       prefix: `infer_requests[${i}]`,
@@ -62,10 +62,10 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Either.Either<
       numGenerations: 1,
       maxTurns: undefined
     })
-    if (Either.isLeft(planned)) return Either.left(planned.left)
-    rows.push({ ...planned.right, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined })
+    if (Result.isFailure(planned)) return Result.fail(planned.failure)
+    rows.push({ ...planned.success, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined })
   }
-  return Either.right({ rows, config, trajectories: rows.length, returnDetails: rc?.return_details === true })
+  return Result.succeed({ rows, config, trajectories: rows.length, returnDetails: rc?.return_details === true })
 }
 
 /**

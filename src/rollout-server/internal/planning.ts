@@ -3,7 +3,7 @@
  * range) before anything runs, with errors that name the field; then rows that run alike grouped,
  * so each group of them is one `Rollout` run.
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Feature, SamplingParams } from "../../Inference.js"
 import * as Sampling from "../../inference/Sampling.js"
@@ -92,9 +92,9 @@ export const planRow = (
   config: Rollout.Config,
   index: number,
   input: RowInput
-): Either.Either<PlannedRow, ApiError> => {
+): Result.Result<PlannedRow, ApiError> => {
   const invalid = (path: string, detail: string, registeredEnvs?: ReadonlyArray<string>) =>
-    Either.left(new ApiError({ reason: "InvalidBody", path: `${input.prefix}${path}`, detail, registeredEnvs }))
+    Result.fail(new ApiError({ reason: "InvalidBody", path: `${input.prefix}${path}`, detail, registeredEnvs }))
   const dataDict = input.dataDict ?? {}
   const fromData = input.envConfig === null || input.envConfig === undefined
   if (!fromData && Object.prototype.hasOwnProperty.call(dataDict, "env_config")) {
@@ -107,10 +107,10 @@ export const planRow = (
   const at = (path: string) =>
     path === "" ? "" : `.${fromData && path.startsWith("env_config") ? `data_dict.${path}` : path}`
   const decoded = Row.decodeValue("request", index, value)
-  if (Either.isLeft(decoded)) return invalid(at(decoded.left.path), decoded.left.detail)
-  const prepared = Rollout.prepareRow(config, decoded.right)
-  if (Either.isLeft(prepared)) {
-    const error = prepared.left
+  if (Result.isFailure(decoded)) return invalid(at(decoded.failure.path), decoded.failure.detail)
+  const prepared = Rollout.prepareRow(config, decoded.success)
+  if (Result.isFailure(prepared)) {
+    const error = prepared.failure
     const unknownEnv = error.path === "--gym-env" || error.path === "env_config.name"
     return invalid(
       at(unknownEnv ? "env_config.name" : error.path),
@@ -118,9 +118,9 @@ export const planRow = (
       unknownEnv ? [...planner.registry.envs.keys()].sort() : undefined
     )
   }
-  return Either.right({
-    row: decoded.right,
-    prepared: prepared.right,
+  return Result.succeed({
+    row: decoded.success,
+    prepared: prepared.success,
     uuid: input.uuid ?? randomUUID(),
     numGenerations: input.numGenerations ?? planner.numGenerations,
     maxTurns: input.maxTurns ?? planner.maxTurns,
@@ -129,11 +129,11 @@ export const planRow = (
 }
 
 /** A `POST /v1/rollouts` batch, every row checked. */
-export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Either.Either<Plan, ApiError> => {
+export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Result.Result<Plan, ApiError> => {
   const config = planner.baseConfig(batch.seed ?? planner.seed)
   const batchSampling = Api.toSamplingParams(batch.sampling)
   const bad = samplingProblem(planner, "sampling", batchSampling)
-  if (bad !== undefined) return Either.left(bad)
+  if (bad !== undefined) return Result.fail(bad)
   const rows: Array<PlannedRow> = []
   let trajectories = 0
   for (let i = 0; i < batch.requests.length; i++) {
@@ -147,20 +147,20 @@ export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Either.Eit
       numGenerations: r.num_generations,
       maxTurns: r.max_turns
     })
-    if (Either.isLeft(planned)) return Either.left(planned.left)
+    if (Result.isFailure(planned)) return Result.fail(planned.failure)
     const rowSampling = Api.toSamplingParams(r.sampling)
     const badRow = samplingProblem(planner, `requests[${i}].sampling`, rowSampling)
-    if (badRow !== undefined) return Either.left(badRow)
-    rows.push({ ...planned.right, sampling: Sampling.merge(batchSampling, rowSampling) })
-    trajectories += planned.right.numGenerations
+    if (badRow !== undefined) return Result.fail(badRow)
+    rows.push({ ...planned.success, sampling: Sampling.merge(batchSampling, rowSampling) })
+    trajectories += planned.success.numGenerations
   }
-  return Either.right({ rows, config, trajectories })
+  return Result.succeed({ rows, config, trajectories })
 }
 
 /** Rows of a plan that run alike (generations, turns, sampling): one `Rollout` run each. */
 export interface RunGroup {
   readonly config: Rollout.Config
-  readonly rows: Array<Either.Either<Rollout.PreparedRow, Row.RowError>>
+  readonly rows: Array<Result.Result<Rollout.PreparedRow, Row.RowError>>
   trajectories: number
 }
 
@@ -188,7 +188,7 @@ export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<Run
       }
       groups.set(key, group)
     }
-    group.rows.push(Either.right(planned.prepared))
+    group.rows.push(Result.succeed(planned.prepared))
     group.trajectories += planned.numGenerations
   }
   return [...groups.values()]

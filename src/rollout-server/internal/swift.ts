@@ -15,10 +15,8 @@
  *   (any weight endpoint, then `/reset_prefix_cache/`, which the trainer calls once at the end of
  *   every sync) adds one. Every model call is stamped with the version current when it was sent.
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { Service as InferenceService } from "../../Inference.js"
 import type * as SwiftRollout from "../../inference/SwiftRollout.js"
 import { isWhole } from "../../internal/whole.js"
@@ -111,7 +109,7 @@ export const stamped = (service: InferenceService, policy: PolicyVersion): Infer
 })
 
 const PolicyVersionBody = Schema.Struct({
-  version: Schema.Int.pipe(Schema.filter((n) => isWhole(n, 0) || "expected a whole number >= 0"))
+  version: Schema.Int.check(Schema.makeFilter((n) => isWhole(n, 0) || "expected a whole number >= 0"))
 })
 const decodePolicyVersion = decodeBody(PolicyVersionBody, { excess: "error" })
 
@@ -184,30 +182,22 @@ const engineType = (context: ControlContext) =>
 const policyVersion = (context: ControlContext) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = yield* Effect.flatMap(readBody(request, context.maxBody), decodePolicyVersion)
+    const body = yield* Effect.flatMap(readBody(request, context.maxBody), (text) => Effect.fromResult(decodePolicyVersion(text)))
     return json(context.policy.set(body.version))
   })
 
 /**
- * The control routes, added to a router.
+ * The control routes, for the server's router.
  *
  * @since 0.2.0
  */
-export const routes = (context: ControlContext) =>
-<E, R>(router: HttpRouter.HttpRouter<E, R>) => {
-  let out = router.pipe(
-    // The router ignores a trailing slash: these are also reached without it.
-    HttpRouter.post("/get_engine_type/", engineType(context)),
-    HttpRouter.get("/v1/policy-version", Effect.sync(() => json(context.policy.toJson()))),
-    HttpRouter.post("/v1/policy-version", policyVersion(context))
-  )
-  for (const route of FORWARDED) {
-    out = route.method === "GET"
-      ? HttpRouter.get(out, route.path, forwardTo(context, route))
-      : HttpRouter.post(out, route.path, forwardTo(context, route))
-  }
-  return out
-}
+export const routes = (context: ControlContext): Array<HttpRouter.Route<ApiError>> => [
+  // The router ignores a trailing slash: these are also reached without it.
+  HttpRouter.route("POST", "/get_engine_type/", engineType(context)),
+  HttpRouter.route("GET", "/v1/policy-version", Effect.sync(() => json(context.policy.toJson()))),
+  HttpRouter.route("POST", "/v1/policy-version", policyVersion(context)),
+  ...FORWARDED.map((route) => HttpRouter.route(route.method, route.path, forwardTo(context, route)))
+]
 
 /** The paths, for the 404's list. */
 export const PATHS = [
