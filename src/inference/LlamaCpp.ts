@@ -2,7 +2,7 @@
  * Colocate mode: the `Inference` service on an in-process llama.cpp engine (node-llama-cpp), from
  * a GGUF file.
  *
- * - The model loads once per layer (`Layer.scoped`): runtime, model and context are released, in
+ * - The model loads once per layer (`Layer.effect`, scoped): runtime, model and context are released, in
  *   that reverse order, when the scope closes. node-llama-cpp is imported lazily, so a machine
  *   without it (or without a usable binary) gets an `Unavailable` error here and nothing else breaks.
  * - Concurrent trajectories share one context of `sequences` sequences; a call holds one sequence
