@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Either, Schema, Scope, Stream } from "effect"
+import { Duration, Effect, Result, Schema, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import type { EncodeError } from "./CompletionsLog.js"
 import type { Inference } from "./Inference.js"
@@ -77,13 +77,13 @@ export interface Config {
  */
 export interface Timeouts {
   /** Creating and resetting the env (the scheduler's start). */
-  readonly reset?: Duration.DurationInput | undefined
+  readonly reset?: Duration.Input | undefined
   /** The env's answer to one turn (the scheduler's `onTurnEnd` and `step`), and the reward functions. */
-  readonly step?: Duration.DurationInput | undefined
+  readonly step?: Duration.Input | undefined
   /** Closing the env (the trajectory's scope). */
-  readonly close?: Duration.DurationInput | undefined
+  readonly close?: Duration.Input | undefined
   /** The whole trajectory, model calls included (not its close). */
-  readonly trajectory?: Duration.DurationInput | undefined
+  readonly trajectory?: Duration.Input | undefined
 }
 
 /**
@@ -176,9 +176,9 @@ export class RunConfigError extends Schema.TaggedError<RunConfigError>("effect-g
  * @since 0.1.0
  * @category validation
  */
-export const positiveInteger = (option: string, value: number): Either.Either<void, RunConfigError> => {
+export const positiveInteger = (option: string, value: number): Result.Result<void, RunConfigError> => {
   const detail = wholeProblem(value, 1)
-  return detail === undefined ? Either.void : Either.left(new RunConfigError({ option, detail }))
+  return detail === undefined ? Result.void : Result.fail(new RunConfigError({ option, detail }))
 }
 
 /**
@@ -213,7 +213,7 @@ export const validate = (config: {
   readonly maxTurns: number
   readonly concurrency: number
   readonly seed: number
-}): Either.Either<void, RunConfigError> => {
+}): Result.Result<void, RunConfigError> => {
   const sizes: Array<[string, number, { readonly max: number; readonly reason: string }]> = [
     ["--num-generations", config.numGenerations, LIMITS.numGenerations],
     ["--max-turns", config.maxTurns, LIMITS.maxTurns],
@@ -221,17 +221,17 @@ export const validate = (config: {
   ]
   for (const [option, value, limit] of sizes) {
     const checked = positiveInteger(option, value)
-    if (Either.isLeft(checked)) return checked
+    if (Result.isFailure(checked)) return checked
     if (value > limit.max) {
-      return Either.left(
+      return Result.fail(
         new RunConfigError({ option, detail: `must be at most ${limit.max}, got ${value}: ${limit.reason}` })
       )
     }
   }
   if (!Number.isSafeInteger(config.seed)) {
-    return Either.left(new RunConfigError({ option: "--seed", detail: `must be an integer, got ${config.seed}` }))
+    return Result.fail(new RunConfigError({ option: "--seed", detail: `must be an integer, got ${config.seed}` }))
   }
-  return Either.void
+  return Result.void
 }
 
 export {
@@ -293,7 +293,7 @@ export {
  * @since 0.1.0
  * @category models
  */
-export type Rows<A, E = never> = Iterable<Either.Either<A, RowError>> | Stream.Stream<Either.Either<A, RowError>, E>
+export type Rows<A, E = never> = Iterable<Result.Result<A, RowError>> | Stream.Stream<Result.Result<A, RowError>, E>
 
 /**
  * Options of a running stream: `until`, when it completes, stops the run gracefully (no new
@@ -354,13 +354,12 @@ export const streamEvents = <E = never>(
 export type Event = Trajectory.TurnEvent | Item
 
 const prepareAll = <E>(config: Config, rows: Rows<Row, E>): Rows<PreparedRow, E> =>
-  Stream.StreamTypeId in rows
-    ? Stream.map(rows as Stream.Stream<Either.Either<Row, RowError>, E>, (decoded) =>
-      Either.flatMap(decoded, (row) => prepareRow(config, row)))
-    : prepareRows(config, rows as Iterable<Either.Either<Row, RowError>>)
+  Stream.isStream(rows)
+    ? Stream.map(rows, (decoded) => Result.flatMap(decoded, (row) => prepareRow(config, row)))
+    : prepareRows(config, rows)
 
-function* prepareRows(config: Config, rows: Iterable<Either.Either<Row, RowError>>): Generator<Either.Either<PreparedRow, RowError>> {
-  for (const decoded of rows) yield Either.flatMap(decoded, (row) => prepareRow(config, row))
+function* prepareRows(config: Config, rows: Iterable<Result.Result<Row, RowError>>): Generator<Result.Result<PreparedRow, RowError>> {
+  for (const decoded of rows) yield Result.flatMap(decoded, (row) => prepareRow(config, row))
 }
 
 /**
@@ -384,7 +383,7 @@ export const streamPrepared = <E = never>(
  */
 export const runAll = (
   config: Config,
-  rows: Iterable<Either.Either<Row, RowError>>
+  rows: Iterable<Result.Result<Row, RowError>>
 ): Effect.Effect<Array<Item>, never, Inference> =>
   Effect.map(Stream.runCollect(stream(config, rows)), (chunk) => Array.from(chunk))
 
@@ -475,10 +474,10 @@ export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigErro
       concurrency: o.concurrency ?? 64,
       seed: o.seed ?? 0
     }
-    yield* validate(numbers)
-    if (o.bufferSize !== undefined) yield* positiveInteger("bufferSize", o.bufferSize)
-    yield* checkOptions(o)
-    const columns = yield* Reward.columns(o.rewards ?? [], o.weights)
+    yield* Effect.fromResult(validate(numbers))
+    if (o.bufferSize !== undefined) yield* Effect.fromResult(positiveInteger("bufferSize", o.bufferSize))
+    yield* Effect.fromResult(checkOptions(o))
+    const columns = yield* Effect.fromResult(Reward.columns(o.rewards ?? [], o.weights))
     const scheduler = o.scheduler ?? Scheduler.gym
     const instance = yield* scheduler.make({ options: o.schedulerOptions ?? {} })
     // The services the envs require are in the run's context (run and events require R), so
@@ -506,8 +505,8 @@ export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigErro
  */
 const TIMEOUT_KEYS: ReadonlyArray<string> = ["reset", "step", "close", "trajectory"] satisfies ReadonlyArray<keyof Timeouts>
 
-const checkOptions = <R>(o: Options<R>): Either.Either<void, RunConfigError> => {
-  const refuse = (option: string, detail: string) => Either.left(new RunConfigError({ option, detail }))
+const checkOptions = <R>(o: Options<R>): Result.Result<void, RunConfigError> => {
+  const refuse = (option: string, detail: string) => Result.fail(new RunConfigError({ option, detail }))
   if (!Array.isArray(o.envs) || o.envs.length === 0) return refuse("envs", "must hold at least one env definition")
   const names = new Set<string>()
   for (const env of o.envs) {
@@ -536,42 +535,42 @@ const checkOptions = <R>(o: Options<R>): Either.Either<void, RunConfigError> => 
       return refuse(`sampling.${key}`, `must be a finite number, got ${describe(value).slice(0, 100)}`)
     }
   }
-  return Either.void
+  return Result.void
 }
 
 /**
- * What {@link run} takes as rows: decoded rows, rows that failed to decode (`Either`, as
+ * What {@link run} takes as rows: decoded rows, rows that failed to decode (`Result`, as
  * `Row.decodeStream` gives them), or plain JSON values (a dataset row: `messages`, `env_config`,
  * other columns), numbered in the order they come.
  *
  * @since 0.1.0
  * @category models
  */
-export type RowInput = Row | Either.Either<Row, RowError> | unknown
+export type RowInput = Row | Result.Result<Row, RowError> | unknown
 
 const isRow = (u: unknown): u is Row =>
   typeof u === "object" && u !== null && typeof (u as Row).file === "string" && typeof (u as Row).index === "number" &&
   Array.isArray((u as Row).messages) && typeof (u as Row).envConfig === "object" && typeof (u as Row).dataDict === "object"
 
-const toRow = (value: unknown, index: number): Either.Either<Row, RowError> =>
-  Either.isEither(value)
-    ? (value as Either.Either<Row, RowError>)
+const toRow = (value: unknown, index: number): Result.Result<Row, RowError> =>
+  Result.isResult(value)
+    ? (value as Result.Result<Row, RowError>)
     : isRow(value)
-    ? Either.right(value)
+    ? Result.succeed(value)
     : decodeValue("rows", index, value)
 
 const inputRows = <E, R2>(
   rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
 ): Effect.Effect<Rows<Row, E>, never, R2> =>
-  Stream.StreamTypeId in rows
+  Stream.isStream(rows)
     ? Effect.map(Effect.context<R2>(), (context) =>
       Stream.provideContext(
-        Stream.mapAccum(rows as Stream.Stream<RowInput, E, R2>, 0, (i, value) => [i + 1, toRow(value, i)]),
+        Stream.mapAccum(rows as Stream.Stream<RowInput, E, R2>, () => 0, (i, value) => [i + 1, [toRow(value, i)]]),
         context
       ))
     : Effect.succeed(numbered(rows as Iterable<RowInput>))
 
-function* numbered(rows: Iterable<RowInput>): Generator<Either.Either<Row, RowError>> {
+function* numbered(rows: Iterable<RowInput>): Generator<Result.Result<Row, RowError>> {
   let i = 0
   for (const value of rows) yield toRow(value, i++)
 }
@@ -589,7 +588,7 @@ export const run = <R>(rollout: Rollout<R>, options?: StreamOptions) =>
 <E = never, R2 = never>(
   rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
 ): Stream.Stream<Item, E | ConfigError, Inference | R | R2> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.zipWith(config(rollout), inputRows(rows), (config, input) => stream(config, input, options))
   ) as Stream.Stream<Item, E | ConfigError, Inference | R | R2>
 
@@ -604,7 +603,7 @@ export const events = <R>(rollout: Rollout<R>, options?: StreamOptions) =>
 <E = never, R2 = never>(
   rows: Iterable<RowInput> | Stream.Stream<RowInput, E, R2>
 ): Stream.Stream<Event, E | ConfigError, Inference | R | R2> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.zipWith(config(rollout), inputRows(rows), (config, input) => streamEvents(config, input, options))
   ) as Stream.Stream<Event, E | ConfigError, Inference | R | R2>
 

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, FiberId, Queue, Scope, Stream } from "effect"
+import { Cause, Effect, Exit, Queue, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import { Inference } from "./Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService } from "./Inference.js"
@@ -232,7 +232,7 @@ export const fold = <E, R>(
   events: Stream.Stream<TurnEvent, E, R>
 ): Effect.Effect<TrajectoryResult, E, R> =>
   Effect.map(
-    Stream.runFold(events, new Accumulator(request), (acc, event) => {
+    Stream.runFold(events, () => new Accumulator(request), (acc, event) => {
       acc.add(event)
       return acc
     }),
@@ -256,14 +256,23 @@ export interface Options {
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
 }
 
+/**
+ * The trajectory as a stream of turn events: an adapter over the same loop as {@link run}, which
+ * emits what the loop reports. The env is created when the stream starts and closed before its
+ * `End` event (or when the stream is interrupted). For a run's events use `Rollout.events`: one
+ * stream for all trajectories costs far less than a stream per trajectory.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const stream = (
   request: TrajectoryRequest,
   options: Options
 ): Stream.Stream<TurnEvent, never, Inference> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.gen(function*() {
       const inference = yield* Inference
-      const queue = yield* Effect.acquireRelease(Queue.bounded<ReadonlyArray<TurnEvent> | null>(1), Queue.shutdown)
+      const queue = yield* Effect.acquireRelease(Queue.bounded<ReadonlyArray<TurnEvent>, Cause.Done>(1), Queue.shutdown)
       let buffer: Array<TurnEvent> = []
       const flush = (): Effect.Effect<void> | undefined => {
         if (buffer.length === 0) return undefined
@@ -274,12 +283,9 @@ export const stream = (
       const emitter = new Emitter(request, (event) => buffer.push(event), flush)
       yield* Effect.forkScoped(
         Effect.flatMap(runWith(request, options, inference, emitter), () =>
-          Effect.zipRight(flush() ?? Effect.void, Queue.offer(queue, null)))
+          Effect.andThen(flush() ?? Effect.void, Queue.end(queue)))
       )
-      return Stream.fromQueue(queue, { maxChunkSize: 1 }).pipe(
-        Stream.takeWhile((events): events is ReadonlyArray<TurnEvent> => events !== null),
-        Stream.flattenIterables
-      )
+      return Stream.flattenIterable(Stream.fromQueue(queue))
     })
   )
 
@@ -312,11 +318,11 @@ export const runWith = (
   // The scope is empty until the scheduler starts, so nothing can leak before `onExit` is in place;
   // this is lighter than acquireUseRelease, whose masks stay on the fiber's stack for the whole
   // trajectory.
-  Effect.flatMap(Effect.zip(Scope.make(), Effect.clock), ([scope, clock]) => {
+  Effect.flatMap(Effect.zip(Scope.make(), Effect.clockWith(Effect.succeed)), ([scope, clock]) => {
     const machine = new Machine(request, options.scheduler, inference, options, scope, listener, millisOf(clock))
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(
-        Effect.onInterrupt(restore(runMachine(machine)), () => Scope.close(scope, Exit.interrupt(FiberId.none))),
+        Effect.onInterrupt(restore(runMachine(machine)), () => Scope.close(scope, Exit.interrupt())),
         (end) => closeMachine(machine, scope, end.error)
       )
     )

@@ -96,7 +96,7 @@ const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
  */
 export const runJob = (args: RunArgs, view?: RunView.Handle) =>
   Effect.gen(function*() {
-    yield* Rollout.validate(args)
+    yield* Effect.fromResult(Rollout.validate(args))
     if (Option.isNone(args.cluster) && Option.isSome(args.runId)) {
       return yield* new OptionError({ option: "--run-id", detail: "only with --cluster (a local run is resumed by its --output)" })
     }

@@ -2,17 +2,15 @@
  * The turn events of a run, buffered in one batch shared by every trajectory. Internal to the run
  * engine.
  */
-import { Effect, Option, Queue } from "effect"
+import type { Effect } from "effect"
+import { Queue } from "effect"
 import type { Item } from "../../Rollout.js"
 import type { TrajectoryRequest } from "../../Scheduler.js"
 import { Emitter } from "../trajectory/observers.js"
 import type { Listener, TurnEvent } from "../../Trajectory.js"
 
-/** The run's end, after its last item. */
-export const END = Symbol("end")
-
-/** What the run's queue carries: items, batches of turn events (when events are on), the end. */
-export type Out = Item | ReadonlyArray<TurnEvent> | typeof END
+/** What the run's queue carries: items, and batches of turn events (when events are on). */
+export type Out = Item | ReadonlyArray<TurnEvent>
 
 /** Most events a batch holds before it is handed to the queue (sooner when the consumer waits). */
 const EVENT_BATCH = 512
@@ -23,7 +21,7 @@ const EVENT_BATCH = 512
  * the consumer is idle), and the run hands it over before it offers a group (so a group comes after
  * its trajectories' events).
  */
-export class EventSink {
+export class EventSink<E> {
   private batch: Array<TurnEvent> = []
   private readonly push = (event: TurnEvent): void => {
     this.batch.push(event)
@@ -34,13 +32,12 @@ export class EventSink {
     if (batch.length < EVENT_BATCH) {
       // Asked after every transition of every trajectory, inside the loop's synchronous fast path:
       // `Queue.size` (an Effect) would cost a trip through the runtime per transition.
-      const size = this.queue.unsafeSize()
-      if (Option.isSome(size) && size.value > 0) return undefined
+      if (Queue.sizeUnsafe(this.queue) > 0) return undefined
     }
     return this.flush()
   }
 
-  constructor(private readonly queue: Queue.Queue<Out>) {}
+  constructor(private readonly queue: Queue.Queue<Out, E>) {}
 
   listener(request: TrajectoryRequest, attempt: number): Listener {
     return new Emitter(request, this.push, this.drain, attempt)

@@ -2,7 +2,7 @@
  * A run's rows and records: seeds, env selection, requests, scores and advantages. Internal;
  * `Rollout` exports each of them.
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type * as Env from "../../Env.js"
 import { mixSeed } from "../seed.js"
 import * as Registry from "../../Registry.js"
@@ -27,10 +27,10 @@ export const rowSeed = (runSeed: number, rowIndex: number): number => mixSeed(ru
  * @since 0.1.0
  * @category rows
  */
-export const prepareRow = (config: Config, row: Row): Either.Either<PreparedRow, RowError> => {
+export const prepareRow = (config: Config, row: Row): Result.Result<PreparedRow, RowError> => {
   const seed = rowSeed(config.seed, row.index)
   const fail = (path: string, detail: string) =>
-    Either.left(new RowError({ file: row.file, line: row.index + 1, path, detail }))
+    Result.fail(new RowError({ file: row.file, line: row.index + 1, path, detail }))
   const explicit = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
   // (a scheduler written by hand in a JavaScript plugin may have no `envs`)
   const brought = config.scheduler.definition.envs ?? []
@@ -40,13 +40,13 @@ export const prepareRow = (config: Config, row: Row): Either.Either<PreparedRow,
   }
   // The scheduler's own envs first (it provides their services), then the registry's.
   const own = brought.find((env) => env.name === name) as Env.Definition | undefined
-  const definition = own === undefined ? Registry.env(config.registry, name) : Either.right(own)
-  if (Either.isLeft(definition)) {
-    return fail(explicit === undefined ? "--gym-env" : "env_config.name", definition.left.message)
+  const definition = own === undefined ? Registry.env(config.registry, name) : Result.succeed(own)
+  if (Result.isFailure(definition)) {
+    return fail(explicit === undefined ? "--gym-env" : "env_config.name", definition.failure.message)
   }
-  return Either.match(definition.right.prepare(row.envConfig), {
-    onLeft: (error) => fail(error.path, `${error.reason} (env ${name})`),
-    onRight: (create) => Either.right({ row, env: { name, create }, seed })
+  return Result.match(definition.success.prepare(row.envConfig), {
+    onFailure: (error) => fail(error.path, `${error.reason} (env ${name})`),
+    onSuccess: (create): Result.Result<PreparedRow, RowError> => Result.succeed({ row, env: { name, create }, seed })
   })
 }
 

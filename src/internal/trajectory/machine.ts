@@ -2,7 +2,8 @@
  * The trajectory's state machine and its one driver: the engine under `Trajectory.run`,
  * `Trajectory.stream` and every run's trajectories (`Rollout`). Internal.
  */
-import { Cause, Clock, Effect, Exit, Option, Scope } from "effect"
+import { Cause, Effect, Exit, Option, Scope } from "effect"
+import type { Clock } from "effect"
 import { InferenceError, tokenState } from "../../Inference.js"
 import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "../../Inference.js"
 import type * as Message from "../../Message.js"
@@ -21,7 +22,7 @@ import { Accumulator } from "./observers.js"
  * where an Effect per reading would cost a trip through the runtime: the one `unsafe` read of the
  * engine's hot path.
  */
-export const millisOf = (clock: Clock.Clock) => (): number => Number(clock.unsafeCurrentTimeNanos()) / 1e6
+export const millisOf = (clock: Clock.Clock) => (): number => Number(clock.currentTimeNanosUnsafe()) / 1e6
 
 /**
  * Turns answered at once (see `Machine.turns`) between two turns of the event loop (without them,
@@ -43,7 +44,7 @@ const badCompletion = (backend: string, completion: unknown): InferenceError =>
   })
 
 export const toTrajectoryError = (phase: string, cause: Cause.Cause<unknown>): TrajectoryError => {
-  const failure = Cause.failureOption(cause)
+  const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure) && isTrajectoryError(failure.value)) return failure.value
   const squashed = Cause.squash(cause)
   if (isTrajectoryError(squashed)) return squashed
@@ -117,7 +118,7 @@ export class Machine {
    */
   startSession(): Effect.Effect<Session, TrajectoryError> {
     try {
-      return Scope.extend(this.scheduler.start(this.request), this.scope)
+      return Scope.provide(this.scheduler.start(this.request), this.scope)
     } catch (defect) {
       return Effect.die(defect)
     }
@@ -180,7 +181,7 @@ export class Machine {
         if (next !== undefined) return next
         if (++syncTurns >= SYNC_TURNS) {
           syncTurns = 0
-          return Effect.zipRight(nextTurn, Effect.suspend(() => this.turns()))
+          return Effect.andThen(nextTurn, Effect.suspend(() => this.turns()))
         }
       }
     } catch (defect) {
@@ -245,7 +246,7 @@ export class Machine {
   /** The listener's drain then the next turns, if it has one to run; `undefined` otherwise. */
   private drained(): Effect.Effect<End, TrajectoryError> | undefined {
     const drain = this.listener?.drain()
-    return drain === undefined ? undefined : Effect.zipRight(drain, Effect.suspend(() => this.turns()))
+    return drain === undefined ? undefined : Effect.andThen(drain, Effect.suspend(() => this.turns()))
   }
 
   /** The model replied: append its message; the context of this turn's hooks. */
@@ -354,8 +355,8 @@ export class Machine {
 
   /** Turns a failure or defect into the `End`; interruption goes through. */
   guard<A>(effect: Effect.Effect<A, TrajectoryError>): Effect.Effect<A | End> {
-    return Effect.catchAllCause(effect, (cause) =>
-      Cause.isInterrupted(cause)
+    return Effect.catchCause(effect, (cause) =>
+      Cause.hasInterrupts(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)
         : Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause))))
   }
@@ -414,7 +415,7 @@ export const withError = (result: TrajectoryResult, error: TrajectoryError): Tra
  */
 export const closeMachine = (
   machine: Machine,
-  scope: Scope.CloseableScope,
+  scope: Scope.Closeable,
   error: TrajectoryError | undefined
 ): Effect.Effect<TrajectoryResult> => {
   machine.phase = Phase.Closing
@@ -427,7 +428,7 @@ export const closeMachine = (
     },
     onFailure: (cause) => {
       machine.phase = Phase.Finished
-      if (!Cause.isInterruptedOnly(cause)) machine.result = withError(machine.result!, toTrajectoryError("close", cause))
+      if (!Cause.hasInterruptsOnly(cause)) machine.result = withError(machine.result!, toTrajectoryError("close", cause))
       machine.ended(machine.result!)
       return machine.result!
     }
