@@ -3,23 +3,25 @@
  * sleep and delay of the run engine (and of the test) happens in clock time, without waiting for
  * real. A run that does not end fails the test after `limit` of clock time.
  */
-import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
+import { Clock, Duration, Effect } from "effect"
+import { TestClock } from "effect/testing"
 
 export const onTestClock = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
-  options: { readonly limit?: Duration.DurationInput; readonly step?: Duration.DurationInput } = {}
+  options: { readonly limit?: Duration.Input; readonly step?: Duration.Input } = {}
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
-    const limit = Duration.toMillis(Duration.decode(options.limit ?? "10 minutes"))
-    const step = Duration.decode(options.step ?? "5 millis")
+    const limit = Duration.toMillis(Duration.fromInputUnsafe(options.limit ?? "10 minutes"))
+    const step = Duration.fromInputUnsafe(options.step ?? "5 millis")
     const started = yield* Clock.currentTimeMillis
-    const fiber = yield* Effect.fork(effect)
+    const fiber = yield* Effect.forkChild(effect)
     for (;;) {
-      const exit = yield* Fiber.poll(fiber)
-      if (Option.isSome(exit)) return yield* exit.value
+      const exit = fiber.pollUnsafe()
+      if (exit !== undefined) return yield* exit
       if ((yield* Clock.currentTimeMillis) - started > limit) {
-        yield* Fiber.interruptFork(fiber)
-        return yield* Effect.dieMessage(`still running after ${limit} ms of clock time`)
+        // (not waited for: a run that does not end may not stop either)
+        fiber.interruptUnsafe()
+        return yield* Effect.die(new Error(`still running after ${limit} ms of clock time`))
       }
       yield* TestClock.adjust(step)
     }
