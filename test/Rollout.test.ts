@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Either, FastCheck, Fiber, Stream } from "effect"
+import { Deferred, Effect, Fiber, Result, Schema, Stream } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Reward from "../src/Reward.js"
@@ -14,7 +14,7 @@ const frozenRows = (n: number, extra: Record<string, unknown> = {}) =>
 const stableLine = (record: Rollout.TrajectoryRecord) => JSON.stringify(withoutTimings(CompletionsLog.toLine(record)))
 
 describe("Rollout", () => {
-  it.scoped("expands each row into a group with group-normalised advantages", () =>
+  it.effect("expands each row into a group with group-normalised advantages", () =>
     Effect.gen(function*() {
       const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: 6, concurrency: 5, maxTurns: 6 })
       const items = yield* Rollout.runAll(config, rows(frozenRows(20)))
@@ -34,7 +34,7 @@ describe("Rollout", () => {
       expect(all.some((r) => (r.advantage ?? 0) !== 0)).toBe(true)
     }).pipe(Effect.provide(solverPolicy({ epsilon: 0.4 }))))
 
-  it.scoped("a row's env_config.name overrides the run's default env", () =>
+  it.effect("a row's env_config.name overrides the run's default env", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "frozen_lake", numGenerations: 2 })
@@ -45,7 +45,7 @@ describe("Rollout", () => {
       expect(counters.created).toBe(2)
     }).pipe(Effect.provide(randomPolicy())))
 
-  it.scoped("reports bad rows with file, line and field, and runs the other rows", () =>
+  it.effect("reports bad rows with file, line and field, and runs the other rows", () =>
     Effect.gen(function*() {
       const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: 2 })
       const text = [
@@ -74,7 +74,7 @@ describe("Rollout", () => {
       expect(ran.map((r) => r.result.row)).toEqual([0, 0, 7, 7])
     }).pipe(Effect.provide(randomPolicy())))
 
-  it.scoped("fault injection: over many trajectories every env is created once and closed exactly once", () =>
+  it.effect("fault injection: over many trajectories every env is created once and closed exactly once", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({
@@ -105,32 +105,32 @@ describe("Rollout", () => {
       expect(fine.every((r) => r.result.endReason === "done" || r.result.endReason === "max_turns")).toBe(true)
     }))
 
-  it.scoped("interrupting a run mid-trajectory closes every env it opened", () =>
+  it.effect("interrupting a run mid-trajectory closes every env it opened", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", concurrency: 32 })
       const input = Array.from({ length: 100 }, (_, i) => ({ env_config: { length: 4, hang_at: i % 2 === 0 ? 3 : 99 } }))
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.stream(config, rows(input))))
-      while (counters.steps < 200) yield* Effect.yieldNow()
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.stream(config, rows(input))))
+      while (counters.steps < 200) yield* Effect.yieldNow
       expect(counters.open).toBeGreaterThan(0)
       yield* Fiber.interrupt(fiber)
       expect(counters.open).toBe(0)
       expect([...counters.closedIds.values()].every((n) => n === 1)).toBe(true)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scoped("a consumer that stops early (take) stops the run and closes its envs", () =>
+  it.effect("a consumer that stops early (take) stops the run and closes its envs", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", concurrency: 8 })
       const input = Array.from({ length: 2000 }, () => ({ env_config: { length: 3 } }))
       const firstThree = yield* Stream.runCollect(Stream.take(Rollout.stream(config, rows(input)), 3))
-      expect(Chunk.size(firstThree)).toBe(3)
+      expect(firstThree.length).toBe(3)
       expect(counters.open).toBe(0)
       // bounded by the output queue and the workers, not by the dataset
       expect(counters.created).toBeLessThan(1000)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("envs that take resources and fork scoped fibers from the context get their own trajectory's scope", () =>
+  it.live("envs that take resources and fork scoped fibers from the context get their own trajectory's scope", () =>
     Effect.gen(function*() {
       let created = 0
       const closed = new Set<number>()
@@ -143,12 +143,14 @@ describe("Rollout", () => {
             // same worker pool start meanwhile
             yield* Effect.sleep(1 + (created % 3))
             const id = yield* Effect.acquireRelease(Effect.sync(() => ++created), (id) => Effect.sync(() => closed.add(id)))
-            // a background fiber for the env's lifetime (started before the env is used)
+            // a background fiber for the env's lifetime (started before the env is used); its
+            // interruption handler is in place before it says it runs (Effect 4 resumes the waiter
+            // at once, inside `Deferred.succeed`: a stop that came then found no handler yet)
             const running = yield* Deferred.make<void>()
             yield* Effect.forkScoped(
-              Effect.zipRight(
-                Deferred.succeed(running, undefined),
-                Effect.onInterrupt(Effect.never, () => Effect.sync(() => interrupted.add(id)))
+              Effect.onInterrupt(
+                Effect.andThen(Deferred.succeed(running, undefined), Effect.never),
+                () => Effect.sync(() => interrupted.add(id))
               )
             )
             yield* Deferred.await(running)
@@ -178,17 +180,17 @@ describe("Rollout", () => {
 
   it("validates the run's numbers", () => {
     const ok = { numGenerations: 1, maxTurns: 1, concurrency: 1, seed: 0 }
-    expect(Either.isRight(Rollout.validate(ok))).toBe(true)
-    expect(Either.getLeft(Rollout.validate({ ...ok, concurrency: 0 })).pipe((o) => o._tag === "Some" && o.value.message))
+    expect(Result.isSuccess(Rollout.validate(ok))).toBe(true)
+    expect(Result.getFailure(Rollout.validate({ ...ok, concurrency: 0 })).pipe((o) => o._tag === "Some" && o.value.message))
       .toBe("--concurrency: must be a whole number >= 1, got 0")
-    expect(Either.isLeft(Rollout.validate({ ...ok, numGenerations: 1.5 }))).toBe(true)
+    expect(Result.isFailure(Rollout.validate({ ...ok, numGenerations: 1.5 }))).toBe(true)
   })
 })
 
 describe("Rollout: seeded runs are reproducible (property)", () => {
   it.effect.prop(
     "the same run gives the same completions lines, whatever the concurrency",
-    [FastCheck.integer({ min: 0, max: 2 ** 31 - 1 }), FastCheck.integer({ min: 1, max: 64 })],
+    [Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 2 ** 31 - 1 })), Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 64 }))],
     ([seed, concurrency]) =>
       Effect.scoped(Effect.gen(function*() {
         const input = rows(frozenRows(12, { size: 5 }))
@@ -198,6 +200,6 @@ describe("Rollout: seeded runs are reproducible (property)", () => {
         const second = records(yield* Rollout.runAll(b, input)).map(stableLine)
         expect(second).toEqual(first)
       })).pipe(Effect.provide(randomPolicy())),
-    { fastCheck: { numRuns: 20 } }
+    { arbitrary: { runs: 20 } }
   )
 })
