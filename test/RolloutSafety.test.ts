@@ -7,7 +7,7 @@
  * its test instead of stalling the suite.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Cause, Chunk, Clock, Deferred, Effect, Either, Exit, Fiber, Option, Stream } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Fiber, Option, Result, Stream } from "effect"
 import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
@@ -20,14 +20,17 @@ import { onTestClock } from "./testClock.js"
 
 /** Fails the test (instead of hanging it) when the run does not end. */
 const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 20) =>
-  Effect.timeoutFail(effect, { duration: `${seconds} seconds`, onTimeout: () => new Error(`the run did not end within ${seconds} s`) })
+  Effect.timeoutOrElse(effect, {
+    duration: `${seconds} seconds`,
+    orElse: () => Effect.fail(new Error(`the run did not end within ${seconds} s`))
+  })
 
 const collect = (config: Rollout.Config, input: ReadonlyArray<unknown>) =>
-  within(Effect.map(Stream.runCollect(Rollout.stream(config, rows(input))), Chunk.toArray))
+  within(Stream.runCollect(Rollout.stream(config, rows(input))))
 
 /** {@link collect} on the TestClock: the run's timeouts, retries' delays and sleeps pass in clock time. */
 const collectOnClock = (config: Rollout.Config, input: ReadonlyArray<unknown>) =>
-  onTestClock(Effect.map(Stream.runCollect(Rollout.stream(config, rows(input))), Chunk.toArray), { limit: "1 minute" })
+  onTestClock(Stream.runCollect(Rollout.stream(config, rows(input))), { limit: "1 minute" })
 
 /** An env made from handlers (as a user writes one), counting creates and closes. */
 const handlersEnv = (name: string, counters: Counters, handlers: (config: Env.EnvConfig) => Partial<Env.Handlers>) =>
@@ -49,7 +52,7 @@ const handlersEnv = (name: string, counters: Counters, handlers: (config: Env.En
   })
 
 describe("Rollout: a failure anywhere in a trajectory is its record, and the run ends", () => {
-  it.scopedLive("finalizers that throw or die, rewards that throw or die, hooks that throw: each trajectory gets its typed error", () =>
+  it.live("finalizers that throw or die, rewards that throw or die, hooks that throw: each trajectory gets its typed error", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const closeThrows = handlersEnv("close_throws", counters, () => ({
@@ -97,7 +100,7 @@ describe("Rollout: a failure anywhere in a trajectory is its record, and the run
       expect(byRow(2).map((r) => [r.error, r.reward])).toEqual([[undefined, 1.25], [undefined, 1.25]])
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("reward functions that throw or die (not made with Reward.define) fail their trajectory only", () =>
+  it.live("reward functions that throw or die (not made with Reward.define) fail their trajectory only", () =>
     Effect.gen(function*() {
       const throws: Reward.Definition = {
         name: "throws",
@@ -120,7 +123,7 @@ describe("Rollout: a failure anywhere in a trajectory is its record, and the run
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("a scheduler whose start or hooks throw (not returning an Effect) fails those trajectories", () =>
+  it.live("a scheduler whose start or hooks throw (not returning an Effect) fails those trajectories", () =>
     Effect.gen(function*() {
       const startThrows = Scheduler.define({
         name: "start_throws",
@@ -153,7 +156,7 @@ describe("Rollout: a failure anywhere in a trajectory is its record, and the run
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("values JSON cannot hold fail their trajectory with EncodeError naming the field; big integers stay exact", () =>
+  it.live("values JSON cannot hold fail their trajectory with EncodeError naming the field; big integers stay exact", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const cyclic: Record<string, unknown> = { a: 1 }
@@ -206,7 +209,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       }
     }))
 
-  it.scoped("a hung reset, step or close ends its trajectory with Timeout naming the phase; the run goes on", () =>
+  it.effect("a hung reset, step or close ends its trajectory with Timeout naming the phase; the run goes on", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [hanging(counters)], defaultEnv: "hanging", numGenerations: 2, concurrency: 2 })
@@ -222,7 +225,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.closed).toBe(6)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scoped("the limits are the Clock's: ten minutes' step and close timeouts pass on the TestClock, with nothing waited for real", () =>
+  it.effect("the limits are the Clock's: ten minutes' step and close timeouts pass on the TestClock, with nothing waited for real", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [hanging(counters)], defaultEnv: "hanging", numGenerations: 1, concurrency: 2 })
@@ -230,7 +233,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       const started = yield* Clock.currentTimeMillis
       const all = records(
         yield* onTestClock(
-          Effect.map(Stream.runCollect(Rollout.stream({ ...config, timeouts }, rows([{ env_config: { hang: "step" } }, {}]))), Chunk.toArray),
+          Stream.runCollect(Rollout.stream({ ...config, timeouts }, rows([{ env_config: { hang: "step" } }, {}]))),
           { limit: "30 minutes", step: "10 seconds" }
         )
       )
@@ -242,7 +245,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scoped("an env call that cannot be interrupted is abandoned after the close timeout: its record is written, a new worker goes on", () =>
+  it.effect("an env call that cannot be interrupted is abandoned after the close timeout: its record is written, a new worker goes on", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const stuck = Env.define({
@@ -264,7 +267,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scoped("the trajectory timeout covers model calls", () =>
+  it.effect("the trajectory timeout covers model calls", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", numGenerations: 2 })
@@ -279,7 +282,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
       expect(counters.open).toBe(0)
     }))
 
-  it.scoped("a reward function that hangs is stopped by the step timeout", () =>
+  it.effect("a reward function that hangs is stopped by the step timeout", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const hangs = Reward.define({ name: "hangs", score: () => Effect.never })
@@ -291,7 +294,7 @@ describe("Rollout: timeouts stop what hangs, and close its env", () => {
 })
 
 describe("Rollout: transient failures are retried with a fresh env and the same seed", () => {
-  it.scoped("retries only transient errors, records the attempts, and ends as a clean run would", () =>
+  it.effect("retries only transient errors, records the attempts, and ends as a clean run would", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const attempts = new Map<string, number>()
@@ -339,7 +342,7 @@ describe("Rollout: transient failures are retried with a fresh env and the same 
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scoped("a timeout is transient: a hung step is retried", () =>
+  it.effect("a timeout is transient: a hung step is retried", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       let calls = 0
@@ -354,7 +357,7 @@ describe("Rollout: transient failures are retried with a fresh env and the same 
 })
 
 describe("Rollout: stopping and failing sources keep what is complete", () => {
-  it.scopedLive("until: a graceful stop emits every complete group, closes the envs in flight, and ends the stream", () =>
+  it.live("until: a graceful stop emits every complete group, closes the envs in flight, and ends the stream", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const slow = handlersEnv("slow", counters, () => ({
@@ -363,7 +366,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       const config = yield* runConfig({ envs: [slow], defaultEnv: "slow", numGenerations: 4, concurrency: 8 })
       const stop = yield* Deferred.make<void>()
       const groups: Array<Rollout.Group> = []
-      const fiber = yield* Effect.fork(within(Stream.runForEach(
+      const fiber = yield* Effect.forkChild(within(Stream.runForEach(
         Rollout.stream(config, rows(Array.from({ length: 1000 }, () => ({}))), { until: Deferred.await(stop) }),
         (item) => Effect.sync(() => item._tag === "Group" && groups.push(item))
       )))
@@ -376,7 +379,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("a source of rows that stalls (a FIFO's writer that stays open): a stop or a consumer that has enough ends the stream; the stall is not waited for", () =>
+  it.live("a source of rows that stalls (a FIFO's writer that stays open): a stop or a consumer that has enough ends the stream; the stall is not waited for", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", numGenerations: 2, concurrency: 4 })
@@ -384,7 +387,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       // a stop: the groups read are emitted, then the stream ends (it waited for the stalled read forever)
       const stop = yield* Deferred.make<void>()
       const groups: Array<Rollout.Item> = []
-      const fiber = yield* Effect.fork(within(Stream.runForEach(
+      const fiber = yield* Effect.forkChild(within(Stream.runForEach(
         Rollout.stream(config, stalling(), { until: Deferred.await(stop) }),
         (item) => Effect.sync(() => groups.push(item))
       ), 10))
@@ -394,11 +397,11 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       expect(groups.length).toBe(3)
       // a consumer that takes what it needs and goes
       const taken = yield* within(Stream.runCollect(Stream.take(Rollout.stream(config, stalling()), 2)), 10)
-      expect(Chunk.size(taken)).toBe(2)
+      expect(taken.length).toBe(2)
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("a source of rows that fails: what was read runs to the end, then the stream fails with its error", () =>
+  it.live("a source of rows that fails: what was read runs to the end, then the stream fails with its error", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const config = yield* runConfig({ envs: [countingEnv(counters)], defaultEnv: "counting", numGenerations: 2, concurrency: 4 })
@@ -407,7 +410,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       const groups: Array<Rollout.Item> = []
       const exit = yield* Effect.exit(within(Stream.runForEach(Rollout.stream(config, failing), (item) => Effect.sync(() => groups.push(item)))))
       assert(Exit.isFailure(exit))
-      expect(Cause.failureOption(exit.cause)).toEqual(Option.some("disk on fire"))
+      expect(Cause.findErrorOption(exit.cause)).toEqual(Option.some("disk on fire"))
       expect(groups.length).toBe(6)
       expect(counters.open).toBe(0)
       // an iterable that throws: a defect, raised after the rows read before it
@@ -422,7 +425,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       expect(String(died.cause)).toContain("iterator exploded")
     }).pipe(Effect.provide(echoPolicy())))
 
-  it.scopedLive("a Stream of rows gives the same lines as the same rows in memory", () =>
+  it.live("a Stream of rows gives the same lines as the same rows in memory", () =>
     Effect.gen(function*() {
       const config = yield* runConfig({ defaultEnv: "frozen_lake", numGenerations: 3, concurrency: 5 })
       const input = Array.from({ length: 30 }, (_, i) => ({ env_config: { seed: i } }))
@@ -430,7 +433,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
       const bytes = Stream.fromIterable(Array.from({ length: Math.ceil(text.length / 7) }, (_, i) => new TextEncoder().encode(text.slice(i * 7, i * 7 + 7))))
       const line = (r: Rollout.TrajectoryRecord) => JSON.stringify({ ...CompletionsLog.toLine(r), timings: null })
       const fromMemory = records(yield* collect(config, input)).map(line)
-      const fromStream = records(yield* within(Effect.map(Stream.runCollect(Rollout.stream(config, Row.decodeStream("d", bytes))), Chunk.toArray))).map(line)
+      const fromStream = records(yield* within(Stream.runCollect(Rollout.stream(config, Row.decodeStream("d", bytes))))).map(line)
       expect(fromStream).toEqual(fromMemory)
     }).pipe(Effect.provide(echoPolicy())))
 })
@@ -438,7 +441,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
 describe("Rollout: sizes are bounded, with the reason", () => {
   it("num-generations, concurrency and max-turns have upper bounds", () => {
     const ok = { numGenerations: 8, maxTurns: 10, concurrency: 64, seed: 0 }
-    const message = (config: typeof ok) => Either.match(Rollout.validate(config), { onLeft: (e) => e.message, onRight: () => "ok" })
+    const message = (config: typeof ok) => Result.match(Rollout.validate(config), { onFailure: (e) => e.message, onSuccess: () => "ok" })
     expect(message(ok)).toBe("ok")
     expect(message({ ...ok, numGenerations: 1e9 })).toBe(
       `--num-generations: must be at most 4096, got 1000000000: ${Rollout.LIMITS.numGenerations.reason}`
