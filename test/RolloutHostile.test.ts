@@ -6,7 +6,7 @@
  * text taken as one).
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Cause, Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as OpenEnvPool from "../src/openenv/OpenEnvPool.js"
@@ -21,7 +21,7 @@ const clocked = <A, E, R>(effect: Effect.Effect<A, E, R>) => onTestClock(effect,
 /** Fails (instead of hanging the suite) when `effect` has not ended within `seconds`. */
 const within = <A, E, R>(seconds: number, what: string, effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(Effect.timeoutOption(effect, Duration.seconds(seconds)), (result) =>
-    Option.isSome(result) ? Effect.succeed(result.value) : Effect.dieMessage(`${what}: still running after ${seconds} s`))
+    Option.isSome(result) ? Effect.succeed(result.value) : Effect.die(new Error(`${what}: still running after ${seconds} s`)))
 
 /** An env whose close waits `closeMs` (or for ever: "hang") and whose steps take `stepMs`; counts closes at once. */
 class Closing {
@@ -68,7 +68,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
               ? Rollout.run(rollout)(input)
               : Rollout.events(rollout)(input)
             const items = yield* within(10, `${numGenerations}x${concurrency} buffer ${bufferSize} ${source} ${api}`, Stream.runCollect(stream))
-            expect(Chunk.toArray(items).filter(Rollout.isGroup).length).toBe(count)
+            expect(items.filter(Rollout.isGroup).length).toBe(count)
             expect(counters.open).toBe(0)
           }
         }
@@ -91,7 +91,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         Effect.exit(Stream.runForEach(Rollout.run(rollout)(rows), (item) => Effect.sync(() => void (Rollout.isGroup(item) && groups++))))
       )
       assert(Exit.isFailure(exit))
-      expect(Cause.failureOption(exit.cause).pipe(Option.getOrUndefined)).toBeInstanceOf(BadRows)
+      expect(Cause.findErrorOption(exit.cause).pipe(Option.getOrUndefined)).toBeInstanceOf(BadRows)
       expect(groups).toBe(6)
       expect(counters.open).toBe(0)
     }).pipe(Effect.provide(echoPolicy())), 30_000)
@@ -103,7 +103,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
       // a consumer that has enough: take(1) of a run whose trajectories never end (10 turns of 50 ms each, close hangs)
       const started = yield* Clock.currentTimeMillis
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(rollout)(rows)))
       yield* Effect.sleep(Duration.millis(120))
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       expect(c.created).toBeGreaterThan(0)
@@ -116,7 +116,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       const c = new Closing()
       const rollout = Rollout.make({ envs: [closingEnv(c, 200, 1_000)], numGenerations: 1, concurrency: 16 })
       const rows = Array.from({ length: 16 }, () => ({ env_config: {} }))
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(rollout)(rows)))
       yield* Effect.sleep(Duration.millis(300))
       yield* within(20, "the interruption", Fiber.interrupt(fiber))
       expect(c.created).toBe(16)
@@ -129,13 +129,17 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
     Effect.gen(function*() {
       const log: Array<string> = []
       let reading = 0
-      const rows = Stream.acquireRelease(Effect.sync(() => log.push("open")), () => Effect.sync(() => log.push(`release (reads under way: ${reading})`))).pipe(
+      const rows = Stream.scoped(
+        Stream.fromEffect(
+          Effect.acquireRelease(Effect.sync(() => log.push("open")), () => Effect.sync(() => log.push(`release (reads under way: ${reading})`)))
+        )
+      ).pipe(
         Stream.flatMap(() =>
           Stream.range(0, 100).pipe(
             Stream.rechunk(1),
             Stream.mapEffect((i) =>
               Effect.sync(() => void reading++).pipe(
-                Effect.zipRight(Effect.sleep(Duration.millis(i < 2 ? 0 : 400))),
+                Effect.andThen(Effect.sleep(Duration.millis(i < 2 ? 0 : 400))),
                 Effect.ensuring(Effect.sync(() => void reading--)),
                 Effect.as({ env_config: {} })
               )
@@ -144,7 +148,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         )
       )
       const counters = new Counters()
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1 }))(rows)))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1 }))(rows)))
       yield* Effect.sleep(Duration.millis(150))
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       expect(log).toEqual(["open", "release (reads under way: 0)"])
@@ -162,7 +166,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         [{ envs: [env], retries: -1 }, "retries: must be a whole number >= 0, got -1"],
         [{ envs: [env], retries: Number.NaN }, "retries: must be a whole number >= 0, got NaN"],
         [{ envs: [env], timeouts: { step: -5 } }, "timeouts.step: must be a positive duration"],
-        [{ envs: [env], timeouts: { step: "banana" as Duration.DurationInput } }, "timeouts.step: must be a positive duration"],
+        [{ envs: [env], timeouts: { step: "banana" as Duration.Input } }, "timeouts.step: must be a positive duration"],
         [{ envs: [env], timeouts: { steps: "1 second" } as Rollout.Timeouts }, "timeouts.steps: unknown timeout (there are reset, step, close, trajectory)"],
         [{ envs: [env], sampling: { temperature: "hot" as unknown as number } }, "sampling.temperature: must be a finite number, got hot"],
         [{ envs: [env], sampling: { topP: Number.POSITIVE_INFINITY } }, "sampling.topP: must be a finite number"]
@@ -170,7 +174,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       for (const [options, message] of cases) {
         const exit = yield* Effect.exit(Stream.runCollect(Rollout.run(Rollout.make(options))([{ env_config: {} }])))
         assert(Exit.isFailure(exit))
-        const error = Cause.failureOption(exit.cause).pipe(Option.getOrUndefined)
+        const error = Cause.findErrorOption(exit.cause).pipe(Option.getOrUndefined)
         expect(error?._tag).toBe("RunConfigError")
         expect(error?.message).toContain(message)
       }
@@ -181,7 +185,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
           [{ env_config: { length: 1 } }]
         )
       )
-      expect(Chunk.toArray(ok).filter(Rollout.isGroup).length).toBe(1)
+      expect(ok.filter(Rollout.isGroup).length).toBe(1)
     }).pipe(Effect.provide(echoPolicy())))
 
   it.live("OpenEnvPool.layer refuses settings it cannot use with a typed error (a limit of 0 made every session wait for ever)", () =>
@@ -191,7 +195,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         [{ maxConcurrentEnvs: -1 }, "maxConcurrentEnvs: must be a whole number >= 1, got -1"],
         [{ maxConcurrentEnvs: 1.5 }, "maxConcurrentEnvs: must be a whole number >= 1, got 1.5"],
         [{ connectRetries: -1 }, "connectRetries: must be a whole number >= 0, got -1"],
-        [{ replyTimeout: "banana" as Duration.DurationInput }, "replyTimeout: must be a positive duration, got banana"],
+        [{ replyTimeout: "banana" as Duration.Input }, "replyTimeout: must be a positive duration, got banana"],
         [{ closeTimeout: 0 }, "closeTimeout: must be a positive duration, got 0"]
       ]
       for (const [settings, message] of cases) {
@@ -202,7 +206,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
           Effect.exit(Stream.runCollect(Rollout.run(rollout)([{ env_config: { base_url: "ws://127.0.0.1:9" } }])).pipe(Effect.provide(OpenEnvPool.layer(settings))))
         )
         assert(Exit.isFailure(exit))
-        const error = Cause.failureOption(exit.cause).pipe(Option.getOrUndefined)
+        const error = Cause.findErrorOption(exit.cause).pipe(Option.getOrUndefined)
         expect(error).toBeInstanceOf(OpenEnvPool.SettingsError)
         expect(error?.message).toBe(`OpenEnvPool ${message}`)
       }
@@ -221,7 +225,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         const items = yield* Stream.runCollect(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1 }))([{ env_config: {} }])).pipe(
           Effect.provide(policy)
         )
-        const record = Chunk.toArray(items).filter(Rollout.isGroup)[0].records[0]
+        const record = items.filter(Rollout.isGroup)[0].records[0]
         const error = record.result.error
         assert(error instanceof Inference.InferenceError)
         expect(error.reason).toBe("BadResponse")
@@ -250,7 +254,7 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       })
       const rollout = Rollout.make({ envs: [hanging], numGenerations: 1, concurrency: 4, timeouts: { close: "2 seconds" } })
       const rows = Array.from({ length: 4 }, (_, i) => ({ env_config: { slow: i % 2 === 1 } }))
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(rollout)(rows)))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(rollout)(rows)))
       yield* Effect.sleep(Duration.millis(150))
       const stopped = yield* Clock.currentTimeMillis
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
@@ -280,15 +284,15 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       // the reset timeout alone (no close timeout): the hanging creation is that trajectory's Timeout
       const rows = [{ env_config: {} }, { env_config: { hang: true } }, { env_config: {} }]
       const items = yield* within(10, "the run", Stream.runCollect(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1, concurrency: 2, timeouts: { reset: "200 millis" } }))(rows)))
-      const errors = Chunk.toArray(items).filter(Rollout.isGroup).map((g) => g.records[0].result.error?._tag ?? "ok")
+      const errors = items.filter(Rollout.isGroup).map((g) => g.records[0].result.error?._tag ?? "ok")
       expect(errors.sort()).toEqual(["Timeout", "ok", "ok"])
       // a stop, no timeouts at all
-      const fiber = yield* Effect.fork(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { hang: true } }])))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { hang: true } }])))
       yield* Effect.sleep(Duration.millis(50))
       yield* within(10, "the interruption", Fiber.interrupt(fiber))
       // a creation that resolves after the stop: its env is closed, once
       closes = 0
-      const late = yield* Effect.fork(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { late: true } }])))
+      const late = yield* Effect.forkChild(Stream.runDrain(Rollout.run(Rollout.make({ envs: [def], numGenerations: 1 }))([{ env_config: { late: true } }])))
       yield* Effect.sleep(Duration.millis(50))
       yield* within(10, "the interruption", Fiber.interrupt(late))
       assert(resolveLate !== undefined)
@@ -303,7 +307,7 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       const rollout = Rollout.make({ envs: [closingEnv(c, 200)], numGenerations: 2, concurrency: 4, maxTurns: 1, timeouts: { close: "2 seconds" } })
       const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
       const items = yield* within(10, "the run", Stream.runCollect(Rollout.events(rollout, { until: Effect.sleep(Duration.millis(100)) })(rows)))
-      const all = Chunk.toArray(items)
+      const all = items
       // the first 4 trajectories (2 rows) were closing when the stop came
       expect(c.created).toBe(4)
       expect(all.filter(Rollout.isGroup).length).toBe(2)
@@ -319,7 +323,7 @@ describe("Rollout.run / events, hostile (2026-12-03, second pass)", () => {
       const exit = yield* within(
         20,
         "the run",
-        Effect.exit(Stream.runCollect(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1, concurrency: 4 }), { until: Effect.zipRight(Effect.sleep(Duration.millis(100)), Effect.dieMessage("boom")) })(rows))).pipe(
+        Effect.exit(Stream.runCollect(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], numGenerations: 1, concurrency: 4 }), { until: Effect.andThen(Effect.sleep(Duration.millis(100)), Effect.die(new Error("boom"))) })(rows))).pipe(
           Effect.provide(slowPolicy)
         )
       )
@@ -339,7 +343,7 @@ describe("Rollout.run / events, hostile (2026-12-03, third pass: through the CLI
         const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
         const started = yield* Clock.currentTimeMillis
         const items = yield* within(10, "the run", Stream.runCollect(Rollout.run(rollout, { until: Effect.sleep(Duration.millis(stopAfter)) })(rows)))
-        const groups = Chunk.toArray(items).filter(Rollout.isGroup)
+        const groups = items.filter(Rollout.isGroup)
         expect(c.created).toBe(4)
         expect(groups.length).toBe(2)
         for (const group of groups) {
