@@ -1,5 +1,5 @@
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Chunk, Context, Effect, Exit, Layer, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Stream } from "effect"
 import * as Env from "../src/Env.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Trajectory from "../src/Trajectory.js"
@@ -31,7 +31,7 @@ describe("Rollout.make / run / events", () => {
         Rollout.run(Rollout.make({ envs: [countingEnv(counters)] })),
         Stream.runCollect
       )
-      const groups = Chunk.toArray(items).filter(Rollout.isGroup)
+      const groups = items.filter(Rollout.isGroup)
       expect(groups.map((g) => g.records.length)).toEqual([8, 8])
       for (const g of groups) for (const r of g.records) expect(r.rewards).toEqual({ gym_reward: r.result.totalReward })
     }).pipe(Effect.provide(echoPolicy())))
@@ -52,9 +52,7 @@ describe("Rollout.make / run / events", () => {
       const counters = new Counters()
       const rollout = Rollout.make({ envs: [countingEnv(counters)], numGenerations: 3, concurrency: 4 })
       const configs = [{ length: 3 }, { fail: "step", at: 2 }, { fail: "reset" }, { length: 1 }]
-      const all = Chunk.toArray(
-        yield* Stream.fromIterable(configs.map((c) => ({ env_config: c }))).pipe(Rollout.events(rollout), Stream.runCollect)
-      )
+      const all = yield* Stream.fromIterable(configs.map((c) => ({ env_config: c }))).pipe(Rollout.events(rollout), Stream.runCollect)
       const groups = all.filter(Rollout.isGroup)
       const events = all.filter(Rollout.isTurnEvent)
       expect(groups.length).toBe(4)
@@ -95,11 +93,9 @@ describe("Rollout.make / run / events", () => {
             } satisfies Env.Env
           )
       })
-      const all = Chunk.toArray(
-        yield* Stream.make({ env_config: {} }).pipe(
-          Rollout.events(Rollout.make({ envs: [closing], numGenerations: 1 })),
-          Stream.runCollect
-        )
+      const all = yield* Stream.make({ env_config: {} }).pipe(
+        Rollout.events(Rollout.make({ envs: [closing], numGenerations: 1 })),
+        Stream.runCollect
       )
       const end = all.find((e): e is Trajectory.End => e._tag === "End")
       expect(end?.error?._tag).toBe("UnexpectedError")
@@ -107,7 +103,7 @@ describe("Rollout.make / run / events", () => {
     }).pipe(Effect.provide(echoPolicy())))
 })
 
-class Greeting extends Context.Tag("test/Greeting")<Greeting, { readonly text: string; readonly made: Array<string> }>() {}
+class Greeting extends Context.Service<Greeting, { readonly text: string; readonly made: Array<string> }>()("test/Greeting") {}
 
 describe("Envs as services", () => {
   it.effect("an env constructor requires a service; the run requires it and a Layer provides it", () =>
@@ -130,7 +126,7 @@ describe("Envs as services", () => {
       const items = yield* Stream.runCollect(run).pipe(
         Effect.provide(Layer.succeed(Greeting, { text: "hello from a service", made }))
       )
-      const groups = Chunk.toArray(items).filter(Rollout.isGroup)
+      const groups = items.filter(Rollout.isGroup)
       expect(groups.length).toBe(2)
       expect(made.length).toBe(4)
       expect(groups[0].records[0].result.messages[0].content).toBe("hello from a service")
