@@ -6,7 +6,7 @@
  * and every env is closed.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, FastCheck as fc, Fiber, Layer } from "effect"
+import { Arbitrary, Effect, Exit, Fiber, Layer, Result, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -29,7 +29,7 @@ const deferred = (seed: number, id: string, n: number, every: number): boolean =
 
 /** An answer that is not a completed Effect: the loop has to go through the runtime for it. */
 const slow = <A, E>(effect: Effect.Effect<A, E>, yieldFirst: boolean): Effect.Effect<A, E> =>
-  yieldFirst ? Effect.zipRight(Effect.yieldNow(), effect) : Effect.suspend(() => effect)
+  yieldFirst ? Effect.andThen(Effect.yieldNow, effect) : Effect.suspend(() => effect)
 
 /**
  * FrozenLake (named `frozen_lake`, as the built-in) whose reset and steps are deferred through the
@@ -39,7 +39,7 @@ const lake = (seed: number, every: number): Env.Definition => ({
   name: "frozen_lake",
   description: "FrozenLake with answers deferred through the runtime",
   prepare: (config) =>
-    Either.map(FrozenLake.prepare(config), (create) =>
+    Result.map(FrozenLake.prepare(config), (create) =>
       Effect.map(create, (env): Env.Env => {
         let n = 0
         const id = JSON.stringify(config)
@@ -52,7 +52,7 @@ const lake = (seed: number, every: number): Env.Definition => ({
 
 /** The random policy, its replies deferred through the runtime the same way. */
 const policy = (seed: number, every: number) =>
-  Layer.scoped(
+  Layer.effect(
     Inference.Inference,
     Effect.map(Effect.orDie(random.make({})), (service): Inference.Service => ({
       ...service,
@@ -88,9 +88,11 @@ describe("the trajectory loop's fast path", () => {
 
   it.live("gives the same completions whichever answers go through the runtime (seeded property)", () =>
     Effect.gen(function*() {
-      const cases = fc.sample(
-        fc.record({ seed: fc.nat(), every: fc.integer({ min: 1, max: 4 }), runSeed: fc.nat(), concurrency: fc.integer({ min: 1, max: 9 }) }),
-        { numRuns: 12, seed: 20261202 }
+      const nat = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 2 ** 31 - 1 }))
+      const between = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
+      const cases = yield* Arbitrary.sampleEffect(
+        Arbitrary.schema(Schema.Struct({ seed: nat, every: between(1, 4), runSeed: nat, concurrency: between(1, 9) })),
+        { count: 12, seed: 20261202 }
       )
       for (const c of cases) {
         const fast = yield* lines(c.seed, 0, c.runSeed, c.concurrency, 12)
@@ -102,7 +104,7 @@ describe("the trajectory loop's fast path", () => {
       }
     }))
 
-  it.scopedLive("an interruption lands in the middle of a run whose every answer is completed, and every env is closed", () =>
+  it.live("an interruption lands in the middle of a run whose every answer is completed, and every env is closed", () =>
     Effect.gen(function*() {
       const counters = new Counters()
       const ready = readyEnv(counters, 50, (turn) => `turn ${turn}`)
@@ -111,12 +113,13 @@ describe("the trajectory loop's fast path", () => {
       const all = rows(Array.from({ length: 10_000 }, () => ({ env_config: {} })))
       let timerFired = false
       setTimeout(() => void (timerFired = true), 1)
-      const fiber = yield* Effect.fork(Effect.provide(Rollout.runAll(config, all), policy(0, 0)))
+      const fiber = yield* Effect.forkChild(Effect.provide(Rollout.runAll(config, all), policy(0, 0)))
       yield* Effect.sleep("150 millis")
       // the sleep above ended on time: timers run while the run does
       expect(timerFired).toBe(true)
-      const exit = yield* Fiber.interrupt(fiber)
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      const exit = yield* Fiber.await(fiber)
+      expect(Exit.hasInterrupts(exit)).toBe(true)
       // stopped in the middle: the run had started, and was far from its 80,000 trajectories
       expect(counters.created).toBeGreaterThan(0)
       expect(counters.created).toBeLessThan(80_000)
