@@ -18,7 +18,10 @@ const tmp = () => makeTmp("effect-gym-safety-")
 
 /** Fails (instead of hanging) when the command does not end. */
 const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 60) =>
-  Effect.timeoutFail(effect, { duration: `${seconds} seconds`, onTimeout: () => new Error(`did not end within ${seconds} s`) })
+  Effect.timeoutOrElse(effect, {
+    duration: `${seconds} seconds`,
+    orElse: () => Effect.fail(new Error(`did not end within ${seconds} s`))
+  })
 
 const run = (...args: Array<string>) => within(cli("run", ...args))
 

@@ -4,7 +4,7 @@
  * Each test failed before its fix (see the commit that added it).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -17,7 +17,10 @@ const hostile = path.join(root, "test/fixtures/plugins/hostile.mjs")
 const tmp = () => makeTmp("effect-gym-hostile-")
 
 const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 60) =>
-  Effect.timeoutFail(effect, { duration: `${seconds} seconds`, onTimeout: () => new Error(`did not end within ${seconds} s`) })
+  Effect.timeoutOrElse(effect, {
+    duration: `${seconds} seconds`,
+    orElse: () => Effect.fail(new Error(`did not end within ${seconds} s`))
+  })
 
 const row = (seed: number) => JSON.stringify({ messages: [{ role: "user", content: "x" }], env_config: { seed } })
 const lakeWith = (n: number) => ["--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
@@ -42,7 +45,7 @@ describe("run: datasets as editors and shells write them", () => {
   it("Row.streamLines drops a leading byte order mark only on the first line", async () => {
     const bytes = new TextEncoder().encode(`\uFEFFa\n\uFEFFb\n`)
     const lines = await Effect.runPromise(Stream.runCollect(Row.streamLines(Stream.make(bytes))))
-    expect(Chunk.toReadonlyArray(lines).map(([, text]) => text)).toEqual(["a", "\uFEFFb", ""])
+    expect(lines.map(([, text]) => text)).toEqual(["a", "\uFEFFb", ""])
     expect([...Row.lines(`\uFEFFa\n\uFEFFb`)].map(([, text]) => text)).toEqual(["a", "\uFEFFb"])
   })
 
@@ -184,7 +187,7 @@ describe("run: datasets as editors and shells write them", () => {
     for (let at = 0; at < size; at += chunkSize) chunks.push(line.subarray(at, at + chunkSize))
     chunks.push(new TextEncoder().encode("\nb\n"))
     const lines = await Effect.runPromise(Stream.runCollect(Row.streamLines(Stream.fromIterable(chunks))))
-    const texts = Chunk.toReadonlyArray(lines).map(([, text]) => text)
+    const texts = lines.map(([, text]) => text)
     expect(texts).toHaveLength(3)
     expect(texts[0]!.length).toBe(size)
     expect(texts.slice(1)).toEqual(["b", ""])
