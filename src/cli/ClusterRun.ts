@@ -11,7 +11,7 @@ import * as Coordinator from "../cluster/Coordinator.js"
 import * as Engine from "../cluster/internal/engine.js"
 import { registryDigest } from "../cluster/internal/digest.js"
 import type * as Summary from "../Summary.js"
-import { FileError, OptionError } from "./common.js"
+import { errorDetail, FileError, OptionError } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import type * as RolloutOptions from "./RolloutOptions.js"
 import type { RunArgs } from "./RunCommand.js"
@@ -152,13 +152,13 @@ export const coordinate = (
     const writing = yield* Semaphore.make(1)
     const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
     const outputError = (error: { readonly message: string }) =>
-      new FileError({ option: "--output", file: args.output, detail: error.message })
+      new FileError({ option: "--output", file: args.output, detail: errorDetail(error) })
     const done = parts.done
     const rows = Engine.datasetLines(
       args.dataset,
       fs.stream(args.dataset, { chunkSize: 256 * 1024 }),
       done === undefined ? undefined : (index) => done.has(index)
-    ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
+    ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: errorDetail(error) })))
     yield* Console.error(`cluster run ${parts.runId}: groups go to the runners of ${Cluster.redact(parts.url)}`)
     yield* Coordinator.run({
       session: parts.session,

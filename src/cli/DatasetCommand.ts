@@ -6,7 +6,7 @@ import { Console, Effect, FileSystem, Option, Result, Stream } from "effect"
 import { Command, Flag } from "effect/cli"
 import { FrozenLake } from "../envs/FrozenLake.js"
 import { nextTurn } from "../internal/nextTurn.js"
-import { FileError, integer, OptionError, parseNumbers } from "./common.js"
+import { errorDetail, FileError, integer, OptionError, parseNumbers } from "./common.js"
 
 const datasetFrozenLake = Command.make("frozen-lake", {
   rows: integer("rows").pipe(Flag.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
@@ -122,7 +122,7 @@ export const command = Command.make("dataset").pipe(
           yield* Effect.scoped(Effect.gen(function*() {
             const handle = yield* fs.open(file, { flag: "w" })
             yield* Stream.runForEach(chunks(options), (text) => handle.writeAll(encoder.encode(text)))
-          })).pipe(Effect.mapError((error) => new FileError({ option: "--output", file, detail: error.message })))
+          })).pipe(Effect.mapError((error) => new FileError({ option: "--output", file, detail: errorDetail(error) })))
           yield* Console.error(`wrote ${args.rows} rows to ${file}`)
         }))
     )

@@ -19,7 +19,7 @@ import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
-import { choice, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
+import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
@@ -208,7 +208,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args.dataset,
           datasetBytes(fs, args.dataset, scan.sha256 === null),
           { skip: done === undefined ? undefined : (index) => done.has(index) }
-        ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: error.message })))
+        ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: errorDetail(error) })))
         const run = yield* underProgress(
           args,
           view,
@@ -257,7 +257,7 @@ const openLog = (
   Effect.gen(function*() {
     if (resumed === undefined && existing.regular) yield* RunLog.writeIdentity(args.output, record, version())
     const outputError = (error: { readonly message: string }) =>
-      new FileError({ option: "--output", file: args.output, detail: error.message })
+      new FileError({ option: "--output", file: args.output, detail: errorDetail(error) })
     const writer = yield* Effect.mapError(
       CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
       outputError

@@ -14,7 +14,7 @@ import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Redact from "../internal/redact.js"
 import * as Row from "../Row.js"
-import { FileError, fileProblem, OptionError } from "./common.js"
+import { errorDetail, FileError, fileProblem, OptionError } from "./common.js"
 
 /**
  * The run's identity: what must be the same for `--resume` to continue a log. Values are JSON.
@@ -265,7 +265,7 @@ export const writeIdentity = (output: string, identity: Identity, version: strin
       Effect.andThen(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
       () => Effect.ignore(fs.remove(temporary))
     )
-  }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: error.message })))
+  }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })))
 
 /** A set of row indexes, as bits (a million rows take 125 KB). */
 export class RowSet {
@@ -391,11 +391,11 @@ export const scanLog = (output: string, numGenerations: number) =>
     const droppedLines = lineNumber - lines + (carry !== undefined ? 1 : 0)
     return { done, lines, keepBytes, droppedBytes: offset - keepBytes, droppedLines } satisfies Resumable
   }).pipe(
-    Effect.catchTag("PlatformError", (error) => new FileError({ option: "--output", file: output, detail: error.message }))
+    Effect.catchTag("PlatformError", (error) => new FileError({ option: "--output", file: output, detail: errorDetail(error) }))
   )
 
 /** Cuts a log to its complete part. */
 export const truncate = (output: string, bytes: number) =>
   FileSystem.FileSystem.use((fs) => fs.truncate(output, bytes)).pipe(
-    Effect.mapError((error) => new FileError({ option: "--output", file: output, detail: error.message }))
+    Effect.mapError((error) => new FileError({ option: "--output", file: output, detail: errorDetail(error) }))
   )

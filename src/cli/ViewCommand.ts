@@ -12,7 +12,7 @@ import * as path from "node:path"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type { Problem } from "../view/Model.js"
 import type * as Viewer from "../view/Viewer.js"
-import { cannotListen, checkPort, FileError, integer, OptionError, plugins, setExitCode, version } from "./common.js"
+import { cannotListen, checkPort, errorDetail, FileError, integer, OptionError, plugins, setExitCode, version } from "./common.js"
 import { DEFAULT_PORT } from "./RunView.js"
 
 
@@ -132,7 +132,7 @@ export const viewJob = (args: ViewArgs) =>
       const problems = yield* report(viewer, performance.now() - started)
       const fs = yield* FileSystem.FileSystem
       yield* fs.writeFileString(out, built.html).pipe(
-        Effect.mapError((error) => new FileError({ option: "--html", file: out, detail: error.message }))
+        Effect.mapError((error) => new FileError({ option: "--html", file: out, detail: errorDetail(error) }))
       )
       yield* Console.log(
         `view: wrote ${out} (${(built.bytes / (1024 * 1024)).toFixed(1)} MB): ` +

@@ -1,7 +1,7 @@
 /**
  * Pieces shared by the commands: errors, common options, the exit code channel.
  */
-import { Config, Context, Duration, Effect, FileSystem, Option, type PlatformError, Redacted, Schema } from "effect"
+import { Config, Context, Duration, Effect, FileSystem, Option, PlatformError, Redacted, Schema } from "effect"
 import { CliError, Flag } from "effect/cli"
 import { createRequire } from "node:module"
 import { errorMessage } from "../internal/lift.js"
@@ -156,9 +156,20 @@ export const readText = (option: string, file: string) =>
     Effect.mapError((error) => new FileError({ option, file, detail: fileProblem(error) }))
   )
 
+/**
+ * An error's message, with the system's own words for a failed system call: Effect 4's
+ * `PlatformError` keeps Node's message ("ENOSPC: no space left on device, write") only as its
+ * cause, and its message alone says "Unknown: FileSystem.writeAll (27)".
+ */
+export const errorDetail = (error: { readonly message: string }): string => {
+  if (!PlatformError.isPlatformError(error) || error.reason._tag === "BadArgument") return error.message
+  const { cause, description } = error.reason
+  return description === undefined && cause instanceof Error ? `${error.message}: ${cause.message}` : error.message
+}
+
 /** What is wrong with a file, as the commands say it: a missing one is "no such file". */
 export const fileProblem = (error: PlatformError.PlatformError): string =>
-  error.reason._tag === "NotFound" ? "no such file" : error.message
+  error.reason._tag === "NotFound" ? "no such file" : errorDetail(error)
 
 
 /**
