@@ -125,6 +125,23 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
       expect(c.maxClosing).toBe(16)
     }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
 
+  it.effect("a stop with a close timeout waits for the closes that end within it (on Effect 4 it waited for none: every env was still open)", () =>
+    Effect.gen(function*() {
+      const c = new Closing()
+      const rollout = Rollout.make({
+        envs: [closingEnv(c, 200, 1_000)],
+        numGenerations: 1,
+        concurrency: 4,
+        timeouts: { close: "30 seconds" }
+      })
+      const rows = Array.from({ length: 4 }, () => ({ env_config: {} }))
+      const fiber = yield* Effect.forkChild(Stream.runDrain(Rollout.run(rollout)(rows)))
+      yield* Effect.sleep(Duration.millis(300))
+      yield* within(20, "the interruption", Fiber.interrupt(fiber))
+      expect(c.created).toBe(4)
+      expect(c.closed).toBe(4)
+    }).pipe(Effect.provide(echoPolicy()), clocked), 30_000)
+
   it.effect("a stop while the rows stream is reading: its own finalizer runs after that read has ended, not under it", () =>
     Effect.gen(function*() {
       const log: Array<string> = []

@@ -4,7 +4,7 @@
  * (a database query's cancel with the database gone).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Exit, Fiber } from "effect"
 import { waitAtMost } from "../src/internal/duration.js"
 
 const timed = <A, E>(effect: Effect.Effect<A, E>) =>
@@ -35,5 +35,24 @@ describe("waitAtMost", () => {
       expect(ran).toBe(true)
       const took = yield* timed(waitAtMost(Effect.fail("no"), "5 seconds"))
       expect(took).toBeLessThan(2_500)
+    }))
+
+  it.live("in the finalizer of an interrupted fiber (a stop): the effect is waited for, up to the limit (Effect 4 ended an interruptible wait there at once)", () =>
+    Effect.gen(function*() {
+      let closed = false
+      const close = Effect.andThen(Effect.sleep(Duration.millis(200)), Effect.sync(() => void (closed = true)))
+      const fiber = yield* Effect.forkChild(Effect.ensuring(Effect.never, waitAtMost(close, "10 seconds")))
+      yield* Effect.sleep(Duration.millis(20))
+      yield* Fiber.interrupt(fiber)
+      expect(closed).toBe(true)
+    }))
+
+  it.live("outside a finalizer, the caller can stop waiting", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(waitAtMost(Effect.never, "1 hour"))
+      yield* Effect.sleep(Duration.millis(20))
+      yield* Fiber.interrupt(fiber)
+      const exit = yield* Fiber.await(fiber)
+      expect(Exit.hasInterrupts(exit)).toBe(true)
     }))
 })

@@ -13,19 +13,20 @@ export const positiveMillis = (input: unknown): number | undefined => {
 }
 
 /**
- * Waits for `effect` at most `limit`, whatever its outcome. The wait itself is made interruptible:
- * inside a finalizer (which runs uninterruptibly) `Effect.timeout` cannot end a wait it cannot
- * interrupt, and a stop waited for ever on a close that hung, close timeout or not. And it is
- * disconnected: at the limit `Effect.timeout` interrupts the effect and waits for that interruption
- * to finish, which an effect whose own interruption blocks (a database query's cancel, with the
- * database gone) would hold past the limit. So the effect runs in a detached fiber (interruptible
- * even when forked from a finalizer); the wait is for that fiber, and when the wait ends before it
- * (the limit, or an interruption), the fiber is interrupted without waiting for it to end.
+ * Waits for `effect` at most `limit`, whatever its outcome, also inside a finalizer. The effect
+ * runs in a detached fiber; the wait is for that fiber, and when the wait ends before it (the
+ * limit, or an interruption of the caller), the fiber is interrupted without waiting for it to
+ * end: at the limit `Effect.timeout` would interrupt the effect and wait for that interruption to
+ * finish, which an effect whose own interruption blocks (a database query's cancel, with the
+ * database gone) holds past the limit. The wait keeps the caller's interruptibility: inside a
+ * finalizer (uninterruptible) `Effect.timeout` still ends it at the limit, while a region made
+ * interruptible there would end at once, the fiber being interrupted already (Effect 4: a stop
+ * waited for nothing); elsewhere the caller can interrupt it.
  */
 export const waitAtMost = (effect: Effect.Effect<unknown, unknown>, limit: Duration.Input): Effect.Effect<void> =>
-  Effect.uninterruptible(
+  Effect.uninterruptibleMask((restore) =>
     Effect.flatMap(Effect.forkDetach(effect), (fiber) =>
-      Effect.interruptible(Effect.timeout(Fiber.await(fiber), limit)).pipe(
+      restore(Effect.timeout(Fiber.await(fiber), limit)).pipe(
         Effect.ensuring(Effect.sync(() => fiber.interruptUnsafe())),
         Effect.ignore
       ))
