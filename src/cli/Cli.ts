@@ -11,7 +11,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeStdio from "@effect/platform-node/NodeStdio"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { Cause, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
+import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { normalizeArgv } from "./argv.js"
@@ -274,6 +274,13 @@ export const main = (
       return Console.error(`error: internal error: ${Cause.pretty(Cause.die(defect))}`)
     }),
     Effect.provideService(Logger.CurrentLoggers, new Set([Logger.withConsoleError(Logger.formatSimple)])),
+    // The environment as it is when this command runs (`--api-key-env`, ...): Effect 4's default
+    // provider reads it once per process, and the commands run in-process by tests and front ends
+    // saw the variables of the first one.
+    (effect) =>
+      Effect.suspend(() =>
+        Effect.provideService(effect, ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...process.env }))
+      ),
     Effect.map(() => (quitWizard && exitCode === 0 ? 130 : exitCode))
   )
 }

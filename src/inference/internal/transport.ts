@@ -11,7 +11,7 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 // The undici that NodeHttpClient runs on (its Dispatcher service is typed with this one's types).
-import * as Undici from "@effect/platform-node/Undici"
+import * as Undici from "undici"
 import { Data, Deferred, Duration, Effect, Layer, type Redacted, Schedule, type Schema, Semaphore } from "effect"
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { HttpClientError } from "effect/http"
