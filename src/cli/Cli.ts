@@ -15,7 +15,7 @@ import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { normalizeArgv } from "./argv.js"
-import { ExitCode, OptionError, Signals, version } from "./common.js"
+import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
@@ -270,7 +270,7 @@ export const main = (
       return Console.error(`error: ${error.message}`)
     }),
     Effect.catchDefect((defect) => {
-      exitCode = 3
+      exitCode = signals?.hungUp?.() === true ? signalExitCode("SIGHUP") : 3
       return Console.error(`error: internal error: ${Cause.pretty(Cause.die(defect))}`)
     }),
     Effect.provideService(Logger.CurrentLoggers, new Set([Logger.withConsoleError(Logger.formatSimple)])),

@@ -29,19 +29,20 @@ let graceful = false
 let first: Signal | undefined
 const received = Deferred.makeUnsafe<Signal>()
 
-const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
-  handle: () => void (graceful = true),
-  received: Deferred.await(received)
-}).pipe(Effect.provide(layer))
-
-const fiber = Effect.runFork(program)
-const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
-
 /** The standard descriptors that were a terminal at start (a hung-up terminal is not one any more). */
 const terminals = [0, 1, 2].filter((fd) => tty.isatty(fd))
 
 /** Whether a standard descriptor's terminal has hung up (it was one at start and is not now). */
 const hungUp = (): boolean => terminals.some((fd) => !tty.isatty(fd))
+
+const program = main(process.argv, (code) => void (codeOnInterrupt = code), {
+  handle: () => void (graceful = true),
+  received: Deferred.await(received),
+  hungUp
+}).pipe(Effect.provide(layer))
+
+const fiber = Effect.runFork(program)
+const keepAlive = setInterval(() => {}, 2 ** 31 - 1)
 
 // Node restores each standard descriptor's terminal settings at exit and aborts when it cannot: on
 // a terminal that has hung up (`tcsetattr` fails with EIO) a run stopped by SIGHUP exited 134 or 139

@@ -199,6 +199,12 @@ export const seconds = (name: string, description: string, fallback: number | "n
 export class Signals extends Context.Service<Signals, {
   readonly handle: () => void
   readonly received: Effect.Effect<StopSignal>
+  /**
+   * Whether a terminal the command started on has hung up: a command that dies after that died on
+   * the gone terminal (the wizard's next prompt), which is the hangup's stop (129), not an internal
+   * error (3).
+   */
+  readonly hungUp?: (() => boolean) | undefined
 }>()("effect-gym/cli/Signals") {}
 
 /** The exit code of a process stopped by a signal: 128 + the signal's number. */
