@@ -125,161 +125,113 @@ export const errorToJson = (error: { readonly _tag: string; readonly message: st
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
 
 /**
- * The log line of one trajectory.
- *
- * @since 0.1.0
- * @category encoding
+ * The fields of a trajectory's log line, in the line's order: the one description of the line,
+ * which both {@link toLine} (the line as an object) and {@link encodeLine} (its text) write.
  */
-export const toLine = (record: TrajectoryRecord): CompletionLine => {
+const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]> => {
   const result = record.result
-  const line: Record<string, unknown> = {
-    row: result.row,
-    generation: result.generation,
-    id: result.id,
-    env: result.env ?? null,
-    env_config: record.row.envConfig,
-    messages: result.messages,
-    rewards: record.rewards ?? null,
-    reward: record.reward ?? null,
-    advantage: record.advantage ?? null,
-    rollout_infos: {
+  const fields: Array<readonly [string, unknown]> = [
+    ["row", result.row],
+    ["generation", result.generation],
+    ["id", result.id],
+    ["env", result.env ?? null],
+    ["env_config", record.row.envConfig],
+    ["messages", result.messages],
+    ["rewards", record.rewards ?? null],
+    ["reward", record.reward ?? null],
+    ["advantage", record.advantage ?? null],
+    ["rollout_infos", {
       ...result.rolloutInfos,
       total_reward: result.totalReward,
       step_rewards: result.stepRewards,
       num_turns: result.numTurns,
       reset_info: result.resetInfo ?? null,
       step_infos: result.stepInfos
-    },
-    end_reason: result.endReason,
-    error: record.error === undefined ? null : errorToJson(record.error),
-    finish_reasons: result.turns.map((t) => t.finishReason)
-  }
+    }],
+    ["end_reason", result.endReason],
+    ["error", record.error === undefined ? null : errorToJson(record.error)],
+    ["finish_reasons", result.turns.map((t) => t.finishReason)]
+  ]
   if (record.attempts !== undefined && record.attempts > 1) {
-    line.attempts = record.attempts
-    line.attempt_errors = (record.attemptErrors ?? []).map(errorToJson)
+    fields.push(["attempts", record.attempts], ["attempt_errors", (record.attemptErrors ?? []).map(errorToJson)])
   }
   // Token fields keep one entry per turn, so turn i is always entry i; a turn whose backend gave no
   // ids (or no logprobs) is `null` there, never a made-up list. A field no turn has is left out.
-  if (result.turns.some((t) => t.tokenIds !== undefined)) {
-    line.response_token_ids = result.turns.map((t) => t.tokenIds ?? null)
-    line.response_loss_mask = result.turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))
+  const turns = result.turns
+  if (turns.some((t) => t.tokenIds !== undefined)) {
+    fields.push(
+      ["response_token_ids", turns.map((t) => t.tokenIds ?? null)],
+      ["response_loss_mask", turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))]
+    )
   }
-  if (result.turns.some((t) => t.logprobs !== undefined)) {
-    line.rollout_logprobs = result.turns.map((t) => t.logprobs ?? null)
-  }
-  if (result.turns.some((t) => t.policyVersion !== undefined)) {
-    line.policy_versions = result.turns.map((t) => t.policyVersion ?? null)
+  if (turns.some((t) => t.logprobs !== undefined)) fields.push(["rollout_logprobs", turns.map((t) => t.logprobs ?? null)])
+  if (turns.some((t) => t.policyVersion !== undefined)) {
+    fields.push(["policy_versions", turns.map((t) => t.policyVersion ?? null)])
   }
   const tokens = result.tokens
   if (tokens !== undefined) {
     if (tokens._tag === "Sequence") {
-      line.prompt_token_ids = tokens.sequence.promptTokenIds
-      line.token_ids = tokens.sequence.tokenIds
-      line.loss_mask = tokens.sequence.lossMask
-      line.logprobs = tokens.sequence.logprobs
+      fields.push(
+        ["prompt_token_ids", tokens.sequence.promptTokenIds],
+        ["token_ids", tokens.sequence.tokenIds],
+        ["loss_mask", tokens.sequence.lossMask],
+        ["logprobs", tokens.sequence.logprobs]
+      )
     } else {
-      line.token_ids = null
-      line.token_ids_unavailable = tokens.reason
+      fields.push(["token_ids", null], ["token_ids_unavailable", tokens.reason])
     }
   }
-  line.timings = {
+  fields.push(["timings", {
     total_ms: round(result.timings.totalMs),
     reset_ms: round(result.timings.resetMs),
     turns: result.timings.turns.map((t) => ({ model_ms: round(t.modelMs), env_ms: round(t.envMs) }))
-  }
+  }])
+  return fields
+}
+
+/**
+ * The log line of one trajectory, as an object (the fields of {@link encodeLine}'s text, in its order).
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toLine = (record: TrajectoryRecord): CompletionLine => {
+  const line: Record<string, unknown> = {}
+  for (const [key, value] of lineFields(record)) line[key] = value
   return line as CompletionLine
 }
 
 /**
- * The JSON text of one log line (integers beyond 2^53 stay exact). Throws on a value JSON cannot
- * hold; records from `Rollout.stream` were checked with {@link check} already.
+ * The JSON text of one log line (integers beyond 2^53 stay exact): each field of the line written in
+ * turn, as `JSON.stringify` writes it as a property of the line, without building the line object
+ * (measured with bench/workloads/log_encoding.ts). Throws on a value JSON cannot hold; records from
+ * `Rollout.stream` were checked with {@link check} already.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const encodeLine = (record: TrajectoryRecord): string => plainLine(record) ?? Json.stringify(toLine(record))
-
-/**
- * Whether {@link encodeLine} writes this record's line directly (not through {@link toLine}); for
- * tests.
- *
- * @since 0.1.0
- * @category encoding
- */
-export const encodesDirectly = (record: TrajectoryRecord): boolean => plainLine(record) !== undefined
-
-/** The keys {@link toLine} writes into `rollout_infos` after the run's own (a run's key of the same name keeps its place). */
-const FOLDED_INFOS = ["total_reward", "step_rewards", "num_turns", "reset_info", "step_infos"] as const
-
-/** `JSON.stringify` of a value that is written as a field (never `undefined` here: see {@link plainLine}). */
-const q = (value: unknown): string => {
-  const text = JSON.stringify(value)
-  if (text === undefined) throw new TypeError("no JSON text")
-  return text
+export const encodeLine = (record: TrajectoryRecord): string => {
+  const fields = lineFields(record)
+  let text = "{"
+  for (let i = 0; i < fields.length; i++) {
+    const [key, value] = fields[i]
+    const written = fieldText(key, value)
+    // (a field JSON has no text for, `undefined` or a function, is left out, as JSON.stringify leaves it)
+    if (written === undefined) continue
+    text += `${text.length === 1 ? "" : ","}"${key}":${written}`
+  }
+  return `${text}}`
 }
 
-/** A number as `JSON.stringify` writes it. */
-const num = (x: number): string => (Number.isFinite(x) ? String(x) : "null")
-
 /**
- * The line of {@link toLine}, written directly (the same text, byte for byte; see
- * test/CompletionsLog.test.ts), for the common record: plain JSON data, one attempt, no token
- * fields, no run key in `rollout_infos` that the log writes itself: no line object is built.
- * Measured with bench/workloads/log_encoding.ts (1,024 x 8 FrozenLake lines, a group at a time, UTF-8
- * copy included): 0.8x the CPU per line of `toLine` + `JSON.stringify` warm; cold (before the JIT
- * has compiled it) about 1.16x (BENCHMARKS.md, workload 10).
- * `undefined`: use {@link toLine} (a bigint, say).
+ * A field's value as `JSON.stringify` writes it as a property named `key`: a `toJSON` of the value
+ * itself is called with the key (so through a one-field object); without one, the value alone.
  */
-const plainLine = (record: TrajectoryRecord): string | undefined => {
-  const result = record.result
-  if (record.attempts !== undefined && record.attempts > 1) return undefined
-  if (result.tokens !== undefined) return undefined
-  const turns = result.turns
-  for (let i = 0; i < turns.length; i++) {
-    const t = turns[i]
-    if (t.tokenIds !== undefined || t.logprobs !== undefined || t.policyVersion !== undefined) return undefined
-  }
-  const infos = result.rolloutInfos
-  for (let i = 0; i < FOLDED_INFOS.length; i++) if (Object.hasOwn(infos, FOLDED_INFOS[i])) return undefined
-  // The values written whole below: JSON.stringify would call a `toJSON` of theirs with the key ""
-  // where toLine's line calls it with the field's name, and rollout_infos is spliced as an object's
-  // text (an array, or a `toJSON` giving something else, made invalid JSON). `toJSON` deeper down is
-  // called with the same key by both. (plainJson sees enumerable `toJSON` keys only.)
-  if (Array.isArray(infos) || hasToJSON(infos) || hasToJSON(record.row.envConfig) || hasToJSON(result.messages)) {
-    return undefined
-  }
-  if (hasToJSON(record.rewards) || hasToJSON(result.stepRewards) || hasToJSON(result.resetInfo) || hasToJSON(result.stepInfos)) {
-    return undefined
-  }
-  if (!plainRecord(record)) return undefined
-  try {
-    const config = record.row.envConfig
-    let text = `{"row":${num(result.row)},"generation":${num(result.generation)},"id":${q(result.id)},"env":${
-      result.env === undefined ? "null" : q(result.env)
-    }`
-    if (config !== undefined) text += `,"env_config":${q(config)}`
-    text += `,"messages":${q(result.messages)},"rewards":${record.rewards === undefined ? "null" : q(record.rewards)},"reward":${
-      record.reward === undefined ? "null" : num(record.reward)
-    },"advantage":${record.advantage === undefined ? "null" : num(record.advantage)},"rollout_infos":`
-    const own = q(infos)
-    text += own.length === 2 ? "{" : `${own.slice(0, -1)},`
-    text += `"total_reward":${num(result.totalReward)},"step_rewards":${q(result.stepRewards)},"num_turns":${
-      num(result.numTurns)
-    },"reset_info":${result.resetInfo === undefined ? "null" : q(result.resetInfo)},"step_infos":${q(result.stepInfos)}},"end_reason":${
-      q(result.endReason)
-    },"error":${record.error === undefined ? "null" : q(errorToJson(record.error))},"finish_reasons":[`
-    for (let i = 0; i < turns.length; i++) text += i === 0 ? q(turns[i].finishReason) : `,${q(turns[i].finishReason)}`
-    const timings = result.timings
-    text += `],"timings":{"total_ms":${num(round(timings.totalMs))},"reset_ms":${num(round(timings.resetMs))},"turns":[`
-    const times = timings.turns
-    for (let i = 0; i < times.length; i++) {
-      text += `${i === 0 ? "" : ","}{"model_ms":${num(round(times[i].modelMs))},"env_ms":${num(round(times[i].envMs))}}`
-    }
-    return text + "]}}"
-  } catch {
-    // a bigint (JSON.stringify cannot write one), a throwing getter: the general path decides
-    return undefined
-  }
+const fieldText = (key: string, value: unknown): string | undefined => {
+  if (!hasToJSON(value)) return Json.stringify(value) as string | undefined
+  const one = Json.stringify({ [key]: value })
+  const prefix = `{${JSON.stringify(key)}:`
+  return one.length === prefix.length + 1 ? undefined : one.slice(prefix.length, -1)
 }
 
 /** Whether `JSON.stringify` would call a `toJSON` of `value` itself (own, inherited or not enumerable). */

@@ -10,18 +10,17 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Result, Schema, Scope, Stream } from "effect"
+import { Duration, Effect, Result, Scope, Stream } from "effect"
 import type * as Env from "./Env.js"
 import type { EncodeError } from "./CompletionsLog.js"
 import type { Inference } from "./Inference.js"
 import type { SamplingParams } from "./Inference.js"
-import { positiveMillis } from "./internal/duration.js"
-import { describe } from "./internal/lift.js"
 import { runStream } from "./internal/rollout/engine.js"
 import { prepareRow } from "./internal/rollout/scoring.js"
-import { wholeProblem } from "./internal/whole.js"
 import * as Registry from "./Registry.js"
 import * as Reward from "./Reward.js"
+import * as RunSpec from "./RunSpec.js"
+import { RunConfigError } from "./RunSpec.js"
 import { decodeValue, RowError } from "./Row.js"
 import type { Row } from "./Row.js"
 import * as Scheduler from "./Scheduler.js"
@@ -155,84 +154,22 @@ export interface RowFailure {
  */
 export type Item = Group | RowFailure
 
-/**
- * The run's configuration cannot work (e.g. `--num-generations 0`).
- *
- * @since 0.1.0
- * @category errors
- */
-export class RunConfigError extends Schema.TaggedError<RunConfigError>("effect-gym/RunConfigError")(
-  "RunConfigError",
-  { option: Schema.String, detail: Schema.String }
-) {
-  override get message(): string {
-    return `${this.option}: ${this.detail}`
-  }
-}
-
-/**
- * Checks that a setting is a whole number >= 1.
- *
- * @since 0.1.0
- * @category validation
- */
-export const positiveInteger = (option: string, value: number): Result.Result<void, RunConfigError> => {
-  const detail = wholeProblem(value, 1)
-  return detail === undefined ? Result.void : Result.fail(new RunConfigError({ option, detail }))
-}
-
-/**
- * Upper bounds of a run's sizes, and why (a value above is refused before anything runs).
- *
- * @since 0.1.0
- * @category validation
- */
-export const LIMITS = {
-  numGenerations: {
-    max: 4096,
-    reason: "a group's trajectories are held in memory until its last one ends (GRPO groups are 2 to a few hundred)"
-  },
-  concurrency: {
-    max: 100_000,
-    reason: "each trajectory in flight holds an env, a conversation and a fiber; memory runs out before more helps"
-  },
-  maxTurns: {
-    max: 10_000,
-    reason: "a trajectory holds its whole conversation, which no model's context takes past a few thousand turns"
-  }
-} as const
-
-/**
- * Checks the numeric settings of a run.
- *
- * @since 0.1.0
- * @category validation
- */
-export const validate = (config: {
-  readonly numGenerations: number
-  readonly maxTurns: number
-  readonly concurrency: number
-  readonly seed: number
-}): Result.Result<void, RunConfigError> => {
-  const sizes: Array<[string, number, { readonly max: number; readonly reason: string }]> = [
-    ["--num-generations", config.numGenerations, LIMITS.numGenerations],
-    ["--max-turns", config.maxTurns, LIMITS.maxTurns],
-    ["--concurrency", config.concurrency, LIMITS.concurrency]
-  ]
-  for (const [option, value, limit] of sizes) {
-    const checked = positiveInteger(option, value)
-    if (Result.isFailure(checked)) return checked
-    if (value > limit.max) {
-      return Result.fail(
-        new RunConfigError({ option, detail: `must be at most ${limit.max}, got ${value}: ${limit.reason}` })
-      )
-    }
-  }
-  if (!Number.isSafeInteger(config.seed)) {
-    return Result.fail(new RunConfigError({ option: "--seed", detail: `must be an integer, got ${config.seed}` }))
-  }
-  return Result.void
-}
+export {
+  /**
+   * Upper bounds of a run's sizes, and why (a value above is refused before anything runs).
+   *
+   * @since 0.1.0
+   * @category validation
+   */
+  LIMITS,
+  /**
+   * The run's configuration cannot work (e.g. `--num-generations 0`): which setting, and why.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  RunConfigError
+} from "./RunSpec.js"
 
 export {
   /**
@@ -460,7 +397,47 @@ export type ConfigError = RunConfigError | Reward.RewardConfigError | Scheduler.
 export const make = <R = never>(options: Options<R>): Rollout<R> => ({ _tag: "Rollout", options })
 
 /**
- * Builds the {@link Config} of a run (its scheduler instance lives in the current scope).
+ * Builds a run from its settings (decoded once, by any front end: {@link RunSpec.decode}) and what
+ * it is made of: the registry its rows' envs are looked up in, its scheduler (whose instance this
+ * makes, in the current scope, with the spec's scheduler options) and its reward functions (their
+ * columns weighted by the spec's weights). The one place a run's {@link Config} is assembled: the
+ * CLI's `run`, the rollout server, the cluster's runners and {@link make} all come through it.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const configOf = (
+  spec: RunSpec.RunSpec,
+  parts: {
+    readonly registry: Registry.Registry
+    readonly scheduler: Scheduler.Definition
+    readonly rewards: ReadonlyArray<Reward.Definition>
+  }
+): Effect.Effect<Config, Reward.RewardConfigError | Scheduler.SchedulerError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const columns = yield* Effect.fromResult(Reward.columns(parts.rewards, spec.rewardWeights))
+    const instance = yield* parts.scheduler.make({ options: spec.schedulerOptions })
+    return {
+      registry: parts.registry,
+      scheduler: { definition: parts.scheduler, instance },
+      defaultEnv: spec.defaultEnv,
+      numGenerations: spec.numGenerations,
+      maxTurns: spec.maxTurns,
+      concurrency: spec.concurrency,
+      seed: spec.seed,
+      columns,
+      sampling: spec.sampling,
+      chatTemplateKwargs: spec.chatTemplateKwargs,
+      timeouts: spec.timeouts,
+      retries: spec.retries,
+      bufferSize: spec.bufferSize
+    } satisfies Config
+  })
+
+/**
+ * Builds the {@link Config} of a run made with {@link make} (its scheduler instance lives in the
+ * current scope): its settings decoded as a {@link RunSpec.RunSpec} (a bad one is a
+ * `RunConfigError` naming the option, `numGenerations`), its envs checked, then {@link configOf}.
  *
  * @since 0.1.0
  * @category constructors
@@ -468,44 +445,35 @@ export const make = <R = never>(options: Options<R>): Rollout<R> => ({ _tag: "Ro
 export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const o = rollout.options
-    const numbers = {
-      numGenerations: o.numGenerations ?? 8,
-      maxTurns: o.maxTurns ?? 10,
-      concurrency: o.concurrency ?? 64,
-      seed: o.seed ?? 0
-    }
-    yield* Effect.fromResult(validate(numbers))
-    if (o.bufferSize !== undefined) yield* Effect.fromResult(positiveInteger("bufferSize", o.bufferSize))
-    yield* Effect.fromResult(checkOptions(o))
-    const columns = yield* Effect.fromResult(Reward.columns(o.rewards ?? [], o.weights))
-    const scheduler = o.scheduler ?? Scheduler.gym
-    const instance = yield* scheduler.make({ options: o.schedulerOptions ?? {} })
-    // The services the envs require are in the run's context (run and events require R), so
-    // inside the run their constructors need only the trajectory's scope.
-    const envs = o.envs as ReadonlyArray<Env.Definition>
-    return {
-      registry: Registry.add(Registry.empty, { envs }),
-      scheduler: { definition: scheduler, instance },
+    const envs = yield* Effect.fromResult(checkEnvs(o))
+    const spec = yield* Effect.fromResult(RunSpec.decode({
       defaultEnv: o.defaultEnv ?? (envs.length === 1 ? envs[0].name : undefined),
-      ...numbers,
-      columns,
+      numGenerations: o.numGenerations,
+      maxTurns: o.maxTurns,
+      concurrency: o.concurrency,
+      seed: o.seed,
+      retries: o.retries,
+      bufferSize: o.bufferSize,
+      timeouts: o.timeouts,
       sampling: o.sampling,
       chatTemplateKwargs: o.chatTemplateKwargs,
-      timeouts: o.timeouts,
-      retries: o.retries,
-      bufferSize: o.bufferSize
-    } satisfies Config
+      schedulerOptions: o.schedulerOptions,
+      rewardWeights: o.weights
+    }, "fields"))
+    // The services the envs require are in the run's context (run and events require R), so
+    // inside the run their constructors need only the trajectory's scope.
+    return yield* configOf(spec, {
+      registry: Registry.add(Registry.empty, { envs }),
+      scheduler: o.scheduler ?? Scheduler.gym,
+      rewards: o.rewards ?? []
+    })
   })
 
 /**
- * The library options that {@link validate} does not cover: the envs and the default one, the
- * retries, the timeouts and the sampling numbers, each refused before anything runs (an unknown
- * `defaultEnv` failed every row, a timeout of "banana" died in the pool, a negative one timed out
- * every step).
+ * The envs of {@link Options}, refused before anything runs when no row could use them (none, two
+ * of one name, an unknown `defaultEnv`: it failed every row).
  */
-const TIMEOUT_KEYS: ReadonlyArray<string> = ["reset", "step", "close", "trajectory"] satisfies ReadonlyArray<keyof Timeouts>
-
-const checkOptions = <R>(o: Options<R>): Result.Result<void, RunConfigError> => {
+const checkEnvs = <R>(o: Options<R>): Result.Result<ReadonlyArray<Env.Definition>, RunConfigError> => {
   const refuse = (option: string, detail: string) => Result.fail(new RunConfigError({ option, detail }))
   if (!Array.isArray(o.envs) || o.envs.length === 0) return refuse("envs", "must hold at least one env definition")
   const names = new Set<string>()
@@ -518,24 +486,7 @@ const checkOptions = <R>(o: Options<R>): Result.Result<void, RunConfigError> => 
   if (o.defaultEnv !== undefined && !names.has(o.defaultEnv)) {
     return refuse("defaultEnv", `unknown env "${o.defaultEnv}" (envs: ${[...names].join(", ")})`)
   }
-  if (o.retries !== undefined) {
-    const problem = wholeProblem(o.retries, 0)
-    if (problem !== undefined) return refuse("retries", problem)
-  }
-  for (const [key, input] of Object.entries(o.timeouts ?? {})) {
-    if (!TIMEOUT_KEYS.includes(key)) return refuse(`timeouts.${key}`, `unknown timeout (there are ${TIMEOUT_KEYS.join(", ")})`)
-    if (input === undefined) continue
-    if (positiveMillis(input) === undefined) {
-      return refuse(`timeouts.${key}`, `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${describe(input).slice(0, 100)}`)
-    }
-  }
-  for (const [key, value] of Object.entries(o.sampling ?? {})) {
-    if (key === "stop" || key === "logprobs" || key === "structuredOutputsRegex" || value === undefined) continue
-    if (typeof value !== "number" || !Number.isFinite(value)) {
-      return refuse(`sampling.${key}`, `must be a finite number, got ${describe(value).slice(0, 100)}`)
-    }
-  }
-  return Result.void
+  return Result.succeed(o.envs as ReadonlyArray<Env.Definition>)
 }
 
 /**

@@ -4,6 +4,7 @@ import * as CompletionsLog from "../src/CompletionsLog.js"
 import * as Env from "../src/Env.js"
 import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
+import * as RunSpec from "../src/RunSpec.js"
 import * as Row from "../src/Row.js"
 import { Counters, countingEnv, echoPolicy, randomPolicy, records, rows, runConfig, solverPolicy, withoutTimings } from "./helpers.js"
 
@@ -180,10 +181,10 @@ describe("Rollout", () => {
 
   it("validates the run's numbers", () => {
     const ok = { numGenerations: 1, maxTurns: 1, concurrency: 1, seed: 0 }
-    expect(Result.isSuccess(Rollout.validate(ok))).toBe(true)
-    expect(Result.getFailure(Rollout.validate({ ...ok, concurrency: 0 })).pipe((o) => o._tag === "Some" && o.value.message))
+    expect(Result.isSuccess(RunSpec.decode(ok, "flags"))).toBe(true)
+    expect(Result.getFailure(RunSpec.decode({ ...ok, concurrency: 0 }, "flags")).pipe((o) => o._tag === "Some" && o.value.message))
       .toBe("--concurrency: must be a whole number >= 1, got 0")
-    expect(Result.isFailure(Rollout.validate({ ...ok, numGenerations: 1.5 }))).toBe(true)
+    expect(Result.isFailure(RunSpec.decode({ ...ok, numGenerations: 1.5 }, "flags"))).toBe(true)
   })
 })
 

@@ -43,7 +43,8 @@ describe("Rollout.make / run / events", () => {
         Stream.runCollect(Rollout.run(Rollout.make({ envs: [countingEnv(counters)], concurrency: 0 }))([{}]))
       )
       assert(Exit.isFailure(exit))
-      expect(String(exit.cause)).toContain("--concurrency")
+      // named as the library's option (it named the command line's flag, --concurrency, before the run spec)
+      expect(String(exit.cause)).toContain("RunConfigError: concurrency: must be a whole number >= 1, got 0")
       expect(counters.created).toBe(0)
     }).pipe(Effect.provide(echoPolicy())))
 

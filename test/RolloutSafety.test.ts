@@ -13,6 +13,7 @@ import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
+import * as RunSpec from "../src/RunSpec.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
 import { Counters, countingEnv, echoPolicy, records, rows, runConfig } from "./helpers.js"
@@ -441,7 +442,7 @@ describe("Rollout: stopping and failing sources keep what is complete", () => {
 describe("Rollout: sizes are bounded, with the reason", () => {
   it("num-generations, concurrency and max-turns have upper bounds", () => {
     const ok = { numGenerations: 8, maxTurns: 10, concurrency: 64, seed: 0 }
-    const message = (config: typeof ok) => Result.match(Rollout.validate(config), { onFailure: (e) => e.message, onSuccess: () => "ok" })
+    const message = (config: typeof ok) => Result.match(RunSpec.decode(config, "flags"), { onFailure: (e) => e.message, onSuccess: () => "ok" })
     expect(message(ok)).toBe("ok")
     expect(message({ ...ok, numGenerations: 1e9 })).toBe(
       `--num-generations: must be at most 4096, got 1000000000: ${Rollout.LIMITS.numGenerations.reason}`

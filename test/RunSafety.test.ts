@@ -430,7 +430,9 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
         [["--num-generations", "1e9"], "--num-generations: must be at most 4096, got 1000000000: a group's trajectories"],
         [["--concurrency", "10000000"], "--concurrency: must be at most 100000, got 10000000: each trajectory in flight"],
         [["--max-turns", "100000"], "--max-turns: must be at most 10000, got 100000: a trajectory holds its whole conversation"],
-        [["--trajectory-retries", "-1"], "--trajectory-retries: must be between 0 and 100, got -1"],
+        // (one check, the run spec's, for the command line and the library alike)
+        [["--trajectory-retries", "-1"], "--trajectory-retries: must be a whole number >= 0, got -1"],
+        [["--trajectory-retries", "101"], "--trajectory-retries: must be at most 100, got 101: each attempt can take up to the sum of the timeouts"],
         [["--scheduler-option", "typo=1"], "--scheduler-option typo: unknown option; gym_scheduler takes none"]
       ]
       for (const [extra, message] of cases) {

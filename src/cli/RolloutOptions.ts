@@ -18,8 +18,6 @@ import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, re
 /** `--env-timeout`'s default (seconds). */
 export const ENV_TIMEOUT_DEFAULT = "60"
 
-/** Most retries of one trajectory: each can take up to the timeouts' sum. */
-export const MAX_TRAJECTORY_RETRIES = 100
 
 /**
  * @since 0.1.0
@@ -157,6 +155,10 @@ export interface Resolved {
   readonly registry: Registry.Registry
   readonly scheduler: Scheduler.Definition
   readonly schedulerOptions: Readonly<Record<string, unknown>>
+  /** The reward functions named by `--reward-funcs`, in order. */
+  readonly rewards: ReadonlyArray<Reward.Definition>
+  readonly rewardWeights: ReadonlyArray<number> | undefined
+  /** Their columns, weighted (the weights checked against them). */
   readonly columns: Reward.Columns
   readonly defaultEnv: string | undefined
   readonly timeouts: Rollout.Timeouts
@@ -175,8 +177,9 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
   Effect.gen(function*() {
     const loaded = yield* PluginLoader.registry(args.plugins)
     const scheduler = yield* Effect.fromResult(Registry.scheduler(loaded, args.scheduler))
-    const rewardDefs = yield* Effect.forEach(args.rewardFuncs, (name) => Effect.fromResult(Registry.reward(loaded, name)))
-    const columns = yield* Effect.fromResult(Reward.columns(rewardDefs, yield* parseNumbers("--reward-weights", args.rewardWeights)))
+    const rewards = yield* Effect.forEach(args.rewardFuncs, (name) => Effect.fromResult(Registry.reward(loaded, name)))
+    const weights = yield* parseNumbers("--reward-weights", args.rewardWeights)
+    const columns = yield* Effect.fromResult(Reward.columns(rewards, weights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
     if (defaultEnv !== undefined && !(scheduler.envs ?? []).some((env) => env.name === defaultEnv)) {
       yield* Effect.fromResult(Registry.env(loaded, defaultEnv))
@@ -185,12 +188,6 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
       onNone: () => args.schedulerOptions,
       onSome: (n): Readonly<Record<string, unknown>> => ({ ...args.schedulerOptions, max_concurrent_envs: n })
     })
-    if (args.trajectoryRetries < 0 || args.trajectoryRetries > MAX_TRAJECTORY_RETRIES) {
-      return yield* new OptionError({
-        option: "--trajectory-retries",
-        detail: `must be between 0 and ${MAX_TRAJECTORY_RETRIES}, got ${args.trajectoryRetries}`
-      })
-    }
     const timeouts: Rollout.Timeouts = {
       reset: args.resetTimeout,
       step: args.stepTimeout,
@@ -203,6 +200,8 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
       registry,
       scheduler,
       schedulerOptions,
+      rewards,
+      rewardWeights: weights,
       columns,
       defaultEnv,
       timeouts,

@@ -14,9 +14,10 @@ import * as NodeNet from "node:net"
 import { PassThrough } from "node:stream"
 import * as NodeTty from "node:tty"
 import * as CompletionsLog from "../CompletionsLog.js"
-import { Inference, type InferenceError } from "../Inference.js"
+import { Inference, type InferenceError, type SamplingParams } from "../Inference.js"
 import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
+import * as RunSpec from "../RunSpec.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
@@ -76,6 +77,27 @@ export const runOptions = {
 
 export type RunArgs = Command.Command.Config.Infer<typeof runOptions>
 
+/**
+ * The run's settings as the command line gives them (its flags' names in messages), with what
+ * `resolve` found and the sampling checked, when known.
+ */
+const runSpec = (
+  args: RunArgs,
+  known: { readonly resolved?: RolloutOptions.Resolved; readonly sampling?: SamplingParams }
+) =>
+  RunSpec.decode({
+    defaultEnv: known.resolved?.defaultEnv,
+    numGenerations: args.numGenerations,
+    maxTurns: args.maxTurns,
+    concurrency: args.concurrency,
+    seed: args.seed,
+    retries: args.trajectoryRetries,
+    timeouts: known.resolved?.timeouts,
+    sampling: known.sampling,
+    schedulerOptions: known.resolved?.schedulerOptions,
+    rewardWeights: known.resolved?.rewardWeights
+  }, "flags")
+
 /** The exit code of a run: interrupted, stopped by an error (its backend down too), with failures, or clean. */
 const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
   summary.interrupted !== null
@@ -96,7 +118,8 @@ const exitCode = (summary: Summary.Summary, stopped: boolean): number =>
  */
 export const runJob = (args: RunArgs, view?: RunView.Handle) =>
   Effect.gen(function*() {
-    yield* Effect.fromResult(Rollout.validate(args))
+    // The sizes first (as a run of the library checks them), before plugins load or files are read.
+    yield* Effect.fromResult(runSpec(args, {}))
     if (Option.isNone(args.cluster) && Option.isSome(args.runId)) {
       return yield* new OptionError({ option: "--run-id", detail: "only with --cluster (a local run is resumed by its --output)" })
     }
@@ -104,8 +127,9 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
     }
     const resolved = yield* RolloutOptions.resolve(args, { isolate: args.isolateEnvs })
-    const { columns, defaultEnv, registry, scheduler: definition, schedulerOptions } = resolved
+    const { columns, registry, scheduler: definition, schedulerOptions } = resolved
     const sampling = yield* InferenceOptions.sampling(args)
+    const spec = yield* Effect.fromResult(runSpec(args, { resolved, sampling }))
 
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
@@ -158,7 +182,8 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     }
 
     const resumed = yield* resumeLog
-    const instance = yield* definition.make({ options: schedulerOptions })
+    // (the scheduler's instance made here, before anything is written: options it refuses fail the run at start)
+    const config = yield* Rollout.configOf(spec, { registry, scheduler: definition, rewards: resolved.rewards })
     // The composition root: the run below gets its `Inference` from the one layer the options
     // select (built here, before anything is written: a bad option or an unreachable backend fails
     // the run at start; released after the run's own scope has closed).
@@ -171,19 +196,6 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       Effect.scoped(Effect.gen(function*() {
         const inference = yield* Inference
         const { accumulator, outputError, writer } = yield* openLog(args, identity, resumed, existing)
-        const config: Rollout.Config = {
-          registry,
-          scheduler: { definition, instance },
-          defaultEnv,
-          numGenerations: args.numGenerations,
-          maxTurns: args.maxTurns,
-          concurrency: args.concurrency,
-          seed: args.seed,
-          columns,
-          sampling,
-          timeouts: resolved.timeouts,
-          retries: resolved.retries
-        }
         const drift = yield* InferenceOptions.driftCheck(args, inference)
 
         // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM/SIGHUP (a second

@@ -110,7 +110,7 @@ export const serveJob = (args: ServeArgs) =>
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
     }
     const network = yield* networkSettings(args)
-    const { columns, defaultEnv, registry: loaded, retries, scheduler, schedulerOptions, timeouts } =
+    const { defaultEnv, registry: loaded, retries, rewards, rewardWeights, scheduler, schedulerOptions, timeouts } =
       yield* RolloutOptions.resolve(args)
     const apiKey = yield* Option.match(args.apiKeyEnv, {
       onNone: () => Effect.succeed(undefined),
@@ -153,7 +153,8 @@ export const serveJob = (args: ServeArgs) =>
         scheduler,
         schedulerOptions,
         defaultEnv,
-        columns,
+        rewards,
+        rewardWeights,
         numGenerations: args.numGenerations,
         maxTurns: args.maxTurns,
         seed: args.seed,

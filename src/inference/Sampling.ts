@@ -8,7 +8,7 @@
 import { Result } from "effect"
 import type { Feature, SamplingParams } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
-import { isWhole } from "../internal/whole.js"
+import * as RunSpec from "../RunSpec.js"
 
 /**
  * A sampling value that no backend accepts, with the option that carries it.
@@ -21,42 +21,16 @@ export interface Problem {
   readonly detail: string
 }
 
-const isNumber = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n)
-
 /**
- * The problems of a set of sampling parameters (empty when all are usable). The ranges are the
- * OpenAI API's, which vLLM, llama.cpp and Ollama accept too: temperature >= 0, top_p in (0, 1],
- * top_k a whole number >= 1 or -1 (no limit, as in vLLM), max_tokens a whole number >= 1, penalties
- * in [-2, 2], stop strings non-empty; and vLLM's min_p in [0, 1] (0: no limit) and
- * repetition_penalty > 0 (1: none).
+ * The problems of a set of sampling parameters (empty when all are usable), named as the command
+ * line names them (`--temperature`): the run spec's checks (`RunSpec.Sampling`: the OpenAI API's
+ * ranges, which vLLM, llama.cpp and Ollama accept too, and vLLM's for min_p and
+ * repetition_penalty), written once there.
  *
  * @since 0.1.0
  * @category validation
  */
-export const problems = (params: SamplingParams): Array<Problem> => {
-  const out: Array<Problem> = []
-  const check = (option: string, value: number | undefined, ok: (n: number) => boolean, expected: string) => {
-    if (value === undefined) return
-    if (!isNumber(value) || !ok(value)) out.push({ option, detail: `must be ${expected}, got ${value}` })
-  }
-  check("--temperature", params.temperature, (n) => n >= 0, "a number >= 0")
-  check("--top-p", params.topP, (n) => n > 0 && n <= 1, "a number in (0, 1]")
-  check("--top-k", params.topK, (n) => n === -1 || isWhole(n, 1), "a whole number >= 1, or -1 for no limit")
-  check("--max-tokens", params.maxTokens, (n) => isWhole(n, 1), "a whole number >= 1")
-  check("--presence-penalty", params.presencePenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
-  check("--frequency-penalty", params.frequencyPenalty, (n) => n >= -2 && n <= 2, "a number in [-2, 2]")
-  check("min_p", params.minP, (n) => n >= 0 && n <= 1, "a number in [0, 1]")
-  check("repetition_penalty", params.repetitionPenalty, (n) => n > 0, "a number > 0")
-  if (params.structuredOutputsRegex !== undefined && (typeof params.structuredOutputsRegex !== "string" || params.structuredOutputsRegex === "")) {
-    out.push({ option: "structured_outputs_regex", detail: "must be a non-empty regular expression" })
-  }
-  for (const stop of params.stop ?? []) {
-    if (typeof stop !== "string" || stop.length === 0) {
-      out.push({ option: "--stop", detail: "stop strings must not be empty" })
-    }
-  }
-  return out
-}
+export const problems = (params: SamplingParams): Array<Problem> => RunSpec.samplingProblems(params, "flags")
 
 /**
  * The optional features a call's parameters ask for (see `Inference.Feature`): a `top_k` limit, `min_p` above 0, a

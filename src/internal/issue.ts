@@ -43,6 +43,10 @@ export const first = (issue: SchemaIssue.Issue): Problem => {
   return found === undefined ? { path: [], message: String(issue) } : { path: (found.path ?? []).map(keyOf), message: found.message }
 }
 
+/** Every problem of a decoding issue (decoded with `errors: "all"`). */
+export const all = (issue: SchemaIssue.Issue): Array<Problem> =>
+  formatter(issue).issues.map((found) => ({ path: (found.path ?? []).map(keyOf), message: found.message }))
+
 /** (Standard Schema paths may hold `{ key }` segments; Schema's hold the keys themselves.) */
 const keyOf = (segment: PropertyKey | { readonly key: PropertyKey }): PropertyKey =>
   typeof segment === "object" ? segment.key : segment

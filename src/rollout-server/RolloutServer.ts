@@ -40,12 +40,13 @@ import type { HttpServerError } from "effect/http"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference } from "../Inference.js"
 import type { SamplingParams, Service as InferenceService } from "../Inference.js"
-import * as Sampling from "../inference/Sampling.js"
 import type * as SwiftRollout from "../inference/SwiftRollout.js"
 import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
 import type * as Reward from "../Reward.js"
 import * as Rollout from "../Rollout.js"
+import * as RunSpec from "../RunSpec.js"
+import { wholeProblem } from "../internal/whole.js"
 import * as Scheduler from "../Scheduler.js"
 import { countPolicyVersions } from "../Summary.js"
 import * as Dashboard from "../view/Dashboard.js"
@@ -84,8 +85,10 @@ export interface Options {
   readonly schedulerOptions?: Readonly<Record<string, unknown>> | undefined
   /** The env of rows whose `env_config` has no `name`. */
   readonly defaultEnv?: string | undefined
-  /** Reward columns scored for every trajectory (default: the env's reward only). */
-  readonly columns: Reward.Columns
+  /** Reward functions scored for every trajectory, as columns before the env's (default: the env's reward only). */
+  readonly rewards?: ReadonlyArray<Reward.Definition> | undefined
+  /** One weight per reward column, the env's (`gym_reward`) last (default: 1 each). */
+  readonly rewardWeights?: ReadonlyArray<number> | undefined
   /** Defaults of requests that do not say: 1 generation, 10 turns, seed 0, the backend's sampling. */
   readonly numGenerations?: number | undefined
   readonly maxTurns?: number | undefined
@@ -156,47 +159,50 @@ export interface RolloutServer {
 
 /** The options with their defaults, checked. */
 interface Settings {
-  readonly numGenerations: number
-  readonly maxTurns: number
-  readonly seed: number
+  /** The run's settings (the requests' defaults: 1 generation, 10 turns, seed 0), checked as every run's are. */
+  readonly spec: RunSpec.RunSpec
   readonly maxInFlight: number
   readonly maxRequest: number
   readonly maxBody: number
   readonly grace: Duration.Duration
   readonly closeTimeout: Duration.Duration
-  readonly sampling: SamplingParams
 }
 
 const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfigError> =>
   Effect.gen(function*() {
-    const numGenerations = options.numGenerations ?? 1
-    const maxTurns = options.maxTurns ?? 10
-    const seed = options.seed ?? 0
-    const maxInFlight = options.maxTrajectoriesInFlight ?? 256
+    const spec = yield* Effect.fromResult(RunSpec.decode({
+      defaultEnv: options.defaultEnv,
+      numGenerations: options.numGenerations ?? 1,
+      maxTurns: options.maxTurns,
+      seed: options.seed,
+      // the trajectories in flight over all requests
+      concurrency: options.maxTrajectoriesInFlight ?? 256,
+      sampling: options.sampling,
+      timeouts: options.timeouts,
+      retries: options.retries,
+      schedulerOptions: options.schedulerOptions,
+      rewardWeights: options.rewardWeights
+    }, "flags"))
+    const maxInFlight = spec.concurrency
     const maxRequest = options.maxRequestTrajectories ?? maxInFlight
     const maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024
-    const sampling = options.sampling ?? {}
-    yield* Effect.fromResult(Rollout.validate({ numGenerations, maxTurns, concurrency: maxInFlight, seed }))
-    yield* Effect.fromResult(Rollout.positiveInteger("--max-request-trajectories", maxRequest))
-    yield* Effect.fromResult(Rollout.positiveInteger("--max-body", maxBody))
+    for (const [option, value] of [["--max-request-trajectories", maxRequest], ["--max-body", maxBody]] as const) {
+      const detail = wholeProblem(value, 1)
+      if (detail !== undefined) return yield* new Rollout.RunConfigError({ option, detail })
+    }
     if (maxRequest > maxInFlight) {
       return yield* new Rollout.RunConfigError({
         option: "--max-request-trajectories",
         detail: `${maxRequest} is more than --concurrency (${maxInFlight}): such a request could never be admitted`
       })
     }
-    const problem = Sampling.problems(sampling)[0]
-    if (problem !== undefined) return yield* new Rollout.RunConfigError(problem)
     return {
-      numGenerations,
-      maxTurns,
-      seed,
+      spec,
       maxInFlight,
       maxRequest,
       maxBody,
       grace: Duration.fromInputUnsafe(options.shutdownGrace ?? "30 seconds"),
-      closeTimeout: Duration.fromInputUnsafe(options.closeTimeout ?? "5 seconds"),
-      sampling
+      closeTimeout: Duration.fromInputUnsafe(options.closeTimeout ?? "5 seconds")
     }
   })
 
@@ -214,6 +220,8 @@ export const checkOptions = (options: Options): Effect.Effect<void, Rollout.RunC
 interface Server {
   readonly options: Options
   readonly settings: Settings
+  /** The run every request's rows go through (its seed the batch's). */
+  readonly config: Rollout.Config
   readonly planner: Planner
   readonly state: State
   readonly definition: Scheduler.Definition
@@ -238,7 +246,7 @@ const runPlan = (
 ): Stream.Stream<Array<Api.RolloutResult>, ApiError> => {
   const uuids = new Map<number, string>()
   for (const planned of plan.rows) uuids.set(planned.row.index, planned.uuid)
-  const streams = runGroups(plan, server.settings.sampling).map(({ config, rows, trajectories }) =>
+  const streams = runGroups(plan, server.settings.spec.sampling).map(({ config, rows, trajectories }) =>
     Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows)
   )
   // Merging costs more than the run of a small request: only when rows run differently.
@@ -385,12 +393,12 @@ const info = (server: Server) =>
       envs: named(options.registry.envs),
       schedulers: named(options.registry.schedulers),
       reward_functions: named(options.registry.rewards),
-      reward_columns: options.columns.names.map((name, i) => ({ name, weight: options.columns.weights[i] })),
+      reward_columns: server.config.columns.names.map((name, i) => ({ name, weight: server.config.columns.weights[i] })),
       defaults: {
-        num_generations: settings.numGenerations,
-        max_turns: settings.maxTurns,
-        seed: settings.seed,
-        sampling: Object.fromEntries(Object.entries(settings.sampling).filter(([, v]) => v !== undefined))
+        num_generations: server.config.numGenerations,
+        max_turns: server.config.maxTurns,
+        seed: server.config.seed,
+        sampling: Object.fromEntries(Object.entries(settings.spec.sampling).filter(([, v]) => v !== undefined))
       },
       limits: {
         max_trajectories_in_flight: settings.maxInFlight,
@@ -507,7 +515,7 @@ export const make = (
   options: Options
 ): Effect.Effect<
   RolloutServer,
-  Rollout.RunConfigError | Registry.NotRegistered | Scheduler.SchedulerError,
+  Rollout.RunConfigError | Registry.NotRegistered | Scheduler.SchedulerError | Reward.RewardConfigError,
   Inference | Scope.Scope
 > =>
   Effect.gen(function*() {
@@ -516,33 +524,28 @@ export const make = (
     if (options.defaultEnv !== undefined && !(definition.envs ?? []).some((env) => env.name === options.defaultEnv)) {
       yield* Effect.fromResult(Registry.env(options.registry, options.defaultEnv))
     }
-    const instance = yield* definition.make({ options: options.schedulerOptions ?? {} })
+    // The run every request's rows go through (the scheduler's instance made once, for the server's life).
+    const config = yield* Rollout.configOf(settings.spec, {
+      registry: options.registry,
+      scheduler: definition,
+      rewards: options.rewards ?? []
+    })
     const inference = yield* Inference
     const policy = new Swift.PolicyVersion(options.control !== undefined)
     const planner: Planner = {
       honours: inference.honours,
       backend: inference.name,
       registry: options.registry,
-      numGenerations: settings.numGenerations,
-      maxTurns: settings.maxTurns,
-      seed: settings.seed,
-      baseConfig: (batchSeed) => ({
-        registry: options.registry,
-        scheduler: { definition, instance },
-        defaultEnv: options.defaultEnv,
-        numGenerations: settings.numGenerations,
-        maxTurns: settings.maxTurns,
-        concurrency: settings.maxInFlight,
-        seed: batchSeed,
-        columns: options.columns,
-        timeouts: options.timeouts,
-        retries: options.retries
-      })
+      numGenerations: config.numGenerations,
+      maxTurns: config.maxTurns,
+      seed: config.seed,
+      baseConfig: (batchSeed) => ({ ...config, seed: batchSeed })
     }
     const state = new State(settings.maxInFlight, settings.maxRequest)
     const server: Server = {
       options,
       settings,
+      config,
       planner,
       state,
       definition,
@@ -591,7 +594,7 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<
   Running,
-  Rollout.RunConfigError | Registry.NotRegistered | Scheduler.SchedulerError | HttpServerError.ServeError,
+  Rollout.RunConfigError | Registry.NotRegistered | Scheduler.SchedulerError | Reward.RewardConfigError | HttpServerError.ServeError,
   Inference | Scope.Scope
 > =>
   Effect.gen(function*() {

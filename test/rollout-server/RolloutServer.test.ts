@@ -3,7 +3,7 @@
  * scripted policies and a counting env.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Result, Exit, Fiber, Redacted, Schema, Scope } from "effect"
+import { Effect, Exit, Fiber, Redacted, Schema, Scope } from "effect"
 import * as http from "node:http"
 import * as Builtins from "../../src/Builtins.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
@@ -124,7 +124,7 @@ describe("POST /v1/rollouts", () => {
 
   it.live("reward functions score every trajectory; an empty batch is an empty array", () =>
     Effect.gen(function*() {
-      const server = yield* start({ columns: Result.getOrThrow(Reward.columns([Reward.format], [0.5, 1])) })
+      const server = yield* start({ rewards: [Reward.format], rewardWeights: [0.5, 1] })
       const results = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { seed: 1 } }] } }))
       expect(results[0].rewards).toEqual({ format: 0, gym_reward: 1 })
       expect(results[0].reward).toBe(1)
@@ -481,7 +481,7 @@ describe("GET /info and /health", () => {
       for (const [options, message] of cases) {
         const exit = yield* Effect.exit(Effect.scoped(RolloutServer.serve({
           registry: Builtins.registry,
-          columns: Result.getOrThrow(Reward.columns([])),
+          
           port: 0,
           ...options
         }).pipe(Effect.provideService(Inference.Inference, { name: "none", chat: () => Effect.die("unused") }))))

@@ -1,12 +1,11 @@
 /** Starts rollout servers on loopback for tests and talks to them with plain HTTP. */
-import { Effect, Result, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { Scope } from "effect"
 import * as Http from "node:http"
 import * as Builtins from "../../src/Builtins.js"
 import * as Inference from "../../src/Inference.js"
 import { frozenLakeSolver, random } from "../../src/inference/Scripted.js"
 import * as Registry from "../../src/Registry.js"
-import * as Reward from "../../src/Reward.js"
 import * as Api from "../../src/rollout-server/Api.js"
 import * as RolloutServer from "../../src/rollout-server/RolloutServer.js"
 import { countingEnv, Counters } from "../helpers.js"
@@ -32,7 +31,7 @@ export const start = (
       : yield* Effect.orDie((options.policy === "random" ? random : frozenLakeSolver).make({ latency_ms: options.latencyMs ?? 0 }))
     const running = yield* RolloutServer.serve({
       registry: Registry.add(Builtins.registry, { envs: [countingEnv(counters)] }),
-      columns: Result.getOrThrow(Reward.columns([])),
+      
       defaultEnv: "frozen_lake",
       port: 0,
       ...options
