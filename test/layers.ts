@@ -15,6 +15,7 @@
 /** Test files of the integration project, paths from the package root. */
 export const integration: ReadonlyArray<string> = [
   "test/Cli.test.ts",
+  "test/FreshProject.test.ts",
   "test/FrozenLakeBudget.test.ts",
   "test/Launch.test.ts",
   "test/LaunchParity.test.ts",
@@ -49,6 +50,7 @@ export const all: ReadonlyArray<string> = ["test/**/*.test.ts", "examples/**/*.t
 export const heavy: ReadonlyArray<string> = [
   "test/cluster/Cluster.test.ts",
   "test/LaunchParity.test.ts",
+  "test/FreshProject.test.ts",
   "test/Launch.test.ts",
   "test/isolation/Freeze.test.ts",
   "test/SyncFastPathHostile.test.ts",
