@@ -359,3 +359,13 @@ export const timeoutMillis = (timeouts: RunSpec["timeouts"]): {
   close: timeouts.close === undefined ? undefined : millisOf(timeouts.close),
   trajectory: timeouts.trajectory === undefined ? undefined : millisOf(timeouts.trajectory)
 })
+
+/**
+ * A spec as a JSON value (timeouts in milliseconds) that {@link decode} gives back as an equal spec:
+ * how a run's settings travel (the cluster's coordinator sends them to its runners).
+ *
+ * @since 0.4.0
+ * @category encoding
+ */
+export const toJson = (spec: RunSpec): Record<string, unknown> =>
+  JSON.parse(JSON.stringify({ ...spec, timeouts: timeoutMillis(spec.timeouts) })) as Record<string, unknown>

@@ -173,7 +173,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
+          ClusterRun.coordinate(args, { url, session, runId, resolved, spec, done, writer, accumulator, until, report: cluster })
         )
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
