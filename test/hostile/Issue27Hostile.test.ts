@@ -71,7 +71,7 @@ describe("issue 27, hostile (2026-12-03)", () => {
         expect(items).toHaveLength(2)
         for (const item of items) {
           expect(item._tag).toBe("Group")
-          if (item._tag === "Group") for (const record of item.records) expect(record.endReason).toBe("error")
+          if (item._tag === "Group") for (const record of item.records) expect(record.error).toBeDefined()
         }
       }
     }))
