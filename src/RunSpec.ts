@@ -251,7 +251,8 @@ const FLAGS: Readonly<Record<string, string>> = {
  * @since 0.4.0
  * @category names
  */
-export const nameOf = (path: string, naming: Naming): string => (naming === "flags" ? FLAGS[path] ?? path : path)
+export const nameOf = (path: string, naming: Naming): string =>
+  naming === "flags" && Object.hasOwn(FLAGS, path) ? FLAGS[path] : path
 
 /** The setting a decoding problem is about: the first two segments of its path (`sampling.topP`). */
 const settingOf = (path: ReadonlyArray<PropertyKey>): string => path.slice(0, 2).map(String).join(".")
