@@ -28,6 +28,7 @@ export const integration: ReadonlyArray<string> = [
   "test/clients/Python.test.ts",
   "test/cluster/Cluster.test.ts",
   "test/hostile/CliHostile.test.ts",
+  "test/hostile/Issue27HostileCli.test.ts",
   "test/hostile/PythonHostile.test.ts",
   "test/hostile/TerminalRun.test.ts",
   "test/hostile/ViewHostile.test.ts",
