@@ -62,8 +62,9 @@ export const CompletionLine = Schema.Struct({
   advantage: Schema.NullOr(Schema.Number),
   rollout_infos: Schema.StructWithRest(
     Schema.Struct({
-      total_reward: Schema.Number,
-      step_rewards: Schema.Array(Schema.Number),
+      /** `null` when the trajectory failed (as `reward`, `rewards` and `advantage`). */
+      total_reward: Schema.NullOr(Schema.Number),
+      step_rewards: Schema.NullOr(Schema.Array(Schema.Number)),
       num_turns: Schema.Number,
       reset_info: Schema.NullOr(Info),
       step_infos: Schema.Array(Info)
@@ -130,6 +131,9 @@ const round = (ms: number): number => Math.round(ms * 1000) / 1000
  */
 const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]> => {
   const result = record.result
+  // A failed trajectory has no reward: every reward field is `null`, so that a trainer that reads
+  // one without looking at `error` gets no number to learn from (a partial sum, or 0, was written).
+  const failed = record.error !== undefined
   const fields: Array<readonly [string, unknown]> = [
     ["row", result.row],
     ["generation", result.generation],
@@ -137,13 +141,13 @@ const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]>
     ["env", result.env ?? null],
     ["env_config", record.row.envConfig],
     ["messages", result.messages],
-    ["rewards", record.rewards ?? null],
-    ["reward", record.reward ?? null],
-    ["advantage", record.advantage ?? null],
+    ["rewards", failed ? null : record.rewards ?? null],
+    ["reward", failed ? null : record.reward ?? null],
+    ["advantage", failed ? null : record.advantage ?? null],
     ["rollout_infos", {
       ...result.rolloutInfos,
-      total_reward: result.totalReward,
-      step_rewards: result.stepRewards,
+      total_reward: failed ? null : result.totalReward,
+      step_rewards: failed ? null : result.stepRewards,
       num_turns: result.numTurns,
       reset_info: result.resetInfo ?? null,
       step_infos: result.stepInfos
