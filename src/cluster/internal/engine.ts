@@ -50,11 +50,8 @@ export const prepare = (
       group.rewardFuncs,
       (name) => Effect.fromResult(Result.mapError(Registry.reward(registry, name), message))
     )
-    // The env the run names: one the scheduler brings, or this runner's registry's (checked the way `run` checks it).
-    const gymEnv = spec.defaultEnv
-    if (gymEnv !== undefined && !(scheduler.envs ?? []).some((env) => env.name === gymEnv)) {
-      yield* Effect.fromResult(Result.mapError(Registry.env(registry, gymEnv), message))
-    }
+    // The env the run names: one the scheduler brings, or this runner's registry's (the check `run` makes).
+    yield* Effect.fromResult(Result.mapError(Registry.checkDefaultEnv(registry, scheduler, spec.defaultEnv), message))
     const config = yield* Effect.mapError(Rollout.configOf(spec, { registry, scheduler, rewards }), message)
     return { config, failedGroups: group.failedGroups }
   })
