@@ -30,8 +30,9 @@ import {
   toggle
 } from "./common.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
-const serve = Command.make("serve", {
+const serve = Command.make("serve", documentedAll({
   env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
   host,
@@ -70,7 +71,7 @@ const serve = Command.make("serve", {
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...RolloutOptions.isolationOptions(),
   plugins
-}).pipe(
+})).pipe(
   Command.withDescription(
     "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json)"
   ),

@@ -26,6 +26,7 @@ import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
 import * as RunLog from "./RunLog.js"
+import { documentedAll } from "./help.js"
 
 export const runOptions = {
   dataset: Flag.String("dataset").pipe(Flag.withDescription("The dataset, one JSON row per line")),
@@ -482,7 +483,7 @@ const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetSc
   })
 
 /** The `run` command. */
-export const command = Command.make("run", runOptions).pipe(
+export const command = Command.make("run", documentedAll(runOptions)).pipe(
   Command.withDescription("Run rollouts over a dataset and write the completions log"),
   Command.withHandler((args) =>
     Effect.gen(function*() {
