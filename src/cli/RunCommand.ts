@@ -135,6 +135,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
     yield* RunLog.checkDataset(args.dataset)
+    if (resolved.defaultEnv === undefined && (definition.envs ?? []).length === 0) yield* RunLog.checkRowsNameAnEnv(args.dataset)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
