@@ -22,6 +22,7 @@ import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
+import * as Preflight from "./preflight.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
@@ -135,7 +136,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
     yield* RunLog.checkDataset(args.dataset)
-    if (resolved.defaultEnv === undefined && (definition.envs ?? []).length === 0) yield* RunLog.checkRowsNameAnEnv(args.dataset)
+    const first = yield* Preflight.firstRow(args.dataset)
+    if (first !== undefined) {
+      const defaultEnv = resolved.defaultEnv ?? definition.envs?.[0]?.name
+      if (defaultEnv === undefined) yield* Preflight.rowNamesAnEnv(first)
+      // (on a cluster the runners connect, not this process)
+      const env = typeof first.envConfig.name === "string" ? first.envConfig.name : defaultEnv
+      const openEnv = env === "openenv" && (definition.envs ?? []).some((brought) => brought.name === "openenv")
+      if (openEnv && Option.isNone(args.cluster)) yield* Preflight.openEnvReachable(first)
+    }
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
