@@ -203,3 +203,22 @@ describe("npx effect-gym in a clone (issue 29, item 1)", () => {
     expect({ dist: fs.statSync(path.join(root, "dist")).ino, stamp: fs.statSync(stamp).mtimeMs }).toEqual(before)
   }, 90_000)
 })
+
+describe("the README's library example (issue 29, item 2)", () => {
+  it("runs as it is written: one line of rewards per group", async () => {
+    const { execFileSync } = await import("node:child_process")
+    const block = /```ts\n([\s\S]*?)```/.exec(fs.readFileSync(path.join(root, "README.md"), "utf8"))![1]
+    expect(block.split("\n").filter((line) => line.trim() !== "").length).toBeLessThanOrEqual(12)
+    // (in the package root, where "effect-gym" resolves as in examples/)
+    const file = path.join(root, `.readme-example-${process.pid}.ts`)
+    fs.writeFileSync(file, block)
+    try {
+      const out = execFileSync(process.execPath, ["--import", "tsx", file], { cwd: root, encoding: "utf8", timeout: 60_000 })
+      const groups = out.trim().split("\n").filter((line) => /INFO .*\[ [01], [01], [01], [01] \]/.test(line))
+      // (Stream.range is inclusive: rows 0 to 3)
+      expect(groups).toHaveLength(4)
+    } finally {
+      fs.rmSync(file, { force: true })
+    }
+  }, 90_000)
+})

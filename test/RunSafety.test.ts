@@ -467,8 +467,8 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
       expect([p.code, p.stderr]).toEqual([2, "error: -p: must be a probability in [0, 1], got 1.5"])
       const ok = yield* cli("dataset", "frozen-lake", "--rows", "3", "--size", "2", "-p", "0.5")
       expect(ok.stdout.split("\n").length).toBe(3)
-      // every flag the README's CLI reference gives for run and dataset frozen-lake is in the command's help
-      const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+      // every flag the CLI reference (docs/cli.md) gives for run and dataset frozen-lake is in the command's help
+      const readme = fs.readFileSync(path.join(root, "docs/cli.md"), "utf8")
       const reference = readme.slice(readme.indexOf("## CLI reference"))
       for (const [command, help] of [["effect-gym run ", ["run", "--help"]], ["effect-gym dataset frozen-lake ", ["dataset", "frozen-lake", "--help"]]] as const) {
         const start = reference.indexOf(command)
