@@ -10,7 +10,7 @@ import { cli, tmp } from "./cli.js"
 import { freePort, serve } from "./openenv/helpers.js"
 
 describe("fail fast on the obvious (issue 29, item 5)", () => {
-  it.effect("rows that name no env, and no --gym-env: one error naming the option and the line, exit 2, nothing written", () =>
+  it.effect("rows that name no env, and no --env: one error naming the option and the line, exit 2, nothing written", () =>
     Effect.gen(function*() {
       const dir = tmp()
       const dataset = path.join(dir, "rows.jsonl")
@@ -19,12 +19,12 @@ describe("fail fast on the obvious (issue 29, item 5)", () => {
       const run = yield* cli("run", "--dataset", dataset, "--output", output)
       expect(run.code).toBe(2)
       expect(run.stderr.split("\n")).toHaveLength(1)
-      expect(run.stderr).toContain("--gym-env")
+      expect(run.stderr).toContain("--env")
       expect(run.stderr).toContain(`${dataset}:2 has no env_config.name`)
       expect(fs.existsSync(output)).toBe(false)
     }))
 
-  it.effect("rows that name their env run without --gym-env; a bad first line is left to the run (a bad row, exit 1)", () =>
+  it.effect("rows that name their env run without --env; a bad first line is left to the run (a bad row, exit 1)", () =>
     Effect.gen(function*() {
       const dir = tmp()
       const named = path.join(dir, "named.jsonl")
@@ -36,10 +36,10 @@ describe("fail fast on the obvious (issue 29, item 5)", () => {
       const run = yield* cli("run", "--dataset", bad, "--output", path.join(dir, "b.jsonl"), "--num-generations", "2")
       expect(run.code).toBe(1)
       expect(run.stderr).toContain("bad row")
-      // with --gym-env, rows without a name are its
+      // with --env, rows without a name are its
       const plain = path.join(dir, "plain.jsonl")
       fs.writeFileSync(plain, `{"env_config":{"seed":1}}\n`)
-      const given = yield* cli("run", "--dataset", plain, "--gym-env", "frozen_lake", "--output", path.join(dir, "c.jsonl"), "--num-generations", "2")
+      const given = yield* cli("run", "--dataset", plain, "--env", "frozen_lake", "--output", path.join(dir, "c.jsonl"), "--num-generations", "2")
       expect(given.code).toBe(0)
     }))
 })

@@ -44,8 +44,9 @@ const serve = Command.make("serve", documentedAll({
     ),
     Flag.optional
   ),
-  maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED"),
+  maxConcurrentEnvs: integer("max-sessions").pipe(
+    Flag.withAlias("max-concurrent-envs"),
+    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED (--max-concurrent-envs: its old name)"),
     Flag.withDefault(8)
   ),
   idleTimeout: Flag.String("idle-timeout").pipe(

@@ -28,7 +28,7 @@ const {
 const COORDINATOR_ONLY = [
   "--dataset", "--output", "--resume", "--overwrite", "--json", "--run-id", "--view", "--view-port",
   "--seed", "--num-generations", "--max-turns", "--failed-groups",
-  "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
+  "--env", "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
   "--reset-timeout", "--step-timeout", "--close-timeout", "--trajectory-timeout", "--trajectory-retries",
   "--temperature", "--top-p", "--top-k", "--max-tokens", "--stop", "--presence-penalty", "--frequency-penalty"
 ]

@@ -1,6 +1,6 @@
 /**
  * Checks of a run's dataset before anything runs, for the mistakes a new user makes in the first
- * hour (issue 29): rows that name no env with no `--gym-env`, and an OpenEnv server that is not
+ * hour (issue 29): rows that name no env with no `--env`, and an OpenEnv server that is not
  * there. Each is one error of the invocation (exit 2) that says what to do, where the run gave one
  * bad row per line, or retried each row's connection for minutes. Only the first row is looked at:
  * the run reports the others as it meets them (a later row's server that drops is retried).
@@ -26,17 +26,17 @@ export const firstRow = (file: string): Effect.Effect<Row.Row | undefined, FileE
   )
 
 /**
- * With no env for rows that name none (no `--gym-env`, no env the scheduler brings), a dataset whose
- * first row names no env is refused: forgetting `--gym-env` gave one bad row per line and exit 1.
+ * With no env for rows that name none (no `--env`, no env the scheduler brings), a dataset whose
+ * first row names no env is refused: forgetting `--env` gave one bad row per line and exit 1.
  */
 export const rowNamesAnEnv = (row: Row.Row): Effect.Effect<void, OptionError> =>
   typeof row.envConfig.name === "string"
     ? Effect.void
     : Effect.fail(
       new OptionError({
-        option: "--gym-env",
+        option: "--env",
         detail: `not given, and the dataset's rows name no env (${row.file}:${row.index + 1} has no env_config.name): ` +
-          "pass --gym-env NAME (`effect-gym envs` lists them), or set env_config.name in each row"
+          "pass --env NAME (`effect-gym envs` lists them), or set env_config.name in each row"
       })
     )
 
