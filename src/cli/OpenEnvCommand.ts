@@ -31,6 +31,9 @@ import {
 } from "./common.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 
+/** `OpenEnvServer.MAX_FRAME_BYTES_LIMIT` (the server module is loaded only when the command runs). */
+const MAX_FRAME_BYTES_LIMIT = 2 ** 29 - 24
+
 const serve = Command.make("serve", {
   env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
@@ -60,7 +63,7 @@ const serve = Command.make("serve", {
     "Reset's seed must be an integer >= 0 and episode_id a string (default: any value, as Python)"
   ),
   maxFrameBytes: integer("max-frame-bytes").pipe(
-    Flag.withDescription("The largest WebSocket message a client may send; larger closes the connection (1009)"),
+    Flag.withDescription("The largest WebSocket message a client may send, at most 536870888; larger closes the connection (1009)"),
     Flag.withDefault(16 * 1024 * 1024)
   ),
   envConfig: Flag.String("env-config").pipe(
@@ -72,7 +75,7 @@ const serve = Command.make("serve", {
   plugins
 }).pipe(
   Command.withDescription(
-    "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json)"
+    "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json, /docs)"
   ),
   Command.withHandler((args) =>
     Effect.gen(function*() {
@@ -83,8 +86,11 @@ const serve = Command.make("serve", {
           detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
         })
       }
-      if (args.maxFrameBytes < 1) {
-        return yield* new OptionError({ option: "--max-frame-bytes", detail: `must be >= 1, got ${args.maxFrameBytes}` })
+      if (args.maxFrameBytes < 1 || args.maxFrameBytes > MAX_FRAME_BYTES_LIMIT) {
+        return yield* new OptionError({
+          option: "--max-frame-bytes",
+          detail: `must be between 1 and ${MAX_FRAME_BYTES_LIMIT} (the longest string V8 holds), got ${args.maxFrameBytes}`
+        })
       }
       const idle = yield* parseNumber("--idle-timeout", args.idleTimeout)
       if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })

@@ -77,7 +77,8 @@ export const invalid = (errors: ReadonlyArray<OpenEnvProtocol.ValidationIssue>):
 
 /** A seed of any JSON value, as Python's `random.seed` takes any hashable: by its text (FNV-1a). */
 const seedOf = (value: unknown): number => {
-  const text = typeof value === "string" ? value : JSON.stringify(value)
+  // (a bigint is a long integer as Json.parse keeps it, which JSON.stringify refuses)
+  const text = typeof value === "string" ? value : typeof value === "bigint" ? value.toString() : JSON.stringify(value)
   let hash = 0x811c9dc5
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i)
@@ -272,10 +273,15 @@ export class Episode {
     })
   }
 
-  /** `episode_id`, `step_count`, then the env's own state fields. */
+  /** Opens the episode as the Python server opens a session: an env created and reset, unless `requireReset`. */
+  get open(): Effect.Effect<void, Failure> {
+    return this.settings.requireReset ? Effect.void : this.prime("state")
+  }
+
+  /** `episode_id`, `step_count`, then the env's own state fields (before any reset: an error with `requireReset`). */
   get state(): Effect.Effect<OpenEnvProtocol.StateData, Failure> {
     return Effect.map(
-      this.settings.requireReset && this.env === undefined ? Effect.void : this.prime("state"),
+      this.prime("state"),
       () => ({ episode_id: this.episodeId, step_count: this.stepCount, ...(this.view?.state() ?? {}) })
     )
   }
