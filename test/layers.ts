@@ -36,6 +36,7 @@ export const integration: ReadonlyArray<string> = [
   "test/inference/LlamaCpp.test.ts",
   "test/isolation/EnvWorkers.test.ts",
   "test/isolation/Freeze.test.ts",
+  "test/isolation/Neighbours.test.ts",
   "test/openenv/Cli.test.ts",
   "test/openenv/OpenEnvScheduler.test.ts",
   "test/rollout-server/Cli.test.ts",

@@ -137,6 +137,8 @@ const serve = Command.make("serve", {
         maxConcurrentEnvs: args.maxConcurrentEnvs,
         idleTimeout: Duration.millis(Math.round(idle * 1000)),
         callTimeout: Duration.millis(Math.round(callTimeout * 1000)),
+        // the env workers time each call themselves (and move the envs a blocked worker held)
+        callGrace: args.inProcessEnvs ? Duration.zero : Duration.seconds(30),
         requireReset: args.requireReset,
         strictReset: args.strictReset,
         maxFrameBytes: args.maxFrameBytes,

@@ -179,6 +179,12 @@ export interface Options {
   readonly closeTimeout?: Duration.Input | undefined
   /** How long an env's create, reset or step may take; then its session ends (default 60 s). */
   readonly callTimeout?: Duration.Input | undefined
+  /**
+   * More time the server's own timer gives a call beyond `callTimeout`, for envs that enforce
+   * `callTimeout` themselves (isolated envs: a call that waited behind another env's blocked
+   * thread is moved to another worker and replayed, which takes longer; default 0).
+   */
+  readonly callGrace?: Duration.Input | undefined
   /** A step or state before any reset is an error (default: played on a fresh env, as Python does). */
   readonly requireReset?: boolean | undefined
   /** Reset's `seed` must be an integer >= 0 and `episode_id` a string (default: any value). */
@@ -274,6 +280,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       env: options.env,
       baseConfig,
       callTimeout: Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(60)),
+      callGrace: Duration.fromInputUnsafe(options.callGrace ?? Duration.zero),
       requireReset: options.requireReset === true,
       strictReset: options.strictReset === true
     }

@@ -44,6 +44,8 @@ export interface Settings {
   readonly env: Env.Definition
   readonly baseConfig: Env.EnvConfig
   readonly callTimeout: Duration.Duration
+  /** Added to `callTimeout` by the server's own timer (envs that time their own calls). */
+  readonly callGrace: Duration.Duration
   readonly requireReset: boolean
   readonly strictReset: boolean
 }
@@ -119,8 +121,11 @@ export class Episode {
         undefined,
         true
       )
+    // (isolated envs are timed by their pool, which tells a late call from one that waited behind
+    // another env's: this timer is then only a backstop)
+    const backstop = Duration.sum(limit, this.settings.callGrace)
     return effect.pipe(
-      Effect.timeoutOrElse({ duration: limit, orElse: () => Effect.fail("timeout" as const) }),
+      Effect.timeoutOrElse({ duration: backstop, orElse: () => Effect.fail("timeout" as const) }),
       Effect.catchCause((cause): Effect.Effect<never, Failure> => {
         if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
         const error = Cause.findErrorOption(cause)
