@@ -39,6 +39,7 @@ export const integration: ReadonlyArray<string> = [
   "test/isolation/Neighbours.test.ts",
   "test/openenv/Cli.test.ts",
   "test/openenv/OpenEnvScheduler.test.ts",
+  "test/openenv/Shutdown.test.ts",
   "test/rollout-server/Cli.test.ts",
   "test/rollout-server/ColocateShutdown.test.ts",
   "test/rollout-server/Swift.test.ts",

@@ -725,8 +725,13 @@ export const serve = (
       NodeHttpServer.make(() => node, {
         host,
         port: options.port,
-        // ws's own cap (100 MiB by default) would cut frames below a larger maxFrameBytes
-        websocket: { maxPayload: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES }
+        // (`closeTimeout` is ws's since 8.18, not in its type definitions)
+        websocket: {
+          // ws's own cap (100 MiB by default) would cut frames below a larger maxFrameBytes
+          maxPayload: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+          // a client that never answers the close handshake is dropped after this, not ws's 30 s
+          closeTimeout: Duration.toMillis(Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(5)))
+        } as NodeHttpServer.Options["websocket"]
       }),
       inner
     )
