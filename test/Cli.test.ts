@@ -181,3 +181,25 @@ describe("runner: the run's options are refused by name (the list of them is kep
       }
     }))
 })
+
+describe("npx effect-gym in a clone (issue 29, item 1)", () => {
+  it("runs the clone's own command, linked by prepare, without building: dist/ is left as it is", async () => {
+    const { execFileSync } = await import("node:child_process")
+    const scripts = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).scripts
+    // npm ci runs prepare: it builds only when the inputs changed, then links the command
+    expect(scripts.prepare).toBe("node scripts/build-if-changed.mjs && node scripts/link-bin.mjs")
+    execFileSync(process.execPath, [path.join(root, "scripts/link-bin.mjs")])
+    expect(fs.readlinkSync(path.join(root, "node_modules/.bin/effect-gym"))).toBe("../../bin/effect-gym.js")
+    const stamp = path.join(root, "dist/.inputs.sha256")
+    const before = { dist: fs.statSync(path.join(root, "dist")).ino, stamp: fs.statSync(stamp).mtimeMs }
+    // (npx as a user types it; offline, so that a command it did not find could not be fetched)
+    const out = execFileSync("npx", ["effect-gym", "--help"], {
+      cwd: root,
+      encoding: "utf8",
+      env: { ...process.env, npm_config_offline: "true" },
+      timeout: 60_000
+    })
+    expect(out).toContain("Multi-turn LLM rollouts")
+    expect({ dist: fs.statSync(path.join(root, "dist")).ino, stamp: fs.statSync(stamp).mtimeMs }).toEqual(before)
+  }, 90_000)
+})

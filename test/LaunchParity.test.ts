@@ -87,8 +87,12 @@ describe("the bundled command line against the unbundled one", () => {
     const run = ["run", "--dataset", dataset, "--num-generations", "2", "--json", "--output"]
     // 0: everything ran
     expect((await same((out) => [...run, out, "--gym-env", "frozen_lake"])).code).toBe(0)
-    // 1: bad rows (no env selected), recorded
-    expect((await same((out) => [...run, out])).code).toBe(1)
+    // 1: bad rows (a row that names no env, after one that does), recorded
+    const mixed = path.join(tmp("effect-gym-parity-"), "mixed.jsonl")
+    fs.writeFileSync(mixed, `{"env_config":{"name":"frozen_lake","seed":1}}\n{"env_config":{"seed":2}}\n`)
+    expect((await same((out) => ["run", "--dataset", mixed, "--num-generations", "2", "--json", "--output", out])).code).toBe(1)
+    // 2: rows that name no env, and no --gym-env
+    expect((await same((out) => [...run, out])).code).toBe(2)
     // 2: a bad invocation, an unknown env, a plugin that does not load
     expect((await same((out) => [...run, out, "--gym-env", "nope"])).code).toBe(2)
     expect((await same(() => ["run", "--no-such-flag"])).code).toBe(2)

@@ -208,7 +208,10 @@ const tinyDisk = (): string | undefined => {
 /** Whether this machine lets the tests mount a tmpfs (probed once, unmounted at once). */
 const canMount = ((): boolean => {
   const probe = tinyDisk()
-  if (probe === undefined) return false
+  if (probe === undefined) {
+    console.warn("NOTICE: the full-disk tests of RunSafetyHostile are SKIPPED: this user cannot mount a tmpfs (root only)")
+    return false
+  }
   execFileSync("umount", [probe])
   return true
 })()

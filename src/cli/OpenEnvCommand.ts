@@ -30,11 +30,12 @@ import {
   toggle
 } from "./common.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
 /** `OpenEnvServer.MAX_FRAME_BYTES_LIMIT` (the server module is loaded only when the command runs). */
 const MAX_FRAME_BYTES_LIMIT = 2 ** 29 - 24
 
-const serve = Command.make("serve", {
+const serve = Command.make("serve", documentedAll({
   env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
   host,
@@ -73,7 +74,7 @@ const serve = Command.make("serve", {
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...RolloutOptions.isolationOptions(),
   plugins
-}).pipe(
+})).pipe(
   Command.withDescription(
     "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json, /docs)"
   ),

@@ -26,6 +26,7 @@ import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
 import * as RunLog from "./RunLog.js"
+import { documentedAll } from "./help.js"
 
 export const runOptions = {
   dataset: Flag.String("dataset").pipe(Flag.withDescription("The dataset, one JSON row per line")),
@@ -134,6 +135,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
     yield* RunLog.checkDataset(args.dataset)
+    if (resolved.defaultEnv === undefined && (definition.envs ?? []).length === 0) yield* RunLog.checkRowsNameAnEnv(args.dataset)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
@@ -482,7 +484,7 @@ const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetSc
   })
 
 /** The `run` command. */
-export const command = Command.make("run", runOptions).pipe(
+export const command = Command.make("run", documentedAll(runOptions)).pipe(
   Command.withDescription("Run rollouts over a dataset and write the completions log"),
   Command.withHandler((args) =>
     Effect.gen(function*() {

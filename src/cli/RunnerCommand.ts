@@ -9,6 +9,7 @@ import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins, toggle } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
 // Sampling is the run's (the coordinator sends it with every group); the drift check is a local run's.
 const {
@@ -209,7 +210,7 @@ export const runnerJob = (args: RunnerArgs) =>
       ))
   }).pipe(Effect.scoped)
 
-export const command = Command.make("runner", runnerOptions).pipe(
+export const command = Command.make("runner", documentedAll(runnerOptions)).pipe(
   Command.withDescription("Join a cluster (a PostgreSQL database) and run the groups that `run --cluster` sends"),
   Command.withHandler((args) => Effect.asVoid(runnerJob(args)))
 )

@@ -27,6 +27,7 @@ import {
 } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
 // --tito-check reports in a run's summary; a server has none.
 const { apiKeyEnv: _upstreamKey, titoCheck: _titoCheck, ...inferenceOptions } = InferenceOptions.options
@@ -183,7 +184,7 @@ export const serveJob = (args: ServeArgs) =>
   })
 
 /** The `serve` command. */
-export const command = Command.make("serve", serveOptions).pipe(
+export const command = Command.make("serve", documentedAll(serveOptions)).pipe(
   Command.withDescription(
     "Serve rollouts over HTTP to a trainer: POST /v1/rollouts (JSON or NDJSON stream), POST /infer/, " +
       "GET /info, GET /health, GET /dashboard (a live page)"

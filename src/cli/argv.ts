@@ -29,3 +29,18 @@ export const normalizeArgv = (argv: ReadonlyArray<string>): Array<string> => {
   }
   return out
 }
+
+/**
+ * The arguments without `--no-color` (a switch of the whole command line, for its help: any
+ * command takes it), and whether it was given; one after `--` is an argument, left as it is.
+ */
+export const withoutNoColor = (args: ReadonlyArray<string>): { readonly args: Array<string>; readonly noColor: boolean } => {
+  const end = args.indexOf("--")
+  const out: Array<string> = []
+  let noColor = false
+  args.forEach((arg, i) => {
+    if (arg === "--no-color" && (end < 0 || i < end)) noColor = true
+    else out.push(arg)
+  })
+  return { args: out, noColor }
+}
