@@ -115,6 +115,19 @@ describe("issue 28 #9: openenv serve, the smaller protocol differences", () => {
       peer.close()
     }))
 
+  it.live("hostile: a seed past 2^53 (kept exact as a bigint by the JSON parser) seeds a board, over HTTP and /ws, as Python's int does", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
+      const body = `{"seed": 123456789012345678901234}`
+      const http = yield* post(`${server.url}/reset`, body)
+      expect(http.status, http.text).toBe(200)
+      const peer = yield* open(server.url)
+      const ws = yield* ask(peer, `{"type": "reset", "data": ${body}}`)
+      expect(ws.type, JSON.stringify(ws)).toBe("observation")
+      expect(ws.data.observation.prompt).toBe(http.json.observation.prompt)
+      peer.close()
+    }))
+
   it.live("HTTP /mcp: a session_id that is not a string names no session (\"Unknown session_id: 5\"), it does not play on a fresh env", () =>
     Effect.gen(function*() {
       const server = yield* serve({ env: Sudoku, maxConcurrentEnvs: 2 })
