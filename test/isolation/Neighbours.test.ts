@@ -88,7 +88,7 @@ describe("issue 28 #18: run --isolate-envs, one close hangs", () => {
       )
       process.env.EFFECT_GYM_ENV_LOG = envLog
       const { code, stderr } = yield* cli(
-        "run", "--dataset", dataset, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "1",
+        "run", "--dataset", dataset, "--plugin", faults, "--env", "faulty", "--num-generations", "1",
         "--output", output, "--isolate-envs", "--env-workers", "1", "--json"
       ).pipe(Effect.ensuring(Effect.sync(() => delete process.env.EFFECT_GYM_ENV_LOG)))
       const lines = fs.readFileSync(output, "utf8").trim().split("\n").map((line) => JSON.parse(line)).sort((a, b) => a.row - b.row)

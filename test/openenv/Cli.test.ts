@@ -27,7 +27,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
-      const server = yield* Effect.forkChild(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
+      const server = yield* Effect.forkChild(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-sessions", "4"))
       yield* healthy(base, {}, 200)
       const dir = tmp("effect-gym-openenv-")
       const dataset = path.join(dir, "sudoku.jsonl")
