@@ -97,6 +97,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect((yield* one.service.chat(request())).tokenIds!.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("node-llama-cpp's chat wrapper is resolved only for a file without a usable template (it costs seconds for Qwen3's)", () =>
+    Effect.gen(function*() {
+      const counting = path.join(import.meta.dirname, "../fixtures/node-llama-cpp/counting.mjs")
+      const { calls } = (yield* Effect.promise(() => import(counting))) as { calls: { resolveChatWrapper: number } }
+      const qwen = yield* LlamaCpp.makeEngine({ modelPath: qwen3TinyPath(), module: counting, contextSize: 256, sequences: 1 })
+      expect(qwen.chatWrapper).toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(0)
+      console.log(`Qwen3-vocabulary GGUF with its own template: started in ${qwen.loadMs.toFixed(0)} ms`)
+      const bare = writeTinyLlama(path.join(dir, "bare-counted.gguf"), { chatTemplate: null })
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, module: counting, contextSize: 256, sequences: 1 })
+      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(1)
+    }).pipe(Effect.scoped))
+
   it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
     Effect.gen(function*() {
       const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
