@@ -45,7 +45,7 @@ describe("CLI (in-process, full argv)", () => {
       for (const line of lines) {
         expect(Object.keys(line.rewards!)).toEqual(["format", "gym_reward"])
         expect(line.reward).toBeCloseTo(0.2 * line.rewards!.format + line.rewards!.gym_reward)
-        expect(line.rollout_infos.num_turns).toBe(line.rollout_infos.step_rewards.length)
+        expect(line.rollout_infos.num_turns).toBe(line.rollout_infos.step_rewards!.length)
         expect(line.timings.turns.length).toBe(line.rollout_infos.num_turns)
       }
       // the same seeded run again gives the same lines (timings aside)

@@ -58,7 +58,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
           total_reward: 4,
           gym_done: true
         })
-        const stepRewards = line.rollout_infos.step_rewards
+        const stepRewards = line.rollout_infos.step_rewards!
         expect(stepRewards.length).toBe(line.rollout_infos.num_turns)
         expect(stepRewards.reduce((a, b) => a + b, 0)).toBeCloseTo(4)
         expect(line.messages[0]).toEqual({ role: "system", content: SYSTEM_PROMPT })

@@ -53,7 +53,7 @@ describe("POST /v1/rollouts", () => {
       for (const r of results) {
         expect(r.end_reason).toBe("done")
         expect(r.rewards).toEqual({ gym_reward: 1 })
-        expect(r.rollout_infos.num_turns).toBe(r.rollout_infos.step_rewards.length)
+        expect(r.rollout_infos.num_turns).toBe(r.rollout_infos.step_rewards!.length)
       }
       // exactly what a local run of the same rows gives (same seeds: row = index in the batch)
       const local = yield* localRun(
@@ -130,6 +130,32 @@ describe("POST /v1/rollouts", () => {
       expect(results[0].reward).toBe(1)
       const empty = yield* request(`${server.url}/v1/rollouts`, { body: { requests: [] } })
       expect([empty.status, empty.text]).toEqual([200, "[]"])
+    }))
+
+  it.live("a failed trajectory's result has no reward: every reward field is null, in the array and the stream (issue 28, item 3)", () =>
+    Effect.gen(function*() {
+      const server = yield* start({ rewards: [Reward.format] })
+      // step 1 gives 0.25, step 2 fails: the partial sum (or 0) must not reach a trainer as a reward
+      const batch = {
+        requests: [
+          { env_config: { name: "counting", fail: "step", at: 2 } },
+          { env_config: { name: "counting", fail: "reset" } },
+          { env_config: { name: "counting" } }
+        ]
+      }
+      const array = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: batch }))
+      const streamed = linesOf((yield* request(`${server.url}/v1/rollouts`, { body: batch, headers: { accept: Api.NDJSON } })).text)
+      for (const results of [array, streamed as unknown as typeof array]) {
+        const byRow = [...results].sort((a, b) => a.row - b.row)
+        for (const failed of byRow.slice(0, 2)) {
+          expect(failed.error?._tag).toBe("EnvError")
+          expect(failed).toMatchObject({ reward: null, rewards: null, advantage: null })
+          expect(failed.rollout_infos).toMatchObject({ total_reward: null, step_rewards: null })
+        }
+        expect(byRow[0].rollout_infos.num_turns).toBe(2)
+        expect(byRow[2].rollout_infos).toMatchObject({ total_reward: 1.5, step_rewards: [0.25, 0.25, 1] })
+        expect(byRow[2].reward).toBe(1.5)
+      }
     }))
 })
 

@@ -149,7 +149,15 @@ const toInferOutput = (
   const completionTokens = lastIds?.length ?? 0
   const promptIds = returnDetails ? lastPrompt(line) : undefined
   const promptTokens = promptIds?.length ?? 0
-  const infos: Record<string, unknown> = { ...line.rollout_infos, end_reason: line.end_reason, error: line.error }
+  // (a failed trajectory's line has no reward, `null`: the reference's shape has numbers, and a
+  // failed trajectory answered here is a reward-0 output, `--on-failure zero-reward`)
+  const infos: Record<string, unknown> = {
+    ...line.rollout_infos,
+    total_reward: line.rollout_infos.total_reward ?? 0,
+    step_rewards: line.rollout_infos.step_rewards ?? [],
+    end_reason: line.end_reason,
+    error: line.error
+  }
   if (line.policy_versions !== undefined) infos.policy_versions = line.policy_versions
   return {
     response: {
