@@ -38,6 +38,7 @@ import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
 import * as ChatTemplate from "./ChatTemplate.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
+import * as Normalizer from "./internal/normalizer.js"
 import * as PromptTokens from "./PromptTokens.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
@@ -65,6 +66,12 @@ export interface Options {
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
   /** A chat template (Jinja) to use instead of the file's. */
   readonly chatTemplate?: string | undefined
+  /**
+   * The Unicode normalization of the text between special tokens before llama.cpp tokenizes it, as
+   * the model's `tokenizer.json` normalizer does (a GGUF does not record it). Default: `NFC` for a
+   * file whose pre-tokenizer is `qwen2` (Qwen2, Qwen2.5, Qwen3), else `none`.
+   */
+  readonly normalizer?: "NFC" | "NFD" | "NFKC" | "NFKD" | "none" | undefined
 }
 
 /**
@@ -115,6 +122,9 @@ export const validate = (options: Options): Result.Result<Options, InferenceErro
     optionProblem("--inference-concurrency", options.sequences, 1)
   if (problem !== undefined) return Result.fail(invalid(problem))
   if (options.modelPath.trim() === "") return Result.fail(invalid("--model: a GGUF file path is required"))
+  if (options.normalizer !== undefined && options.normalizer !== "none" && !Normalizer.isForm(options.normalizer)) {
+    return Result.fail(invalid(`normalizer: ${JSON.stringify(options.normalizer)} is not NFC, NFD, NFKC, NFKD or none`))
+  }
   return Result.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
@@ -327,11 +337,16 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     let wrapper: NodeLlamaCpp.ChatWrapper | undefined
     let renderer: PromptTokens.Renderer
     if (template !== undefined) {
+      const vocabulary = model.fileInfo.metadata?.tokenizer?.ggml
+      const form = options.normalizer ?? Normalizer.byPreTokenizer[String(vocabulary?.pre)] ?? "none"
+      const normalize = form === "none"
+        ? undefined
+        : Normalizer.make(form, Normalizer.addedTokens(vocabulary?.tokens, vocabulary?.token_type))
       renderer = PromptTokens.local({
         name: "the model's chat template",
         backend: BACKEND,
         template,
-        encode: (text) => model.tokenize(text, true),
+        encode: (text) => model.tokenize(normalize === undefined ? text : normalize(text), true),
         isSpecial: (id) => model.isSpecialToken(id as Token),
         kwargs: options.chatTemplateKwargs
       })

@@ -280,6 +280,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
     }).pipe(Effect.scoped))
 
+  // Issue 28, item 5: llama.cpp does not apply tokenizer.json's NFC normalizer, so the NFC cases above
+  // tokenized otherwise than transformers (combining accents, the Ohm sign, compatibility ideographs).
+  it.live("Qwen3's NFC normalizer is applied (the file's pre-tokenizer is qwen2); normalizer none is llama.cpp's own tokenization", () =>
+    Effect.gen(function*() {
+      const nfc = vectors.cases.find((c) => c.name === "NFC normalization")!
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 256, sequences: 1, normalizer: "none" })
+      const raw = yield* engine.renderer.tokenize(nfc.messages, { addGenerationPrompt: true, kwargs: nfc.kwargs })
+      expect(raw).not.toEqual(nfc.ids)
+      const refused = yield* Effect.flip(
+        LlamaCpp.makeEngine({ modelPath: qwenPath, normalizer: "nfc" as unknown as "NFC" })
+      )
+      expect(refused.detail).toBe(`normalizer: "nfc" is not NFC, NFD, NFKC, NFKD or none`)
+    }).pipe(Effect.scoped))
+
   // Issue 28: at 4 sequences, tokens here and there had the logprob (and were sampled from the
   // distribution) of another sequence of the batch. node-llama-cpp 3.21.1 samples the sequences of
   // one batch on parallel threads, and each read of the logits applies llama.cpp's pending output
