@@ -440,8 +440,11 @@ export const errorMessage = Transport.errorMessage
 
 const messageOf = Transport.messageOf
 
-const hintOfStatus = (status: number): string =>
-  status === 404
+const hintOfStatus = (status: number, url: string): string =>
+  // The server's /tokenize is at its root, not under the base URL: a 404 there means it has none.
+  status === 404 && url.endsWith("/tokenize")
+    ? ""
+    : status === 404
     ? " (is the base URL right? it usually ends in /v1; is the model name one the server serves?)"
     : status === 401 || status === 403
     ? " (check the API key: --api-key-env VAR)"
@@ -564,6 +567,11 @@ const makeWith = (
 
     // ---- fields the server rejected, dropped for the rest of the run --------------------------
     const dropped = new Set<string>()
+    // While the token path is chosen, its warnings wait: `--token-path require` may yet fail, and then
+    // the error alone is said.
+    let deferred: Array<string> | undefined = []
+    const warnOnce = (message: string): Effect.Effect<void> =>
+      deferred === undefined ? warn(message) : Effect.sync(() => void deferred!.push(message))
     /** A droppable field of `body` that a 400/422 answer names, dropped (with one warning), or undefined. */
     const dropRejected = (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
       if (error.status !== 400 && error.status !== 422) return Effect.succeed(false)
@@ -573,7 +581,7 @@ const makeWith = (
       if (dropped.has(field)) return Effect.succeed(true)
       dropped.add(field)
       return Effect.as(
-        warn(
+        warnOnce(
           `the server rejected the request field ${field} (HTTP ${error.status}); it is not sent for the rest of ` +
             `the run${field === "return_token_ids" ? ", so token ids are only what the logprobs give" : ""}`
         ),
@@ -642,6 +650,9 @@ const makeWith = (
           TextCompletion
         )
     })
+    const waiting = deferred
+    deferred = undefined
+    for (const message of waiting) yield* warn(message)
     if (tokenPath._tag === "Chat") {
       chatOnly = `server mode on the chat path: ${tokenPath.reason}; a trainer must re-tokenize the messages`
       if (options.tokenPath !== "off") yield* warn(`${chatOnly} (token_ids: null in the log)`)
