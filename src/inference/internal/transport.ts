@@ -239,6 +239,7 @@ export const withDetail = (error: InferenceError, detail: string): InferenceErro
     backend: error.backend,
     detail,
     ...(error.status === undefined ? {} : { status: error.status }),
+    ...(error.field === undefined ? {} : { field: error.field }),
     ...(error.cause === undefined ? {} : { cause: error.cause })
   })
 
