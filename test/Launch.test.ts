@@ -57,7 +57,7 @@ const commands = () => readCache(cacheFile, sourceHash())?.commands
 const job = () => {
   const dataset = path.join(copy, "rows.jsonl")
   fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
-  return ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
+  return ["run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
 }
 /** The valid cache on disk with its header's `commands` replaced. */
 const withCommands = (value: unknown): Buffer => {
@@ -244,50 +244,60 @@ describe("the launcher's code cache", () => {
     }
   }, 120_000)
 
-  // root writes anywhere: as root (CI), the read-only cases run as the user nobody, through setpriv
-  const asNobody = process.getuid?.() === 0 && spawnSync("setpriv", ["--version"]).status === 0
-  it.skipIf(!asNobody)("a read-only installation, run by another user: no cache written; an unreadable cache is ignored", (ctx) => {
-    // A copy that nobody can reach: the package's own folders may sit in a private one (a clone in
+  // The read-only installation runs as another user: as root (CI), as the user nobody through
+  // setpriv (root writes anywhere); as an ordinary user, as that user itself, on folders whose
+  // modes deny it (its own mode-000 cache, a mode-555 folder), which such a user cannot pass over.
+  const asRoot = process.getuid?.() === 0
+  const other = asRoot
+    ? (spawnSync("setpriv", ["--version"]).status === 0 ? { uid: 65534, prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] } : undefined)
+    : { uid: process.getuid?.() ?? -1, prefix: [] as Array<string> }
+  it.skipIf(other === undefined)("a read-only installation, run by another user: no cache written; an unreadable cache is ignored", (ctx) => {
+    const { prefix, uid } = other!
+    const spawnAs = (args: ReadonlyArray<string>, options: Parameters<typeof spawnSync>[2]) =>
+      prefix.length === 0 ? spawnSync(args[0], args.slice(1), options) : spawnSync(prefix[0], [...prefix.slice(1), ...args], options)
+    // A copy that user can reach: the package's own folders may sit in a private one (a clone in
     // a home or `mktemp -d` folder of mode 700: issue 31), so it goes in a folder of the system's
     // temporary one, which it makes enterable by all; checked, and skipped with a notice where
-    // nobody still cannot reach it (a private TMPDIR, a node that user cannot run).
+    // that user still cannot reach it (a private TMPDIR, a node that user cannot run).
     fs.rmSync(copy, { recursive: true, force: true })
     makeCopy(os.tmpdir(), "effect-gym-launch-other-")
     fs.chmodSync(copy, 0o755)
-    const reach = spawnSync("setpriv", [
-      "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", "require('fs').accessSync(process.argv[1], 4)", bundle
-    ], { encoding: "utf8", timeout: 60_000 })
+    const reach = spawnAs([process.execPath, "-e", "require('fs').accessSync(process.argv[1], 4)", bundle], { encoding: "utf8", timeout: 60_000 })
     if (reach.status !== 0) {
-      const notice = `uid 65534 cannot reach ${bundle} with ${process.execPath} (${/^\w*Error.*$/m.exec(String(reach.stderr ?? reach.error))?.[0] ?? `exit ${reach.status}`}): skipped`
+      const notice = `uid ${uid} cannot reach ${bundle} with ${process.execPath} (${/^\w*Error.*$/m.exec(String(reach.stderr ?? reach.error))?.[0] ?? `exit ${reach.status}`}): skipped`
       console.warn(`NOTICE: the launcher's other-user test is SKIPPED: ${notice}`)
       ctx.skip(notice)
     }
     const expected = without(["envs"])
-    const nobody = () => {
-      const result = spawnSync("setpriv", [
-        "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, path.join(copy, "bin/effect-gym.js"), "envs"
-      ], { cwd: copy, encoding: "utf8", timeout: 60_000 })
+    const asOther = () => {
+      const result = spawnAs([process.execPath, path.join(copy, "bin/effect-gym.js"), "envs"], { cwd: copy, encoding: "utf8", timeout: 60_000 })
       return { code: result.status, stdout: result.stdout, stderr: result.stderr }
     }
-    fs.chmodSync(copy, 0o755)
-    fs.chmodSync(path.join(copy, "dist/bundle"), 0o755)
-    // no cache, a folder it cannot write
-    expect(nobody()).toEqual(expected)
-    expect(fs.existsSync(cacheFile)).toBe(false)
-    // a valid cache it can read: used, left as it is
-    expect(run(["envs"])).toEqual(expected)
-    const written = fs.readFileSync(cacheFile)
-    expect(nobody()).toEqual(expected)
-    expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
-    // a cache it cannot read, in a folder it cannot write
-    fs.chmodSync(cacheFile, 0o000)
-    expect(nobody()).toEqual(expected)
-    // ... in a folder it can write: replaced by one it made
-    fs.chmodSync(path.join(copy, "dist/bundle"), 0o777)
-    expect(nobody()).toEqual(expected)
-    expect(fs.statSync(cacheFile).uid).toBe(65534)
-    expect(valid()).toBe(true)
-    expect(fs.readdirSync(path.join(copy, "dist/bundle")).filter((f) => f.endsWith(".tmp"))).toEqual([])
+    const bundleDir = path.join(copy, "dist/bundle")
+    try {
+      // no cache, a folder it cannot write
+      fs.chmodSync(bundleDir, 0o555)
+      expect(asOther()).toEqual(expected)
+      expect(fs.existsSync(cacheFile)).toBe(false)
+      // a valid cache it can read: used, left as it is
+      fs.chmodSync(bundleDir, 0o755)
+      expect(run(["envs"])).toEqual(expected)
+      const written = fs.readFileSync(cacheFile)
+      fs.chmodSync(bundleDir, 0o555)
+      expect(asOther()).toEqual(expected)
+      expect(fs.readFileSync(cacheFile).equals(written)).toBe(true)
+      // a cache it cannot read, in a folder it cannot write
+      fs.chmodSync(cacheFile, 0o000)
+      expect(asOther()).toEqual(expected)
+      // ... in a folder it can write: replaced by one it made
+      fs.chmodSync(bundleDir, 0o777)
+      expect(asOther()).toEqual(expected)
+      expect(fs.statSync(cacheFile).uid).toBe(uid)
+      expect(valid()).toBe(true)
+      expect(fs.readdirSync(bundleDir).filter((f) => f.endsWith(".tmp"))).toEqual([])
+    } finally {
+      fs.chmodSync(bundleDir, 0o755)
+    }
   }, 120_000)
 
   it("the bundle's lines are short: an uncaught error prints its source line, not 260 KB of minified code", () => {
@@ -351,7 +361,7 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
       new Promise<number | null>((resolve) => {
         const writer = spawn("sh", ["-c", `{ printf '%s\\n' '{"env_config":{"seed":1}}'; exec sleep 60; } > '${fifo}'`], { detached: true })
         const child = spawn(process.execPath, [
-          path.join(copy, "bin/effect-gym.js"), "run", "--dataset", fifo, "--gym-env", "frozen_lake", "--policy", "random",
+          path.join(copy, "bin/effect-gym.js"), "run", "--dataset", fifo, "--env", "frozen_lake", "--policy", "random",
           "--output", path.join(copy, "out.jsonl"), "--overwrite"
         ], { cwd: copy })
         let stderr = ""

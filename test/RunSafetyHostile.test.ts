@@ -23,7 +23,7 @@ const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 60) =>
   })
 
 const row = (seed: number) => JSON.stringify({ messages: [{ role: "user", content: "x" }], env_config: { seed } })
-const lakeWith = (n: number) => ["--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
+const lakeWith = (n: number) => ["--env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
 const lake = lakeWith(2)
 
 describe("run: datasets as editors and shells write them", () => {
@@ -208,7 +208,10 @@ const tinyDisk = (): string | undefined => {
 /** Whether this machine lets the tests mount a tmpfs (probed once, unmounted at once). */
 const canMount = ((): boolean => {
   const probe = tinyDisk()
-  if (probe === undefined) return false
+  if (probe === undefined) {
+    console.warn("NOTICE: the full-disk tests of RunSafetyHostile are SKIPPED: this user cannot mount a tmpfs (root only)")
+    return false
+  }
   execFileSync("umount", [probe])
   return true
 })()

@@ -11,6 +11,7 @@ import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
 import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, setExitCode, toggle } from "./common.js"
+import { documentedAll } from "./help.js"
 
 // The checker is loaded when the command runs (startup of the other commands stays light).
 const loadEnvCheck = Effect.promise(() => import("../check/EnvCheck.js"))
@@ -142,7 +143,7 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
   })
 
 /** The `check-env` command. */
-export const command = Command.make("check-env", checkEnvOptions).pipe(
+export const command = Command.make("check-env", documentedAll(checkEnvOptions)).pipe(
   Command.withDescription("Check an env against the env contract (determinism, types, close, timeouts, isolation)"),
   Command.withHandler((args) =>
     Effect.gen(function*() {

@@ -14,11 +14,12 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv } from "./argv.js"
+import { normalizeArgv, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
 import * as EnvsCommand from "./EnvsCommand.js"
+import * as Help from "./help.js"
 import * as OpenEnvCommand from "./OpenEnvCommand.js"
 import * as RunCommand from "./RunCommand.js"
 import * as RunnerCommand from "./RunnerCommand.js"
@@ -128,10 +129,13 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
         : `Received unknown argument: '${error.option}'`
     case "UnexpectedArgument":
       return `Received unknown argument: '${error.arguments[0]}'`
-    case "UnknownSubcommand":
+    case "UnknownSubcommand": {
+      const names = subcommandNames(error.parent ?? [])
+      const meant = error.suggestions[0] ?? Help.closest(error.subcommand, names)
       return `Invalid subcommand for ${(error.parent ?? ["effect-gym"]).join(" ")} - use one of ${
-        subcommandNames(error.parent ?? []).map((name) => `'${name}'`).join(", ")
-      }`
+        names.map((name) => `'${name}'`).join(", ")
+      }${meant === undefined ? "" : `. Did you mean '${meant}'?`}`
+    }
     case "InvalidValue":
       return error.kind === "flag" && error.value === ""
         ? `Expected a value following option: '--${error.option}'`
@@ -153,13 +157,6 @@ const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => 
 }
 
 /**
- * A one-letter flag as it is typed and documented (`-p`), where effect/cli's help writes every flag
- * name with two dashes (" -p": the columns stay aligned; after a color code too).
- */
-const oneLetterFlags = (help: string): string =>
-  help.replace(/(?<=^|\s|\x1b\[[0-9;]*m)--([A-Za-z])(?![\w-])/gm, " -$1")
-
-/**
  * Help on stdout, a wrong invocation's errors on stderr without the help, the version alone (as
  * they have always been printed; effect/cli's adds the name).
  */
@@ -168,7 +165,7 @@ const presenter: CliOutput.Presenter = {
     Effect.flatMap(Effect.service(CliOutput.Formatter), (formatter) => {
       switch (event._tag) {
         case "Help":
-          return Console.log(oneLetterFlags(formatter.formatHelpDoc(event.helpDoc)))
+          return Console.log(formatter.formatHelpDoc(event.helpDoc))
         case "InvalidInvocation":
           return Console.error(event.errors.map(usageError).join("\n"))
         case "Version":
@@ -245,14 +242,21 @@ export const main = (
       return quit
     })
   )
-  const args = normalizeArgv(argv).slice(2)
+  const { args, noColor } = withoutNoColor(normalizeArgv(argv).slice(2))
+  // colour only on a terminal, and never with NO_COLOR (any value but empty) or --no-color
+  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === ""
+  const renamed = renamedOptions(args)
   const invoke = Effect.andThen(
-    mentionsWizard(argv) && wizard === GlobalFlag.Wizard ? Effect.provide(cli(args), wizardTerminal) : cli(args),
+    Effect.andThen(
+      renamed.length === 0 ? Effect.void : Console.error(renamed.join("\n")),
+      mentionsWizard(argv) && wizard === GlobalFlag.Wizard ? Effect.provide(cli(args), wizardTerminal) : cli(args)
+    ),
     Effect.suspend(() => (refusedWizard === undefined ? Effect.void : Effect.fail(refusedWizard)))
   )
   return (refusedRunner === undefined ? invoke : Effect.fail(refusedRunner)).pipe(
     Effect.provideService(CliConfig.CliConfig, builtIns(wizard)),
     Effect.provideService(CliOutput.Presenter, presenter),
+    Effect.provideService(CliOutput.Formatter, Help.formatter(CliOutput.defaultFormatter({ colors: color }), color)),
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code

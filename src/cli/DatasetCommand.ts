@@ -7,17 +7,18 @@ import { Command, Flag } from "effect/cli"
 import { FrozenLake } from "../envs/FrozenLake.js"
 import { nextTurn } from "../internal/nextTurn.js"
 import { errorDetail, FileError, integer, OptionError, parseNumbers } from "./common.js"
+import { documentedAll } from "./help.js"
 
-const datasetFrozenLake = Command.make("frozen-lake", {
+const datasetFrozenLake = Command.make("frozen-lake", documentedAll({
   rows: integer("rows").pipe(Flag.withDescription("Number of rows (seeds start-seed, start-seed+1, ...)")),
-  startSeed: integer("start-seed").pipe(Flag.withDefault(0)),
+  startSeed: integer("start-seed").pipe(Flag.withDescription("The first row's seed"), Flag.withDefault(0)),
   size: integer("size").pipe(Flag.withDescription("The map's side, 2 to 256 (default 4)"), Flag.optional),
   p: Flag.String("p").pipe(Flag.withDescription("The probability that a tile is frozen (default 0.8)"), Flag.optional),
   output: Flag.String("output").pipe(
     Flag.withDescription("Where to write the JSONL (default: standard output)"),
     Flag.optional
   )
-}).pipe(Command.withDescription("Write a FrozenLake dataset: one placeholder prompt per seed"))
+})).pipe(Command.withDescription("Write a FrozenLake dataset: one placeholder prompt per seed"))
 
 interface DatasetOptions {
   readonly rows: number

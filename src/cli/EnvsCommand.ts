@@ -6,6 +6,7 @@ import { Command } from "effect/cli"
 import * as PluginLoader from "../node/PluginLoader.js"
 import type * as Registry from "../Registry.js"
 import { plugins, toggle } from "./common.js"
+import { documentedAll } from "./help.js"
 
 /**
  * What `envs` prints.
@@ -40,7 +41,7 @@ export const describeRegistry = (registry: Registry.Registry, json: boolean): st
 }
 
 /** The `envs` command. */
-export const command = Command.make("envs", { plugins, json: toggle("json") }).pipe(
+export const command = Command.make("envs", documentedAll({ plugins, json: toggle("json", "Print the list as JSON") })).pipe(
   Command.withDescription("List the registered envs, schedulers, reward functions and policies (after plugins)"),
   Command.withHandler((args) =>
     Effect.flatMap(PluginLoader.registry(args.plugins), (registry) => Console.log(describeRegistry(registry, args.json))))

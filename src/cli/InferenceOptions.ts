@@ -43,8 +43,11 @@ export const options = {
     Flag.withDescription("Server mode: the model name the server serves; colocate mode: a GGUF file"),
     Flag.optional
   ),
-  apiKeyEnv: Flag.String("api-key-env").pipe(
-    Flag.withDescription("Server mode: the environment variable holding the API key (sent as a bearer token)"),
+  apiKeyEnv: Flag.String("model-api-key-env").pipe(
+    Flag.withAlias("api-key-env"),
+    Flag.withDescription(
+      "Server mode: the environment variable holding the model server's API key, sent as a bearer token (--api-key-env: its old name)"
+    ),
     Flag.optional
   ),
   strictOpenai: toggle(

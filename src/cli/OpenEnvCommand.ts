@@ -30,8 +30,9 @@ import {
   toggle
 } from "./common.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
-const serve = Command.make("serve", {
+const serve = Command.make("serve", documentedAll({
   env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
   host,
@@ -43,8 +44,9 @@ const serve = Command.make("serve", {
     ),
     Flag.optional
   ),
-  maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED"),
+  maxConcurrentEnvs: integer("max-sessions").pipe(
+    Flag.withAlias("max-concurrent-envs"),
+    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED (--max-concurrent-envs: its old name)"),
     Flag.withDefault(8)
   ),
   idleTimeout: Flag.String("idle-timeout").pipe(
@@ -70,7 +72,7 @@ const serve = Command.make("serve", {
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...RolloutOptions.isolationOptions(),
   plugins
-}).pipe(
+})).pipe(
   Command.withDescription(
     "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json)"
   ),

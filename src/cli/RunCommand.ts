@@ -23,10 +23,12 @@ import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
+import * as Preflight from "./preflight.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
 import * as RunLog from "./RunLog.js"
+import { documentedAll } from "./help.js"
 
 export const runOptions = {
   dataset: Flag.String("dataset").pipe(Flag.withDescription("The dataset, one JSON row per line")),
@@ -135,6 +137,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
     yield* RunLog.checkDataset(args.dataset)
+    const first = yield* Preflight.firstRow(args.dataset)
+    if (first !== undefined) {
+      const defaultEnv = resolved.defaultEnv ?? definition.envs?.[0]?.name
+      if (defaultEnv === undefined) yield* Preflight.rowNamesAnEnv(first)
+      // (on a cluster the runners connect, not this process)
+      const env = typeof first.envConfig.name === "string" ? first.envConfig.name : defaultEnv
+      const openEnv = env === "openenv" && (definition.envs ?? []).some((brought) => brought.name === "openenv")
+      if (openEnv && Option.isNone(args.cluster)) yield* Preflight.openEnvReachable(first)
+    }
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
@@ -508,7 +519,7 @@ const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetSc
   })
 
 /** The `run` command. */
-export const command = Command.make("run", runOptions).pipe(
+export const command = Command.make("run", documentedAll(runOptions)).pipe(
   Command.withDescription("Run rollouts over a dataset and write the completions log"),
   Command.withHandler((args) =>
     Effect.gen(function*() {

@@ -92,7 +92,7 @@ const FIELD_NAMES: Record<keyof Identity, string> = {
   dataset: "--dataset",
   dataset_sha256: "the dataset's content (sha256)",
   seed: "--seed",
-  gym_env: "--gym-env",
+  gym_env: "--env",
   scheduler: "--scheduler",
   scheduler_options: "--scheduler-option",
   mode: "--mode",

@@ -11,6 +11,7 @@ import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins, toggle } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
 // Sampling is the run's (the coordinator sends it with every group); the drift check is a local run's.
 const {
@@ -29,7 +30,7 @@ const {
 const COORDINATOR_ONLY = [
   "--dataset", "--output", "--resume", "--overwrite", "--json", "--run-id", "--view", "--view-port",
   "--seed", "--num-generations", "--max-turns", "--failed-groups",
-  "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
+  "--env", "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
   "--reset-timeout", "--step-timeout", "--close-timeout", "--trajectory-timeout", "--trajectory-retries",
   "--temperature", "--top-p", "--top-k", "--max-tokens", "--stop", "--presence-penalty", "--frequency-penalty"
 ]
@@ -244,7 +245,7 @@ export const runnerJob = (args: RunnerArgs) =>
       ))
   }).pipe(Effect.scoped)
 
-export const command = Command.make("runner", runnerOptions).pipe(
+export const command = Command.make("runner", documentedAll(runnerOptions)).pipe(
   Command.withDescription("Join a cluster (a PostgreSQL database) and run the groups that `run --cluster` sends"),
   Command.withHandler((args) => Effect.asVoid(runnerJob(args)))
 )

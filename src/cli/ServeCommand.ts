@@ -27,6 +27,7 @@ import {
 } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
 import * as RolloutOptions from "./RolloutOptions.js"
+import { documentedAll } from "./help.js"
 
 // --tito-check reports in a run's summary; a server has none.
 const { apiKeyEnv: _upstreamKey, titoCheck: _titoCheck, ...inferenceOptions } = InferenceOptions.options
@@ -44,8 +45,11 @@ export const serveOptions = {
   ...RolloutOptions.options,
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...inferenceOptions,
-  inferenceApiKeyEnv: Flag.String("inference-api-key-env").pipe(
-    Flag.withDescription("--mode server: the environment variable holding the model server's API key"),
+  inferenceApiKeyEnv: Flag.String("model-api-key-env").pipe(
+    Flag.withAlias("inference-api-key-env"),
+    Flag.withDescription(
+      "--mode server: the environment variable holding the model server's API key (--inference-api-key-env: its old name)"
+    ),
     Flag.optional
   ),
   seed: integer("seed").pipe(
@@ -183,7 +187,7 @@ export const serveJob = (args: ServeArgs) =>
   })
 
 /** The `serve` command. */
-export const command = Command.make("serve", serveOptions).pipe(
+export const command = Command.make("serve", documentedAll(serveOptions)).pipe(
   Command.withDescription(
     "Serve rollouts over HTTP to a trainer: POST /v1/rollouts (JSON or NDJSON stream), POST /infer/, " +
       "GET /info, GET /health, GET /dashboard (a live page)"

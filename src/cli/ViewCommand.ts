@@ -14,6 +14,7 @@ import type { Problem } from "../view/Model.js"
 import type * as Viewer from "../view/Viewer.js"
 import { cannotListen, checkPort, errorDetail, FileError, integer, OptionError, plugins, setExitCode, version } from "./common.js"
 import { DEFAULT_PORT } from "./RunView.js"
+import { documentedAll } from "./help.js"
 
 
 export const viewOptions = {
@@ -154,7 +155,7 @@ export const viewJob = (args: ViewArgs) =>
   })
 
 /** The `view` command. */
-export const command = Command.make("view", viewOptions).pipe(
+export const command = Command.make("view", documentedAll(viewOptions)).pipe(
   Command.withDescription(
     "Show completions logs in a browser: overview, charts, trajectories with filters, env boards, tokens; " +
       "two logs are compared row by row. Serves 127.0.0.1:PORT, or writes one HTML file with --html"

@@ -234,26 +234,82 @@ export const launch = (bundle: string, cache: boolean, command = ""): void => {
   run(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle), (specifier) => import(specifier))
 }
 
+/** The oldest Node major the command line runs on (package.json's `engines`). */
+const NODE_MAJOR = 24
+
+/**
+ * The Node a clone brings (the `node` dev dependency, which `npm ci` installs): the command line
+ * of a clone runs on it when the Node that started it is too old. `undefined` outside a clone
+ * (an installed package has no dev dependencies) or when it is not there.
+ */
+const clonesNode = (dir: string): string | undefined => {
+  // dist/bundle (or dist/cli) → the package root
+  const file = path.resolve(dir, "../../node_modules/node/bin/node")
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile() ? file : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Runs this command line again on `node` (the clone's own Node 24), with the same arguments,
+ * standard streams and environment; a signal sent to this process goes on to it, and this process
+ * ends as it ends (its exit code, or the same signal).
+ */
+const rerun = (node: string): Promise<void> =>
+  import("node:child_process").then(({ spawn }) =>
+    new Promise<void>((resolve) => {
+      const child = spawn(node, process.argv.slice(1), {
+        stdio: "inherit",
+        env: { ...process.env, EFFECT_GYM_RERUN: "1" }
+      })
+      // A Ctrl-C at a terminal reaches the whole foreground group, so the child has it already:
+      // passed on as well, it would be its second, which stops a run at once instead of gracefully.
+      // So SIGINT is passed on only off a terminal (a `kill -INT` of this process); the others always.
+      const terminal = process.stdin.isTTY === true || process.stdout.isTTY === true || process.stderr.isTTY === true
+      const signals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
+      const forward = (signal: NodeJS.Signals) => {
+        if (!(signal === "SIGINT" && terminal)) child.kill(signal)
+      }
+      for (const signal of signals) process.on(signal, forward)
+      child.on("error", (error) => {
+        for (const signal of signals) process.off(signal, forward)
+        process.stderr.write(`error: could not run ${node}: ${error.message}\n`)
+        process.exitCode = 2
+        resolve()
+      })
+      child.on("exit", (code, signal) => {
+        for (const signal of signals) process.off(signal, forward)
+        if (signal !== null) process.kill(process.pid, signal)
+        else process.exitCode = code ?? 1
+        resolve()
+      })
+    })
+  )
+
 /**
  * Runs the command line: the CommonJS bundle beside this file with its code cache, or, where there
  * is none (this module run from dist/cli, a build without it), the ES module command line beside it.
  */
-/** The oldest Node major the command line runs on (package.json's `engines`). */
-const NODE_MAJOR = 24
-
 export const main = async (): Promise<void> => {
+  const dir = path.dirname(fileURLToPath(import.meta.url))
   // On an older Node it failed late, with a stack trace (undici, which the HTTP client loads,
-  // needs zlib functions Node 20 lacks: `--mode server` died with "internal error", exit 3).
+  // needs zlib functions Node 20 lacks: `--mode server` died with "internal error", exit 3). In a
+  // clone it runs on the clone's own Node (`npx effect-gym` and `node bin/effect-gym.js` start the
+  // system's, Node 20 on some machines); elsewhere it says which Node it needs.
   const major = Number(process.versions.node.split(".")[0])
   if (major < NODE_MAJOR) {
+    const node = process.env.EFFECT_GYM_RERUN === "1" ? undefined : clonesNode(dir)
+    if (node !== undefined) return rerun(node)
     process.stderr.write(
       `error: effect-gym needs Node >= ${NODE_MAJOR} (package.json engines); this is Node ${process.versions.node} ` +
-        `(${process.execPath}). Install Node ${NODE_MAJOR} LTS, or in a clone run it through npm (npm ci installs it).\n`
+        `(${process.execPath}). Install Node ${NODE_MAJOR} LTS, or in a clone run \`npm ci\` (it installs it).\n`
     )
     process.exitCode = 2
     return
   }
-  const dir = path.dirname(fileURLToPath(import.meta.url))
   const bundle = path.join(dir, "cli.cjs")
   if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off", commandOf(process.argv))
   else await import(pathToFileURL(path.join(dir, "bin.js")).href)

@@ -420,9 +420,12 @@ const observe = (
   head: ReadonlyArray<string>,
   tail: ReadonlyArray<string>
 ): string => {
+  // One join, not template concatenation: a joined string is flat, where `${a}\n${b}` makes a rope
+  // of nodes that each message of the conversation keeps alive while the trajectory runs
+  // (about 3 KB per trajectory in flight, bench/workloads/memory.ts).
   const view = boardView(board, row, col)
-  const text = head.length === 0 ? view : `${head.length === 1 ? head[0] : head.join("\n")}\n${view}`
-  return tail.length === 0 ? text : `${text}\n${tail.length === 1 ? tail[0] : tail.join("\n")}`
+  if (head.length === 0 && tail.length === 0) return view
+  return [...head, view, ...tail].join("\n")
 }
 
 /** The board's rows (spaced) with the player's cell marked, joined by newlines. */
@@ -432,16 +435,11 @@ const boardView = (board: Board, row: number, col: number): string => {
   const kept = views?.[at]
   if (kept !== undefined) return kept
   const spaced = board.spaced
-  let text = ""
-  for (let r = 0; r < spaced.length; r++) {
-    if (r > 0) text += "\n"
-    if (r === row) {
-      const line = spaced[r]
-      text += line.slice(0, 2 * col) + (board.grid[r][col] === "G" ? "*" : "P") + line.slice(2 * col + 1)
-    } else {
-      text += spaced[r]
-    }
-  }
+  // (joined, so the text is flat: see observe)
+  const lines = spaced.slice()
+  const line = spaced[row]
+  lines[row] = [line.slice(0, 2 * col), board.grid[row][col] === "G" ? "*" : "P", line.slice(2 * col + 1)].join("")
+  const text = lines.join("\n")
   if (views !== undefined) views[at] = text
   return text
 }

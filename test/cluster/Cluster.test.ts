@@ -109,7 +109,7 @@ const database = (name: string) => {
   execFileSync(Postgres.psql, [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
   return pg.url.replace(/\/postgres$/, `/${name}`)
 }
-const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
+const common = ["--env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
 const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
   const proc = start(
     [
@@ -450,7 +450,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     const [port] = await ports(1)
     const only = await runner(url, port)
     const args = (output: string, options: { dataset?: string; generations?: string; turns?: string } = {}) => [
-      "run", "--cluster", url, "--run-id", "opts", "--gym-env", "frozen_lake", "--seed", "7", "--output", path.join(dir, output),
+      "run", "--cluster", url, "--run-id", "opts", "--env", "frozen_lake", "--seed", "7", "--output", path.join(dir, output),
       "--dataset", options.dataset ?? small, "--num-generations", options.generations ?? "2", "--max-turns", options.turns ?? "10"
     ]
     const first = start(args("opts.jsonl"), dir)
@@ -532,7 +532,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     // the local run's lines, the poison row as a plain one (a local run dies with it)
     const localFile = path.join(dir, "poison-local.jsonl")
     fs.writeFileSync(localFile, configs.map((c, i) => row(i === 2 ? { n: 1 } : c)).join("\n") + "\n")
-    const faults = ["--gym-env", "cluster_faulty", "--num-generations", "2", "--seed", "7", "--trajectory-timeout", "2", "--plugin", plugin]
+    const faults = ["--env", "cluster_faulty", "--num-generations", "2", "--seed", "7", "--trajectory-timeout", "2", "--plugin", plugin]
     const local = start(["run", "--dataset", localFile, ...faults, "--policy", "frozen-lake-solver", "--output", "poison-local-out.jsonl"], dir)
     expect(await local.exited, local.err).toBe(1)
     // a runner restarted as it dies (as a service manager does), on the same port

@@ -230,7 +230,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       const dataset = frozenLakeDataset(work, 2)
       const run = (seed: string, output: string) =>
         cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "colocate", "--model", modelPath,
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "colocate", "--model", modelPath,
           "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "6",
           "--num-generations", "2", "--max-turns", "3", "--seed", seed, "--output", output, "--json"
         )
@@ -336,7 +336,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       const work = tmp()
       const output = path.join(work, "q.jsonl")
       const { code, stdout, stderr } = yield* cli(
-        "run", "--dataset", frozenLakeDataset(work, 2), "--gym-env", "frozen_lake", "--mode", "colocate", "--model", qwenPath,
+        "run", "--dataset", frozenLakeDataset(work, 2), "--env", "frozen_lake", "--mode", "colocate", "--model", qwenPath,
         "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "8",
         "--num-generations", "2", "--max-turns", "3", "--seed", "1", "--output", output, "--json", "--tito-check",
         "--chat-template-kwargs", "{\"enable_thinking\": false}"

@@ -59,7 +59,7 @@ const insertedTexts = (line: CompletionLine): Array<string> => {
 }
 
 const runArgs = (dir: string, output: string, ...extra: Array<string>) => [
-  "run", "--dataset", frozenLakeDataset(dir, 6), "--gym-env", "frozen_lake", "--mode", "server",
+  "run", "--dataset", frozenLakeDataset(dir, 6), "--env", "frozen_lake", "--mode", "server",
   "--model", "tiny", "--max-tokens", "64", "--num-generations", "2", "--max-turns", "6", "--seed", "4",
   "--output", output, "--json", ...extra
 ]
@@ -171,7 +171,7 @@ describe("server mode token path on Qwen3's vocabulary", () => {
       const check = yield* cli(...runArgs(dir, output, "--base-url", server.baseUrl, "--tito-check"))
       expect(check.code).toBe(2)
       expect(check.stderr).toContain("--tito-check: needs a backend that generates from tokens")
-      const scripted = yield* cli("run", "--dataset", frozenLakeDataset(dir, 1), "--gym-env", "frozen_lake", "--tito-check", "--output", output)
+      const scripted = yield* cli("run", "--dataset", frozenLakeDataset(dir, 1), "--env", "frozen_lake", "--tito-check", "--output", output)
       expect(scripted.stderr).toContain("--tito-check: only with --mode server or --mode colocate")
     }))
 

@@ -21,7 +21,7 @@ describe("effect-gym serve (in-process)", () => {
     Effect.gen(function*() {
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--port", "70000"], "--port: must be between 0 and 65535, got 70000"],
-        [["--gym-env", "ghost"], "unknown env \"ghost\"; registered: frozen_lake, sudoku"],
+        [["--env", "ghost"], "unknown env \"ghost\"; registered: frozen_lake, sudoku"],
         [["--scheduler", "ghost"], "unknown scheduler \"ghost\""],
         [["--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "--api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
         [
@@ -90,7 +90,7 @@ describe("effect-gym serve (in-process)", () => {
       const base = `http://127.0.0.1:${port}`
       const auth = { authorization: "Bearer serve-key" }
       const server = yield* Effect.forkChild(cli(
-        "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
         "--model", "tiny", "--inference-api-key-env", "EFFECT_GYM_TEST_UPSTREAM_KEY", "--api-key-env",
         "EFFECT_GYM_TEST_SERVE_KEY", "--max-tokens", "32", "--num-generations", "2"
       ))
@@ -152,7 +152,7 @@ describe("effect-gym serve (the built binary)", () => {
         return { created: lines.filter((l) => l === "create").length, closed: lines.filter((l) => l === "close").length }
       }
       const server = yield* launch([
-        "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--gym-env", "endless",
+        "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--env", "endless",
         "--policy", "random", "--policy-option", "latency_ms=20", "--max-turns", "10000", "--shutdown-grace", "0.3"
       ], { EFFECT_GYM_ENV_LOG: log })
       const streamed = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, {
