@@ -50,7 +50,7 @@ describe("effect-gym serve (in-process)", () => {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const server = yield* Effect.forkChild(cli(
-        "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
         "--model", "tiny", "--max-tokens", "32", "--seeded-sampling", "--on-failure", "zero-reward"
       ))
       yield* healthy(base, {})
