@@ -114,6 +114,8 @@ export interface TrajectoryRecord {
   readonly attempts?: number | undefined
   /** The errors of the attempts before the last one. */
   readonly attemptErrors?: ReadonlyArray<Scheduler.TrajectoryError> | undefined
+  /** The cluster runner (`host:port`) that ran it: a cluster run's log lines name it. */
+  readonly runner?: string | undefined
 }
 
 /**

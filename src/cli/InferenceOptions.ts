@@ -336,7 +336,12 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
  * @since 0.3.0
  * @category layers
  */
-export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
+export const layer = (
+  args: InferenceArgs,
+  scripted: ScriptedArgs,
+  /** `refuse` for a server (a trainer's request is honoured or refused); a run drops (see `OpenAiCompat`). */
+  rejectedFields: "drop" | "refuse" = "drop"
+) =>
   Layer.unwrap(Effect.gen(function*() {
     if (args.mode !== "scripted") {
       if (Option.isSome(scripted.policy)) {
@@ -393,7 +398,8 @@ export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
           tokenPath: Option.getOrUndefined(args.tokenPath),
           tokenizer: Option.getOrUndefined(args.tokenizer),
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
-          maxTransportFailures
+          maxTransportFailures,
+          rejectedFields
         }))
       }
       case "colocate": {

@@ -15,6 +15,7 @@ import { PassThrough } from "node:stream"
 import * as NodeTty from "node:tty"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError, type SamplingParams } from "../Inference.js"
+import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as RunSpec from "../RunSpec.js"
@@ -170,7 +171,11 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         const session = yield* ClusterRun.open(url, runId, mode === "resume", identity)
         const resumed = yield* resumeLog
         yield* session.register
-        const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)
+        const record: RunLog.Identity & { readonly cluster_run_id: string } = { ...identity, cluster_run_id: runId }
+        // The runners' inference (see ClusterRun.coordinate): the record's, on --resume.
+        const recorded = mode === "resume" ? (yield* RunLog.readIdentity(args.output))?.inference : undefined
+        const fileSystem = yield* FileSystem.FileSystem
+        const { accumulator, outputError: _, writer } = yield* openLog(args, record, resumed, existing)
         const until = Option.getOrUndefined(onFirstSignal(
           yield* Effect.serviceOption(Signals),
           accumulator,
@@ -184,7 +189,28 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, spec, done, writer, accumulator, until, report: cluster })
+          ClusterRun.coordinate(args, {
+            url,
+            session,
+            runId,
+            resolved,
+            spec,
+            done,
+            writer,
+            accumulator,
+            until,
+            report: cluster,
+            inference: {
+              recorded: recorded === undefined || recorded === null ? undefined : canonical(recorded),
+              // The record names what produced the log: the runners' mode, model, policy and options.
+              record: (inference) =>
+                existing.regular
+                  ? RunLog.writeIdentity(args.output, { ...record, inference: Json.parse(inference) }, version()).pipe(
+                    Effect.provideService(FileSystem.FileSystem, fileSystem)
+                  )
+                  : Effect.void
+            }
+          })
         )
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined

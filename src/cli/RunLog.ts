@@ -254,7 +254,11 @@ export const readIdentity = (output: string) =>
   })
 
 /** Records the run's identity next to the log (written whole, then renamed: never half a file). */
-export const writeIdentity = (output: string, identity: Identity, version: string) =>
+export const writeIdentity = (
+  output: string,
+  identity: Identity & { readonly cluster_run_id?: string; readonly inference?: unknown },
+  version: string
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const file = identityFile(output)

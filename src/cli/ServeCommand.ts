@@ -138,7 +138,7 @@ export const serveJob = (args: ServeArgs) =>
       registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
-    })).pipe(
+    }, "refuse")).pipe(
       // The upstream key has its own flag here: name it in errors.
       Effect.mapError((error) =>
         error._tag === "OptionError" && error.option === "--api-key-env"

@@ -97,6 +97,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect((yield* one.service.chat(request())).tokenIds!.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("node-llama-cpp's chat wrapper is resolved only for a file without a usable template (it costs seconds for Qwen3's)", () =>
+    Effect.gen(function*() {
+      const counting = path.join(import.meta.dirname, "../fixtures/node-llama-cpp/counting.mjs")
+      const { calls } = (yield* Effect.promise(() => import(counting))) as { calls: { resolveChatWrapper: number } }
+      const qwen = yield* LlamaCpp.makeEngine({ modelPath: qwen3TinyPath(), module: counting, contextSize: 256, sequences: 1 })
+      expect(qwen.chatWrapper).toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(0)
+      console.log(`Qwen3-vocabulary GGUF with its own template: started in ${qwen.loadMs.toFixed(0)} ms`)
+      const bare = writeTinyLlama(path.join(dir, "bare-counted.gguf"), { chatTemplate: null })
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, module: counting, contextSize: 256, sequences: 1 })
+      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(1)
+    }).pipe(Effect.scoped))
+
   it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
     Effect.gen(function*() {
       const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
@@ -264,6 +278,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       const prompt = engine.formatPrompt([Message.user("hi")])
       expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
       expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
+    }).pipe(Effect.scoped))
+
+  // Issue 28, item 5: llama.cpp does not apply tokenizer.json's NFC normalizer, so the NFC cases above
+  // tokenized otherwise than transformers (combining accents, the Ohm sign, compatibility ideographs).
+  it.live("Qwen3's NFC normalizer is applied (the file's pre-tokenizer is qwen2); normalizer none is llama.cpp's own tokenization", () =>
+    Effect.gen(function*() {
+      const nfc = vectors.cases.find((c) => c.name === "NFC normalization")!
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 256, sequences: 1, normalizer: "none" })
+      const raw = yield* engine.renderer.tokenize(nfc.messages, { addGenerationPrompt: true, kwargs: nfc.kwargs })
+      expect(raw).not.toEqual(nfc.ids)
+      const refused = yield* Effect.flip(
+        LlamaCpp.makeEngine({ modelPath: qwenPath, normalizer: "nfc" as unknown as "NFC" })
+      )
+      expect(refused.detail).toBe(`normalizer: "nfc" is not NFC, NFD, NFKC, NFKD or none`)
     }).pipe(Effect.scoped))
 
   // Issue 28: at 4 sequences, tokens here and there had the logprob (and were sampled from the
