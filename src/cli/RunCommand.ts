@@ -232,15 +232,34 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             // batched here before: without it the 4000x8 job took 0.79x the CPU (BENCHMARKS.md,
             // workload 10, "Per-turn work").
             Stream.runForEachArray((items) =>
-              Effect.andThen(
-                Effect.forEach(items, (item) => {
-                  accumulator.add(item)
-                  if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
-                  if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-                  return drift.add(item)
-                }, { discard: true }),
-                Effect.suspend(() => Effect.mapError(writer.write(items), outputError))
-              )
+              Effect.gen(function*() {
+                const groups: Array<Rollout.Group> = []
+                const lines: Array<string> = []
+                for (const item of items) {
+                  if (item._tag === "RowFailure") {
+                    accumulator.add(item)
+                    yield* Console.error(`bad row: ${item.error.message}`)
+                    continue
+                  }
+                  // Encoded here, so that a line JSON cannot write after all (past V8's stack or its
+                  // longest string) is its trajectory's EncodeError in the log and in the summary.
+                  const encoded = CompletionsLog.encodeGroup(item, args.failedGroups)
+                  groups.push(encoded.group)
+                  for (const line of encoded.lines) lines.push(line)
+                }
+                // Counted once written, with no stop in between: a write that fails (a full disk) is
+                // cut back, and its groups are not in the log (the summary counted them).
+                yield* Effect.uninterruptible(Effect.andThen(
+                  Effect.mapError(writer.writeLines(lines), outputError),
+                  Effect.sync(() => {
+                    for (const group of groups) {
+                      accumulator.add(group)
+                      if (args.failedGroups === "drop" && CompletionsLog.hasFailure(group)) accumulator.droppedGroups++
+                    }
+                  })
+                ))
+                for (const group of groups) yield* drift.add(group)
+              })
             )
           )
         )

@@ -146,7 +146,7 @@ describe("POST /v1/rollouts", () => {
       const array = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: batch }))
       const streamed = linesOf((yield* request(`${server.url}/v1/rollouts`, { body: batch, headers: { accept: Api.NDJSON } })).text)
       for (const results of [array, streamed as unknown as typeof array]) {
-        const byRow = results.sort((a, b) => a.row - b.row)
+        const byRow = [...results].sort((a, b) => a.row - b.row)
         for (const failed of byRow.slice(0, 2)) {
           expect(failed.error?._tag).toBe("EnvError")
           expect(failed).toMatchObject({ reward: null, rewards: null, advantage: null })
