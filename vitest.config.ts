@@ -2,6 +2,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+import { all, heavy, integration } from "./test/layers.js"
 
 /**
  * Tests, examples and fixtures import the package by its public names (`effect-gym`,
@@ -9,14 +11,29 @@ import { defineConfig } from "vitest/config"
  * entry per subpath of package.json's `exports`; a test keeps the two in step), and both loaders use
  * that map: vitest through `resolve.alias`, and tsx, which loads `.ts` plugin files at run time,
  * through `TSX_TSCONFIG_PATH`. So editing `src/` and running `npx vitest run` tests the edited code.
- * Only the spawned `bin/effect-gym.js` (and `.mjs` plugins it imports) runs the built `dist/`:
- * `npm test` builds first.
+ * Only the spawned `bin/effect-gym.js` (and `.mjs` plugins it imports) and the env worker threads run
+ * the built `dist/`: the integration project builds it first when its inputs changed.
+ *
+ * Two projects, classified by file in test/layers.ts: `unit` (no build, no child process: `npm run
+ * test:unit`) and `integration` (the built command line, other programs). `npm test` runs both at once.
  */
 const root = import.meta.dirname
 const testTsconfig = path.join(root, "tsconfig.test.json")
 const paths = (JSON.parse(fs.readFileSync(testTsconfig, "utf8")) as {
   readonly compilerOptions: { readonly paths: Record<string, ReadonlyArray<string>> }
 }).compilerOptions.paths
+
+/** vitest's order (failed, then longest first, from its cache), with the heavy files first of all. */
+class HeavyFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>) {
+    const sorted = await super.sort(files)
+    const rank = (spec: TestSpecification) => {
+      const at = heavy.indexOf(path.relative(root, spec.moduleId).split(path.sep).join("/"))
+      return at === -1 ? heavy.length : at
+    }
+    return sorted.map((spec, i) => ({ spec, i })).sort((a, b) => rank(a.spec) - rank(b.spec) || a.i - b.i).map(({ spec }) => spec)
+  }
+}
 
 export default defineConfig({
   resolve: {
@@ -26,15 +43,36 @@ export default defineConfig({
     }))
   },
   test: {
-    include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     env: { TSX_TSCONFIG_PATH: testTsconfig },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
-    // vitest's default is one fork per CPU but one; on a 2-CPU machine that is one fork, and most test
-    // files wait on child processes, servers and timers: two forks took 548 s of wall time against
-    // 815 s for one (the whole suite, same machine, 2026-12-02), every test passing
+    // Test files share their forks (each would load effect and the sources again: about 2 s of CPU a
+    // file). For the integration files too: npm test took 407 s (673 s of CPU) with them isolated,
+    // 329 s (524 s of CPU) without, on a quiet 2-core machine.
+    isolate: false,
+    // Most integration files wait on child processes, servers and timers, so more forks than CPUs
+    // keep the CPUs busy (see the README's Tests section for the figures).
     maxWorkers: Math.max(2, os.availableParallelism() - 1),
-    sequence: { concurrent: false }
+    sequence: { concurrent: false, sequencer: HeavyFirst },
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: [...all],
+          exclude: [...integration],
+          setupFiles: ["test/setup/no-child-process.ts"]
+        }
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: [...integration],
+          globalSetup: ["test/setup/built.ts"]
+        }
+      }
+    ]
   }
 })

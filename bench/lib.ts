@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { promisify } from "node:util"
 import * as Builtins from "../dist/Builtins.js"
 import * as Inference from "../dist/Inference.js"
+import type * as Registry from "../dist/Registry.js"
 import * as Reward from "../dist/Reward.js"
 import * as Rollout from "../dist/Rollout.js"
 import * as Row from "../dist/Row.js"
@@ -55,12 +56,14 @@ export const frozenLakeRun = (options: {
   readonly maxTurns: number
   /** Run with `Rollout.streamEvents` (every turn event of the run in one stream) instead of `Rollout.stream`. */
   readonly events?: boolean
+  /** The registry the rows' env (frozen_lake) is looked up in (default the built-ins'). */
+  readonly registry?: Registry.Registry
   readonly onItem?: (item: Rollout.Item) => void
 }) =>
   Effect.gen(function*() {
     const instance = yield* Scheduler.gym.make({ options: {} })
     const config: Rollout.Config = {
-      registry: Builtins.registry,
+      registry: options.registry ?? Builtins.registry,
       scheduler: { definition: Scheduler.gym, instance },
       defaultEnv: "frozen_lake",
       numGenerations: options.generations,

@@ -201,8 +201,10 @@ export const define = <C = EnvConfig, I = C, R = Scope.Scope>(options: {
     description: options.description ?? "",
     // R is Scope and the services; the services are R without Scope.
     prepare: (config) =>
+      // Suspended: a `make` that throws (a plugin's bug) fails its trajectory when it runs, as a
+      // throwing `step` does, instead of throwing out of the run's planning and stopping the run.
       Result.map(decode(config), (decoded) =>
-        options.make(decoded) as Effect.Effect<Env, EnvError, Scope.Scope | Exclude<R, Scope.Scope>>)
+        Effect.suspend(() => options.make(decoded)) as Effect.Effect<Env, EnvError, Scope.Scope | Exclude<R, Scope.Scope>>)
   }
 }
 

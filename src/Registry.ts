@@ -90,6 +90,22 @@ const lookup = <A>(kind: Kind, map: ReadonlyMap<string, A>, name: string): Resul
 export const env = (registry: Registry, name: string) => lookup("env", registry.envs, name)
 
 /**
+ * Checks the env a run names for rows without one: an env its scheduler brings, or one of the
+ * registry's (an unknown name lists what is registered).
+ *
+ * @since 0.4.0
+ * @category getters
+ */
+export const checkDefaultEnv = (
+  registry: Registry,
+  scheduler: Scheduler.Definition,
+  name: string | undefined
+): Result.Result<void, NotRegistered> =>
+  name === undefined || (scheduler.envs ?? []).some((env) => env.name === name)
+    ? Result.void
+    : Result.map(env(registry, name), () => undefined)
+
+/**
  * @since 0.1.0
  * @category getters
  */

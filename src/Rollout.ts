@@ -459,15 +459,34 @@ export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigErro
       chatTemplateKwargs: o.chatTemplateKwargs,
       schedulerOptions: o.schedulerOptions,
       rewardWeights: o.weights
-    }, "fields"))
+    }, "fields").pipe(Result.mapError(asMakeOption)))
     // The services the envs require are in the run's context (run and events require R), so
     // inside the run their constructors need only the trajectory's scope.
     return yield* configOf(spec, {
       registry: Registry.add(Registry.empty, { envs }),
       scheduler: o.scheduler ?? Scheduler.gym,
       rewards: o.rewards ?? []
-    })
+    }).pipe(Effect.mapError((error) => error._tag === "RewardConfigError" ? asMakeOption(error) : error))
   })
+
+/**
+ * The settings {@link make}'s options spell otherwise than the run spec's fields and the reward
+ * columns' checks (which name them as the command line does): `weights`, `rewards`.
+ */
+const MAKE_OPTIONS: Readonly<Record<string, string>> = {
+  rewardWeights: "weights",
+  "--reward-weights": "weights",
+  "--reward-funcs": "rewards"
+}
+
+/** `error` naming its option as {@link make}'s options spell it. */
+const asMakeOption = <E extends RunConfigError | Reward.RewardConfigError>(error: E): E => {
+  if (!Object.hasOwn(MAKE_OPTIONS, error.option)) return error
+  const option = MAKE_OPTIONS[error.option]
+  return (error._tag === "RunConfigError"
+    ? new RunConfigError({ option, detail: error.detail })
+    : new Reward.RewardConfigError({ option, detail: error.detail })) as E
+}
 
 /**
  * The envs of {@link Options}, refused before anything runs when no row could use them (none, two

@@ -251,7 +251,8 @@ const FLAGS: Readonly<Record<string, string>> = {
  * @since 0.4.0
  * @category names
  */
-export const nameOf = (path: string, naming: Naming): string => (naming === "flags" ? FLAGS[path] ?? path : path)
+export const nameOf = (path: string, naming: Naming): string =>
+  naming === "flags" && Object.hasOwn(FLAGS, path) ? FLAGS[path] : path
 
 /** The setting a decoding problem is about: the first two segments of its path (`sampling.topP`). */
 const settingOf = (path: ReadonlyArray<PropertyKey>): string => path.slice(0, 2).map(String).join(".")
@@ -359,3 +360,13 @@ export const timeoutMillis = (timeouts: RunSpec["timeouts"]): {
   close: timeouts.close === undefined ? undefined : millisOf(timeouts.close),
   trajectory: timeouts.trajectory === undefined ? undefined : millisOf(timeouts.trajectory)
 })
+
+/**
+ * A spec as a JSON value (timeouts in milliseconds) that {@link decode} gives back as an equal spec:
+ * how a run's settings travel (the cluster's coordinator sends them to its runners).
+ *
+ * @since 0.4.0
+ * @category encoding
+ */
+export const toJson = (spec: RunSpec): Record<string, unknown> =>
+  JSON.parse(JSON.stringify({ ...spec, timeouts: timeoutMillis(spec.timeouts) })) as Record<string, unknown>

@@ -114,8 +114,11 @@ describe("the trajectory loop's fast path", () => {
       let timerFired = false
       setTimeout(() => void (timerFired = true), 1)
       const fiber = yield* Effect.forkChild(Effect.provide(Rollout.runAll(config, all), policy(0, 0)))
+      // once the run has started (on a loaded machine it may take longer than a fixed wait: CI saw
+      // none created after 150 ms), a little more of it
+      yield* Effect.sleep("10 millis").pipe(Effect.repeat({ until: () => counters.created > 0 }), Effect.timeout("30 seconds"))
       yield* Effect.sleep("150 millis")
-      // the sleep above ended on time: timers run while the run does
+      // the sleeps above ended: timers run while the run does
       expect(timerFired).toBe(true)
       yield* Fiber.interrupt(fiber)
       const exit = yield* Fiber.await(fiber)

@@ -10,6 +10,7 @@ import * as Cluster from "../cluster/Cluster.js"
 import * as Coordinator from "../cluster/Coordinator.js"
 import * as Engine from "../cluster/internal/engine.js"
 import { registryDigest } from "../cluster/internal/digest.js"
+import * as RunSpec from "../RunSpec.js"
 import type * as Summary from "../Summary.js"
 import { errorDetail, FileError, OptionError } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
@@ -136,7 +137,7 @@ export const coordinate = (
     readonly session: Coordinator.Session
     readonly runId: string
     readonly resolved: RolloutOptions.Resolved
-    readonly sampling: object
+    readonly spec: RunSpec.RunSpec
     readonly done: RunLog.RowSet | undefined
     readonly writer: CompletionsLog.Writer
     readonly accumulator: Summary.Accumulator
@@ -150,7 +151,6 @@ export const coordinate = (
     const report = parts.report
     const digest = registryDigest(resolved.registry, args.plugins)
     const writing = yield* Semaphore.make(1)
-    const seconds = (ms: number | undefined) => (ms === undefined ? null : ms / 1000)
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: errorDetail(error) })
     const done = parts.done
@@ -169,22 +169,9 @@ export const coordinate = (
       concurrency: args.concurrency,
       until: parts.until,
       config: {
-        gymEnv: resolved.defaultEnv ?? null,
+        spec: RunSpec.toJson(parts.spec),
         scheduler: args.scheduler,
-        schedulerOptions: resolved.schedulerOptions,
-        rewardFuncs: resolved.columns.names.slice(0, -1),
-        rewardWeights: resolved.columns.weights,
-        numGenerations: args.numGenerations,
-        maxTurns: args.maxTurns,
-        seed: args.seed,
-        sampling: parts.sampling as Record<string, unknown>,
-        timeouts: {
-          reset: seconds(resolved.timeouts.reset as number | undefined),
-          step: seconds(resolved.timeouts.step as number | undefined),
-          close: seconds(resolved.timeouts.close as number | undefined),
-          trajectory: seconds(resolved.timeouts.trajectory as number | undefined)
-        },
-        retries: resolved.retries,
+        rewardFuncs: args.rewardFuncs,
         failedGroups: args.failedGroups
       },
       onRowError: (error) =>

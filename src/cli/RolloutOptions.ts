@@ -181,9 +181,7 @@ export const resolve = (args: Args, options: { readonly isolate?: boolean | unde
     const weights = yield* parseNumbers("--reward-weights", args.rewardWeights)
     const columns = yield* Effect.fromResult(Reward.columns(rewards, weights))
     const defaultEnv = Option.getOrUndefined(args.gymEnv)
-    if (defaultEnv !== undefined && !(scheduler.envs ?? []).some((env) => env.name === defaultEnv)) {
-      yield* Effect.fromResult(Registry.env(loaded, defaultEnv))
-    }
+    yield* Effect.fromResult(Registry.checkDefaultEnv(loaded, scheduler, defaultEnv))
     const schedulerOptions = Option.match(args.maxConcurrentEnvs, {
       onNone: () => args.schedulerOptions,
       onSome: (n): Readonly<Record<string, unknown>> => ({ ...args.schedulerOptions, max_concurrent_envs: n })

@@ -173,7 +173,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, sampling, done, writer, accumulator, until, report: cluster })
+          ClusterRun.coordinate(args, { url, session, runId, resolved, spec, done, writer, accumulator, until, report: cluster })
         )
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined
@@ -290,7 +290,9 @@ const openLog = (
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: errorDetail(error) })
     const writer = yield* Effect.mapError(
-      CompletionsLog.open(args.output, { append: resumed !== undefined, failedGroups: args.failedGroups }),
+      // A pipe, FIFO or terminal is opened to append: a write at a position (what the file does
+      // when it is not appending) fails there with ESPIPE.
+      CompletionsLog.open(args.output, { append: resumed !== undefined || !existing.regular, failedGroups: args.failedGroups }),
       outputError
     )
     // At least every second, what was written goes to disk (not only to the OS).

@@ -174,7 +174,7 @@ export const runnerJob = (args: RunnerArgs) =>
     const { condensed } = yield* Effect.promise(() => import("../cluster/internal/log.js"))
     const name = `${args.host}:${args.port}`
     // the cluster's storage warnings while the database is away: one line, not a stack every 0.5 s
-    const { downSince, logger } = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
+    const { answered, downSince, logger, waiting } = condensed(name, (line) => process.stderr.write(`${line}\n`), (text) => Cluster.scrub(url, text))
     const launched = Layer.launch(
       Runner.layer({
         url,
@@ -186,6 +186,7 @@ export const runnerJob = (args: RunnerArgs) =>
         digest,
         concurrency: args.concurrency,
         logGroups: args.logGroups,
+        databaseBack: { waiting, answered },
         onWaitForDatabase: (why) =>
           process.stderr.write(
             `runner ${name}: the database at ${Cluster.redact(url)} does not answer (${why}): waiting for it up to ` +

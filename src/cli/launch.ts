@@ -238,7 +238,21 @@ export const launch = (bundle: string, cache: boolean, command = ""): void => {
  * Runs the command line: the CommonJS bundle beside this file with its code cache, or, where there
  * is none (this module run from dist/cli, a build without it), the ES module command line beside it.
  */
+/** The oldest Node major the command line runs on (package.json's `engines`). */
+const NODE_MAJOR = 24
+
 export const main = async (): Promise<void> => {
+  // On an older Node it failed late, with a stack trace (undici, which the HTTP client loads,
+  // needs zlib functions Node 20 lacks: `--mode server` died with "internal error", exit 3).
+  const major = Number(process.versions.node.split(".")[0])
+  if (major < NODE_MAJOR) {
+    process.stderr.write(
+      `error: effect-gym needs Node >= ${NODE_MAJOR} (package.json engines); this is Node ${process.versions.node} ` +
+        `(${process.execPath}). Install Node ${NODE_MAJOR} LTS, or in a clone run it through npm (npm ci installs it).\n`
+    )
+    process.exitCode = 2
+    return
+  }
   const dir = path.dirname(fileURLToPath(import.meta.url))
   const bundle = path.join(dir, "cli.cjs")
   if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off", commandOf(process.argv))

@@ -10,9 +10,9 @@
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, type Context, Duration, Effect, Exit, Layer, Option, Redacted, Schedule, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, Redacted, Schedule, Schema, Scope } from "effect"
 import {
-  type MessageStorage,
+  MessageStorage,
   RunnerAddress,
   RunnerHealth,
   Runners,
@@ -166,15 +166,25 @@ export const parseUrl = (url: string): Effect.Effect<string, ClusterStartError> 
 
 /**
  * Timings of the cluster, shorter than `effect/cluster`'s defaults so that a dead runner's groups
- * move within seconds: shard leases expire 10 s after their last refresh (every 2 s); runners are
+ * move within seconds: shard leases expire 10 s after their last refresh (every 3 s); runners are
  * pinged every 2 s; new shard assignments are read every second.
+ *
+ * The refresh interval is also effect/cluster 4's deadline for every shard-lock query: a runner
+ * confirms its shard's lock before it stores each reply, over its one lock connection, one query
+ * at a time (two per confirmation, one confirmation at a time per shard), gives the reply up when
+ * the confirmation takes longer (the group runs again from scratch), and drops all its shards when
+ * a periodic refresh does. The confirmations queue on that connection: on a loaded machine (2 cores,
+ * load average 14 to 17; event-loop delay 30 ms at the median) they took 0.65 to 0.9 s at the
+ * median and 2.2 to 2.9 s at most. With 2 s, the coordinator-killed test found rows run twice in 7
+ * of 8 tries; with 3 s, in none of 4 at load 14 and 2 of 4 at load 17. (Effect caps the interval
+ * at a third of the lease: 3.3 s.)
  *
  * @since 0.3.0
  * @category models
  */
 export const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
   shardsPerGroup: 60,
-  shardLockRefreshInterval: Duration.seconds(2),
+  shardLockRefreshInterval: Duration.seconds(3),
   shardLockExpiration: Duration.seconds(10),
   shardLockDisableAdvisory: true,
   runnerHealthCheckInterval: Duration.seconds(2),
@@ -344,10 +354,52 @@ const buildRetrying = <A, E, R, X>(
     ))
 
 /**
+ * How a claim release that failed is tried again: every second, for as long as the claim would
+ * last without it (effect/cluster reads a claimed message again after 10 minutes).
+ */
+const CLAIM_RELEASE_RETRY = Schedule.spaced("1 second").pipe(Schedule.upTo({ duration: Duration.minutes(10) }))
+
+/**
+ * The message storage, its claim releases tried again until the database takes them.
+ * effect/cluster's storage claims the messages a runner reads (`last_read`): a claimed message is
+ * not read again for 10 minutes. A runner that gives a request up (its group ran while the database
+ * was away: the reply is not stored, since the shard's lock could not be confirmed) releases the
+ * claim with `resetRequests`, once, its failure ignored; with the database still away, the claim
+ * stayed, no runner ran the group again for 10 minutes, and the coordinator waited for its reply
+ * all that time (a database restart under a run: the run hung). The same for the claims released
+ * when shards are taken (`resetShards`) and for the read loop's (`resetAddresses`). Here a release
+ * that fails (or is cut short) is tried again in the background, in the storage's scope, until it
+ * succeeds; the caller still gets the first outcome, as before. (A release is harmless when late or
+ * repeated: a message being processed is skipped by the read loop when read again.)
+ */
+const releasingClaims = (
+  storage: MessageStorage.MessageStorage["Service"],
+  scope: Scope.Scope
+): MessageStorage.MessageStorage["Service"] => {
+  const again = <A, E>(release: (items: ReadonlyArray<A>) => Effect.Effect<void, E>) => (items: Iterable<A>) => {
+    // (a copy: the read loop empties its array once the call returns)
+    const copy = Array.from(items)
+    // (also when the caller stops waiting for it: Sharding gives the release of a shard's claims 2 s)
+    return Effect.onExit(release(copy), (exit) =>
+      Exit.isSuccess(exit)
+        ? Effect.void
+        : Effect.asVoid(Effect.forkIn(Effect.ignore(Effect.retry(release(copy), CLAIM_RELEASE_RETRY)), scope)))
+  }
+  return {
+    ...storage,
+    resetRequests: again(storage.resetRequests),
+    resetAddresses: again(storage.resetAddresses),
+    resetAddress: (address) => again(storage.resetAddresses)([address]),
+    resetShards: again(storage.resetShards)
+  }
+}
+
+/**
  * Both stores in the database (their tables are created at first start: `cluster_*`). Runners
  * started together on a fresh database race to create the tables: setting up is tried again.
  * (`SqlRunnerStorage` keeps its shard locking on one reserved connection; `@effect/sql-pg` runs the
- * statements of a connection one at a time itself.)
+ * statements of a connection one at a time itself.) The message storage's claim releases are tried
+ * again while the database is away ({@link releasingClaims}).
  */
 const storage: Layer.Layer<
   MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
@@ -360,6 +412,11 @@ const storage: Layer.Layer<
   ).pipe(
     Effect.mapError((cause) =>
       new ClusterStartError({ option: "--cluster", detail: `cannot set up the cluster's tables: ${describe(cause)}` })
+    ),
+    Effect.flatMap((context) =>
+      Effect.map(Effect.scope, (scope) =>
+        Context.add(context, MessageStorage.MessageStorage, releasingClaims(Context.get(context, MessageStorage.MessageStorage), scope))
+      )
     )
   )
 )

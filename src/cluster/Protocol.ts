@@ -11,29 +11,18 @@ import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 
 /**
- * How every group of a run is run: what `run` resolves from its options, as JSON. Inference and
- * plugins are the runner's own.
+ * How every group of a run is run: the run's settings (a `RunSpec` as JSON, timeouts in
+ * milliseconds: `RunSpec.toJson`; the runner decodes it with `RunSpec.decode`, the same checks as
+ * every front end), the names of its scheduler and reward functions, and what the log does with a
+ * failed group. Inference and plugins are the runner's own.
  *
  * @since 0.3.0
  * @category models
  */
 export const GroupConfig = Schema.Struct({
-  gymEnv: Schema.NullOr(Schema.String),
+  spec: Schema.Record(Schema.String, Schema.Unknown),
   scheduler: Schema.String,
-  schedulerOptions: Schema.Record(Schema.String, Schema.Unknown),
   rewardFuncs: Schema.Array(Schema.String),
-  rewardWeights: Schema.Array(Schema.Number),
-  numGenerations: Schema.Number,
-  maxTurns: Schema.Number,
-  seed: Schema.Number,
-  sampling: Schema.Record(Schema.String, Schema.Unknown),
-  timeouts: Schema.Struct({
-    reset: Schema.NullOr(Schema.Number),
-    step: Schema.NullOr(Schema.Number),
-    close: Schema.NullOr(Schema.Number),
-    trajectory: Schema.NullOr(Schema.Number)
-  }),
-  retries: Schema.Number,
   failedGroups: Schema.Literals(["keep", "drop", "mask"])
 })
 

@@ -35,6 +35,12 @@ export interface Options {
   readonly onReady?: (() => void) | undefined
   /** Called once when the database does not answer at start (it is waited for, `Cluster.databaseWait()` s). */
   readonly onWaitForDatabase?: ((why: string) => void) | undefined
+  /**
+   * While `waiting()` (the runner's log says the database is away, and the cluster has logged no
+   * problem for a while), the database is asked every second; `answered` is called when it answers
+   * (see `internal/log.ts`: effect/cluster says nothing when a short outage ends).
+   */
+  readonly databaseBack?: { readonly waiting: () => boolean; readonly answered: () => void } | undefined
 }
 
 const decodeConfig = Schema.decodeUnknownEffect(Schema.fromJsonString(GroupConfig))
@@ -57,6 +63,15 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
     const startedHere = new Set<string>()
     const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => Effect.provideService(effect, SqlClient.SqlClient, sql)
     const scope = yield* Effect.scope
+    const back = options.databaseBack
+    if (back !== undefined) {
+      const ask = Effect.suspend(() =>
+        back.waiting()
+          ? Effect.ignore(Effect.andThen(Effect.timeout(sql`SELECT 1`, "2 seconds"), Effect.sync(back.answered)))
+          : Effect.void
+      )
+      yield* Effect.forkScoped(Effect.forever(Effect.andThen(ask, Effect.sleep("1 second"))))
+    }
     const permits = yield* Semaphore.make(options.concurrency)
     // The way to the permits, one at a time: a group that takes them all (its last start) waits
     // for the groups running to end while no other starts (Effect's semaphore alone would let

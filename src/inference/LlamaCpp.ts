@@ -209,6 +209,17 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     yield* Effect.fromResult(validate(options))
     yield* checkModelFile(options.modelPath)
     const binding = yield* Binding.load(options.module)
+    const sequences = options.sequences ?? 4
+    if (sequences > 1) {
+      const version = yield* Binding.version(binding)
+      if (version !== undefined && Binding.older(version, Binding.BATCHED_SAMPLING_FIXED)) {
+        return yield* invalid(
+          `node-llama-cpp ${version} gives wrong logprobs with more than one sequence (the sequences of a batch ` +
+            `can be sampled from each other's logits; fixed in ${Binding.BATCHED_SAMPLING_FIXED}): npm install ` +
+            `node-llama-cpp@3.22.1, or set --inference-concurrency 1`
+        )
+      }
+    }
     const started = performance.now()
     const log = new Binding.LogTail()
     const gpuLayers = options.gpuLayers ?? 0
@@ -226,7 +237,6 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       }),
       (model) => Effect.promise(() => model.dispose())
     )
-    const sequences = options.sequences ?? 4
     // llama.cpp's threads spin while they wait for each other: more threads than free cores (its
     // default counts every core, and the event loop needs one) makes evaluation orders of magnitude
     // slower, not faster.

@@ -32,12 +32,22 @@ export const liftMaybe = <A, E>(
     return Effect.succeed(out)
   })
 
+const NON_FINITE = "\u2063non-finite:"
+
+/**
+ * `JSON.stringify`, but with NaN and ±Infinity written as such (JSON writes them as `null`, so a
+ * message about `[NaN]` or a body's `1e309` read "got [null]").
+ */
+export const stringify = (value: unknown): string | undefined =>
+  JSON.stringify(value, (_key, v: unknown) => typeof v === "number" && !Number.isFinite(v) ? `${NON_FINITE}${v}` : v)
+    ?.replace(new RegExp(`"${NON_FINITE}([^"]+)"`, "g"), "$1")
+
 /** A readable one-line description of a thrown value or failure. */
 export const describe = (cause: unknown): string => {
   if (cause instanceof Error) return cause.message
   if (typeof cause === "string") return cause
   try {
-    return JSON.stringify(cause) ?? String(cause)
+    return stringify(cause) ?? String(cause)
   } catch {
     return String(cause)
   }

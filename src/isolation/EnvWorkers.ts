@@ -3,38 +3,43 @@
  * thread (the built-ins plus the same plugins, loaded again by path in each worker), and an
  * adapter that turns any registered `Env.Definition` into one whose envs live in a worker.
  *
- * An isolated env is just another `Env`: its `reset` and `step` are requests to its worker (typed,
- * `effect/rpc` over `RpcClient.layerProtocolWorker` on `NodeWorker`), its close is the finalizer of the
- * scope it was created in, as for any env. The engine, the schedulers and the servers do not
- * change; an env that blocks its thread (a synchronous loop, a runaway generator) blocks only its
- * worker, and the main thread keeps answering.
+ * An isolated env is just another `Env`: its `reset` and `step` are requests to its worker (plain
+ * messages, batched per turn of each thread's event loop: see `internal/protocol.ts` for why not
+ * `effect/rpc`), its close is the finalizer of the scope it was created in, as for any env. The
+ * engine, the schedulers and the servers do not change; an env that blocks its thread (a
+ * synchronous loop, a runaway generator) blocks only its worker, and the main thread keeps answering.
  *
- * - Each env is pinned to one worker for its life (its state lives there); a new env goes to the
- *   worker with the fewest envs.
- * - A create, reset or step that does not answer within `timeout` ends that env with an `EnvError`
- *   (`details.reason: "Timeout"`), and its worker is terminated and replaced. The other envs of that
- *   worker cannot go on either (their state was in the terminated thread): their next call fails
- *   with an `EnvError` whose `details.reason` is `"WorkerLost"`. A close gets `closeTimeout` (3 s).
- * - A worker that exits by itself (an env called `process.exit`, ran out of memory) is replaced the
- *   same way.
+ * - Each env lives in one worker at a time; a new env goes to the worker with the fewest envs.
+ * - A create, reset or step that does not answer within `timeout` (a close: `closeTimeout`) fails
+ *   with an `EnvError` whose `details.reason` is `"Timeout"`. Its worker is then probed: a worker
+ *   that still answers (the env waits on something that never comes) keeps running, the late call
+ *   is interrupted there, and no other env notices. A worker that does not answer (its thread is
+ *   blocked) is terminated and replaced; its other envs are moved to a live worker and replayed
+ *   there (created, reset and stepped again with the same requests, each answer checked against
+ *   the one recorded), then their calls go on: they do not notice either, except for the time it
+ *   takes. An env whose replay answers differently (it is not deterministic), or that was moved
+ *   {@link MAX_MOVES} times, fails its next call with `details.reason: "WorkerLost"`.
+ * - A worker that exits by itself (an env called `process.exit`, ran out of memory) is replaced
+ *   the same way; the envs whose calls it was running may have caused it, so those calls fail
+ *   with `"WorkerLost"` instead of being moved.
+ * - A close that fails or times out makes closing the env's scope fail (a defect carrying the
+ *   `EnvError`), as an in-process env's does: in a run, that trajectory's error.
  * - Closing the pool's scope terminates every worker.
  *
  * @since 0.1.0
  */
-import * as NodeWorker from "@effect/platform-node/NodeWorker"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, References, Result, Schema, Scope } from "effect"
-import { RpcClient } from "effect/rpc"
-import type { RpcClientError } from "effect/rpc"
+import { type Cause, Clock, Deferred, Duration, Effect, Exit, Result, Schema, type Scope } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { isDeepStrictEqual } from "node:util"
 import * as WorkerThreads from "node:worker_threads"
 import * as Env from "../Env.js"
 import { describe } from "../internal/lift.js"
 import type * as Message from "../Message.js"
 import type * as Registry from "../Registry.js"
-import * as Protocol from "./internal/protocol.js"
+import type * as Protocol from "./internal/protocol.js"
 
 /**
  * @since 0.1.0
@@ -45,7 +50,7 @@ export interface Options {
   readonly plugins: ReadonlyArray<string>
   /** Worker threads (default: the machine's available parallelism). */
   readonly workers?: number | undefined
-  /** How long a create, reset or step may take before its worker is terminated (default 60 s). */
+  /** How long a create, reset or step may take before it fails and its worker is probed (default 60 s). */
   readonly timeout?: Duration.Input | undefined
   /**
    * How long a close may take (default 3 s: less than the servers wait for cut responses, so a
@@ -53,6 +58,16 @@ export interface Options {
    */
   readonly closeTimeout?: Duration.Input | undefined
 }
+
+/**
+ * How many times one env may be moved to another worker (its worker terminated under it) before
+ * its next call fails with `WorkerLost` instead: an env that keeps bringing workers down (it
+ * blocks, but another env's call timed out first) stops being moved.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_MOVES = 3
 
 /**
  * Live counts, for tests and monitoring.
@@ -63,12 +78,14 @@ export interface Options {
 export interface Stats {
   /** Workers started, replacements included. */
   readonly started: number
-  /** Workers terminated because a call timed out or the worker exited. */
+  /** Workers terminated because a call timed out on a blocked thread, or the worker exited. */
   readonly replaced: number
   /** Calls that timed out. */
   readonly timedOut: number
   /** Envs alive in workers now. */
   readonly envs: number
+  /** Envs moved to another worker (and replayed there) after theirs was terminated. */
+  readonly moved: number
 }
 
 /**
@@ -105,15 +122,47 @@ class Counts implements Stats {
   replaced = 0
   timedOut = 0
   envs = 0
+  moved = 0
+}
+
+type Phase = Env.EnvError["phase"]
+
+/**
+ * How a call ended: its answer, its failure, or `moved`: its worker was terminated before it
+ * answered (because of another env), so it is made again once its env lives in another worker.
+ */
+type Settled =
+  | { readonly _tag: "ok"; readonly value: Protocol.Outcome | undefined }
+  | { readonly _tag: "failed"; readonly error: Env.EnvError }
+  | { readonly _tag: "moved" }
+
+const MOVED: Settled = { _tag: "moved" }
+
+/** A call waiting for its worker's answer. */
+interface Call {
+  readonly env: Live
+  readonly phase: Phase
+  readonly limit: Duration.Duration
+  readonly issued: number
+  readonly deadline: number
+  /** Posted to the thread (not only queued): a worker that exits may have been running it. */
+  posted: boolean
+  /** Past its deadline, waiting for the probe of its worker to say what to do. */
+  overdue: boolean
+  readonly settle: (settled: Settled) => void
 }
 
 /** One worker thread, while it lives. */
 interface Handle {
-  readonly worker: RpcClient.FromGroup<typeof Protocol.Requests, RpcClientError.RpcClientError>
-  readonly scope: Scope.Closeable
-  /** Failed (with why) when the worker is terminated: every call in flight on it fails at once. */
-  readonly lost: Deferred.Deferred<never, string>
-  thread: WorkerThreads.Worker | undefined
+  readonly thread: WorkerThreads.Worker
+  readonly ready: Deferred.Deferred<void, string>
+  readonly calls: Map<number, Call>
+  /** Requests to post at the end of this turn of the event loop. */
+  outbox: Array<Protocol.Request>
+  queued: boolean
+  /** The ping sent to learn whether the thread still answers (while a call is overdue). */
+  probe: { readonly c: number; readonly deadline: number } | undefined
+  readonly envs: Set<Live>
   /** Why the worker was terminated, once it was. */
   dead: string | undefined
 }
@@ -125,6 +174,28 @@ interface Slot {
   envs: number
 }
 
+/** An isolated env, as the main thread knows it: where it lives and what it was asked (to replay it). */
+interface Live {
+  readonly id: number
+  readonly name: string
+  readonly config: Env.EnvConfig
+  slot: Slot
+  /** Its worker; `undefined` until created, and after that worker was terminated (until moved). */
+  handle: Handle | undefined
+  /** Why its last worker was terminated. */
+  lost: string | undefined
+  /** Created in a worker once (a create that failed is not replayed). */
+  created: boolean
+  /** One of its calls timed out on a blocked thread: it is not moved. */
+  blamed: boolean
+  moves: number
+  /** The conversation its worker holds (the last one sent), so a step sends only what is new. */
+  held: ReadonlyArray<Message.Message>
+  /** What it was asked since its creation, with the answers, to replay it in another worker. */
+  reset: { readonly request: Env.ResetRequest; readonly result: unknown } | undefined
+  steps: Array<{ readonly messages: ReadonlyArray<Message.Message>; readonly result: unknown }>
+}
+
 /**
  * The worker's entry: the built `.js` next to this module (dist/isolation), or beside the chunk
  * of the command line's bundle that holds this module (dist/bundle/env-worker.js, see
@@ -132,14 +203,15 @@ interface Slot {
  * built `dist/` one if there is one (compiling the sources in each thread takes seconds; `npm test`
  * builds first), else the `.ts` file through tsx, as plugins are loaded.
  */
-const workerThread = (): WorkerThreads.Worker => {
+const workerThread = (start: Protocol.Start): WorkerThreads.Worker => {
+  const workerData = start
   for (const entry of ["./internal/worker.js", "./env-worker.js"]) {
     const js = new URL(entry, import.meta.url)
-    if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js)
+    if (fs.existsSync(fileURLToPath(js))) return new WorkerThreads.Worker(js, { workerData })
   }
   const built = new URL("../../dist/isolation/internal/worker.js", import.meta.url)
   if (process.env.EFFECT_GYM_WORKER_FROM_SOURCES === undefined && fs.existsSync(fileURLToPath(built))) {
-    return new WorkerThreads.Worker(built)
+    return new WorkerThreads.Worker(built, { workerData })
   }
   const ts = new URL("./internal/worker.ts", import.meta.url)
   // `require.resolve` gives tsx's CommonJS entry; its ES module sits next to it.
@@ -148,10 +220,18 @@ const workerThread = (): WorkerThreads.Worker => {
   const tsx = pathToFileURL(fs.existsSync(esm) ? esm : required).href
   const boot = `import(${JSON.stringify(tsx)}).then((m) => (m.tsImport ?? m.default.tsImport)(` +
     `${JSON.stringify(ts.href)}, ${JSON.stringify(import.meta.url)}))`
-  return new WorkerThreads.Worker(boot, { eval: true })
+  return new WorkerThreads.Worker(boot, { eval: true, workerData })
 }
 
 const details = (reason: string, extra: Record<string, unknown> = {}) => ({ reason, ...extra })
+
+/** What a replay compares: what the engine reads of an answer. */
+const sameAnswer = (a: unknown, b: unknown): boolean => {
+  const x = (a ?? {}) as Record<string, unknown>
+  const y = (b ?? {}) as Record<string, unknown>
+  return isDeepStrictEqual(x.observation, y.observation) && isDeepStrictEqual(x.reward, y.reward) &&
+    isDeepStrictEqual(x.done, y.done)
+}
 
 /**
  * Starts the pool in the current scope, every worker at once (so a plugin that does not load in
@@ -165,112 +245,254 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
     const size = Math.max(1, Math.floor(options.workers ?? os.availableParallelism()))
     const timeout = Duration.fromInputUnsafe(options.timeout ?? Duration.seconds(60))
     const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(3))
+    const shortest = Math.max(1, Math.min(Duration.toMillis(timeout), Duration.toMillis(closeTimeout)))
+    /** How often the watchdog looks for overdue calls while some are waiting. */
+    const tick = Math.min(200, Math.max(5, Math.floor(shortest / 10)))
+    /** How long a worker has to answer a ping before its thread is taken as blocked. */
+    const probeMillis = Math.min(1000, shortest)
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
     const pool = yield* Effect.scope
-    // The workers' scopes live in this one, so that the finalizer below runs before any of them closes.
-    const workers = yield* Scope.fork(pool, "sequential")
     const counts = new Counts()
-    const threads = new Map<number, WorkerThreads.Worker>()
-    /** Why a thread that has not started yet failed (its error event, or its exit). */
-    const startFailures = new Map<number, Deferred.Deferred<never, string>>()
-    const handles = new Map<number, Handle>()
+    const handles = new Set<Handle>()
     const slots: Array<Slot> = Array.from({ length: size }, () => ({ handle: undefined, starting: undefined, envs: 0 }))
+    let nextCall = 0
+    let waiting = 0
 
-    /**
-     * Marks a worker dead at once (its calls in flight fail with `lost`, its thread is terminated);
-     * false when it already was.
-     */
-    const markDead = (handle: Handle, reason: string): boolean => {
-      if (handle.dead !== undefined) return false
-      handle.dead = reason
-      counts.replaced++
-      Deferred.doneUnsafe(handle.lost, Exit.fail(reason))
-      void handle.thread?.terminate()
-      return true
+    // Requests go out in one batch per worker and turn of the event loop.
+    let flushing: Array<Handle> = []
+    const flushAll = () => {
+      const batch = flushing
+      flushing = []
+      for (const handle of batch) flush(handle)
     }
-
-    /** Terminates a worker: its calls in flight fail, its envs are gone, its slot starts a new one. */
-    const kill = (handle: Handle, reason: string): Effect.Effect<void> =>
-      Effect.suspend(() =>
-        markDead(handle, reason) ? Effect.asVoid(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool)) : Effect.void
-      )
-
-    const spawnThread = (id: number) => {
-      const thread = workerThread()
-      threads.set(id, thread)
-      let failed = startFailures.get(id)
-      if (failed === undefined) {
-        failed = Deferred.makeUnsafe<never, string>()
-        startFailures.set(id, failed)
+    const flush = (handle: Handle) => {
+      handle.queued = false
+      const batch = handle.outbox
+      handle.outbox = []
+      if (handle.dead !== undefined || batch.length === 0) return
+      try {
+        handle.thread.postMessage(batch)
+        for (const request of batch) {
+          const call = handle.calls.get(request.c)
+          if (call !== undefined) call.posted = true
+        }
+      } catch {
+        // a request that structured clone cannot copy fails alone
+        for (const request of batch) {
+          const call = handle.calls.get(request.c)
+          try {
+            handle.thread.postMessage([request])
+            if (call !== undefined) call.posted = true
+          } catch (error) {
+            if (call === undefined) continue
+            settle(handle, request.c, call, {
+              _tag: "failed",
+              error: new Env.EnvError({
+                env: call.env.name,
+                phase: call.phase,
+                detail: `it cannot be sent to its worker thread: ${describe(error)}`,
+                details: details("WorkerError")
+              })
+            })
+          }
+        }
       }
-      const startFailed = failed
-      thread.on("error", (error) => Deferred.doneUnsafe(startFailed, Exit.fail(describe(error))))
-      thread.on("exit", (code) => {
-        Deferred.doneUnsafe(startFailed, Exit.fail(`the thread exited with code ${code}`))
-        threads.delete(id)
-        const handle = handles.get(id)
-        // Marked dead here, before the worker's protocol hears of the exit: its calls in flight fail as lost.
-        if (handle !== undefined && markDead(handle, `its worker thread exited unexpectedly (code ${code})`)) {
-          Effect.runFork(Effect.forkIn(Scope.close(handle.scope, Exit.void), pool))
-        }
-      })
-      return thread
+    }
+    const enqueue = (handle: Handle, request: Protocol.Request) => {
+      handle.outbox.push(request)
+      if (handle.queued) return
+      handle.queued = true
+      if (flushing.length === 0) setImmediate(flushAll)
+      flushing.push(handle)
     }
 
-    // Runs before the workers' scopes close: no worker waits for a polite close it may never read.
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        for (const handle of handles.values()) {
-          handle.dead ??= "the pool was closed"
-          Deferred.doneUnsafe(handle.lost, Exit.fail(handle.dead))
-        }
-        for (const thread of threads.values()) void thread.terminate()
-      })
-    )
+    const settle = (handle: Handle, c: number, call: Call, settled: Settled) => {
+      if (!handle.calls.delete(c)) return
+      waiting--
+      call.settle(settled)
+    }
 
-    let spawned = 0
-    const spawn: Effect.Effect<Handle, WorkerStartError> = Effect.gen(function*() {
-      const scope = yield* Scope.fork(workers, "sequential")
-      // Each worker is its own pool of one thread; the pool numbers them: a thread that fails before
-      // it is ready (a bad entry, a crash while loading) fails its start instead of being started
-      // again by the protocol.
-      const id = spawned++
-      const startFailed = Deferred.makeUnsafe<never, string>()
-      startFailures.set(id, startFailed)
-      const protocol = RpcClient.layerProtocolWorker({ size: 1, concurrency: Number.MAX_SAFE_INTEGER }).pipe(
-        Layer.provide(NodeWorker.layer(() => spawnThread(id)))
-      )
-      const started = Effect.gen(function*() {
-        const context = yield* Layer.build(protocol)
-        const worker = yield* Effect.provideContext(RpcClient.make(Protocol.Requests), context)
-        yield* worker.Init({ plugins: [...options.plugins] })
-        return worker
+    /** Terminates a worker; its envs are displaced (moved at their next call); its calls are moved or fail. */
+    const terminate = (handle: Handle, reason: string, suspects: boolean) => {
+      if (handle.dead !== undefined) return
+      handle.dead = reason
+      handles.delete(handle)
+      counts.replaced++
+      void handle.thread.terminate()
+      for (const env of handle.envs) {
+        env.handle = undefined
+        env.lost = reason
+      }
+      handle.envs.clear()
+      for (const [c, call] of handle.calls) {
+        // a worker that exited may have been brought down by a call it was running: not replayed
+        const suspect = suspects && call.posted
+        if (suspect) call.env.blamed = true
+        settle(handle, c, call, suspect ? lostCall(call, reason) : MOVED)
+      }
+      for (const slot of slots) if (slot.handle === handle) slot.handle = undefined
+    }
+    const lostCall = (call: Call, reason: string): Settled => ({
+      _tag: "failed",
+      error: new Env.EnvError({
+        env: call.env.name,
+        phase: call.phase,
+        detail: `its worker was terminated: ${reason}`,
+        details: details("WorkerLost")
       })
-      const worker = yield* Effect.raceFirst(
-        started,
-        Effect.flatMap(Effect.flip(Deferred.await(startFailed)), Effect.fail)
-      ).pipe(
-        Effect.timeoutOrElse({ duration: Duration.seconds(60), orElse: () => Effect.fail("not ready within 60 s") }),
-        Effect.ensuring(Effect.sync(() => startFailures.delete(id))),
-        Scope.provide(scope),
-        // The protocol restarts a worker that exits (and would log it); this pool replaces workers
-        // itself (a restarted thread would hold no envs and no plugins) and says why.
-        Effect.provideService(References.MinimumLogLevel, "None"),
-        Effect.mapError((error) => new WorkerStartError({ detail: typeof error === "string" ? error : describe(error) })),
-        Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
-      )
-      counts.started++
+    })
+    const timedOut = (call: Call, what: string): Settled => ({
+      _tag: "failed",
+      error: new Env.EnvError({
+        env: call.env.name,
+        phase: call.phase,
+        detail: `no answer within ${Duration.format(call.limit)}: ${what}`,
+        details: details("Timeout", { timeout_ms: Duration.toMillis(call.limit) })
+      })
+    })
+
+    /** The worker answered its probe: its overdue calls fail alone and are stopped there. */
+    const responsive = (handle: Handle) => {
+      handle.probe = undefined
+      for (const [c, call] of handle.calls) {
+        if (!call.overdue) continue
+        counts.timedOut++
+        settle(handle, c, call, timedOut(call, "the call was abandoned (its worker thread still answers)"))
+        enqueue(handle, { k: "interrupt", c })
+      }
+    }
+
+    /** The worker did not answer its probe: the oldest overdue call is blamed, the thread terminated. */
+    const blocked = (handle: Handle) => {
+      handle.probe = undefined
+      let oldest: [number, Call] | undefined
+      for (const entry of handle.calls) if (entry[1].overdue && (oldest === undefined || entry[1].issued < oldest[1].issued)) oldest = entry
+      if (oldest === undefined) return
+      const [c, call] = oldest
+      counts.timedOut++
+      call.env.blamed = true
+      handle.calls.delete(c)
+      waiting--
+      // terminated before the blamed call's caller resumes: what it does next goes to a live worker
+      terminate(handle, `${call.phase} of env ${call.env.name} did not answer within ${Duration.format(call.limit)}`, false)
+      call.settle(timedOut(call, "the env's worker was terminated"))
+    }
+
+    const check = () => {
+      const at = now()
+      for (const handle of handles) {
+        if (handle.probe !== undefined) {
+          if (at >= handle.probe.deadline) blocked(handle)
+          continue
+        }
+        let overdue = false
+        for (const call of handle.calls.values()) {
+          if (!call.overdue && at >= call.deadline) call.overdue = overdue = true
+        }
+        if (overdue) {
+          const c = nextCall++
+          handle.probe = { c, deadline: at + probeMillis }
+          enqueue(handle, { k: "ping", c })
+        }
+      }
+    }
+
+    // One watchdog for every call's deadline: it ticks while calls wait, and parks when none does.
+    let parked: ((resume: Effect.Effect<void>) => void) | undefined
+    const park = Effect.callback<void>((resume) => {
+      parked = resume
+      return Effect.sync(() => {
+        parked = undefined
+      })
+    })
+    const watchdog: Effect.Effect<never> = Effect.suspend(() => {
+      let probing = false
+      for (const handle of handles) if (handle.probe !== undefined) probing = true
+      if (waiting === 0 && !probing) return Effect.andThen(park, watchdog)
+      return Effect.andThen(Effect.andThen(Effect.sleep(tick), Effect.sync(check)), watchdog)
+    })
+    const wake = () => {
+      if (parked === undefined) return
+      const resume = parked
+      parked = undefined
+      resume(Effect.void)
+    }
+
+    const onReplies = (handle: Handle, replies: ReadonlyArray<Protocol.Reply>) => {
+      for (const reply of replies) {
+        if (handle.probe?.c === reply.c) {
+          responsive(handle)
+          continue
+        }
+        const call = handle.calls.get(reply.c)
+        if (call === undefined) continue
+        settle(
+          handle,
+          reply.c,
+          call,
+          reply.ok ? { _tag: "ok", value: reply.value } : {
+            _tag: "failed",
+            error: new Env.EnvError({
+              env: reply.failure.env === "?" ? call.env.name : reply.failure.env,
+              phase: reply.failure.phase,
+              detail: reply.failure.detail
+            })
+          }
+        )
+      }
+    }
+
+    const spawn: Effect.Effect<Handle, WorkerStartError> = Effect.gen(function*() {
+      const thread = yield* Effect.try({
+        try: () => workerThread({ plugins: [...options.plugins] }),
+        catch: (error) => new WorkerStartError({ detail: describe(error) })
+      })
       const handle: Handle = {
-        worker,
-        scope,
-        lost: Deferred.makeUnsafe<never, string>(),
-        thread: threads.get(id),
+        thread,
+        ready: Deferred.makeUnsafe<void, string>(),
+        calls: new Map(),
+        outbox: [],
+        queued: false,
+        probe: undefined,
+        envs: new Set(),
         dead: undefined
       }
-      handles.set(id, handle)
-      yield* Scope.addFinalizer(scope, Effect.sync(() => handles.delete(id)))
-      if (handle.thread === undefined) yield* kill(handle, "its worker thread exited while starting")
+      thread.on("message", (message: Protocol.FromWorker) => {
+        if (Array.isArray(message)) return onReplies(handle, message as ReadonlyArray<Protocol.Reply>)
+        const status = message as Exclude<Protocol.FromWorker, ReadonlyArray<Protocol.Reply>>
+        Deferred.doneUnsafe(handle.ready, status.k === "ready" ? Exit.void : Exit.fail(status.detail))
+      })
+      thread.on("error", (error) => {
+        Deferred.doneUnsafe(handle.ready, Exit.fail(describe(error)))
+        terminate(handle, `its worker thread failed: ${describe(error)}`, true)
+      })
+      thread.on("exit", (code) => {
+        Deferred.doneUnsafe(handle.ready, Exit.fail(`the thread exited with code ${code}`))
+        terminate(handle, `its worker thread exited unexpectedly (code ${code})`, true)
+      })
+      yield* Deferred.await(handle.ready).pipe(
+        Effect.timeoutOrElse({ duration: Duration.seconds(60), orElse: () => Effect.fail("not ready within 60 s") }),
+        Effect.mapError((detail) => new WorkerStartError({ detail })),
+        Effect.onError(() => Effect.sync(() => void thread.terminate()))
+      )
+      counts.started++
+      handles.add(handle)
       return handle
     })
+
+    // Runs when the pool closes: every call still waiting fails, every thread ends.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const handle of [...handles]) {
+          handle.dead = "the pool was closed"
+          handles.delete(handle)
+          for (const [c, call] of handle.calls) settle(handle, c, call, lostCall(call, "the pool was closed"))
+          void handle.thread.terminate()
+        }
+      })
+    )
+    yield* Effect.forkIn(watchdog, pool)
 
     /** The slot's live worker, started (once, shared by every caller) when it has none. */
     const acquire = (slot: Slot): Effect.Effect<Handle, WorkerStartError> =>
@@ -302,133 +524,226 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       return best
     }
 
-    /** One request to the env's worker, bounded by `limit`; a timeout terminates the worker. */
-    const call = <A>(
-      handle: Handle,
-      env: string,
-      phase: Env.EnvError["phase"],
-      request: Effect.Effect<A, unknown>,
-      limit: Duration.Duration
-    ): Effect.Effect<A, Env.EnvError> => {
-      const failed = (detail: string, info: Record<string, unknown>) =>
-        new Env.EnvError({ env, phase, detail, details: info })
-      if (handle.dead !== undefined) {
-        return Effect.fail(failed(`its worker was terminated earlier: ${handle.dead}`, details("WorkerLost")))
+    /** Sends one call to `handle` and waits for how it ends (never fails: see `Settled`). */
+    const send = (handle: Handle, env: Live, phase: Phase, request: (c: number) => Protocol.Request, limit: Duration.Duration) =>
+      Effect.callback<Settled>((resume) => {
+        if (handle.dead !== undefined) return resume(Effect.succeed(MOVED))
+        const c = nextCall++
+        const issued = now()
+        handle.calls.set(c, {
+          env,
+          phase,
+          limit,
+          issued,
+          deadline: issued + Duration.toMillis(limit),
+          posted: false,
+          overdue: false,
+          settle: (settled) => resume(Effect.succeed(settled))
+        })
+        if (waiting++ === 0) wake()
+        enqueue(handle, request(c))
+        return Effect.sync(() => {
+          // the caller stopped waiting (its trajectory was cut): the call is stopped in the worker too
+          if (handle.calls.delete(c)) {
+            waiting--
+            if (handle.dead === undefined) enqueue(handle, { k: "interrupt", c })
+          }
+        })
+      })
+
+    const lostEnv = (env: Live, phase: Phase, why: string) =>
+      new Env.EnvError({ env: env.name, phase, detail: why, details: details("WorkerLost") })
+
+    /** A step's request: only the messages the worker does not hold yet. */
+    const stepRequest = (env: Live, messages: ReadonlyArray<Message.Message>) => (c: number): Protocol.Request => {
+      const sent = env.held
+      let from = sent.length <= messages.length ? sent.length : 0
+      for (let i = 0; i < from; i++) {
+        if (messages[i] !== sent[i]) {
+          from = 0
+          break
+        }
       }
-      return Effect.raceFirst(
-        request.pipe(
-          Effect.catchCause((cause): Effect.Effect<never, Env.EnvError> => {
-            if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-            const failure = Cause.findErrorOption(cause)
-            if (Option.isSome(failure) && failure.value instanceof Env.EnvError) return Effect.fail(failure.value)
-            const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
-            return Effect.fail(failed(`its worker could not run the call: ${describe(error)}`, details("WorkerError")))
-          })
-        ),
-        Effect.flatMap(
-          Effect.flip(Deferred.await(handle.lost)),
-          (reason) => Effect.fail(failed(`its worker was terminated: ${reason}`, details("WorkerLost")))
-        )
-      ).pipe(
-        Effect.timeoutOrElse({
-          duration: limit,
-          orElse: () =>
-            Effect.fail(failed(
-              `no answer within ${Duration.format(limit)}: the env's worker was terminated`,
-              details("Timeout", { timeout_ms: Duration.toMillis(limit) })
-            ))
-        }),
-        Effect.tapError((error) =>
-          error.details?.reason === "Timeout"
-            ? Effect.andThen(
-              Effect.sync(() => void counts.timedOut++),
-              kill(handle, `${phase} of env ${env} did not answer within ${Duration.format(limit)}`)
-            )
-            : Effect.void
-        )
-      )
+      return { k: "step", c, id: env.id, from, messages: from === 0 ? messages : messages.slice(from) }
     }
+
+    /**
+     * Moves an env whose worker was terminated to a live worker: created there and replayed (its
+     * reset and steps, each answer checked against the recorded one). Placed only once the replay
+     * is complete; an instance left half-replayed (an interruption, a failure) is closed there.
+     */
+    const relocate = (env: Live, phase: Phase): Effect.Effect<Handle, Env.EnvError> =>
+      Effect.suspend(() => {
+        const why = env.lost ?? "it was lost"
+        if (env.blamed) return Effect.fail(lostEnv(env, phase, `its worker was terminated earlier: ${why}`))
+        if (env.moves >= MAX_MOVES) {
+          return Effect.fail(lostEnv(env, phase, `its worker was terminated (${why}); it was moved ${MAX_MOVES} times already`))
+        }
+        env.moves++
+        counts.moved++
+        const slot = pick()
+        env.slot.envs--
+        slot.envs++
+        env.slot = slot
+        return Effect.gen(function*() {
+          const handle = yield* Effect.mapError(
+            acquire(slot),
+            (error) => lostEnv(env, phase, `its worker was terminated (${why}) and no other could start: ${error.message}`)
+          )
+          const unreplayable = (what: string) => lostEnv(env, phase, `its worker was terminated (${why}); it could not be moved: ${what}`)
+          const replay = (
+            what: string,
+            request: (c: number) => Protocol.Request,
+            recorded?: { readonly result: unknown }
+          ): Effect.Effect<Protocol.Outcome | undefined, Env.EnvError | "moved"> =>
+            Effect.flatMap(send(handle, env, phase, request, timeout), (settled): Effect.Effect<
+              Protocol.Outcome | undefined,
+              Env.EnvError | "moved"
+            > => {
+              if (settled._tag === "moved") return Effect.fail("moved" as const)
+              if (settled._tag === "failed") return Effect.fail(unreplayable(`replaying its ${what} failed: ${settled.error.detail}`))
+              if (recorded !== undefined && !sameAnswer(settled.value?.result, recorded.result)) {
+                return Effect.fail(unreplayable(`replaying its ${what} gave another answer (the env is not deterministic)`))
+              }
+              return Effect.succeed(settled.value)
+            })
+          const replayed = Effect.gen(function*() {
+            env.held = []
+            yield* replay("creation", (c) => ({ k: "create", c, id: env.id, env: env.name, config: env.config }))
+            if (env.reset !== undefined) {
+              const request = env.reset.request
+              yield* replay("reset", (c) => ({ k: "reset", c, id: env.id, request }), env.reset)
+            }
+            for (let i = 0; i < env.steps.length; i++) {
+              const step = env.steps[i]
+              yield* replay(`step ${i + 1}`, stepRequest(env, step.messages), step)
+              env.held = step.messages
+            }
+          })
+          const exit = yield* Effect.exit(replayed)
+          if (Exit.isSuccess(exit)) {
+            env.handle = handle
+            handle.envs.add(env)
+            return handle
+          }
+          // what the replay left in that worker goes
+          if (handle.dead === undefined) enqueue(handle, { k: "close", c: nextCall++, id: env.id })
+          const failure = Exit.findErrorOption(exit)
+          // that worker was terminated too: move again
+          if (failure._tag === "Some" && failure.value === "moved") return yield* relocate(env, phase)
+          if (failure._tag === "Some") return yield* Effect.fail(failure.value as Env.EnvError)
+          return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+        })
+      })
+
+    /** The env's live worker: its own, or another it is moved to. */
+    const placed = (env: Live, phase: Phase): Effect.Effect<Handle, Env.EnvError> =>
+      env.handle !== undefined && env.handle.dead === undefined ? Effect.succeed(env.handle) : relocate(env, phase)
+
+    /** A call on a created env; moved with its env when its worker is terminated under it. */
+    const invoke = (
+      env: Live,
+      phase: Phase,
+      request: (c: number) => Protocol.Request
+    ): Effect.Effect<Protocol.Outcome | undefined, Env.EnvError> =>
+      Effect.flatMap(placed(env, phase), (handle) =>
+        Effect.flatMap(send(handle, env, phase, request, timeout), (settled) =>
+          settled._tag === "ok"
+            ? Effect.succeed(settled.value)
+            : settled._tag === "failed"
+            ? Effect.fail(settled.error)
+            : invoke(env, phase, request)))
+
+    /** The env's close: a close that fails or times out fails the scope's close, as in process. */
+    const close = (env: Live): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (!env.created) {
+          // a create that did not answer: its instance (if any) is closed by its worker, or gone with it
+          const handle = env.handle
+          if (handle !== undefined && handle.dead === undefined) enqueue(handle, { k: "close", c: nextCall++, id: env.id })
+          return Effect.void
+        }
+        if (env.handle === undefined && env.blamed) return Effect.void
+        return placed(env, "close").pipe(
+          Effect.flatMap((handle) => send(handle, env, "close", (c) => ({ k: "close", c, id: env.id }), closeTimeout)),
+          Effect.matchEffect({
+            // its instance died with a terminated worker and could not be rebuilt: nothing is left to close
+            onFailure: (error) => Effect.logWarning(error.message),
+            onSuccess: (settled): Effect.Effect<void> =>
+              settled._tag === "ok" ? Effect.void : settled._tag === "failed" ? Effect.die(settled.error) : close(env)
+          })
+        )
+      })
 
     let nextId = 0
     const create = (name: string, config: Env.EnvConfig): Effect.Effect<Env.Env, Env.EnvError, Scope.Scope> =>
       Effect.gen(function*() {
         const slot = pick()
-        yield* Effect.acquireRelease(
-          Effect.sync(() => {
-            slot.envs++
-            counts.envs++
-          }),
-          () =>
+        const env: Live = {
+          id: nextId++,
+          name,
+          config,
+          slot,
+          handle: undefined,
+          lost: undefined,
+          created: false,
+          blamed: false,
+          moves: 0,
+          held: [],
+          reset: undefined,
+          steps: []
+        }
+        slot.envs++
+        counts.envs++
+        // Registered before the request goes out: an env created by a request that timed out or
+        // was interrupted is still closed (or dies with its worker).
+        yield* Effect.addFinalizer(() =>
+          Effect.ensuring(
+            close(env),
             Effect.sync(() => {
-              slot.envs--
+              env.slot.envs--
               counts.envs--
+              env.handle?.envs.delete(env)
             })
+          )
         )
         const handle = yield* Effect.mapError(
           acquire(slot),
           (error) => new Env.EnvError({ env: name, phase: "create", detail: error.message, details: details("WorkerStart") })
         )
-        const id = nextId++
-        // Registered before the request goes out: an env created by a request that timed out or
-        // was interrupted is still closed (or dies with its worker).
-        // The close runs in a fiber of its own, interruptible: a finalizer runs uninterruptibly,
-        // maybe in a fiber being interrupted (a cut trajectory), where the request's race and
-        // timeout could not stop their losing side.
-        yield* Effect.addFinalizer(() =>
-          handle.dead !== undefined
-            ? Effect.void
-            : Effect.flatMap(
-              Effect.forkDetach(Effect.interruptible(
-                call(handle, name, "close", handle.worker.Close({ id }), closeTimeout).pipe(
-                  Effect.catch((error) => Effect.logWarning(error.message))
-                )
-              )),
-              Fiber.join
-            )
-        )
-        yield* call(handle, name, "create", handle.worker.Create({ id, env: name, config }), timeout)
+        env.handle = handle
+        handle.envs.add(env)
+        const settled = yield* send(handle, env, "create", (c) => ({ k: "create", c, id: env.id, env: name, config }), timeout)
+        if (settled._tag === "failed") return yield* settled.error
+        if (settled._tag === "moved") yield* relocate(env, "create")
+        env.created = true
 
-        /** The conversation the worker holds (the last one sent), so a step sends only what is new. */
-        let sent: ReadonlyArray<Message.Message> = []
-        let view: typeof Protocol.View.Type | undefined
-        const env: Env.Env & { openenv?: { observation: () => unknown; state: () => unknown } } = {
+        let view: Protocol.View | undefined
+        const live: Env.Env & { openenv?: { observation: () => unknown; state: () => unknown } } = {
           reset: (request) =>
-            Effect.map(
-              call(handle, name, "reset", handle.worker.Reset({ id, request }), timeout),
-              (outcome) => {
-                sent = []
-                observe(outcome.view)
-                return outcome.result as Env.ResetResult
-              }
-            ),
+            Effect.map(invoke(env, "reset", (c) => ({ k: "reset", c, id: env.id, request })), (outcome) => {
+              env.held = []
+              env.reset = { request, result: outcome!.result }
+              env.steps = []
+              observe(outcome!.view)
+              return outcome!.result as Env.ResetResult
+            }),
           step: (messages) =>
-            Effect.suspend(() => {
-              let from = sent.length <= messages.length ? sent.length : 0
-              for (let i = 0; i < from; i++) {
-                if (messages[i] !== sent[i]) {
-                  from = 0
-                  break
-                }
-              }
-              const fresh = from === 0 ? messages : messages.slice(from)
-              return Effect.map(
-                call(handle, name, "step", handle.worker.Step({ id, from, messages: fresh }), timeout),
-                (outcome) => {
-                  sent = messages
-                  observe(outcome.view)
-                  return outcome.result as Env.StepResult
-                }
-              )
+            Effect.map(invoke(env, "step", stepRequest(env, messages)), (outcome) => {
+              env.held = messages
+              env.steps.push({ messages, result: outcome!.result })
+              observe(outcome!.view)
+              return outcome!.result as Env.StepResult
             })
         }
         // An env with an OpenEnv view (sudoku) keeps it: the latest one its worker sent.
-        const observe = (next: typeof Protocol.View.Type | undefined) => {
+        const observe = (next: Protocol.View | undefined) => {
           view = next
-          if (next !== undefined && env.openenv === undefined) {
-            env.openenv = { observation: () => view?.observation, state: () => view?.state }
+          if (next !== undefined && live.openenv === undefined) {
+            live.openenv = { observation: () => view?.observation, state: () => view?.state }
           }
         }
-        return env
+        return live
       })
 
     const wrap = (definition: Env.Definition): Env.Definition => ({

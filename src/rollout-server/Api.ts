@@ -13,6 +13,7 @@ import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
 import { Messages } from "../Message.js"
 import { isWhole } from "../internal/whole.js"
+import { stringify } from "../internal/lift.js"
 
 /**
  * The media type of a streamed response: one JSON value per line.
@@ -42,7 +43,7 @@ const optionalNullable = <S extends Schema.Top>(schema: S) => Schema.optional(Sc
 /** An optional JSON object: the message is the field's, whatever the union of null and absent says. */
 const optionalJsonObject = optionalNullable(JsonObject).annotate({ message: "expected a JSON object" })
 
-const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `${actual}` : JSON.stringify(actual)
+const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `${actual}` : `${stringify(actual)}`
 
 /**
  * A number with a check, one message for every way it can be wrong (a string, 1.5, 0, 2^60): the

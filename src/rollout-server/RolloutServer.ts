@@ -691,9 +691,7 @@ export const make = (
   Effect.gen(function*() {
     const settings = yield* settingsOf(options)
     const definition = options.scheduler ?? Scheduler.gym
-    if (options.defaultEnv !== undefined && !(definition.envs ?? []).some((env) => env.name === options.defaultEnv)) {
-      yield* Effect.fromResult(Registry.env(options.registry, options.defaultEnv))
-    }
+    yield* Effect.fromResult(Registry.checkDefaultEnv(options.registry, definition, options.defaultEnv))
     // The run every request's rows go through (the scheduler's instance made once, for the server's life).
     const config = yield* Rollout.configOf(settings.spec, {
       registry: options.registry,

@@ -10,6 +10,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { tmp } from "../cli.js"
+import { needs } from "../services.js"
 import * as Postgres from "./postgres.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
@@ -99,7 +100,7 @@ let dir: string
 let dataset: string
 let reference: Map<string, string>
 const database = (name: string) => {
-  execFileSync("psql", [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
+  execFileSync(Postgres.psql, [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
   return pg.url.replace(/\/postgres$/, `/${name}`)
 }
 const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
@@ -119,14 +120,11 @@ const runner = async (url: string, port: number, extra: ReadonlyArray<string> = 
 const ranRows = (procs: ReadonlyArray<Proc>, runId: string): Array<number> =>
   procs.flatMap((p) => [...p.err.matchAll(new RegExp(`ran row (\\d+) of run ${runId} `, "g"))].map((m) => Number(m[1])))
 
-// Without PostgreSQL's binaries the tests fail (`.ci/run` installs them) unless EFFECT_GYM_SKIP_POSTGRES=1.
-const skip = process.env.EFFECT_GYM_SKIP_POSTGRES === "1"
+// Without PostgreSQL's binaries: skipped with a notice, or a failure with EFFECT_GYM_REQUIRE_SERVICES=1 (test/services.ts).
+const postgres = needs("PostgreSQL", Postgres.missing())
 
-describe.skipIf(skip)("cluster on PostgreSQL", () => {
+describe.runIf(postgres)("cluster on PostgreSQL", () => {
   beforeAll(async () => {
-    if (!Postgres.available()) {
-      throw new Error("PostgreSQL's server binaries are missing (apt-get install postgresql), or set EFFECT_GYM_SKIP_POSTGRES=1")
-    }
     pg = await Postgres.start()
     dir = tmp("effect-gym-cluster-")
     dataset = path.join(dir, "rows.jsonl")
@@ -438,7 +436,7 @@ describe.skipIf(skip)("cluster on PostgreSQL", () => {
       "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO reader",
       "REVOKE INSERT, UPDATE, DELETE ON cluster_messages FROM reader"
     ]
-    execFileSync("psql", [url, "-q", ...grants.flatMap((statement) => ["-c", statement])])
+    execFileSync(Postgres.psql, [url, "-q", ...grants.flatMap((statement) => ["-c", statement])])
     const reader = start(
       ["run", "--cluster", url.replace("postgres@", "reader@"), "--dataset", small, ...common, "--output", path.join(dir, "opts-4.jsonl")],
       dir

@@ -30,6 +30,23 @@ const asRoot = typeof process.getuid === "function" && process.getuid() === 0
 const command = (bin: string, args: ReadonlyArray<string>): [string, Array<string>] =>
   asRoot ? ["runuser", ["-u", "nobody", "--", path.join(BIN, bin), ...args]] : [path.join(BIN, bin), [...args]]
 
+/** PostgreSQL's client, beside the server's binaries (Debian installs both). */
+export const psql = path.join(BIN, "psql")
+
+/**
+ * Why the cluster tests cannot run here, or undefined: PostgreSQL's binaries are not installed
+ * (their folder: `PG_BIN`, default /usr/lib/postgresql/15/bin), or `EFFECT_GYM_SKIP_POSTGRES=1`
+ * says to leave them out. They are then skipped with a notice, or fail with
+ * `EFFECT_GYM_REQUIRE_SERVICES=1` (CI: `.ci/run` installs PostgreSQL); see test/services.ts.
+ */
+export const missing = (): string | undefined => {
+  if (process.env.EFFECT_GYM_SKIP_POSTGRES === "1") return "EFFECT_GYM_SKIP_POSTGRES=1 leaves them out"
+  const absent = ["postgres", "initdb", "psql"].filter((bin) => !fs.existsSync(path.join(BIN, bin)))
+  return absent.length === 0
+    ? undefined
+    : `PostgreSQL's ${absent.join(", ")} missing from ${BIN} (apt-get install -y postgresql, or PG_BIN=folder)`
+}
+
 /** Whether the PostgreSQL server binaries are installed. */
 export const available = (): boolean => fs.existsSync(path.join(BIN, "postgres"))
 
@@ -49,7 +66,8 @@ const launch = async (dir: string, data: string, port: number): Promise<() => Pr
     "-D", data, "-h", "127.0.0.1", "-p", String(port), "-k", dir,
     "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"
   ])
-  const child: ChildProcess = spawn(postgres, args, { stdio: ["ignore", "ignore", "pipe"], detached: false })
+  // (cwd: the temporary folder, which the server's user can enter; a clone's may be private)
+  const child: ChildProcess = spawn(postgres, args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"], detached: false })
   let log = ""
   child.stderr?.on("data", (chunk: Buffer) => void (log = (log + chunk.toString()).slice(-4000)))
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
@@ -91,7 +109,7 @@ export const start = async (): Promise<TempPostgres> => {
   fs.mkdirSync(data, { mode: 0o700 })
   if (asRoot) execFileSync("chown", ["-R", "nobody", dir])
   const [initdb, initArgs] = command("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-  execFileSync(initdb, initArgs, { stdio: ["ignore", "ignore", "pipe"] })
+  execFileSync(initdb, initArgs, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] })
   const port = await freePort()
   let stopServer: (() => Promise<void>) | undefined = await launch(dir, data, port)
   const halt = async () => {

@@ -10,6 +10,7 @@ import { inferenceFailure as failure } from "../helpers.js"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
 import { IM_END, IM_START, qwen3TinyPath, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
 import * as Qwen3 from "./qwen3.js"
+import * as Reference from "./reference.js"
 
 // Decided once, before the suites are collected: whether node-llama-cpp and its prebuilt binary
 // load on this machine. The detection itself is tested below.
@@ -37,7 +38,7 @@ describe("colocate mode: detecting node-llama-cpp", () => {
       if (!missing.available) expect(missing.reason).toContain("cannot load node-llama-cpp-that-does-not-exist")
       const error = failure(yield* Effect.exit(Binding.load("node-llama-cpp-that-does-not-exist")))
       expect(error.reason).toBe("Unavailable")
-      expect(error.detail).toContain("npm install node-llama-cpp@3.21.1")
+      expect(error.detail).toContain("npm install node-llama-cpp@3.22.1")
     }))
 
   it.effect("a missing package makes colocate mode fail with Unavailable, after the model file checks", () =>
@@ -82,6 +83,19 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(error.reason).toBe("InvalidRequest")
       expect(error.detail).toContain("cannot load the model")
     }))
+
+  it.live("node-llama-cpp before 3.22.0 is refused at more than one sequence (batched sequences sampled each other's logits); one sequence runs", () =>
+    Effect.gen(function*() {
+      const old = path.join(import.meta.dirname, "../fixtures/node-llama-cpp/version-3.21.1.mjs")
+      for (const sequences of [undefined, 2]) {
+        const error = failure(yield* Effect.exit(Effect.scoped(LlamaCpp.make({ modelPath, module: old, sequences }))))
+        expect(error.reason).toBe("InvalidRequest")
+        expect(error.detail).toContain("node-llama-cpp 3.21.1 gives wrong logprobs with more than one sequence")
+        expect(error.detail).toContain("npm install node-llama-cpp@3.22.1, or set --inference-concurrency 1")
+      }
+      const one = yield* LlamaCpp.makeEngine({ modelPath, module: old, sequences: 1, contextSize: 256 })
+      expect((yield* one.service.chat(request())).tokenIds!.length).toBeGreaterThan(0)
+    }).pipe(Effect.scoped))
 
   it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
     Effect.gen(function*() {
@@ -251,6 +265,43 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
       expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
     }).pipe(Effect.scoped))
+
+  // Issue 28: at 4 sequences, tokens here and there had the logprob (and were sampled from the
+  // distribution) of another sequence of the batch. node-llama-cpp 3.21.1 samples the sequences of
+  // one batch on parallel threads, and each read of the logits applies llama.cpp's pending output
+  // reorder (rows swapped in place when the batch was split by sequence) without a lock: two threads
+  // swapping the same rows leave some sequence reading another's. The reference here is not llama.cpp
+  // at all: `reference.ts` reads the same GGUF and runs the model's forward pass in TypeScript.
+  it.live("at 4 sequences, every sampled token's logprob is the model's: an independent forward pass of the same weights agrees", () =>
+    Effect.gen(function*() {
+      const model = Reference.load(qwenPath)
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 512, sequences: 4, threads: 1 })
+      // Prompts of different lengths, so that batches mix prompt chunks with generated tokens.
+      const requests = Array.from({ length: 16 }, (_, i) =>
+        request({
+          messages: [Message.user(`${"hello ".repeat(1 + ((i * 7) % 23))}number ${i}`)],
+          sampling: { maxTokens: 24 },
+          trajectoryId: `t${i}`,
+          seed: 100 + i
+        }))
+      const results = yield* Effect.forEach(requests, engine.service.chat, { concurrency: "unbounded" })
+      const off: Array<string> = []
+      let tokens = 0
+      let worst = 0
+      results.forEach((completion, i) => {
+        const prompt = completion.prompt!.tokenIds
+        const expected = model.logprobs([...prompt, ...completion.tokenIds!], prompt.length - 1)
+        completion.tokenIds!.forEach((id, j) => {
+          const gap = Math.abs(completion.logprobs![j] - expected[j][id])
+          tokens++
+          worst = Math.max(worst, gap)
+          if (gap > 0.01) off.push(`request ${i} token ${j}: ${completion.logprobs![j].toFixed(4)} vs ${expected[j][id].toFixed(4)}`)
+        })
+      })
+      console.log(`colocate at 4 sequences: ${tokens} tokens, largest gap to the forward pass ${worst.toFixed(5)} nats`)
+      expect(tokens).toBeGreaterThan(300)
+      expect(off).toEqual([])
+    }).pipe(Effect.scoped), 300_000)
 
   it.live("effect-gym run --mode colocate: one token sequence per trajectory; --tito-check finds the drift re-tokenizing would cause", () =>
     Effect.gen(function*() {

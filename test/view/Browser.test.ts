@@ -10,18 +10,15 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { cli } from "../cli.js"
+import { needs } from "../services.js"
 import * as Browser from "./browser.js"
 import * as Logs from "./logs.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
-describe.runIf(Browser.missing !== undefined && !Browser.skip)("the viewer in Chromium: the browser", () => {
-  it("is installed", () => {
-    expect.fail(Browser.missing)
-  })
-})
+const chromium = needs("Chromium", Browser.missing)
 
-describe.skipIf(Browser.missing !== undefined)("the viewer in Chromium", () => {
+describe.runIf(chromium)("the viewer in Chromium", () => {
   const dir = Logs.tmp()
   const shots = path.join(dir, "screenshots")
   let context: BrowserContext

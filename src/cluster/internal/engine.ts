@@ -8,9 +8,9 @@ import type { Scope } from "effect"
 import * as CompletionsLog from "../../CompletionsLog.js"
 import type { Inference } from "../../Inference.js"
 import * as Registry from "../../Registry.js"
-import * as Reward from "../../Reward.js"
 import * as Rollout from "../../Rollout.js"
 import * as Row from "../../Row.js"
+import * as RunSpec from "../../RunSpec.js"
 import * as Summary from "../../Summary.js"
 import type { GroupConfig } from "../Protocol.js"
 
@@ -31,46 +31,28 @@ const message = (error: { readonly message: string }): string => error.message
 
 /**
  * Builds the engine's config of a run from the coordinator's group config and this runner's
- * registry; the scheduler's instance lives in `Scope` (the runner's, shared by all the run's groups).
+ * registry, the way every front end builds one: its settings decoded by `RunSpec.decode` (with a
+ * group's generations all at once: the runner bounds its groups in flight), its scheduler and
+ * reward functions looked up by name, then `Rollout.configOf`; the scheduler's instance lives in
+ * `Scope` (the runner's, shared by all the run's groups).
  */
 export const prepare = (
   registry: Registry.Registry,
   group: GroupConfig
 ): Effect.Effect<Prepared, string, Scope.Scope> =>
   Effect.gen(function*() {
-    const definition = yield* Effect.fromResult(Result.mapError(Registry.scheduler(registry, group.scheduler), message))
+    const spec = yield* Effect.fromResult(Result.mapError(
+      RunSpec.decode({ ...group.spec, concurrency: group.spec.numGenerations }, "flags"),
+      message
+    ))
+    const scheduler = yield* Effect.fromResult(Result.mapError(Registry.scheduler(registry, group.scheduler), message))
     const rewards = yield* Effect.forEach(
       group.rewardFuncs,
       (name) => Effect.fromResult(Result.mapError(Registry.reward(registry, name), message))
     )
-    const columns = yield* Effect.fromResult(Result.mapError(Reward.columns(rewards, group.rewardWeights), message))
-    // The env the run names: one the scheduler brings, or this runner's registry's (checked the way `run` checks it).
-    const gymEnv = group.gymEnv
-    if (gymEnv !== null && !(definition.envs ?? []).some((env) => env.name === gymEnv)) {
-      yield* Effect.fromResult(Result.mapError(Registry.env(registry, gymEnv), message))
-    }
-    const instance = yield* Effect.mapError(definition.make({ options: group.schedulerOptions }), message)
-    // the group config's timeouts are in seconds, the engine's in milliseconds
-    const ms = (x: number | null) => (x === null ? undefined : x * 1000)
-    const config: Rollout.Config = {
-      registry,
-      scheduler: { definition, instance },
-      defaultEnv: group.gymEnv ?? undefined,
-      numGenerations: group.numGenerations,
-      maxTurns: group.maxTurns,
-      // a group's generations all at once; the runner bounds its groups in flight
-      concurrency: group.numGenerations,
-      seed: group.seed,
-      columns,
-      sampling: group.sampling as Rollout.Config["sampling"],
-      timeouts: {
-        reset: ms(group.timeouts.reset),
-        step: ms(group.timeouts.step),
-        close: ms(group.timeouts.close),
-        trajectory: ms(group.timeouts.trajectory)
-      },
-      retries: group.retries
-    }
+    // The env the run names: one the scheduler brings, or this runner's registry's (the check `run` makes).
+    yield* Effect.fromResult(Result.mapError(Registry.checkDefaultEnv(registry, scheduler, spec.defaultEnv), message))
+    const config = yield* Effect.mapError(Rollout.configOf(spec, { registry, scheduler, rewards }), message)
     return { config, failedGroups: group.failedGroups }
   })
 

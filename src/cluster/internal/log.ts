@@ -9,6 +9,12 @@
  * shard release that timed out as the lock connection came back after an outage, is not one), and
  * a peer's connection that broke (a coordinator or runner that stopped: a read error in the socket
  * server) is not an error of this runner's.
+ *
+ * effect/cluster says "recovered" only of shard locks it found unhealthy: after a short outage (a
+ * database restart of a second or two, its locks never found lost) it says nothing, and the runner
+ * said the database was away for good. So the runner also asks the database itself once the
+ * cluster has logged no problem for a few seconds (`waiting`), and says it is back when it answers
+ * (`answered`).
  */
 import { Cause, Logger, LogLevel } from "effect"
 import * as Socket from "effect/socket/Socket"
@@ -35,6 +41,8 @@ const text = (message: unknown): string =>
 const CONFIRM_MS = 1_000
 /** A problem after this long without one starts a new run of problems. */
 const QUIET_MS = 10_000
+/** How long without a problem before the database is asked whether it is back. */
+const ASK_AFTER_MS = 5_000
 
 /**
  * The runner's logger: `write` gets each line (stderr); `scrub` masks the connection string's
@@ -45,21 +53,32 @@ export const condensed = (
   name: string,
   write: (line: string) => void,
   scrub: (text: string) => string
-): { readonly logger: Logger.Logger<unknown, void>; readonly downSince: () => number | undefined } => {
+): {
+  readonly logger: Logger.Logger<unknown, void>
+  readonly downSince: () => number | undefined
+  /** Whether the database should be asked if it is back: said away, and no problem for a while. */
+  readonly waiting: () => boolean
+  /** The database answered (asked because `waiting`): said back, if it was said away. */
+  readonly answered: () => void
+} => {
   const plain = Logger.formatLogFmt
   let downSince: number | undefined
   let reminded = 0
   /** The first problem of the current run of problems, before the database is said to be gone. */
   let pending: { readonly at: number; readonly why: string } | undefined
   let lastProblem = 0
+  /** Says the database is back; `until`: when it was last seen away. */
+  const back = (until: number) => {
+    pending = undefined
+    if (downSince !== undefined) {
+      write(`runner ${name}: the database answers again (after ${((until - downSince) / 1000).toFixed(1)} s)`)
+      downSince = undefined
+    }
+  }
   const logger = Logger.make((options) => {
     const message = text(options.message)
     if (message.includes("storage has recovered") || message.includes("storage is healthy")) {
-      pending = undefined
-      if (downSince !== undefined) {
-        write(`runner ${name}: the database answers again (after ${((Date.now() - downSince) / 1000).toFixed(1)} s)`)
-        downSince = undefined
-      }
+      back(Date.now())
       return
     }
     if (LogLevel.isGreaterThanOrEqualTo(options.logLevel, "Warn") && peerGone(message, options.cause)) return
@@ -76,13 +95,25 @@ export const condensed = (
           write(scrub(`runner ${name}: the database does not answer (${pending.why}): retrying; the groups running go on`))
           pending = undefined
         }
-      } else if (now - reminded >= 30_000) {
-        reminded = now
-        write(`runner ${name}: still waiting for the database (${Math.round((now - downSince) / 1000)} s)`)
+      } else {
+        lastProblem = now
+        if (now - reminded >= 30_000) {
+          reminded = now
+          write(`runner ${name}: still waiting for the database (${Math.round((now - downSince) / 1000)} s)`)
+        }
       }
       return
     }
     write(scrub(plain.log(options)))
   })
-  return { logger, downSince: () => downSince }
+  return {
+    logger,
+    downSince: () => downSince,
+    waiting: () => downSince !== undefined && Date.now() - lastProblem >= ASK_AFTER_MS,
+    answered: () => {
+      // (a problem logged while the question was on its way: not back yet)
+      // (asked only after ASK_AFTER_MS without a problem: away until the last one)
+      if (downSince !== undefined && Date.now() - lastProblem >= ASK_AFTER_MS) back(lastProblem)
+    }
+  }
 }

@@ -19,11 +19,33 @@ export const load = (specifier = "node-llama-cpp"): Effect.Effect<Binding, Infer
       new InferenceError({
         reason: "Unavailable",
         backend: BACKEND,
-        detail: `cannot load ${specifier} (colocate mode needs it: npm install node-llama-cpp@3.21.1): ` +
+        detail: `cannot load ${specifier} (colocate mode needs it: npm install node-llama-cpp@3.22.1): ` +
           errorMessage(cause),
         cause
       })
   })
+
+/**
+ * The first node-llama-cpp whose sequences of one batch are sampled from their own logits. Earlier
+ * versions sample them on parallel threads, and each read of the logits applies llama.cpp's pending
+ * reorder of the batch's output rows in place, unlocked: two threads swapping the same rows leave a
+ * sequence sampling (and scoring) its token from another sequence's logits. 3.22.0 locks it.
+ */
+export const BATCHED_SAMPLING_FIXED = "3.22.0"
+
+/** The package's version (`getModuleVersion`), or undefined for a module that does not say. */
+export const version = (binding: Binding): Effect.Effect<string | undefined> =>
+  typeof binding.getModuleVersion !== "function"
+    ? Effect.succeed(undefined)
+    : Effect.tryPromise(() => binding.getModuleVersion()).pipe(Effect.orElseSucceed(() => undefined))
+
+/** Whether `version` (x.y.z) is older than `than`. */
+export const older = (version: string, than: string): boolean => {
+  const parts = (v: string) => v.split(/[.+-]/).slice(0, 3).map(Number)
+  const [a, b] = [parts(version), parts(than)]
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return (a[i] ?? 0) < (b[i] ?? 0)
+  return false
+}
 
 /** Recent llama.cpp log lines, to explain a failed load. */
 export class LogTail {

@@ -1,21 +1,20 @@
 /**
  * The entry of an env worker thread: it loads the same plugins as the main thread (paths, on top
- * of the built-ins), so it holds the same registry, and serves `Create` / `Reset` / `Step` /
- * `Close` for any number of envs, each in its own scope. Requests are served by `effect/rpc`'s
- * `RpcServer` over the worker runner (one fiber each, interrupted when the caller is).
+ * of the built-ins, from `workerData`), so it holds the same registry, and serves create / reset /
+ * step / close for any number of envs, each in its own scope, each call in its own fiber
+ * (interrupted when the main thread says so). See `protocol.ts` for the messages.
  *
- * Whatever an env does wrong comes back as an `EnvError` built here (plain data: the class of the
+ * Whatever an env does wrong comes back as a failure built here (plain data: the class of the
  * plugin's copy of the package may not be this one's), never as a lost request.
  */
-import * as NodeWorkerRunner from "@effect/platform-node/NodeWorkerRunner"
-import { Cause, Effect, Exit, Layer, Option, Result, Scope } from "effect"
-import { RpcServer } from "effect/rpc"
-import * as Env from "../../Env.js"
+import { Cause, Effect, Exit, Option, Result, Scope } from "effect"
+import { parentPort, workerData } from "node:worker_threads"
+import type * as Env from "../../Env.js"
 import { describe } from "../../internal/lift.js"
 import type * as Message from "../../Message.js"
 import * as PluginLoader from "../../node/PluginLoader.js"
 import * as Registry from "../../Registry.js"
-import * as Protocol from "./protocol.js"
+import type * as Protocol from "./protocol.js"
 
 interface Live {
   readonly name: string
@@ -24,99 +23,177 @@ interface Live {
   messages: ReadonlyArray<Message.Message>
 }
 
-let registry: Registry.Registry | undefined
+type Phase = Protocol.Failure["phase"]
+
+let registry: Registry.Registry = Registry.empty
 const envs = new Map<number, Live>()
+/** The interruptors of the calls running now, by call number. */
+const running = new Map<number, (interruptor?: number) => void>()
 
-const envError = (env: string, phase: Env.EnvError["phase"], detail: string) =>
-  new Env.EnvError({ env, phase, detail })
+const failure = (env: string, phase: Phase, detail: string): Protocol.Failure => ({ env, phase, detail })
 
-/** The env's failure as this module's EnvError; a defect becomes one too; interruption goes on. */
-const asEnvError = (env: string, phase: Env.EnvError["phase"]) => <A>(effect: Effect.Effect<A, Env.EnvError>) =>
-  Effect.catchCause(effect, (cause) => {
+/** The env's failure (or defect) as plain data; interruption goes on. */
+const asFailure = (env: string, phase: Phase) => <A>(effect: Effect.Effect<A, unknown>) =>
+  Effect.catchCause(effect, (cause): Effect.Effect<never, Protocol.Failure> => {
     if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    const failure = Cause.findErrorOption(cause)
-    if (Option.isSome(failure)) {
-      const error = failure.value as { readonly phase?: unknown; readonly detail?: unknown; readonly message?: unknown }
-      const detail = typeof error.detail === "string" ? error.detail : describe(error)
-      const failedPhase = typeof error.phase === "string" ? error.phase as Env.EnvError["phase"] : phase
-      return Effect.fail(envError(env, failedPhase, detail))
+    const found = Cause.findErrorOption(cause)
+    // an EnvError may also come as a defect (a close that failed dies with it, as Env.fromHandlers does)
+    const error = (Option.isSome(found) ? found.value : Cause.squash(cause)) as {
+      readonly _tag?: unknown
+      readonly phase?: unknown
+      readonly detail?: unknown
     }
-    return Effect.fail(envError(env, phase, describe(Cause.squash(cause))))
+    if (typeof error === "object" && error !== null && error._tag === "EnvError" && typeof error.detail === "string") {
+      return Effect.fail(failure(env, typeof error.phase === "string" ? error.phase as Phase : phase, error.detail))
+    }
+    return Effect.fail(failure(env, phase, describe(error)))
   })
 
-const viewOf = (env: Env.Env): typeof Protocol.View.Type | undefined => {
+const viewOf = (env: Env.Env): Protocol.View | undefined => {
   const view = (env as { readonly openenv?: { readonly observation?: unknown; readonly state?: unknown } }).openenv
   if (typeof view !== "object" || view === null) return undefined
   if (typeof view.observation !== "function" || typeof view.state !== "function") return undefined
   return { observation: (view.observation as () => unknown)(), state: (view.state as () => unknown)() }
 }
 
-const live = (id: number, phase: Env.EnvError["phase"]) =>
+const live = (id: number, phase: Phase): Effect.Effect<Live, Protocol.Failure> =>
   Effect.suspend(() => {
     const found = envs.get(id)
     return found === undefined
-      ? Effect.fail(envError(`#${id}`, phase, "no such env in this worker (closed, or never created)"))
+      ? Effect.fail(failure(`#${id}`, phase, "no such env in this worker (closed, or never created)"))
       : Effect.succeed(found)
   })
 
-const handlers = Protocol.Requests.toLayer({
-  Init: ({ plugins }) =>
-    PluginLoader.registry(plugins).pipe(
-      Effect.map((loaded) => {
-        registry = loaded
-      }),
-      Effect.mapError((error) => error.message)
-    ),
+const create = (id: number, name: string, config: unknown): Effect.Effect<undefined, Protocol.Failure> =>
+  Effect.gen(function*() {
+    const definition = Registry.env(registry, name)
+    if (Result.isFailure(definition)) return yield* Effect.fail(failure(name, "create", definition.failure.message))
+    const prepared = definition.success.prepare(config as Env.EnvConfig)
+    if (Result.isFailure(prepared)) return yield* Effect.fail(failure(name, "create", prepared.failure.message))
+    const scope = yield* Scope.make()
+    const created = yield* Effect.exit(asFailure(name, "create")(Scope.provide(prepared.success, scope)))
+    if (Exit.isFailure(created)) {
+      yield* Scope.close(scope, created)
+      return yield* Effect.failCause(created.cause)
+    }
+    envs.set(id, { name, env: created.value, scope, messages: [] })
+    return undefined
+  })
 
-  Create: ({ config, env, id }) =>
-    Effect.gen(function*() {
-      const definition = Registry.env(registry ?? Registry.empty, env)
-      if (Result.isFailure(definition)) return yield* envError(env, "create", definition.failure.message)
-      const prepared = definition.success.prepare(config)
-      if (Result.isFailure(prepared)) return yield* envError(env, "create", prepared.failure.message)
-      const scope = yield* Scope.make()
-      const created = yield* Effect.exit(asEnvError(env, "create")(Scope.provide(prepared.success, scope)))
-      if (Exit.isFailure(created)) {
-        yield* Scope.close(scope, created)
-        return yield* Effect.failCause(created.cause)
+const serve = (request: Exclude<Protocol.Request, { k: "interrupt" | "ping" }>): Effect.Effect<
+  Protocol.Outcome | undefined,
+  Protocol.Failure
+> => {
+  switch (request.k) {
+    case "create":
+      return create(request.id, request.env, request.config)
+    case "reset":
+      return Effect.flatMap(live(request.id, "reset"), (it) =>
+        asFailure(it.name, "reset")(it.env.reset(request.request as Env.ResetRequest)).pipe(
+          Effect.map((result) => {
+            it.messages = []
+            return { result, view: viewOf(it.env) }
+          })
+        ))
+    case "step":
+      return Effect.flatMap(live(request.id, "step"), (it) => {
+        const held = it.messages
+        const fresh = request.messages as ReadonlyArray<Message.Message>
+        const conversation = request.from === held.length
+          ? held.concat(fresh)
+          : held.slice(0, request.from).concat(fresh)
+        it.messages = conversation
+        return asFailure(it.name, "step")(it.env.step(conversation)).pipe(
+          Effect.map((result) => ({ result, view: viewOf(it.env) }))
+        )
+      })
+    case "close":
+      return Effect.suspend(() => {
+        const it = envs.get(request.id)
+        if (it === undefined) return Effect.succeed(undefined)
+        envs.delete(request.id)
+        return Effect.as(asFailure(it.name, "close")(Scope.close(it.scope, Exit.void)), undefined)
+      })
+  }
+}
+
+// Replies go out in one batch per turn of this thread's event loop.
+let outbox: Array<Protocol.Reply> = []
+let flushing = false
+const flush = () => {
+  flushing = false
+  const batch = outbox
+  outbox = []
+  try {
+    parentPort!.postMessage(batch)
+  } catch {
+    // a result that structured clone cannot copy (a function, a symbol): that call's failure, not the batch's
+    for (const reply of batch) {
+      try {
+        parentPort!.postMessage([reply])
+      } catch (error) {
+        parentPort!.postMessage([{
+          c: reply.c,
+          ok: false,
+          failure: failure("?", "step", `its result cannot be sent from the worker thread: ${describe(error)}`)
+        }])
       }
-      envs.set(id, { name: env, env: created.value, scope, messages: [] })
-    }),
+    }
+  }
+}
+const reply = (answer: Protocol.Reply) => {
+  outbox.push(answer)
+  if (!flushing) {
+    flushing = true
+    setImmediate(flush)
+  }
+}
 
-  Reset: ({ id, request }) =>
-    Effect.flatMap(live(id, "reset"), (it) =>
-      asEnvError(it.name, "reset")(it.env.reset(request)).pipe(
-        Effect.map((result) => {
-          it.messages = []
-          return { result, view: viewOf(it.env) }
+const onRequest = (request: Protocol.Request) => {
+  switch (request.k) {
+    case "interrupt": {
+      running.get(request.c)?.()
+      return
+    }
+    case "ping":
+      return reply({ c: request.c, ok: true })
+    default: {
+      const c = request.c
+      let finished = false
+      const interrupt = Effect.runCallback(serve(request), {
+        onExit: (exit) => {
+          finished = true
+          running.delete(c)
+          if (Exit.isSuccess(exit)) return reply({ c, ok: true, value: exit.value })
+          const failed = Cause.findErrorOption(exit.cause)
+          // an interrupted call is answered too (the main thread has stopped waiting for it)
+          reply({
+            c,
+            ok: false,
+            failure: Option.isSome(failed)
+              ? failed.value
+              : failure("?", request.k, describe(Cause.squash(exit.cause)))
+          })
+        }
+      })
+      // (a call that finished synchronously has nothing left to interrupt)
+      if (!finished) running.set(c, interrupt)
+    }
+  }
+}
+
+const start = workerData as Protocol.Start
+Effect.runFork(
+  PluginLoader.registry(start.plugins).pipe(
+    Effect.match({
+      onFailure: (error) => parentPort!.postMessage({ k: "failed", detail: error.message }),
+      onSuccess: (loaded) => {
+        registry = loaded
+        parentPort!.on("message", (batch: ReadonlyArray<Protocol.Request>) => {
+          for (const request of batch) onRequest(request)
         })
-      )),
-
-  Step: ({ from, id, messages }) =>
-    Effect.flatMap(live(id, "step"), (it) => {
-      const held = it.messages
-      const conversation = from === held.length
-        ? held.concat(messages as ReadonlyArray<Message.Message>)
-        : held.slice(0, from).concat(messages as ReadonlyArray<Message.Message>)
-      it.messages = conversation
-      return asEnvError(it.name, "step")(it.env.step(conversation)).pipe(
-        Effect.map((result) => ({ result, view: viewOf(it.env) }))
-      )
-    }),
-
-  Close: ({ id }) =>
-    Effect.suspend(() => {
-      const it = envs.get(id)
-      if (it === undefined) return Effect.void
-      envs.delete(id)
-      return Scope.close(it.scope, Exit.void)
+        parentPort!.postMessage({ k: "ready" })
+      }
     })
-})
-
-RpcServer.layer(Protocol.Requests, { concurrency: "unbounded" }).pipe(
-  Layer.provide(handlers),
-  Layer.provide(RpcServer.layerProtocolWorkerRunner),
-  Layer.provide(NodeWorkerRunner.layer),
-  Layer.launch,
-  Effect.runFork
+  )
 )
