@@ -553,6 +553,7 @@ export const encodeGroup = (group: Group, failedGroups: FailedGroups = "keep"): 
     const text = attempt(record)
     return typeof text === "string" ? record : unwritable(record, text.thrown)
   })
+  // (the group's advantages again, as the run computes them: the failed record has no reward)
   const scores = Reward.advantages(fixed.map((r) => r.reward))
   const records = fixed.map((r, i) => ({ ...r, advantage: scores[i] }))
   return { group: { ...group, records }, lines: linesOf(records) ?? [] }

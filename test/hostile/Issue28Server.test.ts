@@ -1,0 +1,178 @@
+/**
+ * Issue 28, data safety items of the run and the rollout server (15, 19, 16, 17, 20, 21): each test
+ * is a repro of the issue's that failed before its fix.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Builtins from "../../src/Builtins.js"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
+import * as Env from "../../src/Env.js"
+import * as Json from "../../src/internal/Json.js"
+import * as Reward from "../../src/Reward.js"
+import * as Registry from "../../src/Registry.js"
+import type * as Rollout from "../../src/Rollout.js"
+import { cli, tmp } from "../cli.js"
+import { linesOf, request, start } from "../rollout-server/helpers.js"
+
+const fixtures = path.resolve(import.meta.dirname, "../fixtures/plugins")
+
+/** A finished trajectory of one turn with `over` in its result. */
+const record = (generation: number, reward: number, over: Record<string, unknown> = {}, envConfig: unknown = {}) =>
+  ({
+    row: { index: 0, envConfig, messages: [], dataDict: {} },
+    rewards: { r: reward },
+    reward,
+    advantage: 0,
+    error: undefined,
+    result: {
+      id: `r0-g${generation}`,
+      row: 0,
+      generation,
+      env: "e",
+      messages: [{ role: "user", content: "hi" }],
+      totalReward: reward,
+      stepRewards: [reward],
+      numTurns: 1,
+      resetInfo: {},
+      stepInfos: [{}],
+      rolloutInfos: {},
+      endReason: "done",
+      error: undefined,
+      turns: [{ finishReason: "stop" }],
+      tokens: undefined,
+      timings: { totalMs: 1, resetMs: 1, turns: [{ modelMs: 1, envMs: 1 }] },
+      ...over
+    }
+  }) as unknown as Rollout.TrajectoryRecord
+
+/** Arrays nested `depth` deep, built without recursion. */
+const nested = (depth: number): unknown => {
+  let value: unknown = []
+  for (let i = 0; i < depth; i++) value = [value]
+  return value
+}
+
+/** 9 messages of one 64 MiB text: 576 MiB of conversation, past V8's longest string (2^29 - 24). */
+const hugeMessages = () => {
+  const piece = "z".repeat(64 * 1024 * 1024)
+  return Array.from({ length: 9 }, (_, i) => ({ role: i % 2 === 0 ? "user" : "assistant", content: piece }))
+}
+
+type Line = {
+  readonly generation: number
+  readonly error: { readonly _tag: string; readonly message: string } | null
+  readonly advantage: number | null
+  readonly messages: ReadonlyArray<unknown>
+}
+
+describe("issue 28 item 15: a line past V8's stack or string limit is its trajectory's EncodeError, nothing else", () => {
+  const cases = [
+    ["an env_config nested 1,000,000 deep (past the stack)", () => record(1, 1, {}, { seed: 1, x: nested(1_000_000) })],
+    ["576 MiB of messages (past the longest string)", () => record(1, 1, { messages: hugeMessages() })]
+  ] as const
+  for (const [name, bad] of cases) {
+    it(`groupText: ${name}: the other lines whole, advantages computed without it`, () => {
+      // advantages as the run gave them, over the three rewards
+      const scored = [record(0, 0), bad(), record(2, 2)]
+      const advantages = Reward.advantages(scored.map((r) => r.reward))
+      const records = scored.map((r, i) => ({ ...r, advantage: advantages[i] }))
+      const group = { _tag: "Group", records } as unknown as Rollout.Group
+      const lines = CompletionsLog.groupText(group).trimEnd().split("\n").map((l) => Json.parse(l) as Line)
+      expect(lines.map((l) => l.generation)).toEqual([0, 1, 2])
+      expect(lines[1].error?._tag).toBe("EncodeError")
+      expect(lines[1].advantage).toBeNull()
+      expect(lines[0].error).toBeNull()
+      expect(lines[2].error).toBeNull()
+      // the two left are compared among themselves (as for any failed trajectory): -1/sqrt(2), 1/sqrt(2)
+      expect(lines[0].advantage).toBeCloseTo(-Math.SQRT1_2, 3)
+      expect(lines[2].advantage).toBeCloseTo(Math.SQRT1_2, 3)
+    })
+  }
+
+  it("an env_config 3,000 deep: the record check's EncodeError with the whole stack or little of it left (JSON.stringify's depth depends on the stack: a run wrote such a line, or stopped on it, as it happened)", () => {
+    const bad = record(0, 1, {}, { x: nested(3000) })
+    const atDepth = (n: number): string => {
+      if (n > 0) return atDepth(n - 1)
+      const error = CompletionsLog.check(bad)
+      return error === undefined ? "no error" : CompletionsLog.groupText({ _tag: "Group", records: [CompletionsLog.withEncodeError(bad, error)] } as unknown as Rollout.Group)
+    }
+    for (const depth of [0, 2000, 4000, 6000]) {
+      let text: string
+      try {
+        text = atDepth(depth)
+      } catch (error) {
+        text = String(error)
+      }
+      expect(text).not.toBe("no error")
+      const line = Json.parse(text.trimEnd()) as Line & { env_config: unknown }
+      expect(line.error?._tag).toBe("EncodeError")
+      // (with little stack left, the check itself runs out of it: an EncodeError still)
+      expect(line.error?.message).toMatch(depth === 0 ? /nests more than 1000 levels deep/ : /nests more than 1000 levels deep|call stack/)
+      expect(line.env_config).toEqual({})
+    }
+  })
+
+  it.live("run and --resume: a plugin env whose conversation is 576 MiB: its EncodeError line, every other group written (exit 1, not 3)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      const rows = Array.from({ length: 12 }, (_, i) => JSON.stringify({ env_config: { name: "big", kb: 1, turns: 2, seed: i } }))
+      rows.splice(6, 0, JSON.stringify({ env_config: { name: "huge", mb: 576 } }))
+      fs.writeFileSync(dataset, rows.join("\n") + "\n")
+      const output = path.join(dir, "out.jsonl")
+      const args = [
+        "run", "--dataset", dataset, "--plugin", path.join(fixtures, "big_results.mjs"), "--gym-env", "big", "--policy", "random",
+        "--num-generations", "1", "--max-turns", "20", "--concurrency", "1", "--output", output
+      ]
+      const first = yield* cli(...args, "--overwrite")
+      expect(first.stderr).not.toContain("internal error")
+      expect(first.code).toBe(1)
+      const read = () => fs.readFileSync(output, "utf8").trimEnd().split("\n").map((l) => Json.parse(l) as Line & { row: number })
+      const lines = read()
+      expect(lines.length).toBe(13)
+      const failed = lines.filter((l) => l.error !== null)
+      expect(failed.map((l) => [l.row, l.error?._tag])).toEqual([[6, "EncodeError"]])
+      expect(failed[0].error?.message).toContain("messages")
+      // a resume of the log cut before that row runs it again, to the same end
+      fs.writeFileSync(output, fs.readFileSync(output, "utf8").split("\n").slice(0, 5).join("\n") + "\n")
+      const resumed = yield* cli(...args, "--resume")
+      expect(resumed.stderr).not.toContain("internal error")
+      expect(resumed.code).toBe(1)
+      expect(read().length).toBe(13)
+      expect(read().filter((l) => l.error !== null).map((l) => l.row)).toEqual([6])
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 120_000)
+
+  it.live("serve: JSON and NDJSON answer 200 with every result, the huge one its EncodeError (JSON was 500, NDJSON 0 lines)", () =>
+    Effect.gen(function*() {
+      const piece = "z".repeat(64 * 1024 * 1024)
+      const huge = Env.define({
+        name: "huge",
+        make: () => {
+          let turn = 0
+          return Effect.succeed<Env.Env>({
+            reset: () => Effect.succeed({ observation: piece, info: {} }),
+            step: () => Effect.succeed({ observation: piece, reward: 1, done: ++turn >= 8, info: {} })
+          })
+        }
+      })
+      const server = yield* start({ policy: "random", registry: Registry.add(Builtins.registry, { envs: [huge] }) })
+      const body = {
+        requests: [
+          { env_config: { seed: 1 }, num_generations: 1 },
+          { env_config: { name: "huge" }, num_generations: 1 },
+          { env_config: { seed: 2 }, num_generations: 1 }
+        ]
+      }
+      const array = yield* request(`${server.url}/v1/rollouts`, { body })
+      expect(array.status).toBe(200)
+      const results = JSON.parse(array.text) as Array<Line & { row: number }>
+      expect(results.map((r) => [r.row, r.error?._tag ?? null])).toEqual([[0, null], [1, "EncodeError"], [2, null]])
+      const streamed = yield* request(`${server.url}/v1/rollouts`, { body, headers: { accept: "application/x-ndjson" } })
+      expect(streamed.status).toBe(200)
+      const lines = linesOf(streamed.text) as unknown as Array<Line & { row: number }>
+      expect(lines.map((r) => [r.row, r.error?._tag ?? null]).sort()).toEqual([[0, null], [1, "EncodeError"], [2, null]])
+    }).pipe(Effect.scoped), 120_000)
+})
