@@ -81,8 +81,8 @@ export const serveOptions = {
   ),
   maxBufferedBytes: integer("max-buffered-bytes").pipe(
     Flag.withDescription(
-      "Bytes of results that may wait for their clients over all responses; past it requests get 429 and the " +
-        "response that went past it is cut"
+      "Bytes of results that may wait for their clients over all responses; from half of it new requests get 429, " +
+        "and a response that goes past it is cut"
     ),
     Flag.withDefault(512 * 1024 * 1024)
   ),

@@ -112,8 +112,8 @@ export interface Options {
    */
   readonly maxResponseBytes?: number | undefined
   /**
-   * Bytes of results that may wait for their clients over all responses (default 512 MiB): past it
-   * new requests get 429 and the response that went past it is cut.
+   * Bytes of results that may wait for their clients over all responses (default 512 MiB): from half
+   * of it new requests get 429, and a response that goes past it is cut.
    */
   readonly maxBufferedBytes?: number | undefined
   /** How long a client may read nothing while its results wait before its response is cut (default 60 s). */
@@ -492,12 +492,14 @@ const rollouts = (server: Server) =>
         })
       }
       const all: Array<{ readonly row: number; readonly generation: number; readonly bytes: Uint8Array }> = []
+      outbox.collecting = true
       yield* Stream.runForEach(results, (group) =>
         Effect.forEach(group, (sent) => {
           const bytes = encoder.encode(sent.text)
           all.push({ row: sent.row, generation: sent.generation, bytes })
           return hold(outbox, bytes)
         }, { discard: true }))
+      outbox.collecting = false
       all.sort((a, b) => a.row - b.row || a.generation - b.generation)
       return arrayResponse(outbox, all.map((item) => item.bytes), headers)
     })

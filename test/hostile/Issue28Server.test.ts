@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import * as Builtins from "../../src/Builtins.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
@@ -175,4 +176,122 @@ describe("issue 28 item 15: a line past V8's stack or string limit is its trajec
       const lines = linesOf(streamed.text) as unknown as Array<Line & { row: number }>
       expect(lines.map((r) => [r.row, r.error?._tag ?? null]).sort()).toEqual([[0, null], [1, "EncodeError"], [2, null]])
     }).pipe(Effect.scoped), 120_000)
+})
+
+/** An env whose observations are `kb` KiB each, for `turns` turns: results of megabytes. */
+const bigEnv = Env.define({
+  name: "big",
+  make: (config) => {
+    const { kb = 1024, turns = 3, stepMs = 0 } = config as { kb?: number; turns?: number; stepMs?: number }
+    let turn = 0
+    return Effect.succeed<Env.Env>({
+      reset: () => Effect.succeed({ observation: "x".repeat(kb * 1024), info: {} }),
+      step: () => {
+        const result = { observation: "y".repeat(kb * 1024), reward: 1, done: ++turn >= turns, info: {} }
+        return stepMs > 0 ? Effect.as(Effect.sleep(`${stepMs} millis`), result) : Effect.succeed(result)
+      }
+    })
+  }
+})
+
+/** POSTs an NDJSON batch on a raw socket that reads nothing until `drain`: the bytes it got once the server closed it. */
+const stalled = (url: string, body: unknown) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const { hostname, port } = new URL(url)
+      const text = JSON.stringify(body)
+      const socket = net.connect(Number(port), hostname)
+      socket.pause()
+      socket.write(
+        `POST /v1/rollouts HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\n` +
+          `accept: application/x-ndjson\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`
+      )
+      let received = 0
+      socket.on("data", (chunk: Buffer) => void (received += chunk.length))
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()))
+      socket.on("error", () => {})
+      // (a paused socket sees the server's close only once it reads what came before)
+      const drain = Effect.promise(() => {
+        socket.resume()
+        return closed
+      }).pipe(Effect.map(() => received))
+      return { socket, drain }
+    }),
+    ({ socket }) => Effect.sync(() => socket.destroy())
+  )
+
+/** Polls the server's /info until `done` holds of its in_flight (fails after 30 s). */
+const until = (url: string, done: (n: { requests: number; buffered_bytes: number }) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 600; i++) {
+      const n = yield* inFlight(url)
+      if (done(n)) return n
+      yield* Effect.sleep("50 millis")
+    }
+    return yield* Effect.die(new Error(`not reached: ${JSON.stringify(yield* inFlight(url))}`))
+  })
+
+const inFlight = (url: string) =>
+  Effect.map(request(`${url}/info`), (reply) => (JSON.parse(reply.text) as { in_flight: { requests: number; buffered_bytes: number } }).in_flight)
+
+const rowsOf = (n: number, config: Record<string, unknown>) => ({
+  requests: Array.from({ length: n }, (_, i) => ({ env_config: { name: "big", seed: i, ...config }, num_generations: 1 }))
+})
+
+describe("issue 28 item 19: serve bounds the results waiting for clients that do not read", () => {
+  const serve = (options: Record<string, unknown>) =>
+    start({ policy: "random", registry: Registry.add(Builtins.registry, { envs: [bigEnv] }), ...options })
+
+  it.live("a stream whose client reads nothing is cut after --write-timeout, its bytes released (they were held for ever)", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ writeTimeout: "1 second" })
+      // 16 lines of about 4 MiB: past what the sockets' buffers take
+      const client = yield* stalled(server.url, rowsOf(16, { kb: 1024, turns: 3 }))
+      const held = yield* until(server.url, (n) => n.buffered_bytes > 0)
+      expect(held.requests).toBe(1)
+      const after = yield* until(server.url, (n) => n.requests === 0)
+      expect(after.buffered_bytes).toBe(0)
+      // cut: far less than its 16 lines of 4 MiB came
+      expect(yield* client.drain).toBeLessThan(48 * 1024 * 1024)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("not cut while its groups take longer than --write-timeout to finish (JSON and NDJSON): the timeout counts only while bytes wait", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ writeTimeout: "1 second" })
+      const body = rowsOf(2, { kb: 1, turns: 3, stepMs: 600 })
+      const array = yield* request(`${server.url}/v1/rollouts`, { body })
+      expect(array.status).toBe(200)
+      expect((JSON.parse(array.text) as Array<unknown>).length).toBe(2)
+      const slow = { requests: [{ env_config: { name: "big", kb: 1, turns: 1 } }, ...body.requests] }
+      const streamed = yield* request(`${server.url}/v1/rollouts`, { body: slow, headers: { accept: "application/x-ndjson" } })
+      expect(streamed.status).toBe(200)
+      expect(linesOf(streamed.text).length).toBe(3)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a stream past --max-response-bytes is cut; a JSON batch past it gets 413 (response_too_large)", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ maxResponseBytes: 16 * 1024 * 1024, writeTimeout: "1 hour" })
+      const client = yield* stalled(server.url, rowsOf(16, { kb: 1024, turns: 3 }))
+      const after = yield* until(server.url, (n) => n.requests === 0)
+      expect(after.buffered_bytes).toBe(0)
+      expect(yield* client.drain).toBeLessThan(48 * 1024 * 1024)
+      const json = yield* request(`${server.url}/v1/rollouts`, { body: rowsOf(8, { kb: 1024, turns: 3 }) })
+      expect(json.status).toBe(413)
+      expect(json.text).toContain("response_too_large")
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("bytes waiting count in admission: from half of --max-buffered-bytes new requests get 429, and are admitted once the stalled response is cut", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ maxBufferedBytes: 256 * 1024 * 1024, writeTimeout: "5 seconds" })
+      // about 192 MiB of lines, 150 MiB of them or more held by the server (the sockets take up to 36 MiB here)
+      const client = yield* stalled(server.url, rowsOf(48, { kb: 1024, turns: 3 }))
+      yield* until(server.url, (n) => n.buffered_bytes >= 128 * 1024 * 1024)
+      const refused = yield* request(`${server.url}/v1/rollouts`, { body: rowsOf(1, { kb: 1, turns: 1 }) })
+      expect(refused.status).toBe(429)
+      expect(refused.text).toContain("--max-buffered-bytes")
+      yield* until(server.url, (n) => n.requests === 0 && n.buffered_bytes === 0)
+      expect(yield* client.drain).toBeLessThan(150 * 1024 * 1024)
+      const admitted = yield* request(`${server.url}/v1/rollouts`, { body: rowsOf(1, { kb: 1, turns: 1 }) })
+      expect(admitted.status).toBe(200)
+    }).pipe(Effect.scoped), 60_000)
 })

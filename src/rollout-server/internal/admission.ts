@@ -91,14 +91,16 @@ export class State implements Stats {
       )
     }
     // Results that wait for their clients count too: finished trajectories no longer hold a slot
-    // of --concurrency, and clients that stop reading must not make room for more work.
-    if (this.bufferedBytes >= this.buffers.maxBufferedBytes) {
+    // of --concurrency, and clients that stop reading must not make room for more work. New work
+    // waits from half the limit, so that work already admitted has room to finish (past the limit
+    // itself, a response is cut).
+    if (this.bufferedBytes >= this.buffers.maxBufferedBytes / 2) {
       this.rejected++
       return Result.fail(
         new ApiError({
           reason: "AtCapacity",
-          detail: `${this.bufferedBytes} bytes of results wait for their clients to read them (at most ` +
-            `${this.buffers.maxBufferedBytes}, --max-buffered-bytes): retry later`,
+          detail: `${this.bufferedBytes} bytes of results wait for their clients to read them (new requests wait ` +
+            `from half of --max-buffered-bytes, ${this.buffers.maxBufferedBytes}): retry later`,
           retryAfterMs: Math.max(1000, Math.round(this.groupMs))
         })
       )

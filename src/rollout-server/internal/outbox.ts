@@ -69,9 +69,15 @@ export class Outbox {
     this.lastProgress = now
   }
 
+  /**
+   * Set while a JSON batch is collected: its bytes are counted, but its client has nothing to read
+   * until the batch is complete, so it is not timed.
+   */
+  collecting = false
+
   /** Whether bytes wait for the client: counted ones, or a write Node has not drained. */
   get waiting(): boolean {
-    return this.pending > 0 || this.node?.writableNeedDrain === true
+    return !this.collecting && (this.pending > 0 || this.node?.writableNeedDrain === true)
   }
 
   release(): void {
@@ -130,11 +136,12 @@ export const open = (
     if (Number.isFinite(timeout) && timeout < Number.MAX_SAFE_INTEGER) {
       const check = Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
-        if (outbox.drained) {
+        // (counted only while bytes wait: a client waiting for a long group to finish reads nothing
+        // either, and its first group's bytes were cut at once after that long)
+        if (outbox.drained || !outbox.waiting) {
           outbox.drained = false
           outbox.lastProgress = at
-        }
-        if (outbox.waiting && at - outbox.lastProgress > timeout) {
+        } else if (at - outbox.lastProgress > timeout) {
           yield* cut(outbox, state, `its client read nothing for ${Math.round(timeout / 1000)} s (--write-timeout)`)
         }
       })
