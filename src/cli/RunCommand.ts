@@ -25,6 +25,7 @@ import * as InferenceOptions from "./InferenceOptions.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
+import * as OutputLock from "./OutputLock.js"
 import * as RunLog from "./RunLog.js"
 
 export const runOptions = {
@@ -133,6 +134,8 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
 
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
+    // One writer per log, for the whole run: held before the output is looked at.
+    yield* OutputLock.hold(args.output)
     yield* RunLog.checkDataset(args.dataset)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)

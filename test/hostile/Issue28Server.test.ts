@@ -3,7 +3,7 @@
  * is a repro of the issue's that failed before its fix.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -294,4 +294,35 @@ describe("issue 28 item 19: serve bounds the results waiting for clients that do
       const admitted = yield* request(`${server.url}/v1/rollouts`, { body: rowsOf(1, { kb: 1, turns: 1 }) })
       expect(admitted.status).toBe(200)
     }).pipe(Effect.scoped), 60_000)
+})
+
+describe("issue 28 item 16: one run writes a log at a time", () => {
+  it.live("a second run on the same --output (plain, --overwrite, --resume, by another path) is refused with exit 2 naming it while the first writes; taken once it ended", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const output = path.join(dir, "out.jsonl")
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 32 }, (_, i) => JSON.stringify({ env_config: { seed: i } })).join("\n") + "\n")
+      const args = [
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2",
+        "--max-turns", "10", "--concurrency", "2"
+      ]
+      const first = yield* Effect.forkChild(cli(...args, "--policy-option", "latency_ms=50", "--output", output))
+      while (!fs.existsSync(output) || fs.statSync(output).size === 0) yield* Effect.sleep("20 millis")
+      for (const [out, mode] of [[output, []], [output, ["--overwrite"]], [output, ["--resume"]], [path.join(dir, ".", "..", path.basename(dir), "out.jsonl"), ["--overwrite"]]] as const) {
+        const second = yield* cli(...args, "--policy-option", "latency_ms=50", "--output", out, ...mode)
+        expect(second.code).toBe(2)
+        expect(second.stderr).toContain(`--output: ${out} is being written by another run`)
+      }
+      const before = fs.readFileSync(output, "utf8")
+      yield* Fiber.interrupt(first)
+      // nothing the refused runs did touched the log: the first run's lines, each whole
+      expect(fs.readFileSync(output, "utf8").startsWith(before)).toBe(true)
+      const resumed = yield* cli(...args, "--policy-option", "latency_ms=50", "--output", output, "--resume")
+      expect(resumed.code).toBe(0)
+      const lines = fs.readFileSync(output, "utf8").trimEnd().split("\n")
+      expect(lines.length).toBe(64)
+      expect(new Set(lines.map((l) => (JSON.parse(l) as { id: string }).id)).size).toBe(64)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 120_000)
 })
