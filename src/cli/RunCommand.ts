@@ -54,6 +54,11 @@ export const runOptions = {
     "resume",
     "Continue the run that wrote --output (after an interruption or a kill): its complete groups are kept"
   ),
+  resumeForce: toggle(
+    "resume-force",
+    "With --resume: resume though a --plugin's content or effect-gym's version changed since the log was written " +
+      "(recorded in the log's run record)"
+  ),
   overwrite: toggle("overwrite", "Replace an existing --output"),
   failedGroups: choice("failed-groups", ["keep", "drop", "mask"]).pipe(
     Flag.withDescription(
@@ -123,6 +128,9 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     yield* Effect.fromResult(runSpec(args, {}))
     if (Option.isNone(args.cluster) && Option.isSome(args.runId)) {
       return yield* new OptionError({ option: "--run-id", detail: "only with --cluster (a local run is resumed by its --output)" })
+    }
+    if (args.resumeForce && !args.resume) {
+      return yield* new OptionError({ option: "--resume-force", detail: "only with --resume" })
     }
     if (args.resume && args.overwrite) {
       return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
@@ -485,12 +493,27 @@ const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetSc
         detail: `the dataset ${args.dataset} is not a regular file: it cannot be checked against the log's run`
       })
     }
-    const difference = RunLog.difference(recorded, identity)
-    if (difference !== undefined) {
+    const differences = RunLog.differences(recorded, identity, version())
+    const other = differences.find((d) => !d.forceable)
+    if (other !== undefined) {
+      return yield* new OptionError({ option: "--resume", detail: `${args.output} was written by another run: ${other.text}` })
+    }
+    // Other code than the log's run (an edited env mixed rewards of two envs in one log): refused
+    // unless forced, and a forced resume is recorded with the run.
+    if (differences.length > 0 && !args.resumeForce) {
       return yield* new OptionError({
         option: "--resume",
-        detail: `${args.output} was written by another run: ${difference}`
+        detail: `${args.output} was written by other code: ${differences.map((d) => d.text).join("; ")} (pass ` +
+          `--resume-force to resume it anyway: the log would mix results of both)`
       })
+    }
+    if (differences.length > 0) {
+      yield* RunLog.recordForcedResume(args.output, recorded, {
+        version: version(),
+        plugins_sha256: identity.plugins_sha256,
+        differences: differences.map((d) => d.text)
+      })
+      yield* Console.error(`--resume-force: resuming though ${differences.map((d) => d.text).join("; ")}`)
     }
     const log = yield* RunLog.scanLog(args.output, args.numGenerations)
     if (log.droppedBytes > 0) yield* RunLog.truncate(args.output, log.keepBytes)

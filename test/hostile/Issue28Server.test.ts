@@ -326,3 +326,58 @@ describe("issue 28 item 16: one run writes a log at a time", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }), 120_000)
 })
+
+describe("issue 28 item 17: --resume checks the code that wrote the log", () => {
+  const pluginText = (reward: number) =>
+    `import { Env, Plugin } from "effect-gym"
+class OneStep {
+  async reset() { return { observation: "go", info: {} } }
+  async step() { return { observation: "done", reward: ${reward}, done: true, info: {} } }
+  async close() {}
+}
+export default Plugin.make({ envs: [Env.fromClass({ name: "one_step", description: "one step", class: OneStep })] })
+`
+
+  it.live("an edited --plugin or another effect-gym version is refused (exit 2, naming it); --resume-force resumes and is recorded in the run record", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const plugin = path.join(dir, "p.mjs")
+      fs.writeFileSync(plugin, pluginText(0.3))
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 8 }, (_, i) => JSON.stringify({ env_config: { seed: i } })).join("\n") + "\n")
+      const output = path.join(dir, "out.jsonl")
+      const args = [
+        "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "one_step", "--policy", "random", "--num-generations", "1",
+        "--output", output
+      ]
+      expect((yield* cli(...args)).code).toBe(0)
+      const record = () => JSON.parse(fs.readFileSync(`${output}.run.json`, "utf8")) as Record<string, unknown>
+      expect((record().plugins_sha256 as Array<string>)[0]).toMatch(/^[0-9a-f]{64}$/)
+      const half = fs.readFileSync(output, "utf8").split("\n").slice(0, 4).join("\n") + "\n"
+      fs.writeFileSync(output, half)
+      fs.writeFileSync(plugin, pluginText(2.1))
+      const refused = yield* cli(...args, "--resume")
+      expect(refused.code).toBe(2)
+      expect(refused.stderr).toContain(`the content of --plugin ${plugin} changed since the log was written`)
+      expect(refused.stderr).toContain("--resume-force")
+      expect(fs.readFileSync(output, "utf8")).toBe(half)
+      // another version of effect-gym
+      fs.writeFileSync(plugin, pluginText(0.3))
+      fs.writeFileSync(`${output}.run.json`, JSON.stringify({ ...record(), effect_gym: "0.0.1" }))
+      const version = yield* cli(...args, "--resume")
+      expect(version.code).toBe(2)
+      expect(version.stderr).toContain(`the log was written by effect-gym "0.0.1"`)
+      // forced: resumed, and recorded
+      fs.writeFileSync(plugin, pluginText(2.1))
+      const forced = yield* cli(...args, "--resume", "--resume-force")
+      expect(forced.code).toBe(0)
+      // (in one process the plugin module loaded first runs again: the rewards are not compared here)
+      expect(fs.readFileSync(output, "utf8").trimEnd().split("\n").length).toBe(8)
+      const forcedResumes = record().forced_resumes as Array<{ differences: Array<string> }>
+      expect(forcedResumes.length).toBe(1)
+      expect(forcedResumes[0].differences.join(" ")).toContain(plugin)
+      expect(forcedResumes[0].differences.join(" ")).toContain("0.0.1")
+      expect((yield* cli(...args, "--resume-force")).stderr).toContain("--resume-force: only with --resume")
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 60_000)
+})
