@@ -381,3 +381,25 @@ export default Plugin.make({ envs: [Env.fromClass({ name: "one_step", descriptio
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
 })
+
+describe("issue 28 item 20: check-env bounds its counts as run does", () => {
+  it.live("--seeds, --runs, --max-steps and a --configs file past their limits are refused at once (exit 2, with the limit and why); --seeds 1e9 ran out of heap", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const configs = path.join(dir, "configs.jsonl")
+      fs.writeFileSync(configs, Array.from({ length: 1001 }, (_, i) => JSON.stringify({ seed: i })).join("\n") + "\n")
+      for (
+        const [args, message] of [
+          [["--seeds", "1001"], "--seeds: must be at most 1000, got 1001: each env_config's runs are kept for the report"],
+          [["--runs", "101"], "--runs: must be at most 100, got 101"],
+          [["--max-steps", "10001"], "--max-steps: must be at most 10000, got 10001"],
+          [["--configs", configs], "--configs: holds 1001 env_configs, at most 1000"]
+        ] as const
+      ) {
+        const { code, stderr } = yield* Effect.timeout(cli("check-env", "frozen_lake", ...args), "10 seconds")
+        expect(stderr).toContain(message)
+        expect(code).toBe(2)
+      }
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 60_000)
+})
