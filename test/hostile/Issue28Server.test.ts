@@ -403,3 +403,20 @@ describe("issue 28 item 20: check-env bounds its counts as run does", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
 })
+
+describe("issue 28 item 21: the smaller list", () => {
+  it("advantages of rewards around ±1e154 and past (their squares overflow): what the same rewards scaled down give, not 0", () => {
+    for (const scale of [1e154, 1e200, 1e307]) {
+      const rewards = [1, -1, 0.5, 2].map((r) => r * scale)
+      const expected = Reward.advantages([1, -1, 0.5, 2], 0)
+      const got = Reward.advantages(rewards, 0)
+      got.forEach((a, i) => expect(a).toBeCloseTo(expected[i]!, 9))
+    }
+    // a sum past the largest double
+    const big = Reward.advantages([1.5e308, 1.7e308], 0)
+    expect(big[0]).toBeCloseTo(-Math.SQRT1_2, 9)
+    expect(big[1]).toBeCloseTo(Math.SQRT1_2, 9)
+    // ordinary rewards: bit for bit what they were
+    expect(Reward.advantages([0, 1, 1, 0.25])).toEqual([0, 1, 1, 0.25].map((r) => (r - 0.5625) / (Math.sqrt(((0.5625 ** 2) + 2 * (0.4375 ** 2) + (0.3125 ** 2)) / 3) + 1e-4)))
+  })
+})
