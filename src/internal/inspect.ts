@@ -38,6 +38,24 @@ export interface JsonIssue {
 export const MAX_JSON_DEPTH = 1000
 
 /**
+ * Whether parsed JSON nests deeper than `max` arrays and objects; walked without recursion, so
+ * that it answers for any depth `JSON.parse` returns (a body 100,000 levels deep made the
+ * recursive code after the parse throw a `RangeError`, a 500).
+ */
+export const nestsDeeper = (value: unknown, max: number = MAX_JSON_DEPTH): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== "object" || v === null) continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
+/**
  * The first place where `value` is not faithful JSON, or `undefined`, without writing it out.
  * Bigints are fine (the completions log writes them exactly); `undefined` object fields are fine
  * (omitted); NaN, Infinity, functions, symbols, cycles, Maps/Sets (written as `{}`) and nesting

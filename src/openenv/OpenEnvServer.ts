@@ -35,7 +35,7 @@ import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Socket from "effect/socket/Socket"
 import type * as Env from "../Env.js"
 import * as HttpGuard from "../http/HttpGuard.js"
-import { isRecord } from "../internal/inspect.js"
+import { isRecord, MAX_JSON_DEPTH, nestsDeeper } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import { errorMessage } from "../internal/lift.js"
 import { Episode, type Failure, invalid, type View as EpisodeView } from "./internal/episode.js"
@@ -555,7 +555,10 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         if (Result.isFailure(text)) return Result.fail("the body could not be read")
         if (text.success.trim() === "") return Result.succeed(undefined)
         try {
-          return Result.succeed(Json.parse(text.success))
+          const parsed = Json.parse(text.success)
+          // (the validation error echoes its input: one too deep to write gave a RangeError, a 500)
+          if (nestsDeeper(parsed)) return Result.fail(`nested more than ${MAX_JSON_DEPTH} levels deep`)
+          return Result.succeed(parsed)
         } catch (e) {
           return Result.fail(errorMessage(e))
         }

@@ -8,10 +8,12 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import * as Builtins from "../../src/Builtins.js"
+import { FrozenLake } from "../../src/envs/FrozenLake.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Env from "../../src/Env.js"
 import * as Json from "../../src/internal/Json.js"
 import * as Reward from "../../src/Reward.js"
+import * as OpenEnvServer from "../../src/openenv/OpenEnvServer.js"
 import * as Registry from "../../src/Registry.js"
 import type * as Rollout from "../../src/Rollout.js"
 import { cli, tmp } from "../cli.js"
@@ -420,3 +422,23 @@ describe("issue 28 item 21: the smaller list", () => {
     expect(Reward.advantages([0, 1, 1, 0.25])).toEqual([0, 1, 1, 0.25].map((r) => (r - 0.5625) / (Math.sqrt(((0.5625 ** 2) + 2 * (0.4375 ** 2) + (0.3125 ** 2)) / 3) + 1e-4)))
   })
 })
+
+describe("issue 28 item 21: OpenEnv HTTP bodies nested 100,000 deep", () => {
+  it.live("/reset and /step answer 422 json_invalid naming the depth (they answered 500: the error's echo of the input threw a RangeError)", () =>
+    Effect.gen(function*() {
+      const server = yield* OpenEnvServer.serve({ port: 0, env: FrozenLake })
+      const d = 100_000
+      for (const route of ["/reset", "/step"]) {
+        for (const body of ["[".repeat(d) + "]".repeat(d), '{"a":'.repeat(d) + "1" + "}".repeat(d)]) {
+          const reply = yield* request(`${server.url}${route}`, { body })
+          expect(reply.status).toBe(422)
+          expect(reply.text).toContain("json_invalid")
+          expect(reply.text).toContain("nested more than 1000 levels deep")
+        }
+      }
+      // and a body as deep as may be is still read
+      const fine = yield* request(`${server.url}/reset`, { body: { seed: 1, x: nested(900) } })
+      expect(fine.status).toBe(200)
+    }).pipe(Effect.scoped), 60_000)
+})
+
