@@ -3,7 +3,7 @@
  * is a repro of the issue's that failed before its fix.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Redacted } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -442,3 +442,16 @@ describe("issue 28 item 21: OpenEnv HTTP bodies nested 100,000 deep", () => {
     }).pipe(Effect.scoped), 60_000)
 })
 
+
+describe("issue 28 item 21: a Basic password with a bad percent-escape", () => {
+  it.live("serve's /dashboard answers 401 (it answered 500: decodeURIComponent threw); the key still works sent as is or escaped", () =>
+    Effect.gen(function*() {
+      const server = yield* start({ apiKey: Redacted.make("k%y s") })
+      const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`u:${password}`).toString("base64")}` })
+      for (const password of ["%zz", "%", "%E0%A4%A"]) {
+        expect((yield* request(`${server.url}/dashboard`, { headers: basic(password) })).status).toBe(401)
+      }
+      expect((yield* request(`${server.url}/dashboard`, { headers: basic("k%y s") })).status).toBe(200)
+      expect((yield* request(`${server.url}/dashboard`, { headers: basic("k%25y%20s") })).status).toBe(200)
+    }).pipe(Effect.scoped), 60_000)
+})
