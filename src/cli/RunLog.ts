@@ -388,18 +388,17 @@ export interface Resumable {
   readonly droppedLines: number
 }
 
-const PREFIX = /^\{"row":(\d+),"generation":(\d+),/
+const utf8 = new TextDecoder("utf-8", { fatal: true })
 
+/**
+ * A line's row and generation, when it is a whole JSON object that has them. Every line is read
+ * whole: a line whose first bytes looked like one of this tool's (`{"row":5,"generation":0,`) was
+ * kept by that alone, garbage after them included.
+ */
 const rowOf = (bytes: Uint8Array): readonly [number, number] | undefined => {
-  const head = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, 64)).toString("latin1")
-  const match = PREFIX.exec(head)
-  if (match !== null) return [Number(match[1]), Number(match[2])]
-  // not as this tool writes lines: read the whole line
   try {
-    const line = Json.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes)) as {
-      readonly row?: unknown
-      readonly generation?: unknown
-    }
+    const line = Json.parse(utf8.decode(bytes)) as { readonly row?: unknown; readonly generation?: unknown } | null
+    if (typeof line !== "object" || line === null) return undefined
     return typeof line.row === "number" && typeof line.generation === "number" ? [line.row, line.generation] : undefined
   } catch {
     return undefined

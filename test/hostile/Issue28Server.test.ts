@@ -455,3 +455,26 @@ describe("issue 28 item 21: a Basic password with a bad percent-escape", () => {
       expect((yield* request(`${server.url}/dashboard`, { headers: basic("k%25y%20s") })).status).toBe(200)
     }).pipe(Effect.scoped), 60_000)
 })
+
+describe("issue 28 item 21: --resume reads every line whole", () => {
+  it.live("a garbage line in the middle of the log whose first 64 bytes look like a line is refused (exit 2, naming it); it was kept", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 6 }, (_, i) => JSON.stringify({ env_config: { seed: i } })).join("\n") + "\n")
+      const output = path.join(dir, "out.jsonl")
+      const args = [
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "1",
+        "--concurrency", "1", "--output", output
+      ]
+      expect((yield* cli(...args)).code).toBe(0)
+      const lines = fs.readFileSync(output, "utf8").trimEnd().split("\n")
+      // line 3 keeps its first 100 characters, then garbage
+      lines[2] = lines[2].slice(0, 100) + "\u0000garbage"
+      fs.writeFileSync(output, lines.slice(0, 4).join("\n") + "\n")
+      const resumed = yield* cli(...args, "--resume")
+      expect(resumed.stderr).toContain(`--resume: ${output} cannot be continued: line 3 is not a completions line`)
+      expect(resumed.code).toBe(2)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 60_000)
+})
