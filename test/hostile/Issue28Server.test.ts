@@ -478,3 +478,22 @@ describe("issue 28 item 21: --resume reads every line whole", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
 })
+
+describe("issue 28 item 21: the summary after a full disk", () => {
+  it.live.skipIf(!fs.existsSync("/dev/full"))("counts only the groups written (every write to /dev/full fails: 0 groups, not the first chunk's)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 200 }, (_, i) => JSON.stringify({ env_config: { seed: i } })).join("\n") + "\n")
+      const { code, stdout } = yield* cli(
+        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2",
+        "--output", "/dev/full", "--json"
+      )
+      expect(code).toBe(3)
+      const summary = JSON.parse(stdout) as { groups: number; trajectories: number; error: string }
+      expect(summary.error).toContain("ENOSPC")
+      expect(summary.groups).toBe(0)
+      expect(summary.trajectories).toBe(0)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }), 60_000)
+})
