@@ -497,3 +497,21 @@ describe("issue 28 item 21: the summary after a full disk", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
 })
+
+describe("issue 28 item 21: option messages", () => {
+  it.effect("a repeated option says it was given twice; --start-seed 1e30 says it is too large, not that it is not a whole number", () =>
+    Effect.gen(function*() {
+      for (
+        const [args, message] of [
+          [["run", "--dataset", "x.jsonl", "--seed", "1", "--seed", "2"], "--seed: given 2 times; it takes one value (give it once)"],
+          [["check-env", "frozen_lake", "--runs", "2", "--runs", "3", "--runs", "4"], "--runs: given 3 times; it takes one value"],
+          [["dataset", "frozen-lake", "--rows", "2", "--start-seed", "1e30"], "--start-seed: \"1e30\" is too large: whole numbers are exact up to 9007199254740991"],
+          [["run", "--dataset", "x.jsonl", "--seed", "-99999999999999999999"], "--seed: \"-99999999999999999999\" is too large"]
+        ] as const
+      ) {
+        const { code, stderr } = yield* cli(...args)
+        expect(stderr).toContain(message)
+        expect(code).toBe(2)
+      }
+    }))
+})
