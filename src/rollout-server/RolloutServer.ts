@@ -293,6 +293,21 @@ const runPlan = (
   const streams = runGroups(plan, server.settings.spec.sampling).map(({ config, rows, trajectories }) =>
     Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows)
   )
+  const encoded = (item: Rollout.Group): Array<Sent> => {
+    const uuid = uuids.get(item.row.index) ?? ""
+    const uuidText = `,"uuid":${JSON.stringify(uuid)}}`
+    const { group, lines } = CompletionsLog.encodeGroup(item)
+    return group.records.map((record, i): Sent => {
+      if (record.error !== undefined) {
+        const { env, id } = record.result
+        server.dashboard.failure({ id, uuid, env, tag: record.error._tag, message: record.error.message })
+      }
+      countPolicyVersions(server.policy.seen, record.result.turns)
+      // (the line ends with "}\n": the uuid goes in as its last field)
+      const line = lines[i]
+      return { row: record.result.row, generation: record.result.generation, record, uuid, text: line.slice(0, -2) + uuidText }
+    })
+  }
   // Merging costs more than the run of a small request: only when rows run differently.
   const items = streams.length === 1 ? streams[0] : Stream.mergeAll(streams, { concurrency: "unbounded" })
   return items.pipe(
@@ -304,19 +319,9 @@ const runPlan = (
         )
       }
       reservation.finished(item.records.length)
-      const uuid = uuids.get(item.row.index) ?? ""
-      const uuidText = `,"uuid":${JSON.stringify(uuid)}}`
-      const { group, lines } = CompletionsLog.encodeGroup(item)
-      return Effect.succeed(group.records.map((record, i): Sent => {
-        if (record.error !== undefined) {
-          const { env, id } = record.result
-          server.dashboard.failure({ id, uuid, env, tag: record.error._tag, message: record.error.message })
-        }
-        countPolicyVersions(server.policy.seen, record.result.turns)
-        // (the line ends with "}\n": the uuid goes in as its last field)
-        const line = lines[i]
-        return { row: record.result.row, generation: record.result.generation, record, uuid, text: line.slice(0, -2) + uuidText }
-      }))
+      // (a turn of the event loop before each group's encoding: groups that finish together were
+      // encoded in one go, and /health waited for all of them, seconds for a batch of 200 MB)
+      return Effect.andThen(Effect.yieldNow, Effect.sync(() => encoded(item)))
     }),
     // Shutdown fails `cancel`: the run is interrupted (its envs are closed) and the stream fails.
     Stream.interruptWhen(Deferred.await(server.cancel)),
@@ -369,6 +374,14 @@ const arrayChunks = function*(items: ReadonlyArray<Uint8Array>): Generator<Uint8
     if (i > 0) {
       parts.push(comma)
       size += comma.length
+    }
+    if (items[i].length >= Outbox.CHUNK_BYTES) {
+      // (a large item goes as it is: copied into a chunk of its own it cost a second copy)
+      yield Buffer.concat(parts, size)
+      yield items[i]
+      parts = []
+      size = 0
+      continue
     }
     parts.push(items[i])
     size += items[i].length
