@@ -34,6 +34,7 @@
  * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Net from "node:net"
 import { Cause, Clock, Deferred, Duration, Effect, Option, Queue, type Redacted, type Result, type Scope, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import type { HttpServerError } from "effect/http"
@@ -789,12 +790,16 @@ export const serve = (
     // Added last, so it runs first when the scope closes: stop accepting, drain, then disconnect.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
-        yield* Effect.sync(() => {
-          node.close()
-          node.closeIdleConnections()
-        })
+        // Stops listening, but keeps the idle keep-alive connections (http's own close() closes
+        // them: a request a client sent on one just then was reset): their requests get 503
+        // shutting_down during the drain.
+        yield* Effect.sync(() => Net.Server.prototype.close.call(node))
         yield* server.shutdown
-        yield* Effect.sync(() => node.closeAllConnections())
+        yield* Effect.sync(() => {
+          node.closeAllConnections()
+          // (http's close: clears its timers; the port is closed already, which its callback says)
+          node.close(() => {})
+        })
       })
     )
     const port = http.address._tag === "UnixPathAddress" ? options.port : http.address.port

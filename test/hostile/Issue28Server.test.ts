@@ -3,7 +3,7 @@
  * is a repro of the issue's that failed before its fix.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Redacted } from "effect"
+import { Effect, Exit, Fiber, Redacted, Scope } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -515,4 +515,41 @@ describe("issue 28 item 21: option messages", () => {
         expect(code).toBe(2)
       }
     }))
+})
+
+describe("issue 28 item 21: a request sent on a keep-alive connection during shutdown", () => {
+  it.live("gets 503 shutting_down while the server drains (the connection was closed under it: a reset)", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+      const server = yield* Scope.provide(start({ policy: "random", latencyMs: 20, shutdownGrace: "2 seconds" }), scope)
+      const { hostname, port } = new URL(server.url)
+      const socket = net.connect(Number(port), hostname)
+      let received = ""
+      socket.on("data", (chunk: Buffer) => void (received += String(chunk)))
+      socket.on("error", () => {})
+      const send = (body: string) =>
+        socket.write(
+          `POST /v1/rollouts HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+        )
+      const small = JSON.stringify({ requests: [{ env_config: { name: "counting", length: 1 } }] })
+      send(small)
+      while (!received.includes("\r\n0\r\n\r\n") && !/\]$/.test(received)) yield* Effect.sleep("10 millis")
+      received = ""
+      // a trajectory in flight keeps the server draining
+      const long = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, {
+        body: { requests: [{ env_config: { name: "counting", length: 1000 }, max_turns: 1000 }] }
+      }))
+      while (server.stats.trajectoriesInFlight === 0) yield* Effect.sleep("10 millis")
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      while (!server.stats.draining) yield* Effect.sleep("5 millis")
+      send(small)
+      for (let i = 0; i < 200 && !received.includes("\r\n\r\n{"); i++) yield* Effect.sleep("10 millis")
+      expect(received.split("\r\n")[0]).toBe("HTTP/1.1 503 Service Unavailable")
+      expect(received).toContain("shutting_down")
+      yield* Fiber.join(closing)
+      expect((yield* Fiber.join(long)).status).toBe(503)
+      socket.destroy()
+    }), 60_000)
 })
