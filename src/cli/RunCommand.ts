@@ -142,6 +142,13 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
 
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
+    // A coordinator's options that cannot work are said first (as a wrong invocation, not as a log in use).
+    if (Option.isSome(args.cluster)) {
+      const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
+      yield* ClusterRun.refuseRunnerOptions(args)
+      // The scheduler's options checked here, at start (the runners make the run's instance).
+      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
+    }
     // One writer per log, for the whole run: held before the output is looked at.
     yield* OutputLock.hold(args.output)
     yield* RunLog.checkDataset(args.dataset)
@@ -158,9 +165,6 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       // The coordinator: no scheduler, no inference here (both are the runners').
       const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
       const url = args.cluster.value
-      yield* ClusterRun.refuseRunnerOptions(args)
-      // The scheduler's options checked here, at start (the runners make the run's instance).
-      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
       // The run id: on --resume the log's record's (also for a log still empty).
       const runId = yield* ClusterRun.runId(args, mode === "resume")
       // Its shape checked, the database asked and the run id taken before anything is written
