@@ -11,6 +11,7 @@ import * as Json from "./internal/Json.js"
 import { errorMessage } from "./internal/lift.js"
 import { Messages } from "./Message.js"
 import type { Group, Item, TrajectoryRecord } from "./Rollout.js"
+import * as Reward from "./Reward.js"
 import { UnexpectedError } from "./Scheduler.js"
 
 /**
@@ -449,31 +450,145 @@ export type FailedGroups = "keep" | "drop" | "mask"
 export const hasFailure = (group: Group): boolean => group.records.some((r) => r.error !== undefined)
 
 /**
+ * A thrown error of `JSON.stringify` said as what it means for a log line.
+ */
+const thrownDetail = (error: unknown): string => {
+  const message = errorMessage(error)
+  if (error instanceof RangeError && /string length/i.test(message)) {
+    return `is longer than the longest text JavaScript can hold (about 512 MB): it cannot be written as JSON (${message})`
+  }
+  if (error instanceof RangeError && /call stack/i.test(message)) return `nests too deep to be written as JSON (${message})`
+  return `cannot be written as JSON: ${message}`
+}
+
+/** The line's text, or what `JSON.stringify` threw. */
+const attempt = (record: TrajectoryRecord): string | { readonly thrown: unknown } => {
+  try {
+    return encodeLine(record)
+  } catch (thrown) {
+    return { thrown }
+  }
+}
+
+/**
+ * The field of a record's line that cannot be written: the first whose text throws alone, else the
+ * longest (a line of fields that each fit, but not together, past the longest string).
+ */
+const failingField = (record: TrajectoryRecord): string => {
+  let longest = "(line)"
+  let longestLength = -1
+  for (const [key, value] of lineFields(record)) {
+    try {
+      const length = fieldText(key, value)?.length ?? 0
+      if (length > longestLength) {
+        longest = key
+        longestLength = length
+      }
+    } catch {
+      return key
+    }
+  }
+  return longest
+}
+
+/**
+ * The record of a trajectory whose line `JSON.stringify` could not write after all (past V8's
+ * stack or its longest string, or a `toJSON` that throws only the second time): failed with an
+ * {@link EncodeError} naming the field, keeping what can be written; when even that cannot be
+ * written, a bare record (ids, end reason, turns and timings, the error) that always can.
+ */
+const unwritable = (record: TrajectoryRecord, thrown: unknown): TrajectoryRecord => {
+  const error = new EncodeError({ path: failingField(record), detail: cut(thrownDetail(thrown)) })
+  const kept = withEncodeError(record, error)
+  if (typeof attempt(kept) === "string") return kept
+  return {
+    ...kept,
+    row: { ...kept.row, envConfig: {} },
+    error,
+    attemptErrors: undefined,
+    result: {
+      ...kept.result,
+      messages: [],
+      stepRewards: [],
+      tokens: undefined,
+      turns: kept.result.turns.map((t) => ({ finishReason: t.finishReason, tokenIds: undefined, logprobs: undefined }))
+    }
+  }
+}
+
+/**
+ * A group as the log writes it: its records (a record whose line cannot be written replaced by its
+ * {@link EncodeError} record, and the group's advantages computed again without it) and their lines
+ * (each ending in a newline) under the failed-groups policy: none when the group is dropped.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface EncodedGroup {
+  readonly group: Group
+  readonly lines: ReadonlyArray<string>
+}
+
+/**
+ * Encodes a group for the log, whatever its records hold: a line that `JSON.stringify` cannot write
+ * (nested past the stack, longer than the longest string) becomes that trajectory's
+ * {@link EncodeError} line, never an exception that stops the run or a response.
+ *
+ * @since 0.4.0
+ * @category encoding
+ */
+export const encodeGroup = (group: Group, failedGroups: FailedGroups = "keep"): EncodedGroup => {
+  const linesOf = (records: ReadonlyArray<TrajectoryRecord>): Array<string> | undefined => {
+    const masked = failedGroups !== "keep" && records.some((r) => r.error !== undefined)
+    if (masked && failedGroups === "drop") return []
+    const lines: Array<string> = []
+    for (const record of records) {
+      const text = attempt(masked ? { ...record, advantage: undefined } : record)
+      if (typeof text !== "string") return undefined
+      lines.push(text + "\n")
+    }
+    return lines
+  }
+  const lines = linesOf(group.records)
+  if (lines !== undefined) return { group, lines }
+  // (rare: a line the record check passed but JSON.stringify cannot write)
+  const fixed = group.records.map((record) => {
+    const text = attempt(record)
+    return typeof text === "string" ? record : unwritable(record, text.thrown)
+  })
+  // (the group's advantages again, as the run computes them: the failed record has no reward)
+  const scores = Reward.advantages(fixed.map((r) => r.reward))
+  const records = fixed.map((r, i) => ({ ...r, advantage: scores[i] }))
+  return { group: { ...group, records }, lines: linesOf(records) ?? [] }
+}
+
+/**
  * The text a group adds to the log under a failed-groups policy: one line per trajectory, or
- * nothing. A line that cannot be encoded after all (a `toJSON` that throws only the second time) is
- * written with an {@link EncodeError} instead, never lost.
+ * nothing (see {@link encodeGroup}: a line that cannot be encoded is written with an
+ * {@link EncodeError} instead, never lost).
  *
  * @since 0.1.0
  * @category encoding
  */
-export const groupText = (group: Group, failedGroups: FailedGroups = "keep", runner?: string): string => {
-  const failed = failedGroups !== "keep" && hasFailure(group)
-  if (failed && failedGroups === "drop") return ""
-  let text = ""
-  for (const original of group.records) {
-    const masked = failed ? { ...original, advantage: undefined } : original
-    const record = runner === undefined ? masked : { ...masked, runner }
-    let line: string
-    try {
-      line = encodeLine(record)
-    } catch (error) {
-      line = encodeLine(
-        withEncodeError(record, new EncodeError({ path: "(line)", detail: `cannot be written as JSON: ${errorMessage(error)}` }))
-      )
-    }
-    text += line + "\n"
-  }
-  return text
+export const groupText = (group: Group, failedGroups: FailedGroups = "keep", runner?: string): string =>
+  encodeGroup(
+    runner === undefined ? group : { ...group, records: group.records.map((record) => ({ ...record, runner })) },
+    failedGroups
+  ).lines.join("")
+
+/**
+ * One record's line (without its newline) and the record it was written from: the record itself,
+ * or, when its line cannot be written, its {@link EncodeError} record (see {@link encodeGroup}).
+ *
+ * @since 0.4.0
+ * @category encoding
+ */
+export const encodeRecord = (record: TrajectoryRecord): { readonly record: TrajectoryRecord; readonly text: string } => {
+  const text = attempt(record)
+  if (typeof text === "string") return { record, text }
+  const fixed = unwritable(record, text.thrown)
+  const again = attempt(fixed)
+  return { record: fixed, text: typeof again === "string" ? again : encodeLine({ ...fixed, row: { ...fixed.row, envConfig: {} } }) }
 }
 
 /**
@@ -487,6 +602,12 @@ export const groupText = (group: Group, failedGroups: FailedGroups = "keep", run
  */
 export interface Writer {
   readonly write: (items: Iterable<Item>) => Effect.Effect<void, PlatformError>
+  /**
+   * Appends lines already encoded (each ending in a newline, e.g. a chunk's {@link encodeGroup}
+   * lines), in one write: each line is encoded to UTF-8 on its own, so a write's text need not fit
+   * in one JavaScript string.
+   */
+  readonly writeLines: (lines: Iterable<string>) => Effect.Effect<void, PlatformError>
   readonly flush: Effect.Effect<void, PlatformError>
   /** Appends text already made of whole log lines (groups encoded elsewhere, e.g. by a cluster runner). */
   readonly writeText: (text: string) => Effect.Effect<void, PlatformError>
@@ -600,8 +721,12 @@ export const open = (
       write: (items) =>
         writeTexts((add) => {
           for (const item of items) {
-            if (item._tag === "Group") add(groupText(item, policy))
+            if (item._tag === "Group") for (const line of encodeGroup(item, policy).lines) add(line)
           }
+        }),
+      writeLines: (lines) =>
+        writeTexts((add) => {
+          for (const line of lines) add(line)
         }),
       // (cut back on failure as the others: it wrote on without counting `size`, so a full disk
       // left a cluster run's log torn, and a later failed write cut back into its lines)

@@ -264,9 +264,24 @@ export const advantages = (
     }
   }
   if (n < 2) return rewards.map((r) => (r === undefined ? undefined : 0))
-  const mean = sum / n
+  let mean = sum / n
+  if (!Number.isFinite(mean)) {
+    // (a sum past the largest double: the mean as a running average instead)
+    mean = 0
+    let k = 0
+    for (const r of rewards) if (r !== undefined) mean += (r - mean) / ++k
+  }
   let sq = 0
   for (const r of rewards) if (r !== undefined) sq += (r - mean) * (r - mean)
-  const std = Math.sqrt(sq / (n - 1))
+  let std = Math.sqrt(sq / (n - 1))
+  if (!Number.isFinite(std)) {
+    // Squares past the largest double (rewards of about 1e154 and more) made std Infinity and
+    // every advantage 0: the deviations are scaled by the largest first (same value, no overflow).
+    let scale = 0
+    for (const r of rewards) if (r !== undefined) scale = Math.max(scale, Math.abs(r - mean))
+    let scaled = 0
+    for (const r of rewards) if (r !== undefined) scaled += ((r - mean) / scale) ** 2
+    std = scale * Math.sqrt(scaled / (n - 1))
+  }
   return rewards.map((r) => (r === undefined ? undefined : (r - mean) / (std + epsilon)))
 }

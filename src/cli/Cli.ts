@@ -136,10 +136,14 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
         names.map((name) => `'${name}'`).join(", ")
       }${meant === undefined ? "" : `. Did you mean '${meant}'?`}`
     }
-    case "InvalidValue":
-      return error.kind === "flag" && error.value === ""
-        ? `Expected a value following option: '--${error.option}'`
+    case "InvalidValue": {
+      if (error.kind === "flag" && error.value === "") return `Expected a value following option: '--${error.option}'`
+      // (effect/cli says a repeated option is an invalid value, "2 occurrences")
+      const repeated = /^(\d+) occurrences$/.exec(error.value)
+      return error.kind === "flag" && repeated !== null && error.expected === "at most 1 value"
+        ? `--${error.option}: given ${repeated[1]} times; it takes one value (give it once)`
         : error.message
+    }
     default:
       return error.message
   }

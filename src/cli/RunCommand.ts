@@ -27,6 +27,7 @@ import * as Preflight from "./preflight.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
+import * as OutputLock from "./OutputLock.js"
 import * as RunLog from "./RunLog.js"
 import { documentedAll } from "./help.js"
 
@@ -55,6 +56,11 @@ export const runOptions = {
   resume: toggle(
     "resume",
     "Continue the run that wrote --output (after an interruption or a kill): its complete groups are kept"
+  ),
+  resumeForce: toggle(
+    "resume-force",
+    "With --resume: resume though a --plugin's content or effect-gym's version changed since the log was written " +
+      "(recorded in the log's run record)"
   ),
   overwrite: toggle("overwrite", "Replace an existing --output"),
   failedGroups: choice("failed-groups", ["keep", "drop", "mask"]).pipe(
@@ -126,6 +132,9 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     if (Option.isNone(args.cluster) && Option.isSome(args.runId)) {
       return yield* new OptionError({ option: "--run-id", detail: "only with --cluster (a local run is resumed by its --output)" })
     }
+    if (args.resumeForce && !args.resume) {
+      return yield* new OptionError({ option: "--resume-force", detail: "only with --resume" })
+    }
     if (args.resume && args.overwrite) {
       return yield* new OptionError({ option: "--resume", detail: "cannot be combined with --overwrite" })
     }
@@ -136,6 +145,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
 
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
+    // A coordinator's options that cannot work are said first (as a wrong invocation, not as a log in use).
+    if (Option.isSome(args.cluster)) {
+      const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
+      yield* ClusterRun.refuseRunnerOptions(args)
+      // The scheduler's options checked here, at start (the runners make the run's instance).
+      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
+    }
+    // One writer per log, for the whole run: held before the output is looked at.
+    yield* OutputLock.hold(args.output)
     yield* RunLog.checkDataset(args.dataset)
     const first = yield* Preflight.firstRow(args.dataset)
     if (first !== undefined) {
@@ -159,9 +177,6 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
       // The coordinator: no scheduler, no inference here (both are the runners').
       const ClusterRun = yield* Effect.promise(() => import("./ClusterRun.js"))
       const url = args.cluster.value
-      yield* ClusterRun.refuseRunnerOptions(args)
-      // The scheduler's options checked here, at start (the runners make the run's instance).
-      yield* Effect.scoped(definition.make({ options: schedulerOptions }))
       // The run id: on --resume the log's record's (also for a log still empty).
       const runId = yield* ClusterRun.runId(args, mode === "resume")
       // Its shape checked, the database asked and the run id taken before anything is written
@@ -269,15 +284,34 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             // batched here before: without it the 4000x8 job took 0.79x the CPU (BENCHMARKS.md,
             // workload 10, "Per-turn work").
             Stream.runForEachArray((items) =>
-              Effect.andThen(
-                Effect.forEach(items, (item) => {
-                  accumulator.add(item)
-                  if (item._tag === "RowFailure") return Console.error(`bad row: ${item.error.message}`)
-                  if (args.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-                  return drift.add(item)
-                }, { discard: true }),
-                Effect.suspend(() => Effect.mapError(writer.write(items), outputError))
-              )
+              Effect.gen(function*() {
+                const groups: Array<Rollout.Group> = []
+                const lines: Array<string> = []
+                for (const item of items) {
+                  if (item._tag === "RowFailure") {
+                    accumulator.add(item)
+                    yield* Console.error(`bad row: ${item.error.message}`)
+                    continue
+                  }
+                  // Encoded here, so that a line JSON cannot write after all (past V8's stack or its
+                  // longest string) is its trajectory's EncodeError in the log and in the summary.
+                  const encoded = CompletionsLog.encodeGroup(item, args.failedGroups)
+                  groups.push(encoded.group)
+                  for (const line of encoded.lines) lines.push(line)
+                }
+                // Counted once written, with no stop in between: a write that fails (a full disk) is
+                // cut back, and its groups are not in the log (the summary counted them).
+                yield* Effect.uninterruptible(Effect.andThen(
+                  Effect.mapError(writer.writeLines(lines), outputError),
+                  Effect.sync(() => {
+                    for (const group of groups) {
+                      accumulator.add(group)
+                      if (args.failedGroups === "drop" && CompletionsLog.hasFailure(group)) accumulator.droppedGroups++
+                    }
+                  })
+                ))
+                for (const group of groups) yield* drift.add(group)
+              })
             )
           )
         )
@@ -500,12 +534,27 @@ const resume = (args: RunArgs, identity: RunLog.Identity, scan: RunLog.DatasetSc
         detail: `the dataset ${args.dataset} is not a regular file: it cannot be checked against the log's run`
       })
     }
-    const difference = RunLog.difference(recorded, identity)
-    if (difference !== undefined) {
+    const differences = RunLog.differences(recorded, identity, version())
+    const other = differences.find((d) => !d.forceable)
+    if (other !== undefined) {
+      return yield* new OptionError({ option: "--resume", detail: `${args.output} was written by another run: ${other.text}` })
+    }
+    // Other code than the log's run (an edited env mixed rewards of two envs in one log): refused
+    // unless forced, and a forced resume is recorded with the run.
+    if (differences.length > 0 && !args.resumeForce) {
       return yield* new OptionError({
         option: "--resume",
-        detail: `${args.output} was written by another run: ${difference}`
+        detail: `${args.output} was written by other code: ${differences.map((d) => d.text).join("; ")} (pass ` +
+          `--resume-force to resume it anyway: the log would mix results of both)`
       })
+    }
+    if (differences.length > 0) {
+      yield* RunLog.recordForcedResume(args.output, recorded, {
+        version: version(),
+        plugins_sha256: identity.plugins_sha256,
+        differences: differences.map((d) => d.text)
+      })
+      yield* Console.error(`--resume-force: resuming though ${differences.map((d) => d.text).join("; ")}`)
     }
     const log = yield* RunLog.scanLog(args.output, args.numGenerations)
     if (log.droppedBytes > 0) yield* RunLog.truncate(args.output, log.keepBytes)

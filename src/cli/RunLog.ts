@@ -9,6 +9,7 @@
  */
 import { Effect, FileSystem, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
+import * as NodeFs from "node:fs"
 import * as path from "node:path"
 import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
@@ -39,6 +40,8 @@ export interface Identity {
   readonly reward_funcs: ReadonlyArray<string>
   readonly reward_weights: ReadonlyArray<number>
   readonly plugins: ReadonlyArray<string>
+  /** The sha256 of each `--plugin` file's content, in order (a path alone let an edited env be resumed). */
+  readonly plugins_sha256: ReadonlyArray<string>
   readonly failed_groups: string
 }
 
@@ -84,8 +87,18 @@ export const identityOf = (
   reward_funcs: resolved.columns.names.slice(0, -1),
   reward_weights: resolved.columns.weights,
   plugins: args.plugins.map((plugin) => path.resolve(plugin)),
+  plugins_sha256: args.plugins.map(fileSha256),
   failed_groups: args.failedGroups
 })
+
+/** A file's sha256 (the plugins were loaded already: one that cannot be read now is said so). */
+const fileSha256 = (file: string): string => {
+  try {
+    return createHash("sha256").update(NodeFs.readFileSync(file)).digest("hex")
+  } catch (error) {
+    return `unreadable: ${error instanceof Error ? error.message : String(error)}`
+  }
+}
 
 /** The option (or what) each identity field comes from, for messages. */
 const FIELD_NAMES: Record<keyof Identity, string> = {
@@ -106,8 +119,15 @@ const FIELD_NAMES: Record<keyof Identity, string> = {
   reward_funcs: "--reward-funcs",
   reward_weights: "--reward-weights",
   plugins: "--plugin",
+  plugins_sha256: "the content of --plugin (sha256)",
   failed_groups: "--failed-groups"
 }
+
+/**
+ * The fields `--resume-force` lets differ: the code that ran (the plugins' content, effect-gym's
+ * version), not what the run is (its dataset, seeds, sizes, options).
+ */
+const FORCEABLE: ReadonlySet<string> = new Set(["plugins_sha256", "effect_gym"])
 
 /** The file that records a log's run identity. */
 export const identityFile = (output: string): string => `${output}.run.json`
@@ -121,18 +141,85 @@ const show = (value: unknown): string => {
  * The first field where two identities differ, as a sentence for the user; `undefined` when they
  * are the same run.
  */
-export const difference = (recorded: Readonly<Record<string, unknown>>, current: Identity): string | undefined => {
+export const difference = (recorded: Readonly<Record<string, unknown>>, current: Identity): string | undefined =>
+  differences(recorded, current, undefined)[0]?.text
+
+/** One way a log's run differs from this one; `forceable` ones `--resume-force` overrides. */
+export interface Difference {
+  readonly field: string
+  readonly text: string
+  readonly forceable: boolean
+}
+
+/**
+ * Every way two identities differ, as sentences for the user; with `version`, effect-gym's version
+ * too (the record's `effect_gym`). A record written before plugins were digested has none: with
+ * plugins, that is a difference (their content cannot be checked).
+ */
+export const differences = (
+  recorded: Readonly<Record<string, unknown>>,
+  current: Identity,
+  version: string | undefined
+): Array<Difference> => {
+  const out: Array<Difference> = []
   for (const key of Object.keys(FIELD_NAMES) as Array<keyof Identity>) {
     const then = recorded[key]
     const now = current[key]
     if (canonical(then ?? null) === canonical(now ?? null)) continue
+    const forceable = FORCEABLE.has(key)
     if (key === "dataset_sha256") {
-      return `the dataset's content changed since the log was written (sha256 ${show(then)} then, ${show(now)} now)`
+      out.push({
+        field: key,
+        forceable,
+        text: `the dataset's content changed since the log was written (sha256 ${show(then)} then, ${show(now)} now)`
+      })
+    } else if (key === "plugins_sha256") {
+      if (then === undefined && current.plugins.length === 0) continue
+      const before = Array.isArray(then) ? then : []
+      const changed = current.plugins.findIndex((_, i) => before[i] !== current.plugins_sha256[i])
+      out.push({
+        field: key,
+        forceable,
+        text: then === undefined
+          ? `the log's run recorded no digest of its plugins, so their content cannot be checked`
+          : `the content of --plugin ${current.plugins[Math.max(0, changed)]} changed since the log was written ` +
+            `(sha256 ${show(before[Math.max(0, changed)])} then, ${show(current.plugins_sha256[Math.max(0, changed)])} now)`
+      })
+    } else {
+      out.push({ field: key, forceable, text: `${FIELD_NAMES[key]} is ${show(now)} here, ${show(then)} in the log's run` })
     }
-    return `${FIELD_NAMES[key]} is ${show(now)} here, ${show(then)} in the log's run`
   }
-  return undefined
+  if (version !== undefined && recorded.effect_gym !== version) {
+    out.push({
+      field: "effect_gym",
+      forceable: true,
+      text: `the log was written by effect-gym ${show(recorded.effect_gym)}, this is ${version}`
+    })
+  }
+  return out
 }
+
+/**
+ * Adds a forced resume to the log's run record (`forced_resumes`: when, by which version, over which
+ * differences), written whole, as the record is.
+ */
+export const recordForcedResume = (
+  output: string,
+  recorded: Readonly<Record<string, unknown>>,
+  entry: { readonly version: string; readonly plugins_sha256: ReadonlyArray<string>; readonly differences: ReadonlyArray<string> }
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = identityFile(output)
+    const temporary = `${file}.${process.pid}.tmp`
+    const before = Array.isArray(recorded.forced_resumes) ? recorded.forced_resumes : []
+    const forced = { at: new Date().toISOString(), effect_gym: entry.version, plugins_sha256: entry.plugins_sha256, differences: entry.differences }
+    const record = { ...recorded, forced_resumes: [...before, forced] }
+    yield* Effect.tapError(
+      Effect.andThen(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
+      () => Effect.ignore(fs.remove(temporary))
+    )
+  }).pipe(Effect.mapError((error) => new FileError({ option: "--resume-force", file: identityFile(output), detail: errorDetail(error) })))
 
 /** What a pass over the dataset found: its content hash (regular files) and its rows. */
 export interface DatasetScan {
@@ -305,18 +392,17 @@ export interface Resumable {
   readonly droppedLines: number
 }
 
-const PREFIX = /^\{"row":(\d+),"generation":(\d+),/
+const utf8 = new TextDecoder("utf-8", { fatal: true })
 
+/**
+ * A line's row and generation, when it is a whole JSON object that has them. Every line is read
+ * whole: a line whose first bytes looked like one of this tool's (`{"row":5,"generation":0,`) was
+ * kept by that alone, garbage after them included.
+ */
 const rowOf = (bytes: Uint8Array): readonly [number, number] | undefined => {
-  const head = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, 64)).toString("latin1")
-  const match = PREFIX.exec(head)
-  if (match !== null) return [Number(match[1]), Number(match[2])]
-  // not as this tool writes lines: read the whole line
   try {
-    const line = Json.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes)) as {
-      readonly row?: unknown
-      readonly generation?: unknown
-    }
+    const line = Json.parse(utf8.decode(bytes)) as { readonly row?: unknown; readonly generation?: unknown } | null
+    if (typeof line !== "object" || line === null) return undefined
     return typeof line.row === "number" && typeof line.generation === "number" ? [line.row, line.generation] : undefined
   } catch {
     return undefined

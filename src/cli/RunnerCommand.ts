@@ -28,7 +28,7 @@ const {
 
 /** Options of `run` that belong to the coordinator (the run's), refused by name on a runner. */
 const COORDINATOR_ONLY = [
-  "--dataset", "--output", "--resume", "--overwrite", "--json", "--run-id", "--view", "--view-port",
+  "--dataset", "--output", "--resume", "--resume-force", "--overwrite", "--json", "--run-id", "--view", "--view-port",
   "--seed", "--num-generations", "--max-turns", "--failed-groups",
   "--env", "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
   "--reset-timeout", "--step-timeout", "--close-timeout", "--trajectory-timeout", "--trajectory-retries",

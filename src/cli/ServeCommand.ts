@@ -76,6 +76,24 @@ export const serveOptions = {
     Flag.withDescription("Largest request body in bytes; larger gets 413"),
     Flag.withDefault(8 * 1024 * 1024)
   ),
+  maxResponseBytes: integer("max-response-bytes").pipe(
+    Flag.withDescription(
+      "Bytes of one response's results that may wait for its client (a JSON batch is held whole: a larger one " +
+        "gets 413; a stream past it is cut)"
+    ),
+    Flag.withDefault(256 * 1024 * 1024)
+  ),
+  maxBufferedBytes: integer("max-buffered-bytes").pipe(
+    Flag.withDescription(
+      "Bytes of results that may wait for their clients over all responses; from half of it new requests get 429, " +
+        "and a response that goes past it is cut"
+    ),
+    Flag.withDefault(512 * 1024 * 1024)
+  ),
+  writeTimeout: Flag.String("write-timeout").pipe(
+    Flag.withDescription("Seconds a client may read nothing while its results wait before its response is cut"),
+    Flag.withDefault("60")
+  ),
   shutdownGrace: Flag.String("shutdown-grace").pipe(
     Flag.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
     Flag.withDefault("30")
@@ -112,6 +130,10 @@ export const serveJob = (args: ServeArgs) =>
     const grace = yield* parseNumber("--shutdown-grace", args.shutdownGrace)
     if (grace < 0) {
       return yield* new OptionError({ option: "--shutdown-grace", detail: `must be >= 0 seconds, got ${grace}` })
+    }
+    const writeTimeout = yield* parseNumber("--write-timeout", args.writeTimeout)
+    if (writeTimeout <= 0) {
+      return yield* new OptionError({ option: "--write-timeout", detail: `must be > 0 seconds, got ${writeTimeout}` })
     }
     const network = yield* networkSettings(args)
     const { defaultEnv, registry: loaded, retries, rewards, rewardWeights, scheduler, schedulerOptions, timeouts } =
@@ -168,6 +190,9 @@ export const serveJob = (args: ServeArgs) =>
         maxTrajectoriesInFlight: args.concurrency,
         maxRequestTrajectories: Option.getOrUndefined(args.maxRequestTrajectories),
         maxBodyBytes: args.maxBody,
+        maxResponseBytes: args.maxResponseBytes,
+        maxBufferedBytes: args.maxBufferedBytes,
+        writeTimeout: Duration.millis(writeTimeout * 1000),
         apiKey,
         ...network,
         shutdownGrace: Duration.millis(grace * 1000),

@@ -70,9 +70,15 @@ const invalidValue = (option: string, detail: string) => new CliError.Validation
 export const parseInteger = (option: string, text: string): Effect.Effect<number, CliError.ValidationError> => {
   const trimmed = text.trim()
   const value = Number(trimmed)
-  return /^[+-]?\d+(?:[eE]\+?\d+)?$/.test(trimmed) && Number.isSafeInteger(value)
-    ? Effect.succeed(value)
-    : Effect.fail(invalidValue(option, `${JSON.stringify(text)} is not a whole number`))
+  const whole = /^[+-]?\d+(?:[eE]\+?\d+)?$/.test(trimmed)
+  if (whole && Number.isSafeInteger(value)) return Effect.succeed(value)
+  // (1e30 is a whole number: it was said not to be one)
+  return Effect.fail(invalidValue(
+    option,
+    whole
+      ? `${JSON.stringify(text)} is too large: whole numbers are exact up to ${Number.MAX_SAFE_INTEGER} in magnitude`
+      : `${JSON.stringify(text)} is not a whole number`
+  ))
 }
 
 /**

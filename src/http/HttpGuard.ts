@@ -91,6 +91,8 @@ export const authorizer = (apiKey: Redacted.Redacted<string> | undefined) => {
   const expected = digest(Redacted.value(apiKey))
   return (headers: Readonly<Record<string, string | undefined>>, options: { readonly basic?: boolean } = {}): boolean => {
     let given: string | undefined
+    // A Basic password as sent, and percent-decoded (as a client that copied it from a URL may send it)
+    let unescaped: string | undefined
     const authorization = headers.authorization
     if (authorization !== undefined) {
       const bearer = /^Bearer +(\S+) *$/i.exec(authorization)
@@ -99,12 +101,20 @@ export const authorizer = (apiKey: Redacted.Redacted<string> | undefined) => {
       else if (basic !== null) {
         const decoded = Buffer.from(basic[1], "base64").toString("utf8")
         const colon = decoded.indexOf(":")
-        given = colon < 0 ? undefined : decodeURIComponent(decoded.slice(colon + 1))
+        given = colon < 0 ? undefined : decoded.slice(colon + 1)
+        // (a bad escape, "%zz", threw a URIError out of the check: a 500 instead of a 401)
+        try {
+          unescaped = given === undefined ? undefined : decodeURIComponent(given)
+        } catch {
+          unescaped = undefined
+        }
       }
     }
     given ??= headers["x-api-key"]
     // A missing key is compared too, so every request costs the same.
-    return timingSafeEqual(digest(given ?? ""), expected) && given !== undefined
+    const direct = timingSafeEqual(digest(given ?? ""), expected) && given !== undefined
+    const escaped = timingSafeEqual(digest(unescaped ?? ""), expected) && unescaped !== undefined
+    return direct || escaped
   }
 }
 

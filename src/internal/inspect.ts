@@ -29,10 +29,37 @@ export interface JsonIssue {
 }
 
 /**
+ * The deepest nesting of arrays and objects a JSON value may have here. `JSON.stringify` recurses,
+ * so how deep it can go depends on the stack left where it is called (measured on Node 24: 4,000
+ * levels of arrays at the top of the stack, not 5,000): a value that passed a check at one depth
+ * failed to be written at another, and the `RangeError` stopped the whole run. A fixed limit, well
+ * below the stack's, makes "can this be written" the same answer everywhere.
+ */
+export const MAX_JSON_DEPTH = 1000
+
+/**
+ * Whether parsed JSON nests deeper than `max` arrays and objects; walked without recursion, so
+ * that it answers for any depth `JSON.parse` returns (a body 100,000 levels deep made the
+ * recursive code after the parse throw a `RangeError`, a 500).
+ */
+export const nestsDeeper = (value: unknown, max: number = MAX_JSON_DEPTH): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== "object" || v === null) continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
+/**
  * The first place where `value` is not faithful JSON, or `undefined`, without writing it out.
  * Bigints are fine (the completions log writes them exactly); `undefined` object fields are fine
- * (omitted); NaN, Infinity, functions, symbols, cycles and Maps/Sets (written as `{}`) are not.
- * A getter or `toJSON` that throws is reported at its path.
+ * (omitted); NaN, Infinity, functions, symbols, cycles, Maps/Sets (written as `{}`) and nesting
+ * deeper than {@link MAX_JSON_DEPTH} are not. A getter or `toJSON` that throws is reported at its path.
  */
 export const jsonIssue = (value: unknown, path: string): JsonIssue | undefined => {
   const ancestors: Array<{ readonly value: object; readonly path: string }> = []
@@ -56,6 +83,9 @@ export const jsonIssue = (value: unknown, path: string): JsonIssue | undefined =
         if (cycle !== undefined) return { path: p, detail: `refers back to ${cycle.path} (a cycle)` }
         const cls = classOf(v)
         if (LOSSY_CLASSES.has(cls)) return { path: p, detail: `is a ${cls}, which JSON writes as {}` }
+        if (ancestors.length >= MAX_JSON_DEPTH) {
+          return { path: p, detail: `nests more than ${MAX_JSON_DEPTH} levels deep, deeper than a log line may hold` }
+        }
         ancestors.push({ value: v, path: p })
         try {
           if (hasToJson(v)) return visit((v as { toJSON: () => unknown }).toJSON(), p, inArray)

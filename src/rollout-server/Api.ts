@@ -281,7 +281,11 @@ export const Info = Schema.Struct({
     max_trajectories_in_flight: Schema.Number,
     max_request_trajectories: Schema.Number,
     max_body_bytes: Schema.Number,
-    shutdown_grace_seconds: Schema.Number
+    shutdown_grace_seconds: Schema.Number,
+    /** Results that may wait for one client, for all of them, and how long a client may read nothing. */
+    max_response_bytes: Schema.optional(Schema.Number),
+    max_buffered_bytes: Schema.optional(Schema.Number),
+    write_timeout_seconds: Schema.optional(Schema.Number)
   }),
   auth: Schema.Boolean,
   /** The policy version (`POST /v1/policy-version`, or a forwarded weight sync) and the turns sampled under each. */
@@ -291,7 +295,12 @@ export const Info = Schema.Struct({
     updated_at: Schema.NullOr(Schema.String),
     turns_by_version: Schema.Record(Schema.String, Schema.Number)
   })),
-  in_flight: Schema.Struct({ trajectories: Schema.Number, requests: Schema.Number })
+  in_flight: Schema.Struct({
+    trajectories: Schema.Number,
+    requests: Schema.Number,
+    /** Bytes of results waiting for their clients to read them. */
+    buffered_bytes: Schema.optional(Schema.Number)
+  })
 })
 
 /**

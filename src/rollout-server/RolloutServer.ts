@@ -34,7 +34,8 @@
  * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Cause, Deferred, Duration, Effect, type Redacted, type Result, type Scope, Stream } from "effect"
+import * as Net from "node:net"
+import { Cause, Clock, Deferred, Duration, Effect, Option, Queue, type Redacted, type Result, type Scope, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import type { HttpServerError } from "effect/http"
 import * as CompletionsLog from "../CompletionsLog.js"
@@ -45,13 +46,15 @@ import * as Json from "../internal/Json.js"
 import * as Registry from "../Registry.js"
 import type * as Reward from "../Reward.js"
 import * as Rollout from "../Rollout.js"
+import type { TrajectoryRecord } from "../Rollout.js"
 import * as RunSpec from "../RunSpec.js"
 import { wholeProblem } from "../internal/whole.js"
 import * as Scheduler from "../Scheduler.js"
 import { countPolicyVersions } from "../Summary.js"
 import * as Dashboard from "../view/Dashboard.js"
 import * as Api from "./Api.js"
-import { admit, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
+import { admit, type BufferLimits, type Reservation, State, type Stats, waitUntil } from "./internal/admission.js"
+import * as Outbox from "./internal/outbox.js"
 import * as HttpGuard from "../http/HttpGuard.js"
 import { ApiError, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
 import { decodeInfer, inferOutputs, type OnFailure, planInfer, runInfer } from "./internal/infer.js"
@@ -103,6 +106,19 @@ export interface Options {
   readonly maxRequestTrajectories?: number | undefined
   /** Default 8 MiB. */
   readonly maxBodyBytes?: number | undefined
+  /**
+   * Bytes of one response's results that may wait for its client to read them (default 256 MiB): a
+   * JSON batch is held whole until it is sent, so this is also the largest JSON batch (413 past it);
+   * a stream past it is cut.
+   */
+  readonly maxResponseBytes?: number | undefined
+  /**
+   * Bytes of results that may wait for their clients over all responses (default 512 MiB): from half
+   * of it new requests get 429, and a response that goes past it is cut.
+   */
+  readonly maxBufferedBytes?: number | undefined
+  /** How long a client may read nothing while its results wait before its response is cut (default 60 s). */
+  readonly writeTimeout?: Duration.Input | undefined
   /** When set, every request needs the key (`Authorization: Bearer <key>`; see `HttpGuard`). */
   readonly apiKey?: Redacted.Redacted<string> | undefined
   /** The address the server is bound to (default 127.0.0.1): a loopback one checks `Host`. */
@@ -164,6 +180,7 @@ interface Settings {
   readonly maxInFlight: number
   readonly maxRequest: number
   readonly maxBody: number
+  readonly buffers: BufferLimits
   readonly grace: Duration.Duration
   readonly closeTimeout: Duration.Duration
 }
@@ -186,7 +203,16 @@ const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfig
     const maxInFlight = spec.concurrency
     const maxRequest = options.maxRequestTrajectories ?? maxInFlight
     const maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024
-    for (const [option, value] of [["--max-request-trajectories", maxRequest], ["--max-body", maxBody]] as const) {
+    const maxResponseBytes = options.maxResponseBytes ?? 256 * 1024 * 1024
+    const maxBufferedBytes = options.maxBufferedBytes ?? 512 * 1024 * 1024
+    for (
+      const [option, value] of [
+        ["--max-request-trajectories", maxRequest],
+        ["--max-body", maxBody],
+        ["--max-response-bytes", maxResponseBytes],
+        ["--max-buffered-bytes", maxBufferedBytes]
+      ] as const
+    ) {
       const detail = wholeProblem(value, 1)
       if (detail !== undefined) return yield* new Rollout.RunConfigError({ option, detail })
     }
@@ -196,11 +222,16 @@ const settingsOf = (options: Options): Effect.Effect<Settings, Rollout.RunConfig
         detail: `${maxRequest} is more than --concurrency (${maxInFlight}): such a request could never be admitted`
       })
     }
+    const writeTimeout = Duration.fromInput(options.writeTimeout ?? "60 seconds")
+    if (writeTimeout._tag === "None" || !(Duration.toMillis(writeTimeout.value) > 0)) {
+      return yield* new Rollout.RunConfigError({ option: "--write-timeout", detail: "must be a positive duration" })
+    }
     return {
       spec,
       maxInFlight,
       maxRequest,
       maxBody,
+      buffers: { maxResponseBytes, maxBufferedBytes, writeTimeoutMs: Duration.toMillis(writeTimeout.value) },
       grace: Duration.fromInputUnsafe(options.shutdownGrace ?? "30 seconds"),
       closeTimeout: Duration.fromInputUnsafe(options.closeTimeout ?? "5 seconds")
     }
@@ -235,20 +266,49 @@ interface Server {
 const encoder = new TextEncoder()
 const decodeBatch = decodeBody(Api.RolloutBatch, { excess: "error" })
 
+/** One result as the server sends it: its place in the batch, the record it was written from, its line. */
+interface Sent {
+  readonly row: number
+  readonly generation: number
+  /** The record as written: one whose line JSON cannot hold is its `EncodeError` record. */
+  readonly record: TrajectoryRecord
+  readonly uuid: string
+  /** The result's JSON text (`uuid` last), without a newline. */
+  readonly text: string
+}
+
 /**
  * The results of a plan, one array per finished group. Rows that run alike share one
- * `Rollout.streamPrepared` (one worker per trajectory: all of them were admitted at once).
+ * `Rollout.streamPrepared` (one worker per trajectory: all of them were admitted at once). Each
+ * line is encoded as its group completes, so that a line `JSON.stringify` cannot write (past V8's
+ * stack or its longest string) is that trajectory's `EncodeError` result, not the whole response's
+ * failure.
  */
 const runPlan = (
   server: Server,
   plan: Plan,
   reservation: Pick<Reservation, "finished" | "remaining">
-): Stream.Stream<Array<Api.RolloutResult>, ApiError> => {
+): Stream.Stream<Array<Sent>, ApiError> => {
   const uuids = new Map<number, string>()
   for (const planned of plan.rows) uuids.set(planned.row.index, planned.uuid)
   const streams = runGroups(plan, server.settings.spec.sampling).map(({ config, rows, trajectories }) =>
     Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows)
   )
+  const encoded = (item: Rollout.Group): Array<Sent> => {
+    const uuid = uuids.get(item.row.index) ?? ""
+    const uuidText = `,"uuid":${JSON.stringify(uuid)}}`
+    const { group, lines } = CompletionsLog.encodeGroup(item)
+    return group.records.map((record, i): Sent => {
+      if (record.error !== undefined) {
+        const { env, id } = record.result
+        server.dashboard.failure({ id, uuid, env, tag: record.error._tag, message: record.error.message })
+      }
+      countPolicyVersions(server.policy.seen, record.result.turns)
+      // (the line ends with "}\n": the uuid goes in as its last field)
+      const line = lines[i]
+      return { row: record.result.row, generation: record.result.generation, record, uuid, text: line.slice(0, -2) + uuidText }
+    })
+  }
   // Merging costs more than the run of a small request: only when rows run differently.
   const items = streams.length === 1 ? streams[0] : Stream.mergeAll(streams, { concurrency: "unbounded" })
   return items.pipe(
@@ -260,18 +320,9 @@ const runPlan = (
         )
       }
       reservation.finished(item.records.length)
-      const uuid = uuids.get(item.row.index) ?? ""
-      for (const record of item.records) {
-        if (record.error !== undefined) {
-          const { env, id } = record.result
-          server.dashboard.failure({ id, uuid, env, tag: record.error._tag, message: record.error.message })
-        }
-      }
-      return Effect.succeed(item.records.map((record) => {
-        const line = { ...CompletionsLog.toLine(record), uuid }
-        countPolicyVersions(server.policy.seen, record.result.turns)
-        return line
-      }))
+      // (a turn of the event loop before each group's encoding: groups that finish together were
+      // encoded in one go, and /health waited for all of them, seconds for a batch of 200 MB)
+      return Effect.andThen(Effect.yieldNow, Effect.sync(() => encoded(item)))
     }),
     // Shutdown fails `cancel`: the run is interrupted (its envs are closed) and the stream fails.
     Stream.interruptWhen(Deferred.await(server.cancel)),
@@ -286,6 +337,98 @@ const runPlan = (
         : Stream.fail(error)
     ),
     Stream.provideService(Inference, server.inference)
+  )
+}
+
+/** The `server_error` line of a stream that could not go on, for a failure or a defect (logged). */
+const errorLine = (cause: Cause.Cause<ApiError>): Effect.Effect<string, never, never> => {
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isSome(failure)) return Effect.succeed(Json.stringify({ server_error: failure.value.toJson() }) + "\n")
+  return Effect.as(
+    Effect.logError("rollout server: unexpected error in a stream", cause),
+    Json.stringify({
+      server_error: new ApiError({ reason: "Internal", detail: "unexpected error (see the server's log)" }).toJson()
+    }) + "\n"
+  )
+}
+
+/** A group's lines as bytes: one chunk for a group that fits in one, else a chunk (or more) per line. */
+const groupBytes = (texts: ReadonlyArray<string>): Array<Uint8Array> => {
+  let length = 0
+  for (const text of texts) length += text.length
+  if (length <= Outbox.CHUNK_BYTES) return [encoder.encode(texts.join(""))]
+  return texts.flatMap((text) => Outbox.chunks(encoder.encode(text)))
+}
+
+/**
+ * A JSON array of texts already encoded, as a body of chunks of at most `Outbox.CHUNK_BYTES` (plus
+ * one item), each taken by the writer once the last one was drained: nothing builds the whole
+ * text at once (a 258 MB batch stalled `/health` for seconds while `JSON.stringify` built it).
+ */
+const arrayChunks = function*(items: ReadonlyArray<Uint8Array>): Generator<Uint8Array> {
+  const open = encoder.encode("[")
+  const comma = encoder.encode(",")
+  const close = encoder.encode("]")
+  let parts: Array<Uint8Array> = [open]
+  let size = open.length
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) {
+      parts.push(comma)
+      size += comma.length
+    }
+    if (items[i].length >= Outbox.CHUNK_BYTES) {
+      // (a large item goes as it is: copied into a chunk of its own it cost a second copy)
+      yield Buffer.concat(parts, size)
+      yield items[i]
+      parts = []
+      size = 0
+      continue
+    }
+    parts.push(items[i])
+    size += items[i].length
+    if (size >= Outbox.CHUNK_BYTES) {
+      yield Buffer.concat(parts, size)
+      parts = []
+      size = 0
+    }
+  }
+  parts.push(close)
+  yield Buffer.concat(parts, size + close.length)
+}
+
+/**
+ * A JSON array response of items already encoded, through the request's outbox (each chunk
+ * released as the writer takes it; a client that reads nothing is cut by the outbox's watchdog).
+ */
+const arrayResponse = (outbox: Outbox.Outbox, items: ReadonlyArray<Uint8Array>, headers: Record<string, string>) =>
+  HttpServerResponse.stream(
+    Stream.fromIterable(arrayChunks(items), { chunkSize: 1 }).pipe(
+      Stream.mapEffect((chunk) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          outbox.taken(chunk.length, now)
+          return chunk
+        })
+      )
+    ),
+    { contentType: "application/json", headers }
+  )
+
+/**
+ * Holds a JSON response's items in its outbox until they are all there: past the response's limit
+ * the request fails with 413 (split the batch, or stream it), past the server's with 429.
+ */
+const hold = (outbox: Outbox.Outbox, bytes: Uint8Array): Effect.Effect<void, ApiError> => {
+  const problem = outbox.add(bytes.length)
+  if (problem === undefined) return Effect.void
+  const mine = outbox.pending > outbox.limits.maxResponseBytes
+  return Effect.fail(
+    mine
+      ? new ApiError({
+        reason: "ResponseTooLarge",
+        detail: `the results of this request do not fit in one response: ${problem}; split the batch, or ask for ` +
+          `NDJSON (accept: application/x-ndjson), which sends each group as it completes`
+      })
+      : new ApiError({ reason: "AtCapacity", detail: `${problem}: retry later`, retryAfterMs: 1000 })
   )
 }
 
@@ -335,21 +478,44 @@ const rollouts = (server: Server) =>
       const { plan, request, reservation } = accepted
       const results = runPlan(server, plan, reservation)
       const headers = { [Api.TRAJECTORIES_HEADER]: String(plan.trajectories) }
+      const outbox = yield* Outbox.open(server.state, request)
       if ((request.headers.accept ?? "").includes(Api.NDJSON)) {
+        // The run is pulled as it goes, its lines counted in the outbox until the client takes
+        // them: a client that stops reading holds at most --max-response-bytes, for at most
+        // --write-timeout, and what waits counts in admission.
+        const queue = yield* Queue.unbounded<Uint8Array, Cause.Done>()
         const lines = results.pipe(
-          Stream.map((group) => encoder.encode(group.map((line) => Json.stringify(line) + "\n").join(""))),
-          Stream.catch((error) =>
-            Stream.succeed(encoder.encode(Json.stringify({ server_error: error.toJson() }) + "\n"))
+          Stream.map((group) => group.map((sent) => sent.text + "\n")),
+          Stream.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause) ? Stream.failCause(cause) : Stream.fromEffect(Effect.map(errorLine(cause), (line) => [line]))
           )
         )
-        return HttpServerResponse.stream(lines, {
+        const pump = Stream.runForEach(lines, (texts) =>
+          Effect.suspend(() => {
+            for (const chunk of groupBytes(texts)) {
+              const problem = outbox.add(chunk.length)
+              if (problem !== undefined) return Effect.andThen(Outbox.cut(outbox, server.state, problem), Effect.interrupt)
+              Queue.offerUnsafe(queue, chunk)
+            }
+            return Effect.void
+          }))
+        yield* Effect.forkScoped(Effect.ensuring(pump, Queue.end(queue)))
+        return HttpServerResponse.stream(Outbox.body(outbox, queue), {
           contentType: Api.NDJSON,
           headers: { ...headers, "cache-control": "no-store" }
         })
       }
-      const groups = yield* Stream.runCollect(results)
-      const all = groups.flat().sort((a, b) => a.row - b.row || a.generation - b.generation)
-      return json(all, 200, headers)
+      const all: Array<{ readonly row: number; readonly generation: number; readonly bytes: Uint8Array }> = []
+      outbox.collecting = true
+      yield* Stream.runForEach(results, (group) =>
+        Effect.forEach(group, (sent) => {
+          const bytes = encoder.encode(sent.text)
+          all.push({ row: sent.row, generation: sent.generation, bytes })
+          return hold(outbox, bytes)
+        }, { discard: true }))
+      outbox.collecting = false
+      all.sort((a, b) => a.row - b.row || a.generation - b.generation)
+      return arrayResponse(outbox, all.map((item) => item.bytes), headers)
     })
   )
 
@@ -361,14 +527,27 @@ const infer = (server: Server) => {
     Effect.gen(function*() {
       const accepted = yield* accept(server, decodeInfer, planInfer)
       if (accepted === undefined) return json([])
-      const { plan, reservation } = accepted
+      const { plan, request, reservation } = accepted
+      const outbox = yield* Outbox.open(server.state, request)
       const run = (retried: Plan) =>
-        Effect.map(Stream.runCollect(runPlan(server, retried, reservation)), (groups) => groups.flat())
+        Effect.map(
+          Stream.runCollect(runPlan(server, retried, reservation)),
+          (groups) => groups.flat().map((sent): Api.RolloutResult => ({ ...CompletionsLog.toLine(sent.record), uuid: sent.uuid }))
+        )
       const byRow = yield* runInfer(plan, run, {
         onFailure: server.options.onFailure ?? "retry",
         retries: server.options.inferRetries ?? 2
       })
-      return json(inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true))
+      const outputs = inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true)
+      // Each output written on its own (its record's line was written: it can be), the array sent
+      // in chunks, as /v1/rollouts sends its own.
+      const items: Array<Uint8Array> = []
+      for (const output of outputs) {
+        const bytes = encoder.encode(Json.stringify(output))
+        items.push(bytes)
+        yield* hold(outbox, bytes)
+      }
+      return arrayResponse(outbox, items, {})
     })
   )
 }
@@ -404,11 +583,18 @@ const info = (server: Server) =>
         max_trajectories_in_flight: settings.maxInFlight,
         max_request_trajectories: settings.maxRequest,
         max_body_bytes: settings.maxBody,
-        shutdown_grace_seconds: Duration.toSeconds(settings.grace)
+        shutdown_grace_seconds: Duration.toSeconds(settings.grace),
+        max_response_bytes: settings.buffers.maxResponseBytes,
+        max_buffered_bytes: settings.buffers.maxBufferedBytes,
+        write_timeout_seconds: settings.buffers.writeTimeoutMs / 1000
       },
       auth: options.apiKey !== undefined,
       policy: server.policy.toJson(),
-      in_flight: { trajectories: state.trajectoriesInFlight, requests: state.requestsInFlight }
+      in_flight: {
+        trajectories: state.trajectoriesInFlight,
+        requests: state.requestsInFlight,
+        buffered_bytes: state.bufferedBytes
+      }
     }
     return json(body)
   })
@@ -539,7 +725,7 @@ export const make = (
       seed: config.seed,
       baseConfig: (batchSeed) => ({ ...config, seed: batchSeed })
     }
-    const state = new State(settings.maxInFlight, settings.maxRequest)
+    const state = new State(settings.maxInFlight, settings.maxRequest, settings.buffers)
     const server: Server = {
       options,
       settings,
@@ -604,12 +790,16 @@ export const serve = (
     // Added last, so it runs first when the scope closes: stop accepting, drain, then disconnect.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
-        yield* Effect.sync(() => {
-          node.close()
-          node.closeIdleConnections()
-        })
+        // Stops listening, but keeps the idle keep-alive connections (http's own close() closes
+        // them: a request a client sent on one just then was reset): their requests get 503
+        // shutting_down during the drain.
+        yield* Effect.sync(() => Net.Server.prototype.close.call(node))
         yield* server.shutdown
-        yield* Effect.sync(() => node.closeAllConnections())
+        yield* Effect.sync(() => {
+          node.closeAllConnections()
+          // (http's close: clears its timers; the port is closed already, which its callback says)
+          node.close(() => {})
+        })
       })
     )
     const port = http.address._tag === "UnixPathAddress" ? options.port : http.address.port

@@ -24,6 +24,23 @@ export interface Stats {
   /** Requests turned away for capacity (429). */
   readonly rejected: number
   readonly draining: boolean
+  /** Bytes of results encoded and not yet taken by their clients (every response's). */
+  readonly bufferedBytes: number
+  /** Responses cut because their client did not read them (write timeout, or a buffer limit). */
+  readonly cutResponses: number
+}
+
+/**
+ * The limits on results waiting for their clients: per response, in total, and how long a client
+ * may take no bytes while some wait.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BufferLimits {
+  readonly maxResponseBytes: number
+  readonly maxBufferedBytes: number
+  readonly writeTimeoutMs: number
 }
 
 export class State implements Stats {
@@ -34,10 +51,20 @@ export class State implements Stats {
   cancelled = 0
   rejected = 0
   draining = false
+  bufferedBytes = 0
+  cutResponses = 0
   /** A moving average of how long a group takes, for the 429 retry hint. */
   groupMs = 1000
 
-  constructor(readonly maxInFlight: number, readonly maxRequest: number) {}
+  constructor(
+    readonly maxInFlight: number,
+    readonly maxRequest: number,
+    readonly buffers: BufferLimits = {
+      maxResponseBytes: Number.MAX_SAFE_INTEGER,
+      maxBufferedBytes: Number.MAX_SAFE_INTEGER,
+      writeTimeoutMs: Number.MAX_SAFE_INTEGER
+    }
+  ) {}
 
   /** Admission: decided in one synchronous step, before any work starts. */
   admit(n: number): Result.Result<Reservation, ApiError> {
@@ -60,6 +87,21 @@ export class State implements Stats {
           detail: `${this.trajectoriesInFlight} of ${this.maxInFlight} trajectories in flight; ${n} more do not fit: ` +
             `retry later`,
           retryAfterMs
+        })
+      )
+    }
+    // Results that wait for their clients count too: finished trajectories no longer hold a slot
+    // of --concurrency, and clients that stop reading must not make room for more work. New work
+    // waits from half the limit, so that work already admitted has room to finish (past the limit
+    // itself, a response is cut).
+    if (this.bufferedBytes >= this.buffers.maxBufferedBytes / 2) {
+      this.rejected++
+      return Result.fail(
+        new ApiError({
+          reason: "AtCapacity",
+          detail: `${this.bufferedBytes} bytes of results wait for their clients to read them (new requests wait ` +
+            `from half of --max-buffered-bytes, ${this.buffers.maxBufferedBytes}): retry later`,
+          retryAfterMs: Math.max(1000, Math.round(this.groupMs))
         })
       )
     }
