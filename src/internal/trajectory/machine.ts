@@ -5,7 +5,7 @@
 import { Cause, Effect, Exit, Option, Scope } from "effect"
 import type { Clock } from "effect"
 import { InferenceError, tokenState } from "../../Inference.js"
-import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "../../Inference.js"
+import type { ChatRequest, Completion, SamplingParams, Service as InferenceService, TokenState } from "../../Inference.js"
 import type * as Message from "../../Message.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "../../Scheduler.js"
 import { isTrajectoryError, Timeout, UnexpectedError, withReply } from "../../Scheduler.js"
@@ -125,7 +125,7 @@ export class Machine {
   }
 
   callModel(): Effect.Effect<Completion, TrajectoryError> {
-    return this.inference.chat({
+    const request: ChatRequest = {
       messages: this.messages,
       sampling: this.sampling,
       trajectoryId: this.request.id,
@@ -133,7 +133,12 @@ export class Machine {
       seed: mixSeed(this.request.seed, this.turn),
       previous: this.tokens,
       chatTemplateKwargs: this.chatTemplateKwargs
-    })
+    }
+    const tools = this.session?.tools
+    // (text trajectories' requests stay as they were: no tool fields at all)
+    return this.inference.chat(
+      tools === undefined ? request : { ...request, tools, toolChoice: this.session!.toolChoice ?? "auto" }
+    )
   }
 
   // ---- the driver -----------------------------------------------------------------------------
@@ -251,7 +256,7 @@ export class Machine {
 
   /** The model replied: append its message; the context of this turn's hooks. */
   private replied(completion: Completion): TurnContext {
-    const messages = withReply(this.messages, completion.text)
+    const messages = withReply(this.messages, completion.text, completion.toolCalls)
     this.messages = messages
     this.tokens = tokenState(completion, messages)
     this.phase = Phase.Env
