@@ -194,16 +194,17 @@ export interface ToolkitOptions {
  * @since 0.3.0
  * @category models
  */
-export interface Toolkit<R = never> {
+export interface Toolkit<R = never, E extends ToolError = never> {
   readonly tools: ReadonlyArray<Tool<R>>
   readonly specs: ReadonlyArray<Spec>
   /** Answers one call. */
   readonly call: (call: Message.ToolCall) => Effect.Effect<Message.Message, ToolError, R>
   /**
    * Answers an assistant message's calls in order (a message without calls gives none). With
-   * `onBadCall: "message"` (the default) it never fails: a bad call is answered by a message.
+   * `onBadCall: "message"` (the default) it never fails (`E` is `never`): a bad call is answered by a
+   * message; with `"fail"` it fails with the first bad call's `ToolError`.
    */
-  readonly handle: (message: Message.Message) => Effect.Effect<Handled, ToolError, R>
+  readonly handle: (message: Message.Message) => Effect.Effect<Handled, E, R>
 }
 
 /** The content of the tool message that answers a bad call. */
@@ -216,7 +217,10 @@ export const errorContent = (error: ToolError): string => `Error: ${error.reason
  * @since 0.3.0
  * @category constructors
  */
-export const toolkit = <R>(tools: ReadonlyArray<Tool<R>>, options: ToolkitOptions = {}): Toolkit<R> => {
+export const toolkit: {
+  <R>(tools: ReadonlyArray<Tool<R>>, options: ToolkitOptions & { readonly onBadCall: "fail" }): Toolkit<R, ToolError>
+  <R>(tools: ReadonlyArray<Tool<R>>, options?: ToolkitOptions & { readonly onBadCall?: "message" | undefined }): Toolkit<R>
+} = (<R>(tools: ReadonlyArray<Tool<R>>, options: ToolkitOptions = {}): Toolkit<R, ToolError> => {
   const byName = new Map<string, Tool<R>>()
   for (const tool of tools) if (!byName.has(tool.spec.name)) byName.set(tool.spec.name, tool)
   const timeout = Duration.fromInputUnsafe(options.timeout ?? "30 seconds")
@@ -268,4 +272,5 @@ export const toolkit = <R>(tools: ReadonlyArray<Tool<R>>, options: ToolkitOption
   }
 
   return { tools, specs: [...byName.values()].map((tool) => tool.spec), call, handle }
-}
+  // (one implementation; the overloads say that only onBadCall: "fail" makes `handle` fail)
+}) as typeof toolkit

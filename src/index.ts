@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 export * as Builtins from "./Builtins.js"
+export * as Calculator from "./envs/Calculator.js"
 export * as CompletionsLog from "./CompletionsLog.js"
 export * as Env from "./Env.js"
 export * as EnvCheck from "./check/EnvCheck.js"
