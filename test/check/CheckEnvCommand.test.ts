@@ -93,7 +93,7 @@ describe("effect-gym check-env (in-process, full argv)", () => {
       const empty = path.join(dir, "empty.jsonl")
       fs.writeFileSync(empty, "\n")
       const cases: ReadonlyArray<[Array<string>, string]> = [
-        [["ghost"], "unknown env \"ghost\"; registered: frozen_lake"],
+        [["ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake"],
         [["frozen_lake", "--runs", "0"], "--runs: must be a whole number >= 1, got 0"],
         [["frozen_lake", "--seeds", "0"], "--seeds: must be a whole number >= 1, got 0"],
         [["frozen_lake", "--max-steps", "0"], "--max-steps: must be a whole number >= 1, got 0"],
