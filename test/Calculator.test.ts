@@ -123,6 +123,29 @@ describe("calculator: played", () => {
       expect(line.end_reason).toBe("max_turns")
     }))
 
+  it.effect("a step after done (a text reply or tool calls) is answered, stays done and rewards nothing", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const create = Calculator.Calculator.prepare({ seed: 5 })
+      if (create._tag !== "Success") throw new Error("config refused")
+      const env = yield* create.success
+      const reset = yield* env.reset({ trajectoryId: "t", seed: 0, messages: [], dataDict: {}, envConfig: {} })
+      const user: Message.Message = { role: "user", content: reset.observation }
+      const done = yield* env.step([user, { role: "assistant", content: "<answer>1</answer>" }])
+      expect(done.done).toBe(true)
+      const late = yield* env.step([user, {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "x", type: "function", function: { name: "lookup", arguments: "{\"item\": \"widget\"}" } }]
+      }])
+      expect(late).toEqual({
+        observation: "The episode is over.",
+        reward: 0,
+        done: true,
+        info: { after_done: true },
+        toolMessages: [{ role: "tool", content: "Error: the episode is over", tool_call_id: "x", name: "lookup" }]
+      })
+    })))
+
   it("is registered with the built-ins, with its solver", () => {
     expect(Builtins.registry.envs.has("calculator")).toBe(true)
     expect(Builtins.registry.policies.has("calculator-solver")).toBe(true)

@@ -142,12 +142,14 @@ export const Calculator: Env.Definition = Env.define({
   make: (config) =>
     Effect.sync((): Env.Env => {
       let current: Task | undefined
+      let ended = false
       const lookedUp = new Set<string>()
       let toolkit: Tool.Toolkit | undefined
       return {
         reset: (request) =>
           Effect.sync(() => {
             current = task(config.seed ?? request.seed, config.items ?? 3)
+            ended = false
             lookedUp.clear()
             toolkit = tools(current.prices, lookedUp)
             return {
@@ -164,6 +166,23 @@ export const Calculator: Env.Definition = Env.define({
             return Effect.fail(new Env.EnvError({ env: "calculator", phase: "step", detail: "step before reset" }))
           }
           const reply = messages.at(-1)
+          if (ended) {
+            // A step after done (a caller other than the gym scheduler) is answered, calls included, and stays done.
+            return Effect.succeed<Env.StepResult>({
+              observation: "The episode is over.",
+              reward: 0,
+              done: true,
+              info: { after_done: true },
+              ...(reply?.tool_calls === undefined ? {} : {
+                toolMessages: reply.tool_calls.map((call) => ({
+                  role: "tool" as const,
+                  content: "Error: the episode is over",
+                  tool_call_id: call.id,
+                  name: call.function.name
+                }))
+              })
+            })
+          }
           if (reply?.tool_calls !== undefined && reply.tool_calls.length > 0) {
             return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
               observation: "",
@@ -182,6 +201,7 @@ export const Calculator: Env.Definition = Env.define({
               info: { answer: null }
             })
           }
+          ended = true
           const value = Number(answer[1])
           const lookedUpAll = episode.order.every((line) => lookedUp.has(line.item))
           const correct = value === episode.total
