@@ -10,7 +10,7 @@ import type * as Message from "../../Message.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "../../Scheduler.js"
 import { isTrajectoryError, Timeout, UnexpectedError, withReply } from "../../Scheduler.js"
 import type { End, EndReason, Listener, Options, TimeoutLimits, TrajectoryResult } from "../../Trajectory.js"
-import { describe } from "../lift.js"
+import { describe, stringify } from "../lift.js"
 import { nextTurn } from "../nextTurn.js"
 import { isReady } from "../ready.js"
 import { mixSeed } from "../seed.js"
@@ -42,6 +42,27 @@ const badCompletion = (backend: string, completion: unknown): InferenceError =>
       ? `the completion is not an object: ${describe(completion).slice(0, 200)}`
       : `the completion's text must be a string, got ${describe((completion as { readonly text?: unknown }).text).slice(0, 200)}`
   })
+
+/**
+ * What is wrong with a completion's tool calls (a plugin backend's are not checked by a type at run
+ * time, and a server may repeat an id), or `undefined`. Each needs an id, unique in the reply, and a
+ * function name and arguments text.
+ */
+const toolCallsProblem = (toolCalls: unknown): string | undefined => {
+  if (!Array.isArray(toolCalls)) {
+    return `the completion's toolCalls must be a list, got ${(stringify(toolCalls) ?? String(toolCalls)).slice(0, 100)}`
+  }
+  const ids = new Set<string>()
+  for (let i = 0; i < toolCalls.length; i++) {
+    const call = toolCalls[i] as { readonly id?: unknown; readonly function?: { readonly name?: unknown; readonly arguments?: unknown } } | null
+    if (typeof call?.id !== "string" || typeof call.function?.name !== "string" || typeof call.function.arguments !== "string") {
+      return `toolCalls[${i}] must have a string id, function.name and function.arguments: ${describe(call).slice(0, 200)}`
+    }
+    if (ids.has(call.id)) return `toolCalls[${i}]: the id ${JSON.stringify(call.id)} is used twice in the reply`
+    ids.add(call.id)
+  }
+  return undefined
+}
 
 export const toTrajectoryError = (phase: string, cause: Cause.Cause<unknown>): TrajectoryError => {
   const failure = Cause.findErrorOption(cause)
@@ -208,6 +229,12 @@ export class Machine {
     // into the conversation and the log as a number)
     if (typeof completion !== "object" || completion === null || typeof completion.text !== "string") {
       return Effect.fail(badCompletion(this.inference.name, completion))
+    }
+    if (completion.toolCalls !== undefined) {
+      const problem = toolCallsProblem(completion.toolCalls)
+      if (problem !== undefined) {
+        return Effect.fail(new InferenceError({ reason: "BadResponse", backend: this.inference.name, detail: problem }))
+      }
     }
     const context = this.replied(completion)
     const modelMs = this.stamp(modelStarted)
