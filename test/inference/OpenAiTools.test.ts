@@ -13,9 +13,11 @@ import * as Env from "../../src/Env.js"
 import type { ChatRequest } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as Message from "../../src/Message.js"
+import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as Tool from "../../src/Tool.js"
 import { records } from "../helpers.js"
+import * as FakeSwift from "../rollout-server/FakeSwift.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
 import * as Qwen3 from "./qwen3.js"
 
@@ -188,5 +190,22 @@ describe("server mode with tools: a whole run against the fake server", () => {
       // every request offered the tool
       expect(server.state.requests.every((r) => Array.isArray(r.body.tools) && r.body.tool_choice === "auto")).toBe(true)
       expect(server.state.requests.length).toBe(12)
+    }))
+})
+
+describe("swift-rollout mode with tools", () => {
+  live("refuses a call that offers tools with InvalidRequest (not sent, not dropped); text calls go on", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeSwift.make
+      const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 })
+      const infers = fake.state.infers.length
+      const refused = yield* Effect.flip(swift.service.chat(request()))
+      expect([refused.reason, refused.detail]).toEqual([
+        "InvalidRequest",
+        "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+      ])
+      expect(fake.state.infers.length).toBe(infers)
+      yield* swift.service.chat(request({ tools: undefined, toolChoice: undefined, messages: [Message.user("hi")] }))
+      expect(fake.state.infers.length).toBe(infers + 1)
     }))
 })
