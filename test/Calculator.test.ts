@@ -164,11 +164,20 @@ describe("calculator from the command line", () => {
       ]
       const parsed = yield* cli(...args("out.jsonl"))
       expect(parsed.code).toBe(0)
-      expect(JSON.parse(parsed.stdout)).toMatchObject({ trajectories: 6, failures: 0, meanReward: 1 })
+      // 3 items: 3 lookups, 3 products, 2 sums per trajectory
+      expect(JSON.parse(parsed.stdout)).toMatchObject({
+        trajectories: 6,
+        failures: 0,
+        meanReward: 1,
+        tools: { calls: 6 * 8, errors: 0, malformed: 0 }
+      })
+      const text = yield* cli(...args("text.jsonl").filter((a) => a !== "--json"))
+      expect(text.stdout).toContain("tool calls     48 (0 answered with an error, 0 malformed kept as text)")
       const lines = readLines(path.join(dir, "out.jsonl"))
       expect(lines.every((l) => l.messages[2].tool_calls !== undefined)).toBe(true)
       const raw = yield* cli(...args("raw.jsonl", "--tool-parser", "none"))
       expect(JSON.parse(raw.stdout)).toMatchObject({ trajectories: 6, meanReward: 0 })
+      expect(JSON.parse(raw.stdout).tools).toBeUndefined()
       const rawLines = readLines(path.join(dir, "raw.jsonl"))
       expect(rawLines.every((l) => l.messages.every((m) => m.tool_calls === undefined))).toBe(true)
     }))

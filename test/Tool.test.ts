@@ -13,6 +13,7 @@ import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
 import * as Message from "../src/Message.js"
 import * as Rollout from "../src/Rollout.js"
+import * as Summary from "../src/Summary.js"
 import * as Tool from "../src/Tool.js"
 import { records } from "./helpers.js"
 
@@ -216,6 +217,14 @@ describe("the env contract with tools", () => {
         { role: "tool", content: "42", tool_call_id: "call_2", name: "add" },
         { role: "assistant", content: "42" }
       ])
+      // the summary counts the calls and the one answered with an error
+      const summary = new Summary.Accumulator()
+      for (const item of items) summary.add(item)
+      expect(summary.summary(1).tools).toEqual({ calls: 2, errors: 1, malformed: 0 })
+      // as a cluster runner sends its part: the counts survive JSON and merge
+      const merged = new Summary.Accumulator()
+      merged.merge(JSON.parse(JSON.stringify(summary)))
+      expect(merged.summary(1).tools).toEqual({ calls: 2, errors: 1, malformed: 0 })
       // the written line decodes with the line's schema, messages included
       const text = CompletionsLog.encodeLine(record)
       const decoded = Schema.decodeUnknownSync(CompletionsLog.CompletionLine)(JSON.parse(text))
@@ -241,6 +250,9 @@ describe("the env contract with tools", () => {
         }))
       )
       expect(requests.map((r) => "tools" in r || "toolChoice" in r)).toEqual([false, false])
+      const summary = new Summary.Accumulator()
+      for (const item of items) summary.add(item)
+      expect("tools" in summary.summary(1)).toBe(false)
       // an empty observation without tool messages is still a user message, as before
       expect(records(items)[0].result.messages).toEqual([
         { role: "user", content: "hi" },

@@ -14,6 +14,7 @@ import * as Inference from "../../src/Inference.js"
 import * as ToolParsers from "../../src/inference/ToolParsers.js"
 import type * as Message from "../../src/Message.js"
 import * as Rollout from "../../src/Rollout.js"
+import * as Summary from "../../src/Summary.js"
 import { records } from "../helpers.js"
 
 interface ExpectedCall {
@@ -156,6 +157,10 @@ describe("ToolParsers.wrap in a run", () => {
         Effect.provideService(Inference.Inference, ToolParsers.wrap(base, "hermes"))
       )
       const line = CompletionsLog.toLine(records(items)[0])
+      const summary = new Summary.Accumulator()
+      for (const item of items) summary.add(item)
+      expect(summary.summary(1).tools).toEqual({ calls: 1, errors: 0, malformed: 1 })
+      expect(Summary.format(summary.summary(1))).toContain("tool calls     1 (0 answered with an error, 1 malformed kept as text)")
       expect(stepped[0]).toEqual({
         role: "assistant",
         content: "Let me add.",
