@@ -1,7 +1,7 @@
 /**
  * An example plugin, written the way a user writes one: load it with
  *
- *   npx effect-gym run --plugin examples/frozen_lake_plugin.ts --gym-env slippery_frozen_lake ...
+ *   npx effect-gym run --plugin examples/frozen_lake_plugin.ts --env slippery_frozen_lake ...
  *
  * It registers:
  * - `slippery_frozen_lake`: FrozenLake where each move slips to a random side with probability

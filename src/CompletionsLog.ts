@@ -101,6 +101,8 @@ export const CompletionLine = Schema.Struct({
    * as text): why, `null` for the other turns.
    */
   malformed_tool_call: Schema.optional(Schema.Array(Schema.NullOr(Schema.String))),
+  /** The cluster runner (`host:port`) that ran the trajectory, in a cluster run's log. */
+  runner: Schema.optional(Schema.String),
   timings: Schema.Struct({
     total_ms: Schema.Number,
     reset_ms: Schema.Number,
@@ -193,6 +195,7 @@ const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]>
       fields.push(["token_ids", null], ["token_ids_unavailable", tokens.reason])
     }
   }
+  if (record.runner !== undefined) fields.push(["runner", record.runner])
   fields.push(["timings", {
     total_ms: round(result.timings.totalMs),
     reset_ms: round(result.timings.resetMs),
@@ -461,12 +464,13 @@ export const hasFailure = (group: Group): boolean => group.records.some((r) => r
  * @since 0.1.0
  * @category encoding
  */
-export const groupText = (group: Group, failedGroups: FailedGroups = "keep"): string => {
+export const groupText = (group: Group, failedGroups: FailedGroups = "keep", runner?: string): string => {
   const failed = failedGroups !== "keep" && hasFailure(group)
   if (failed && failedGroups === "drop") return ""
   let text = ""
   for (const original of group.records) {
-    const record = failed ? { ...original, advantage: undefined } : original
+    const masked = failed ? { ...original, advantage: undefined } : original
+    const record = runner === undefined ? masked : { ...masked, runner }
     let line: string
     try {
       line = encodeLine(record)

@@ -197,6 +197,11 @@ export class InferenceError extends Schema.TaggedError<InferenceError>()(
     backend: Schema.String,
     detail: Schema.String,
     status: Schema.optional(Schema.Number),
+    /**
+     * The request field the backend rejected, when it is a call's own (`top_k`, `seed`,
+     * `chat_template_kwargs`) and the backend refuses rather than drops it (the rollout server).
+     */
+    field: Schema.optional(Schema.String),
     cause: Schema.optional(Schema.Defect())
   }
 ) {

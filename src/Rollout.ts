@@ -36,7 +36,7 @@ export interface Config {
   readonly registry: Registry.Registry
   /** The scheduler's definition (for env selection rules) and its instance for this run. */
   readonly scheduler: { readonly definition: Scheduler.Definition; readonly instance: Scheduler.Instance }
-  /** `--gym-env`: used by rows whose `env_config` has no `name`. */
+  /** `--env`: used by rows whose `env_config` has no `name`. */
   readonly defaultEnv?: string | undefined
   readonly numGenerations: number
   readonly maxTurns: number
@@ -114,6 +114,8 @@ export interface TrajectoryRecord {
   readonly attempts?: number | undefined
   /** The errors of the attempts before the last one. */
   readonly attemptErrors?: ReadonlyArray<Scheduler.TrajectoryError> | undefined
+  /** The cluster runner (`host:port`) that ran it: a cluster run's log lines name it. */
+  readonly runner?: string | undefined
 }
 
 /**

@@ -218,7 +218,7 @@ export type Input = { readonly [K in keyof RunSpec]?: unknown }
 export type Naming = "fields" | "flags"
 
 const FLAGS: Readonly<Record<string, string>> = {
-  defaultEnv: "--gym-env",
+  defaultEnv: "--env",
   numGenerations: "--num-generations",
   maxTurns: "--max-turns",
   concurrency: "--concurrency",

@@ -231,7 +231,7 @@ export interface Definition {
   readonly description: string
   /**
    * Envs the scheduler brings (e.g. `openenv`'s): rows may select them by name like registered ones,
-   * and rows that name no env (with no `--gym-env`) use the first. Their services are the
+   * and rows that name no env (with no `--env`) use the first. Their services are the
    * scheduler's to provide (it builds them per run in `make`).
    */
   readonly envs: ReadonlyArray<Env.Definition<unknown>>
@@ -501,7 +501,7 @@ export const gym: Definition = define({
             new SchedulerError({
               scheduler: "gym_scheduler",
               hook: "start",
-              detail: "no env selected for this row: pass --gym-env NAME or set env_config.name"
+              detail: "no env selected for this row: pass --env NAME or set env_config.name"
             })
           )
         }

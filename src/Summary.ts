@@ -30,6 +30,20 @@ export interface Summary {
   /** Mean env (gym) total reward of the trajectories that did not fail. */
   readonly meanEnvReward: number
   readonly meanTurns: number
+  /**
+   * The mean of each reward column (the reward functions', then `gym_reward`) over the trajectories
+   * that did not fail, by column.
+   */
+  readonly meanRewards: Readonly<Record<string, number>>
+  /** Trajectories cut off rather than finished: ended by `max_turns`, or whose last reply ran out of tokens (`length`). */
+  readonly truncated: number
+  readonly truncatedByMaxTurns: number
+  readonly truncatedByLength: number
+  readonly truncationRate: number
+  /** Completion tokens per trajectory (all its replies), over the trajectories whose every turn has token ids; `null` without any. */
+  readonly meanCompletionTokens: number | null
+  /** Characters of the model's replies per trajectory, over all trajectories. */
+  readonly meanCompletionChars: number
   readonly turns: number
   readonly failures: number
   readonly failuresByError: Readonly<Record<string, number>>
@@ -99,6 +113,12 @@ export class Accumulator {
   readonly failuresByError: Record<string, number> = {}
   readonly failureExamples: Record<string, string> = {}
   readonly endReasons: Record<string, number> = { done: 0, max_turns: 0, error: 0 }
+  readonly rewardSums: Record<string, number> = {}
+  truncatedByMaxTurns = 0
+  truncatedByLength = 0
+  completionTokens = 0
+  tokenTrajectories = 0
+  completionChars = 0
   readonly policyVersions: Record<string, number> = {}
   toolCalls = 0
   toolErrors = 0
@@ -121,6 +141,7 @@ export class Accumulator {
         else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
       }
       for (const turn of result.turns) if (turn.malformedToolCall !== undefined) this.malformedToolCalls++
+      this.addLengths(result)
       if (record.error !== undefined) {
         this.failures++
         const tag = record.error._tag
@@ -129,9 +150,30 @@ export class Accumulator {
         continue
       }
       this.scored++
+      if (record.rewards !== undefined) {
+        for (const [column, value] of Object.entries(record.rewards)) {
+          this.rewardSums[column] = (this.rewardSums[column] ?? 0) + (Number.isFinite(value) ? value : 0)
+        }
+      }
       this.rewardSum += record.reward ?? 0
       this.envRewardSum += result.totalReward
       if (result.endReason === "done" && result.totalReward > 0) this.successes++
+    }
+  }
+
+  /** A trajectory's truncation and the length of its completions. */
+  private addLengths(result: Item extends infer _ ? Extract<Item, { readonly _tag: "Group" }>["records"][number]["result"] : never): void {
+    const turns = result.turns
+    if (result.endReason === "max_turns") this.truncatedByMaxTurns++
+    else if (result.endReason !== "error" && turns.length > 0 && turns[turns.length - 1].finishReason === "length") {
+      this.truncatedByLength++
+    }
+    if (turns.length > 0 && turns.every((t) => t.tokenIds !== undefined)) {
+      this.tokenTrajectories++
+      for (const t of turns) this.completionTokens += t.tokenIds!.length
+    }
+    for (const m of result.messages) {
+      if (m.role === "assistant" && typeof m.content === "string") this.completionChars += m.content.length
     }
   }
 
@@ -161,6 +203,12 @@ export class Accumulator {
     this.toolCalls += num(other.toolCalls)
     this.toolErrors += num(other.toolErrors)
     this.malformedToolCalls += num(other.malformedToolCalls)
+    this.truncatedByMaxTurns += num(other.truncatedByMaxTurns)
+    this.truncatedByLength += num(other.truncatedByLength)
+    this.completionTokens += num(other.completionTokens)
+    this.tokenTrajectories += num(other.tokenTrajectories)
+    this.completionChars += num(other.completionChars)
+    counts(this.rewardSums, other.rewardSums)
     counts(this.failuresByError, other.failuresByError)
     counts(this.endReasons, other.endReasons)
     counts(this.policyVersions, other.policyVersions)
@@ -181,6 +229,15 @@ export class Accumulator {
       meanReward: this.scored === 0 ? 0 : this.rewardSum / this.scored,
       meanEnvReward: this.scored === 0 ? 0 : this.envRewardSum / this.scored,
       meanTurns: this.trajectories === 0 ? 0 : this.turns / this.trajectories,
+      meanRewards: Object.fromEntries(
+        Object.entries(this.rewardSums).map(([column, sum]) => [column, this.scored === 0 ? 0 : sum / this.scored])
+      ),
+      truncated: this.truncatedByMaxTurns + this.truncatedByLength,
+      truncatedByMaxTurns: this.truncatedByMaxTurns,
+      truncatedByLength: this.truncatedByLength,
+      truncationRate: this.trajectories === 0 ? 0 : (this.truncatedByMaxTurns + this.truncatedByLength) / this.trajectories,
+      meanCompletionTokens: this.tokenTrajectories === 0 ? null : this.completionTokens / this.tokenTrajectories,
+      meanCompletionChars: this.trajectories === 0 ? 0 : this.completionChars / this.trajectories,
       turns: this.turns,
       failures: this.failures,
       failuresByError: { ...this.failuresByError },
@@ -223,7 +280,14 @@ export const format = (s: Summary): string => {
     `trajectories   ${s.trajectories} (${s.groups} groups)`,
     `success rate   ${pct(s.successRate)} (${s.successes} ended done with a positive env reward)`,
     `mean reward    ${s.meanReward.toFixed(4)} (env ${s.meanEnvReward.toFixed(4)})`,
+    ...(Object.keys(s.meanRewards).length < 2 ? [] : [
+      `reward columns ${Object.entries(s.meanRewards).map(([column, mean]) => `${column} ${mean.toFixed(4)}`).join(", ")} (means)`
+    ]),
     `mean turns     ${s.meanTurns.toFixed(2)}`,
+    `truncated      ${pct(s.truncationRate)} (${s.truncated}: max_turns ${s.truncatedByMaxTurns}, length ${s.truncatedByLength})`,
+    `completion     ${
+      s.meanCompletionTokens === null ? "" : `${s.meanCompletionTokens.toFixed(1)} tokens, `
+    }${s.meanCompletionChars.toFixed(1)} characters per trajectory (the model's replies)`,
     `end reasons    ${reasons}`,
     `failures       ${s.failures}${failures === "" ? "" : ` (${failures})`}`,
     ...examples,

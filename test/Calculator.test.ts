@@ -153,13 +153,13 @@ describe("calculator: played", () => {
 })
 
 describe("calculator from the command line", () => {
-  it.live("run --gym-env calculator --policy calculator-solver: every trajectory rewarded; --tool-parser none: none", () =>
+  it.live("run --env calculator --policy calculator-solver: every trajectory rewarded; --tool-parser none: none", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-calc-"))
       const dataset = path.join(dir, "calc.jsonl")
       fs.writeFileSync(dataset, [0, 1, 2].map((seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
       const args = (output: string, ...extra: Array<string>) => [
-        "run", "--dataset", dataset, "--gym-env", "calculator", "--policy", "calculator-solver", "--num-generations", "2",
+        "run", "--dataset", dataset, "--env", "calculator", "--policy", "calculator-solver", "--num-generations", "2",
         "--max-turns", "8", "--seed", "1", "--output", path.join(dir, output), "--json", ...extra
       ]
       const parsed = yield* cli(...args("out.jsonl"))

@@ -32,7 +32,7 @@ describe("CLI (in-process, full argv)", () => {
       const output = path.join(dir, "completions.jsonl")
       fs.writeFileSync(dataset, fs.readFileSync(path.join(root, "examples/frozen_lake.jsonl"), "utf8").split("\n").slice(0, 10).join("\n"))
       const { code, stdout } = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "frozen-lake-solver",
         "--policy-option", "epsilon=0.3", "--num-generations", "4", "--max-turns", "10", "--output", output,
         "--reward-funcs", "format", "--reward-weights", "0.2", "1.0", "--seed", "7", "--json"
       )
@@ -51,7 +51,7 @@ describe("CLI (in-process, full argv)", () => {
       // the same seeded run again gives the same lines (timings aside)
       const again = path.join(dir, "again.jsonl")
       yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "frozen-lake-solver",
         "--policy-option", "epsilon=0.3", "--num-generations", "4", "--output", again,
         "--reward-funcs", "format", "--reward-weights", "0.2", "1.0", "--seed", "7", "--concurrency", "3"
       )
@@ -66,7 +66,7 @@ describe("CLI (in-process, full argv)", () => {
       const dataset = path.join(dir, "bad.jsonl")
       const output = path.join(dir, "out.jsonl")
       fs.writeFileSync(dataset, ["{\"env_config\":{\"seed\":1}}", "{oops", "{\"env_config\":{\"name\":\"ghost\"}}", "{\"env_config\":{\"p\":\"x\"}}"].join("\n"))
-      const { code, stderr, stdout } = yield* cli("run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "2", "--output", output)
+      const { code, stderr, stdout } = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--num-generations", "2", "--output", output)
       expect(code).toBe(1)
       expect(stderr).toContain(`${dataset}:2: malformed JSON`)
       expect(stderr).toContain(`${dataset}:3: env_config.name: unknown env "ghost"; registered: calculator, frozen_lake`)
@@ -79,11 +79,12 @@ describe("CLI (in-process, full argv)", () => {
     Effect.gen(function*() {
       const dir = tmp()
       const dataset = path.join(dir, "d.jsonl")
-      fs.writeFileSync(dataset, "{}\n")
+      // (a row that names its env: one that names none, without --env, is refused before these checks)
+      fs.writeFileSync(dataset, `{"env_config":{"name":"frozen_lake"}}\n`)
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--reward-funcs", "format", "--reward-weights", "1"], "--reward-weights: 1 weight(s) given for 2 reward column(s)"],
         [["--reward-funcs", "nope"], "unknown reward function \"nope\"; registered: format"],
-        [["--gym-env", "nope"], "unknown env \"nope\"; registered: calculator, frozen_lake"],
+        [["--env", "nope"], "unknown env \"nope\"; registered: calculator, frozen_lake"],
         [["--scheduler", "nope"], "unknown scheduler \"nope\"; registered: gym_scheduler"],
         [["--policy", "nope"], "unknown policy \"nope\"; registered: calculator-solver, frozen-lake-solver, random"],
         [["--concurrency", "0"], "--concurrency: must be a whole number >= 1, got 0"],
@@ -99,7 +100,7 @@ describe("CLI (in-process, full argv)", () => {
         expect(code, extra.join(" ")).toBe(2)
         expect(stderr, extra.join(" ")).toContain(message)
       }
-      const missing = yield* cli("run", "--dataset", path.join(dir, "nope.jsonl"), "--gym-env", "frozen_lake")
+      const missing = yield* cli("run", "--dataset", path.join(dir, "nope.jsonl"), "--env", "frozen_lake")
       expect(missing.code).toBe(2)
       expect(missing.stderr).toContain(`--dataset ${path.join(dir, "nope.jsonl")}: no such file`)
     }))
@@ -127,7 +128,7 @@ describe("CLI (in-process, full argv)", () => {
       ].join("\n"))
       const { code } = yield* cli(
         "run", "--dataset", dataset, "--plugin", path.join(root, "examples/frozen_lake_plugin.ts"), "--plugin", fixture("js_plugin.mjs"),
-        "--gym-env", "slippery_frozen_lake", "--scheduler", "frozen_lake_hints", "--policy", "frozen-lake-solver",
+        "--env", "slippery_frozen_lake", "--scheduler", "frozen_lake_hints", "--policy", "frozen-lake-solver",
         "--reward-funcs", "short_path", "always_half", "--num-generations", "2", "--output", output
       )
       expect(code).toBe(0)
@@ -147,7 +148,7 @@ describe("CLI (the built binary, as a user runs it)", () => {
     const output = path.join(dir, "c.jsonl")
     const { code, stderr, stdout } = await bin([
       "run", "--dataset", path.join(root, "examples/frozen_lake.jsonl"),
-      "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2", "--output", output
+      "--env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "2", "--output", output
     ], dir)
     expect(code).toBe(0)
     expect(stdout).toMatch(/trajectories +256 \(128 groups\)/)
@@ -160,8 +161,8 @@ describe("CLI (the built binary, as a user runs it)", () => {
     const dir = tmp()
     const dataset = path.join(dir, "d.jsonl")
     fs.writeFileSync(dataset, "{\"env_config\":{\"seed\":1}}\nnot json\n")
-    expect((await bin(["run", "--dataset", dataset, "--gym-env", "frozen_lake"], dir)).code).toBe(1)
-    expect((await bin(["run", "--dataset", dataset, "--gym-env", "nope"], dir)).code).toBe(2)
+    expect((await bin(["run", "--dataset", dataset, "--env", "frozen_lake"], dir)).code).toBe(1)
+    expect((await bin(["run", "--dataset", dataset, "--env", "nope"], dir)).code).toBe(2)
     expect((await bin(["run", "--no-such-flag"], dir)).code).toBe(2)
   })
 })
@@ -201,5 +202,24 @@ describe("npx effect-gym in a clone (issue 29, item 1)", () => {
     })
     expect(out).toContain("Multi-turn LLM rollouts")
     expect({ dist: fs.statSync(path.join(root, "dist")).ino, stamp: fs.statSync(stamp).mtimeMs }).toEqual(before)
+  }, 90_000)
+})
+
+describe("the README's library example (issue 29, item 2)", () => {
+  it("runs as it is written: one line of rewards per group", async () => {
+    const { execFileSync } = await import("node:child_process")
+    const block = /```ts\n([\s\S]*?)```/.exec(fs.readFileSync(path.join(root, "README.md"), "utf8"))![1]
+    expect(block.split("\n").filter((line) => line.trim() !== "").length).toBeLessThanOrEqual(12)
+    // (in the package root, where "effect-gym" resolves as in examples/)
+    const file = path.join(root, `.readme-example-${process.pid}.ts`)
+    fs.writeFileSync(file, block)
+    try {
+      const out = execFileSync(process.execPath, ["--import", "tsx", file], { cwd: root, encoding: "utf8", timeout: 60_000 })
+      const groups = out.trim().split("\n").filter((line) => /INFO .*\[ [01], [01], [01], [01] \]/.test(line))
+      // (Stream.range is inclusive: rows 0 to 3)
+      expect(groups).toHaveLength(4)
+    } finally {
+      fs.rmSync(file, { force: true })
+    }
   }, 90_000)
 })

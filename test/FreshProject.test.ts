@@ -83,7 +83,7 @@ describe("a fresh project: npm install of the packed tarball and effect@latest",
     }
     const bin = path.join(dir, "node_modules/effect-gym/bin/effect-gym.js")
     const out = run(process.execPath, [
-      bin, "run", "--dataset", "frozen_lake.jsonl", "--plugin", "frozen_lake_plugin.ts", "--gym-env",
+      bin, "run", "--dataset", "frozen_lake.jsonl", "--plugin", "frozen_lake_plugin.ts", "--env",
       "slippery_frozen_lake", "--scheduler", "frozen_lake_hints", "--policy", "frozen-lake-solver",
       "--reward-funcs", "short_path", "--reward-weights", "0.5", "1.0", "--num-generations", "2", "--output", "out.jsonl", "--json"
     ], dir)
@@ -109,7 +109,7 @@ describe("a fresh project: npm install of the packed tarball and effect@latest",
     // (the GGUF magic: the file is checked before node-llama-cpp is imported)
     fs.writeFileSync(path.join(dir, "model.gguf"), "GGUF\u0003\u0000\u0000\u0000")
     const out = run(process.execPath, [
-      bin, "run", "--dataset", "frozen_lake.jsonl", "--gym-env", "frozen_lake", "--mode", "colocate", "--model", "model.gguf",
+      bin, "run", "--dataset", "frozen_lake.jsonl", "--env", "frozen_lake", "--mode", "colocate", "--model", "model.gguf",
       "--output", "colocate.jsonl"
     ], dir)
     expect(out.code).not.toBe(0)

@@ -328,7 +328,7 @@ describe("FrozenLake: effect-gym run with configs past the budget", () => {
     fs.writeFileSync(dataset, lines.join("\n") + "\n")
     const child = spawn(
       process.execPath,
-      [path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+      [path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random",
         "--num-generations", "2", "--output", output],
       { stdio: "ignore" }
     )
@@ -357,7 +357,7 @@ describe("FrozenLake: effect-gym run with configs past the budget", () => {
         JSON.stringify({ messages: [{ role: "user", content: "<placeholder>" }], env_config: envConfig })
       fs.writeFileSync(dataset, [row({ seed: 1 }), row({ size: 256, p: 0, seed: 0 }), row({ size: 256, p: 0.3 }), row({ seed: 2 })].join("\n") + "\n")
       const { stdout } = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "frozen-lake-solver",
         "--num-generations", "4", "--max-turns", "20", "--output", output
       )
       const lines = readLines(output)

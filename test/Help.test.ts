@@ -5,7 +5,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { withoutNoColor } from "../src/cli/argv.js"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { renamedOptions, withoutNoColor } from "../src/cli/argv.js"
 import { closest, formatHelp } from "../src/cli/help.js"
 import { cli } from "./cli.js"
 
@@ -110,5 +113,46 @@ describe("help", () => {
       expect(closest("chek-env", ["check-env", "envs"])).toBe("check-env")
       expect(closest("sevre", ["serve", "view"])).toBe("serve")
       expect(closest("x".repeat(1000), ["run"])).toBeUndefined()
+    }))
+})
+
+describe("one vocabulary (issue 29, item 4)", () => {
+  it.effect("--env on run and serve (as on openenv serve); --gym-env still works, with a warning", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-vocabulary-"))
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{"env_config":{"seed":1}}\n`)
+      const now = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "a.jsonl"), "--num-generations", "2")
+      expect([now.code, now.stderr]).toEqual([0, ""])
+      const old = yield* cli("run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "b.jsonl"), "--num-generations", "2")
+      expect(old.code).toBe(0)
+      expect(old.stderr).toBe("warning: --gym-env is an old name: use --env (--gym-env will be removed in a later release)")
+      expect(fs.readFileSync(path.join(dir, "b.jsonl"), "utf8").split("\n").length).toBe(3)
+      for (const command of [["run"], ["serve"]]) {
+        expect((yield* cli(...command, "--help")).stdout, command.join(" ")).toMatch(/--env, --gym-env /)
+      }
+    }))
+
+  it("the model server's key is --model-api-key-env everywhere; a server's own key is --api-key-env; the server's cap is --max-sessions", () => {
+    expect(renamedOptions(["run", "--api-key-env", "K"])).toEqual([
+      "warning: --api-key-env is an old name: use --model-api-key-env (--api-key-env will be removed in a later release)"
+    ])
+    // serve's --api-key-env is its own key: not renamed
+    expect(renamedOptions(["serve", "--api-key-env", "K"])).toEqual([])
+    expect(renamedOptions(["serve", "--inference-api-key-env=K"])).toHaveLength(1)
+    expect(renamedOptions(["--log-level", "debug", "openenv", "serve", "--max-concurrent-envs", "2"])).toEqual([
+      "warning: --max-concurrent-envs is an old name: use --max-sessions (--max-concurrent-envs will be removed in a later release)"
+    ])
+    // run's --max-concurrent-envs is the client limit: not renamed; after `--` nothing is an option
+    expect(renamedOptions(["run", "--max-concurrent-envs", "2", "--", "--gym-env"])).toEqual([])
+  })
+
+  it.effect("the help of each says the new names", () =>
+    Effect.gen(function*() {
+      expect((yield* cli("run", "--help")).stdout).toMatch(/--model-api-key-env, --api-key-env /)
+      const serve = (yield* cli("serve", "--help")).stdout
+      expect(serve).toMatch(/--model-api-key-env, --inference-api-key-env /)
+      expect(serve).toMatch(/^ {2}--api-key-env /m)
+      expect((yield* cli("openenv", "serve", "--help")).stdout).toMatch(/--max-sessions, --max-concurrent-envs /)
     }))
 })

@@ -57,7 +57,7 @@ const commands = () => readCache(cacheFile, sourceHash())?.commands
 const job = () => {
   const dataset = path.join(copy, "rows.jsonl")
   fs.writeFileSync(dataset, Array.from({ length: 16 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
-  return ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
+  return ["run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", path.join(copy, "out.jsonl"), "--overwrite"]
 }
 /** The valid cache on disk with its header's `commands` replaced. */
 const withCommands = (value: unknown): Buffer => {
@@ -361,7 +361,7 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
       new Promise<number | null>((resolve) => {
         const writer = spawn("sh", ["-c", `{ printf '%s\\n' '{"env_config":{"seed":1}}'; exec sleep 60; } > '${fifo}'`], { detached: true })
         const child = spawn(process.execPath, [
-          path.join(copy, "bin/effect-gym.js"), "run", "--dataset", fifo, "--gym-env", "frozen_lake", "--policy", "random",
+          path.join(copy, "bin/effect-gym.js"), "run", "--dataset", fifo, "--env", "frozen_lake", "--policy", "random",
           "--output", path.join(copy, "out.jsonl"), "--overwrite"
         ], { cwd: copy })
         let stderr = ""

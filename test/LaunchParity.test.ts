@@ -86,20 +86,20 @@ describe("the bundled command line against the unbundled one", () => {
   it("exit codes 0, 1, 2 and 3, with the same output", async () => {
     const run = ["run", "--dataset", dataset, "--num-generations", "2", "--json", "--output"]
     // 0: everything ran
-    expect((await same((out) => [...run, out, "--gym-env", "frozen_lake"])).code).toBe(0)
+    expect((await same((out) => [...run, out, "--env", "frozen_lake"])).code).toBe(0)
     // 1: bad rows (a row that names no env, after one that does), recorded
     const mixed = path.join(tmp("effect-gym-parity-"), "mixed.jsonl")
     fs.writeFileSync(mixed, `{"env_config":{"name":"frozen_lake","seed":1}}\n{"env_config":{"seed":2}}\n`)
     expect((await same((out) => ["run", "--dataset", mixed, "--num-generations", "2", "--json", "--output", out])).code).toBe(1)
-    // 2: rows that name no env, and no --gym-env
+    // 2: rows that name no env, and no --env
     expect((await same((out) => [...run, out])).code).toBe(2)
     // 2: a bad invocation, an unknown env, a plugin that does not load
-    expect((await same((out) => [...run, out, "--gym-env", "nope"])).code).toBe(2)
+    expect((await same((out) => [...run, out, "--env", "nope"])).code).toBe(2)
     expect((await same(() => ["run", "--no-such-flag"])).code).toBe(2)
     expect((await same(() => ["envs", "--plugin", path.join(root, "test/fixtures/plugins/syntax_error.ts")])).code).toBe(2)
     // 3: the output cannot be written (a full disk)
     if (fs.existsSync("/dev/full")) {
-      const full = await same(() => [...run, "/dev/full", "--overwrite", "--gym-env", "frozen_lake"])
+      const full = await same(() => [...run, "/dev/full", "--overwrite", "--env", "frozen_lake"])
       expect(full.code).toBe(3)
       expect(full.stderr).toContain("ENOSPC")
     }
@@ -116,7 +116,7 @@ describe("the bundled command line against the unbundled one", () => {
       for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const) {
         const output = path.join(dir, `${path.basename(path.dirname(entry))}-${signal}.jsonl`)
         const running = start(entry, [
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "4", "--concurrency", "8",
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--num-generations", "4", "--concurrency", "8",
           "--policy-option", "latency_ms=20", "--output", output, "--json"
         ])
         await until(() => lineCount(output) >= 8, 60_000).catch((e) => {
@@ -158,7 +158,7 @@ describe("the bundled command line against the unbundled one", () => {
 
   it("a TypeScript plugin's envs in worker threads (--isolate-envs), from another folder", async () => {
     const result = await same((out) => [
-      "run", "--dataset", dataset, "--plugin", tsPlugin, "--gym-env", "slippery_frozen_lake",
+      "run", "--dataset", dataset, "--plugin", tsPlugin, "--env", "slippery_frozen_lake",
       "--policy", "frozen-lake-solver", "--num-generations", "2", "--isolate-envs", "--env-workers", "2",
       "--json", "--output", out
     ])
@@ -172,7 +172,7 @@ describe("the bundled command line against the unbundled one", () => {
     const model = path.join(dir, "broken.gguf")
     fs.writeFileSync(model, Buffer.concat([Buffer.from("GGUF"), Buffer.from([3, 0, 0, 0]), Buffer.from("garbage".repeat(4))]))
     const result = await same((out) => [
-      "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "colocate", "--model", model, "--output", out
+      "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "colocate", "--model", model, "--output", out
     ])
     expect(result.code).toBe(2)
     expect(result.stderr).toContain("node-llama-cpp")
@@ -183,11 +183,11 @@ describe("the bundled command line against the unbundled one", () => {
   it("view, serve and openenv serve start, answer and stop on SIGTERM with 0, as the unbundled ones do", async () => {
     const dir = tmp("effect-gym-parity-")
     const log = path.join(dir, "log.jsonl")
-    expect((await exec(bundled, ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "1", "--output", log])).code)
+    expect((await exec(bundled, ["run", "--dataset", dataset, "--env", "frozen_lake", "--num-generations", "1", "--output", log])).code)
       .toBe(0)
     const servers: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
       [["view", log, "--port", "0"], "/"],
-      [["serve", "--port", "0", "--gym-env", "frozen_lake"], "/health"],
+      [["serve", "--port", "0", "--env", "frozen_lake"], "/health"],
       [["openenv", "serve", "--env", "frozen_lake", "--port", "0"], "/health"]
     ]
     for (const entry of [bundled, unbundled]) {

@@ -401,7 +401,7 @@ export default Plugin.make({ envs: [bad] })
       fs.writeFileSync(dataset, `{"env_config":{}}\n{"env_config":{}}\n`)
       const output = path.join(dir, "out.jsonl")
       const { stderr } = yield* cli(
-        "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "bad_details", "--policy", "random", "--num-generations", "2",
+        "run", "--dataset", dataset, "--plugin", plugin, "--env", "bad_details", "--policy", "random", "--num-generations", "2",
         "--output", output, "--json"
       )
       expect(stderr).not.toContain("internal error")

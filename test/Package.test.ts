@@ -41,7 +41,7 @@ describe("package exports", () => {
     expect(loaded.modules).toBeGreaterThan(10)
   })
 
-  it("every effect-gym import in the README, examples, tests and benchmarks is an exported name", () => {
+  it("every effect-gym import in the README, docs, examples, tests and benchmarks is an exported name", () => {
     const files = ["README.md", "ARCHITECTURE.md"]
     const walk = (dir: string) => {
       for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
@@ -50,7 +50,7 @@ describe("package exports", () => {
         else if (/\.(ts|mts|mjs|js|md)$/.test(entry.name)) files.push(file)
       }
     }
-    for (const dir of ["examples", "test", "bench"]) walk(dir)
+    for (const dir of ["examples", "test", "bench", "docs"]) walk(dir)
     const exported = new Set(modules.map((m) => m.name))
     const used = new Set<string>()
     for (const file of files) {

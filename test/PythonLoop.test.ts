@@ -1,6 +1,6 @@
 /**
  * The Python loop of the Python comparison (bench/workloads/python/gym_loop.py) does the same work
- * as `effect-gym run --gym-env frozen_lake --policy random`: the same trajectories, trajectory by
+ * as `effect-gym run --env frozen_lake --policy random`: the same trajectories, trajectory by
  * trajectory (conversation, rewards, turns, advantage), so the benchmark's ratio compares equal work.
  * Skipped where there is no python3.
  */
@@ -38,7 +38,7 @@ describe.skipIf(!hasPython)("the Python comparison loop", () => {
         const ours = path.join(dir, `effect-gym-${seed}.jsonl`)
         const theirs = path.join(dir, `python-${seed}.jsonl`)
         const run = yield* cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "4",
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random", "--num-generations", "4",
           "--max-turns", maxTurns, "--seed", seed, "--output", ours, "--json"
         )
         expect(run.code).toBe(0)

@@ -83,7 +83,7 @@ describe("run: defects become records, the run ends, the summary explains (issue
         { env_config: { name: "finalizer_dies" } },
         ...faultsOf.map((fault) => ({ env_config: { fault } }))
       ])
-      const base = ["--dataset", dataset, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "2"]
+      const base = ["--dataset", dataset, "--plugin", faults, "--env", "faulty", "--num-generations", "2"]
       const first = yield* run(...base, "--output", output)
       expect(first.code).toBe(1)
       const lines = readLines(output)
@@ -118,7 +118,7 @@ describe("run: defects become records, the run ends, the summary explains (issue
 
   it.live("an output that cannot be written stops the run with a message and the summary, exit 3", () =>
     Effect.gen(function*() {
-      const { code, stderr, stdout } = yield* run("--dataset", frozenLake, "--gym-env", "frozen_lake", "--output", "/dev/full")
+      const { code, stderr, stdout } = yield* run("--dataset", frozenLake, "--env", "frozen_lake", "--output", "/dev/full")
       expect(code).toBe(3)
       expect(stderr).toMatch(/error: the run stopped early: --output \/dev\/full: .*(ENOSPC|no space)/i)
       expect(stdout).toContain("trajectories")
@@ -137,7 +137,7 @@ describe("run: timeouts, retries and group policies", () => {
       process.env.EFFECT_GYM_ENV_LOG = envLog
       writeRows(dataset, [{ env_config: { fault: "hang_reset" } }, { env_config: { fault: "hang_step" } }, { env_config: { fault: "hang_close" } }, {}])
       const { code, stdout } = yield* run(
-        "--dataset", dataset, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "1", "--output", output,
+        "--dataset", dataset, "--plugin", faults, "--env", "faulty", "--num-generations", "1", "--output", output,
         "--reset-timeout", "0.3", "--step-timeout", "0.3", "--close-timeout", "0.3"
       ).pipe(Effect.ensuring(Effect.sync(() => delete process.env.EFFECT_GYM_ENV_LOG)))
       expect(code).toBe(1)
@@ -159,7 +159,7 @@ describe("run: timeouts, retries and group policies", () => {
       const dir = tmp()
       const dataset = path.join(dir, "d.jsonl")
       writeRows(dataset, [{ env_config: { fault: "transient", fails: 1 } }, { env_config: { fault: "throw_step", at: 1 } }, {}])
-      const base = ["--dataset", dataset, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "2"]
+      const base = ["--dataset", dataset, "--plugin", faults, "--env", "faulty", "--num-generations", "2"]
       const retried = path.join(dir, "retried.jsonl")
       // (the plugin counts attempts per trajectory and seed: this run's seed is its own)
       expect((yield* run(...base, "--output", retried, "--trajectory-retries", "1", "--seed", "1")).code).toBe(1)
@@ -198,7 +198,7 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       fs.linkSync(dataset, path.join(dir, "hard.jsonl"))
       for (const output of [dataset, path.join(dir, "link.jsonl"), path.join(dir, "hard.jsonl")]) {
         for (const extra of [[], ["--overwrite"], ["--resume"]]) {
-          const { code, stderr } = yield* run("--dataset", dataset, "--gym-env", "frozen_lake", "--output", output, ...extra)
+          const { code, stderr } = yield* run("--dataset", dataset, "--env", "frozen_lake", "--output", output, ...extra)
           expect(code, output).toBe(2)
           expect(stderr).toContain(`error: --output: ${output} is the dataset ${dataset} (the same file)`)
         }
@@ -211,7 +211,7 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       const dir = tmp()
       const output = path.join(dir, "out.jsonl")
       fs.writeFileSync(output, "precious\n")
-      const args = ["--dataset", frozenLake, "--gym-env", "frozen_lake", "--num-generations", "1", "--output", output]
+      const args = ["--dataset", frozenLake, "--env", "frozen_lake", "--num-generations", "1", "--output", output]
       const refused = yield* run(...args)
       expect(refused.code).toBe(2)
       expect(refused.stderr).toContain(`exists and is not empty (9 bytes): pass --resume to continue that run, or --overwrite`)
@@ -233,7 +233,7 @@ describe("run --resume (issue 11: defect 3, and the resume requirement)", () => 
   const argsOf = (data: string, output: string, change: Record<string, string> = {}) =>
     Object.entries({
       "--dataset": data,
-      "--gym-env": "frozen_lake",
+      "--env": "frozen_lake",
       "--policy": "random",
       "--num-generations": "4",
       "--seed": "5",
@@ -340,7 +340,7 @@ describe("run: signals keep every finished group (issue 11: defect 3)", () => {
     const data = path.join(dir, "d.jsonl")
     writeRows(data, Array.from({ length: 200 }, () => ({ env_config: { fault: "slow_step", ms: 30, length: 3 } })))
     return [
-      "run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "4",
+      "run", "--dataset", data, "--plugin", faults, "--env", "faulty", "--num-generations", "4",
       "--concurrency", "16", "--output", output, ...extra
     ]
   }
@@ -383,7 +383,7 @@ describe("run: signals keep every finished group (issue 11: defect 3)", () => {
     const data = path.join(dir, "slow-close.jsonl")
     writeRows(data, Array.from({ length: 50 }, () => ({ env_config: { fault: "slow_close", ms: 30_000 } })))
     const stuck = start([
-      "run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "1", "--output", slowClose,
+      "run", "--dataset", data, "--plugin", faults, "--env", "faulty", "--num-generations", "1", "--output", slowClose,
       "--close-timeout", "120"
     ], dir)
     await until(() => stuck.out.stderr !== "" || fs.existsSync(`${slowClose}.run.json`), 120_000, "the run to start")
@@ -405,7 +405,7 @@ describe("run: output channels (issue 11: WARN lines on stdout)", () => {
     const data = path.join(dir, "d.jsonl")
     fs.writeFileSync(data, `${JSON.stringify({ env_config: { fault: "warn" } })}\nnot json\n`)
     const { code, stderr, stdout } = await bin(
-      ["run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "2", "--json", "--output", "o.jsonl"],
+      ["run", "--dataset", data, "--plugin", faults, "--env", "faulty", "--num-generations", "2", "--json", "--output", "o.jsonl"],
       dir
     )
     expect(code).toBe(1)
@@ -419,7 +419,7 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
   it.live("parse errors name their option; sizes have bounds with the reason; unknown scheduler options are refused", () =>
     Effect.gen(function*() {
       const dir = tmp()
-      const base = ["--dataset", frozenLake, "--gym-env", "frozen_lake", "--output", path.join(dir, "o.jsonl")]
+      const base = ["--dataset", frozenLake, "--env", "frozen_lake", "--output", path.join(dir, "o.jsonl")]
       const cases: ReadonlyArray<[ReadonlyArray<string>, string]> = [
         [["--num-generations", "1.5"], "--num-generations: \"1.5\" is not a whole number"],
         [["--seed", "abc"], "--seed: \"abc\" is not a whole number"],
@@ -452,7 +452,7 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
         Buffer.from([0xc3, 0x28]),
         Buffer.from(`"}\n{"env_config":{"seed":3},"note":"caf\u00e9"}\n`)
       ]))
-      const { code, stderr } = yield* run("--dataset", data, "--gym-env", "frozen_lake", "--num-generations", "1", "--output", path.join(dir, "o.jsonl"))
+      const { code, stderr } = yield* run("--dataset", data, "--env", "frozen_lake", "--num-generations", "1", "--output", path.join(dir, "o.jsonl"))
       expect(code).toBe(1)
       expect(stderr).toContain(`bad row: ${data}:1: env_config.seed: the number is too large (beyond ±1.8e308, it would be Infinity)`)
       expect(stderr).toContain(`bad row: ${data}:2: invalid UTF-8 (byte 34 of the line)`)
@@ -467,8 +467,8 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
       expect([p.code, p.stderr]).toEqual([2, "error: -p: must be a probability in [0, 1], got 1.5"])
       const ok = yield* cli("dataset", "frozen-lake", "--rows", "3", "--size", "2", "-p", "0.5")
       expect(ok.stdout.split("\n").length).toBe(3)
-      // every flag the README's CLI reference gives for run and dataset frozen-lake is in the command's help
-      const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+      // every flag the CLI reference (docs/cli.md) gives for run and dataset frozen-lake is in the command's help
+      const readme = fs.readFileSync(path.join(root, "docs/cli.md"), "utf8")
       const reference = readme.slice(readme.indexOf("## CLI reference"))
       for (const [command, help] of [["effect-gym run ", ["run", "--help"]], ["effect-gym dataset frozen-lake ", ["dataset", "frozen-lake", "--help"]]] as const) {
         const start = reference.indexOf(command)
@@ -476,7 +476,7 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
         const text = (yield* cli(...help)).stdout
         const flags = [...new Set(block.match(/(?<![\w-])--?[a-z][a-z-]*/g) ?? [])]
         expect(flags.length).toBeGreaterThanOrEqual(5)
-        for (const flag of flags) expect(text, `${command}${flag}`).toMatch(new RegExp(`(^|[\\s\\[])${flag}( |\\]|$)`, "m"))
+        for (const flag of flags) expect(text, `${command}${flag}`).toMatch(new RegExp(`(^|[\\s\\[])${flag}( |,|\\]|$)`, "m"))
       }
     }))
 })

@@ -23,7 +23,7 @@ const within = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 60) =>
   })
 
 const row = (seed: number) => JSON.stringify({ messages: [{ role: "user", content: "x" }], env_config: { seed } })
-const lakeWith = (n: number) => ["--gym-env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
+const lakeWith = (n: number) => ["--env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", `${n}`, "--json"]
 const lake = lakeWith(2)
 
 describe("run: datasets as editors and shells write them", () => {

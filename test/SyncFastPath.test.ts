@@ -137,7 +137,7 @@ describe("the trajectory loop's fast path", () => {
       fs.writeFileSync(dataset, Array.from({ length: 50_000 }, (_, i) => `{"env_config":{"seed":${i}}}`).join("\n") + "\n")
       const child = spawn(
         process.execPath,
-        [path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+        [path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random",
           "--num-generations", "8", "--output", output],
         { stdio: "ignore" }
       )

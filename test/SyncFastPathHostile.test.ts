@@ -183,12 +183,12 @@ export default Plugin.make({ envs: [promised] })
       )
       const common = ["run", "--dataset", dataset, "--policy", "random", "--num-generations", "3", "--max-turns", "12", "--seed", "11", "--json"]
       const variants: ReadonlyArray<ReadonlyArray<string>> = [
-        ["--gym-env", "frozen_lake"],
-        ["--gym-env", "frozen_lake", "--concurrency", "1"],
-        ["--gym-env", "frozen_lake", "--isolate-envs"],
-        ["--gym-env", "frozen_lake", "--isolate-envs", "--env-workers", "1", "--concurrency", "64"],
-        ["--gym-env", "frozen_lake_promised", "--plugin", plugin],
-        ["--gym-env", "frozen_lake_promised", "--plugin", plugin, "--concurrency", "1"]
+        ["--env", "frozen_lake"],
+        ["--env", "frozen_lake", "--concurrency", "1"],
+        ["--env", "frozen_lake", "--isolate-envs"],
+        ["--env", "frozen_lake", "--isolate-envs", "--env-workers", "1", "--concurrency", "64"],
+        ["--env", "frozen_lake_promised", "--plugin", plugin],
+        ["--env", "frozen_lake_promised", "--plugin", plugin, "--concurrency", "1"]
       ]
       const logs: Array<ReadonlyArray<string>> = []
       for (const [i, variant] of variants.entries()) {
@@ -238,7 +238,7 @@ export default Plugin.make({ envs: [big] })
 `
       )
       const args = (output: string) => [
-        path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "bigline",
+        path.join(ROOT, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--env", "bigline",
         "--policy", "random", "--num-generations", "4", "--seed", "3", "--output", output, "--resume"
       ]
       const run = (output: string) => {

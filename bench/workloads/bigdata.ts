@@ -49,7 +49,7 @@ const run = () =>
     const child = spawn(process.execPath, [
       `--max-old-space-size=${Number(args["max-old-space"] ?? 200)}`,
       "--import", path.join(import.meta.dirname, "heap-probe.mjs"),
-      path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake",
+      path.join(root, "bin/effect-gym.js"), "run", "--dataset", dataset, "--env", "frozen_lake",
       "--num-generations", "1", "--max-turns", "2", "--output", output
     ], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, EFFECT_GYM_HEAP_PROBE: probe } })
     child.once("error", reject)

@@ -1,6 +1,6 @@
 /**
  * Workload 10: the `run` job as a user runs it, through the front door: `node bin/effect-gym.js run
- * --dataset FILE --gym-env frozen_lake --policy P --num-generations G --max-turns 10 --json
+ * --dataset FILE --env frozen_lake --policy P --num-generations G --max-turns 10 --json
  * --output LOG`, timed from process start to exit, the log then read back (every trajectory's line
  * must be there). One process per measurement: what is measured includes start-up, module loading
  * and the JIT's warm-up, as a user meets them.
@@ -46,7 +46,7 @@ const cliArgs = [
   "run",
   "--dataset",
   dataset,
-  "--gym-env",
+  "--env",
   "frozen_lake",
   "--policy",
   policy,

@@ -99,7 +99,7 @@ const stopAll = async (children: ReadonlyArray<ChildProcess>) => {
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once("exit", r)))))
 }
 
-const common = ["--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", String(generations), "--max-turns", "10", "--json"]
+const common = ["--dataset", dataset, "--env", "frozen_lake", "--num-generations", String(generations), "--max-turns", "10", "--json"]
 let n = 0
 const output = () => path.join(dir, `out-${n++}.jsonl`)
 const trajectoriesPerSecond = (ms: number) => (groups * generations) / (ms / 1000)

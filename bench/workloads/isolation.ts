@@ -71,7 +71,7 @@ const program = Effect.gen(function*() {
       new Promise<{ ms: number; stdout: string }>((resolve, reject) => {
         const started = performance.now()
         execFile(process.execPath, [
-          bin, "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "8",
+          bin, "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random", "--num-generations", "8",
           "--max-turns", "10", "--output", path.join(dir, "out.jsonl"), "--json", "--overwrite", ...extra
         ], (error, stdout) => (error ? reject(error) : resolve({ ms: performance.now() - started, stdout })))
       })

@@ -1,7 +1,7 @@
 /**
  * Workload 12 (issue 14): effect-gym against a Python loop that follows ms-swift's GYMScheduler with
  * its FrozenLake plugin (bench/workloads/python/gym_loop.py), the same job through the front door of
- * each: `node bin/effect-gym.js run --dataset ROWS --gym-env frozen_lake --policy random
+ * each: `node bin/effect-gym.js run --dataset ROWS --env frozen_lake --policy random
  * --num-generations G --max-turns 10 --concurrency C --output LOG --json` and `python3 gym_loop.py
  * --dataset ROWS --num-generations G --max-turns 10 --concurrency C --output LOG`, the same rows, the
  * same trajectories (the first pair's logs are compared trajectory by trajectory, untimed, with the
@@ -103,7 +103,7 @@ const side = (who: string, run: { stdout: string; wallSeconds: number; cpuSecond
 
 const effectGym = async (output: string): Promise<Side> => {
   const run = await exec(process.execPath, [
-    bin, "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+    bin, "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random",
     ...(latencyMs > 0 ? ["--policy-option", `latency_ms=${latencyMs}`] : []),
     "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
     "--output", output, "--overwrite", "--json"

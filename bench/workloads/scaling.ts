@@ -38,7 +38,7 @@ const quiet: Console.Console = {
 const run = (out: string, input = dataset) =>
   Effect.runPromise(
     main([
-      "node", "effect-gym", "run", "--dataset", input, "--gym-env", "frozen_lake", "--policy", "random",
+      "node", "effect-gym", "run", "--dataset", input, "--env", "frozen_lake", "--policy", "random",
       "--num-generations", String(generations), "--max-turns", "10", "--concurrency", String(concurrency),
       "--output", out, "--json"
     ]).pipe(Effect.provideService(Console.Console, quiet), Effect.provide(NodeServices.layer))

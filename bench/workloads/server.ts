@@ -21,7 +21,7 @@ const stream = args.stream === "true"
 /** Starts the server; resolves with its URL and a way to stop it (SIGTERM, as in production). */
 const startServer = async () => {
   const { child, url } = await spawnCli([
-    "serve", "--port", "0", "--gym-env", "frozen_lake", "--policy", "frozen-lake-solver",
+    "serve", "--port", "0", "--env", "frozen_lake", "--policy", "frozen-lake-solver",
     "--concurrency", String(Math.max(256, clients * generations)), "--shutdown-grace", "1"
   ], /http:\/\/127\.0\.0\.1:\d+/)
   const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))

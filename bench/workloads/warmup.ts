@@ -33,7 +33,7 @@ const quiet: Console.Console = {
 const run = () =>
   Effect.runPromise(
     main([
-      "node", "effect-gym", "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random",
+      "node", "effect-gym", "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random",
       "--num-generations", "8", "--max-turns", "10", "--output", path.join(dir, "out.jsonl"), "--overwrite", "--json"
     ]).pipe(Effect.provideService(Console.Console, quiet), Effect.provide(NodeServices.layer))
   )

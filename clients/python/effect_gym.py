@@ -14,7 +14,7 @@ import http.client
 import json
 import urllib.parse
 
-__all__ = ["Client", "EffectGymError", "make_rollout_func", "token_fields"]
+__all__ = ["Client", "EffectGymError", "make_rollout_func", "mark_truncation", "token_fields", "truncation"]
 
 NDJSON = "application/x-ndjson"
 TRAJECTORIES_HEADER = "x-effect-gym-trajectories"
@@ -160,6 +160,53 @@ def token_fields(result):
     )
 
 
+def truncation(result):
+    """How a result's episode was cut: ``"length"`` (its last reply hit the token limit),
+    ``"max_turns"`` (the env had not finished), or ``None`` (it finished: the env said done)."""
+    reasons = result.get("finish_reasons") or []
+    if reasons and reasons[-1] == "length":
+        return "length"
+    if result.get("end_reason") == "max_turns":
+        return "max_turns"
+    return None
+
+
+def _end_ids(trainer):
+    """The trainer tokenizer's ids that end a completion for TRL (``eos_token_id``, ``pad_token_id``)
+    and an id that does not (the last id of ``"\n"``), or None without a tokenizer."""
+    tokenizer = getattr(trainer, "processing_class", None)
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's tokenizer, as TRL takes it
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        return None
+    ends = [i for i in (eos, getattr(tokenizer, "pad_token_id", None)) if i is not None]
+    cut = None
+    encode = getattr(tokenizer, "encode", None)
+    if encode is not None:
+        cut = next((i for i in reversed(encode("\n", add_special_tokens=False)) if i not in ends), None)
+    return eos, ends, cut
+
+
+def mark_truncation(completion_ids, logprobs, env_mask, truncated, end_ids):
+    """Makes the completion's last token say what TRL reads: GRPOTrainer counts a completion as
+    truncated (``completions/clipped_ratio``; dropped from the loss with ``mask_truncated_completions``)
+    when its last id is neither ``eos_token_id`` nor ``pad_token_id``. A finished episode that does not
+    end so (a reply cut by a stop string, a template whose end of turn is not the tokenizer's EOS) gets
+    ``eos_token_id`` appended; a truncated one that does (its last reply ended, but ``max_turns`` came)
+    gets the id of ``"\n"``. The added id has ``env_mask`` 0 and logprob 0.0: no loss on it, and being
+    last it changes no other token's logits."""
+    if end_ids is None or len(completion_ids) == 0:
+        return
+    eos, ends, cut = end_ids
+    ended = completion_ids[-1] in ends
+    extra = eos if truncated is None and not ended else cut if truncated is not None and ended else None
+    if extra is None:
+        return
+    completion_ids.append(extra)
+    logprobs.append(0.0)
+    env_mask.append(0)
+
+
 def _default_row(prompt, index):
     if isinstance(prompt, str):
         return {"messages": [{"role": "user", "content": prompt}]}
@@ -179,16 +226,22 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
     (``seed``, ``seed + 1``, ...), so the copies of a prompt and the calls differ, reproducibly.
 
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (one entry per prompt, in
-    order) and, for the reward functions, ``env_reward`` (the env's total reward), ``num_turns`` and
-    ``policy_version`` (the oldest version a turn was sampled with, or None). A trajectory that
-    failed raises ``EffectGymError`` naming it: a failure is not a reward-0 sample.
+    order) and, for the reward functions, ``env_reward`` (the env's total reward), ``num_turns``,
+    ``truncated`` (``"length"``, ``"max_turns"`` or None: see ``truncation``) and ``policy_version``
+    (the oldest version a turn was sampled with, or None). With the trainer's tokenizer (TRL passes
+    the trainer), each completion's last id says whether it was truncated as TRL reads it (see
+    ``mark_truncation``). A trajectory that failed raises ``EffectGymError`` naming it: a failure is
+    not a reward-0 sample.
     """
     if isinstance(client, str):
         client = Client(client)
     calls = [0]
 
     def rollout_func(prompts, trainer=None):
-        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "env_reward": [], "num_turns": [], "policy_version": []}
+        out = {
+            "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+            "env_reward": [], "num_turns": [], "truncated": [], "policy_version": [],
+        }
         if len(prompts) == 0:
             return out
         requests = []
@@ -210,8 +263,12 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
                 % (len(failed), len(results), failed[0]["id"], failed[0]["error"].get("message")),
                 error={"failed": [{"id": r["id"], "uuid": r.get("uuid"), "error": r["error"]} for r in failed]},
             )
+        end_ids = _end_ids(trainer)
         for result in results:
             prompt_ids, completion_ids, logprobs, env_mask = token_fields(result)
+            truncated = truncation(result)
+            mark_truncation(completion_ids, logprobs, env_mask, truncated, end_ids)
+            out["truncated"].append(truncated)
             out["prompt_ids"].append(prompt_ids)
             out["completion_ids"].append(completion_ids)
             out["logprobs"].append(logprobs)

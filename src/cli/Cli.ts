@@ -14,7 +14,7 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv, withoutNoColor } from "./argv.js"
+import { normalizeArgv, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
@@ -245,8 +245,12 @@ export const main = (
   const { args, noColor } = withoutNoColor(normalizeArgv(argv).slice(2))
   // colour only on a terminal, and never with NO_COLOR (any value but empty) or --no-color
   const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === ""
+  const renamed = renamedOptions(args)
   const invoke = Effect.andThen(
-    mentionsWizard(argv) && wizard === GlobalFlag.Wizard ? Effect.provide(cli(args), wizardTerminal) : cli(args),
+    Effect.andThen(
+      renamed.length === 0 ? Effect.void : Console.error(renamed.join("\n")),
+      mentionsWizard(argv) && wizard === GlobalFlag.Wizard ? Effect.provide(cli(args), wizardTerminal) : cli(args)
+    ),
     Effect.suspend(() => (refusedWizard === undefined ? Effect.void : Effect.fail(refusedWizard)))
   )
   return (refusedRunner === undefined ? invoke : Effect.fail(refusedRunner)).pipe(

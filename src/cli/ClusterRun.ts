@@ -143,6 +143,14 @@ export const coordinate = (
     readonly accumulator: Summary.Accumulator
     readonly until: Effect.Effect<unknown> | undefined
     readonly report: ClusterReport
+    /**
+     * The run's inference (the runners', canonical JSON): the one its record holds (`--resume`), and
+     * what records it when the first reply brings it.
+     */
+    readonly inference: {
+      readonly recorded: string | undefined
+      readonly record: (inference: string) => Effect.Effect<void, FileError>
+    }
   }
 ) =>
   Effect.gen(function*() {
@@ -151,6 +159,7 @@ export const coordinate = (
     const report = parts.report
     const digest = registryDigest(resolved.registry, args.plugins)
     const writing = yield* Semaphore.make(1)
+    let inference = parts.inference.recorded
     const outputError = (error: { readonly message: string }) =>
       new FileError({ option: "--output", file: args.output, detail: errorDetail(error) })
     const done = parts.done
@@ -191,6 +200,21 @@ export const coordinate = (
           // One reply at a time, whole: written, then counted (a stop never cuts a group in two,
           // and two writes never overlap).
           yield* writing.withPermits(1)(Effect.uninterruptible(Effect.gen(function*() {
+            // The runners refuse a run's groups with another inference than its first runner's; a
+            // reply with another all the same (its runner could not read the run's) stops the run.
+            if (reply.inference !== undefined) {
+              if (inference === undefined) {
+                inference = reply.inference
+                yield* parts.inference.record(reply.inference)
+              } else if (reply.inference !== inference) {
+                return yield* new OptionError({
+                  option: "--policy",
+                  detail: `runner ${reply.runner} answered with the inference ${reply.inference}, not the run's ` +
+                    `${inference}: start every runner of a run with the same --mode, --model, --policy, ` +
+                    `--policy-option and inference options`
+                })
+              }
+            }
             yield* Effect.mapError(writer.writeText(reply.text), outputError)
             report.groups_by_runner[reply.runner] = (report.groups_by_runner[reply.runner] ?? 0) + 1
             accumulator.merge(reply.summary as never)
@@ -217,6 +241,13 @@ export const coordinate = (
           Effect.sync(() => report.runner_events.push(event)),
           Console.error(`cluster: runner ${event.runner} ${event.event} (at ${(event.atMs / 1000).toFixed(1)} s)`)
         )
-    })
+    }).pipe(
+      // refused before any reply came: the refusal says the run's inference, for its record
+      Effect.tapError((error) =>
+        error._tag === "InferenceMismatch" && inference === undefined
+          ? Effect.ignore(parts.inference.record(error.expected))
+          : Effect.void
+      )
+    )
     return report
   })

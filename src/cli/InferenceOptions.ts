@@ -43,8 +43,11 @@ export const options = {
     Flag.withDescription("Server mode: the model name the server serves; colocate mode: a GGUF file"),
     Flag.optional
   ),
-  apiKeyEnv: Flag.String("api-key-env").pipe(
-    Flag.withDescription("Server mode: the environment variable holding the API key (sent as a bearer token)"),
+  apiKeyEnv: Flag.String("model-api-key-env").pipe(
+    Flag.withAlias("api-key-env"),
+    Flag.withDescription(
+      "Server mode: the environment variable holding the model server's API key, sent as a bearer token (--api-key-env: its old name)"
+    ),
     Flag.optional
   ),
   strictOpenai: toggle(
@@ -353,7 +356,12 @@ const required = (option: string, value: Option.Option<string>, mode: string) =>
  * @since 0.3.0
  * @category layers
  */
-export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
+export const layer = (
+  args: InferenceArgs,
+  scripted: ScriptedArgs,
+  /** `refuse` for a server (a trainer's request is honoured or refused); a run drops (see `OpenAiCompat`). */
+  rejectedFields: "drop" | "refuse" = "drop"
+) =>
   Layer.unwrap(Effect.gen(function*() {
     if (args.mode !== "scripted") {
       if (Option.isSome(scripted.policy)) {
@@ -412,7 +420,8 @@ export const layer = (args: InferenceArgs, scripted: ScriptedArgs) =>
           tokenPath: Option.getOrUndefined(args.tokenPath),
           tokenizer: Option.getOrUndefined(args.tokenizer),
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
-          maxTransportFailures
+          maxTransportFailures,
+          rejectedFields
         })))
       }
       case "colocate": {

@@ -32,6 +32,9 @@ import {
 import * as RolloutOptions from "./RolloutOptions.js"
 import { documentedAll } from "./help.js"
 
+/** `OpenEnvServer.MAX_FRAME_BYTES_LIMIT` (the server module is loaded only when the command runs). */
+const MAX_FRAME_BYTES_LIMIT = 2 ** 29 - 24
+
 const serve = Command.make("serve", documentedAll({
   env: Flag.String("env").pipe(Flag.withDescription("The registered env to serve")),
   port,
@@ -44,8 +47,9 @@ const serve = Command.make("serve", documentedAll({
     ),
     Flag.optional
   ),
-  maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED"),
+  maxConcurrentEnvs: integer("max-sessions").pipe(
+    Flag.withAlias("max-concurrent-envs"),
+    Flag.withDescription("Sessions at once; more get CAPACITY_REACHED (--max-concurrent-envs: its old name)"),
     Flag.withDefault(8)
   ),
   idleTimeout: Flag.String("idle-timeout").pipe(
@@ -61,7 +65,7 @@ const serve = Command.make("serve", documentedAll({
     "Reset's seed must be an integer >= 0 and episode_id a string (default: any value, as Python)"
   ),
   maxFrameBytes: integer("max-frame-bytes").pipe(
-    Flag.withDescription("The largest WebSocket message a client may send; larger closes the connection (1009)"),
+    Flag.withDescription("The largest WebSocket message a client may send, at most 536870888; larger closes the connection (1009)"),
     Flag.withDefault(16 * 1024 * 1024)
   ),
   envConfig: Flag.String("env-config").pipe(
@@ -73,7 +77,7 @@ const serve = Command.make("serve", documentedAll({
   plugins
 })).pipe(
   Command.withDescription(
-    "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json)"
+    "Serve an env over the OpenEnv protocol (/ws, /reset, /step, /state, /mcp, /health, /metadata, /schema, /openapi.json, /docs)"
   ),
   Command.withHandler((args) =>
     Effect.gen(function*() {
@@ -84,8 +88,11 @@ const serve = Command.make("serve", documentedAll({
           detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
         })
       }
-      if (args.maxFrameBytes < 1) {
-        return yield* new OptionError({ option: "--max-frame-bytes", detail: `must be >= 1, got ${args.maxFrameBytes}` })
+      if (args.maxFrameBytes < 1 || args.maxFrameBytes > MAX_FRAME_BYTES_LIMIT) {
+        return yield* new OptionError({
+          option: "--max-frame-bytes",
+          detail: `must be between 1 and ${MAX_FRAME_BYTES_LIMIT} (the longest string V8 holds), got ${args.maxFrameBytes}`
+        })
       }
       const idle = yield* parseNumber("--idle-timeout", args.idleTimeout)
       if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })
@@ -132,6 +139,8 @@ const serve = Command.make("serve", documentedAll({
         maxConcurrentEnvs: args.maxConcurrentEnvs,
         idleTimeout: Duration.millis(Math.round(idle * 1000)),
         callTimeout: Duration.millis(Math.round(callTimeout * 1000)),
+        // the env workers time each call themselves (and move the envs a blocked worker held)
+        callGrace: args.inProcessEnvs ? Duration.zero : Duration.seconds(30),
         requireReset: args.requireReset,
         strictReset: args.strictReset,
         maxFrameBytes: args.maxFrameBytes,

@@ -24,8 +24,9 @@ export const ENV_TIMEOUT_DEFAULT = "60"
  * @category options
  */
 export const options = {
-  gymEnv: Flag.String("gym-env").pipe(
-    Flag.withDescription("The env of rows whose env_config has no name"),
+  gymEnv: Flag.String("env").pipe(
+    Flag.withAlias("gym-env"),
+    Flag.withDescription("The env of rows whose env_config has no name (--gym-env: its old name)"),
     Flag.optional
   ),
   scheduler: Flag.String("scheduler").pipe(

@@ -15,6 +15,7 @@ import { PassThrough } from "node:stream"
 import * as NodeTty from "node:tty"
 import * as CompletionsLog from "../CompletionsLog.js"
 import { Inference, type InferenceError, type SamplingParams } from "../Inference.js"
+import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as RunSpec from "../RunSpec.js"
@@ -22,6 +23,7 @@ import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
 import * as InferenceOptions from "./InferenceOptions.js"
+import * as Preflight from "./preflight.js"
 import * as Progress from "./Progress.js"
 import * as RolloutOptions from "./RolloutOptions.js"
 import * as RunView from "./RunView.js"
@@ -135,7 +137,15 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     // The output: never the dataset, never replaced by accident; resumed only by the same run.
     const mode: RunLog.OutputMode = args.resume ? "resume" : args.overwrite ? "overwrite" : "new"
     yield* RunLog.checkDataset(args.dataset)
-    if (resolved.defaultEnv === undefined && (definition.envs ?? []).length === 0) yield* RunLog.checkRowsNameAnEnv(args.dataset)
+    const first = yield* Preflight.firstRow(args.dataset)
+    if (first !== undefined) {
+      const defaultEnv = resolved.defaultEnv ?? definition.envs?.[0]?.name
+      if (defaultEnv === undefined) yield* Preflight.rowNamesAnEnv(first)
+      // (on a cluster the runners connect, not this process)
+      const env = typeof first.envConfig.name === "string" ? first.envConfig.name : defaultEnv
+      const openEnv = env === "openenv" && (definition.envs ?? []).some((brought) => brought.name === "openenv")
+      if (openEnv && Option.isNone(args.cluster)) yield* Preflight.openEnvReachable(first)
+    }
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
@@ -161,7 +171,11 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         const session = yield* ClusterRun.open(url, runId, mode === "resume", identity)
         const resumed = yield* resumeLog
         yield* session.register
-        const { accumulator, outputError: _, writer } = yield* openLog(args, { ...identity, cluster_run_id: runId }, resumed, existing)
+        const record: RunLog.Identity & { readonly cluster_run_id: string } = { ...identity, cluster_run_id: runId }
+        // The runners' inference (see ClusterRun.coordinate): the record's, on --resume.
+        const recorded = mode === "resume" ? (yield* RunLog.readIdentity(args.output))?.inference : undefined
+        const fileSystem = yield* FileSystem.FileSystem
+        const { accumulator, outputError: _, writer } = yield* openLog(args, record, resumed, existing)
         const until = Option.getOrUndefined(onFirstSignal(
           yield* Effect.serviceOption(Signals),
           accumulator,
@@ -175,7 +189,28 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args,
           view,
           { accumulator, writer, scan, done },
-          ClusterRun.coordinate(args, { url, session, runId, resolved, spec, done, writer, accumulator, until, report: cluster })
+          ClusterRun.coordinate(args, {
+            url,
+            session,
+            runId,
+            resolved,
+            spec,
+            done,
+            writer,
+            accumulator,
+            until,
+            report: cluster,
+            inference: {
+              recorded: recorded === undefined || recorded === null ? undefined : canonical(recorded),
+              // The record names what produced the log: the runners' mode, model, policy and options.
+              record: (inference) =>
+                existing.regular
+                  ? RunLog.writeIdentity(args.output, { ...record, inference: Json.parse(inference) }, version()).pipe(
+                    Effect.provideService(FileSystem.FileSystem, fileSystem)
+                  )
+                  : Effect.void
+            }
+          })
         )
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : undefined

@@ -7,7 +7,7 @@
  * The log itself stays one completions line per trajectory: a group's lines are written in one
  * append, so the complete groups are always a prefix of the file, followed at most by a torn tail.
  */
-import { Effect, FileSystem, Option, Result, Stream } from "effect"
+import { Effect, FileSystem, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { canonical } from "../internal/inspect.js"
@@ -92,7 +92,7 @@ const FIELD_NAMES: Record<keyof Identity, string> = {
   dataset: "--dataset",
   dataset_sha256: "the dataset's content (sha256)",
   seed: "--seed",
-  gym_env: "--gym-env",
+  gym_env: "--env",
   scheduler: "--scheduler",
   scheduler_options: "--scheduler-option",
   mode: "--mode",
@@ -194,30 +194,6 @@ export const scanDataset = (file: string) =>
     Effect.catchTag("PlatformError", (error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) }))
   )
 
-/**
- * With no env for rows that name none (no `--gym-env`, no env the scheduler brings), a dataset whose
- * first row names no env is one error of the invocation (exit 2), before anything runs: forgetting
- * `--gym-env` gave one bad row per line and exit 1. Only a regular file is looked at (a pipe is read
- * once, by the run); a first line that is not a row is left to the run, which reports it.
- */
-export const checkRowsNameAnEnv = (file: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const info = yield* fs.stat(file)
-    if (info.type !== "File") return
-    const first = yield* Stream.runHead(Row.decodeStream(file, fs.stream(file, { chunkSize: 64 * 1024 })))
-    if (Option.isNone(first) || Result.isFailure(first.value)) return
-    const row = first.value.success
-    if (typeof row.envConfig.name === "string") return
-    return yield* new OptionError({
-      option: "--gym-env",
-      detail: `not given, and the dataset's rows name no env (${file}:${row.index + 1} has no env_config.name): ` +
-        "pass --gym-env NAME (`effect-gym envs` lists them), or set env_config.name in each row"
-    })
-  }).pipe(
-    Effect.catchTag("PlatformError", (error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) }))
-  )
-
 /** How the output is opened: a new log, an overwritten one, or a resumed one. */
 export type OutputMode = "new" | "overwrite" | "resume"
 
@@ -278,7 +254,11 @@ export const readIdentity = (output: string) =>
   })
 
 /** Records the run's identity next to the log (written whole, then renamed: never half a file). */
-export const writeIdentity = (output: string, identity: Identity, version: string) =>
+export const writeIdentity = (
+  output: string,
+  identity: Identity & { readonly cluster_run_id?: string; readonly inference?: unknown },
+  version: string
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const file = identityFile(output)

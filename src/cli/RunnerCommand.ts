@@ -4,6 +4,8 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Effect, Fiber, Layer, Logger, Option, Schedule } from "effect"
+import * as path from "node:path"
+import { canonical } from "../internal/inspect.js"
 import { Command, Flag } from "effect/cli"
 import * as PluginLoader from "../node/PluginLoader.js"
 import { checkPort, integer, OptionError, plugins, toggle } from "./common.js"
@@ -28,7 +30,7 @@ const {
 const COORDINATOR_ONLY = [
   "--dataset", "--output", "--resume", "--overwrite", "--json", "--run-id", "--view", "--view-port",
   "--seed", "--num-generations", "--max-turns", "--failed-groups",
-  "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
+  "--env", "--gym-env", "--scheduler", "--scheduler-option", "--max-concurrent-envs", "--reward-funcs", "--reward-weights",
   "--reset-timeout", "--step-timeout", "--close-timeout", "--trajectory-timeout", "--trajectory-retries",
   "--temperature", "--top-p", "--top-k", "--max-tokens", "--stop", "--presence-penalty", "--frequency-penalty"
 ]
@@ -98,6 +100,38 @@ const inferenceArgs = (args: RunnerArgs): InferenceOptions.InferenceArgs => ({
 })
 
 export type RunnerArgs = Command.Command.Config.Infer<typeof runnerOptions>
+
+/**
+ * What a runner's samples depend on, which every runner of a run must share (see
+ * `InferenceMismatch`): the mode, the model (a GGUF by its file name: each node has its own path),
+ * the scripted policy and its options, and the inference options that change what is sampled or
+ * returned. Not the server's URL (each node may use its own server), nor timeouts or sizes.
+ */
+export const inferenceIdentity = (
+  args: RunnerArgs,
+  kwargs: Readonly<Record<string, unknown>> | undefined
+): Readonly<Record<string, unknown>> => {
+  const model = Option.getOrNull(args.model)
+  // (the scripted policies' latency_ms says when a reply comes, not what it is: a slow runner may
+  // share a run with others)
+  const { latency_ms: _latency, ...policyOptions } = args.policyOptions as Record<string, unknown>
+  const identity: Record<string, unknown> = {
+    mode: args.mode,
+    model: model === null ? null : args.mode === "colocate" ? path.basename(model) : model,
+    policy: args.mode === "scripted" ? Option.getOrElse(args.policy, () => "random") : null,
+    policy_options: policyOptions
+  }
+  if (args.mode !== "scripted") {
+    identity.options = {
+      seeded_sampling: args.seededSampling,
+      no_logprobs: args.noLogprobs,
+      strict_openai: args.strictOpenai,
+      token_path: Option.getOrElse(args.tokenPath, () => "auto"),
+      chat_template_kwargs: kwargs ?? null
+    }
+  }
+  return identity
+}
 
 /**
  * Waits for `running` (a runner). Interrupted, it stops the runner and waits for its stop while the
@@ -185,6 +219,7 @@ export const runnerJob = (args: RunnerArgs) =>
         registry,
         plugins: args.plugins,
         digest,
+        inference: canonical(inferenceIdentity(args, yield* InferenceOptions.chatTemplateKwargs(args.chatTemplateKwargs))),
         concurrency: args.concurrency,
         logGroups: args.logGroups,
         databaseBack: { waiting, answered },

@@ -45,8 +45,11 @@ export const serveOptions = {
   ...RolloutOptions.options,
   inProcessEnvs: RolloutOptions.inProcessEnvs,
   ...inferenceOptions,
-  inferenceApiKeyEnv: Flag.String("inference-api-key-env").pipe(
-    Flag.withDescription("--mode server: the environment variable holding the model server's API key"),
+  inferenceApiKeyEnv: Flag.String("model-api-key-env").pipe(
+    Flag.withAlias("inference-api-key-env"),
+    Flag.withDescription(
+      "--mode server: the environment variable holding the model server's API key (--inference-api-key-env: its old name)"
+    ),
     Flag.optional
   ),
   seed: integer("seed").pipe(
@@ -135,7 +138,7 @@ export const serveJob = (args: ServeArgs) =>
       registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
-    })).pipe(
+    }, "refuse")).pipe(
       // The upstream key has its own flag here: name it in errors.
       Effect.mapError((error) =>
         error._tag === "OptionError" && error.option === "--api-key-env"

@@ -44,3 +44,27 @@ export const withoutNoColor = (args: ReadonlyArray<string>): { readonly args: Ar
   })
   return { args: out, noColor }
 }
+
+/** Options renamed so that one word means one thing on every command (issue 29): the old names still work, with a warning. */
+const RENAMED: ReadonlyArray<{ readonly commands: ReadonlyArray<string>; readonly old: string; readonly now: string }> = [
+  { commands: ["run", "serve"], old: "--gym-env", now: "--env" },
+  { commands: ["run", "runner"], old: "--api-key-env", now: "--model-api-key-env" },
+  { commands: ["serve"], old: "--inference-api-key-env", now: "--model-api-key-env" },
+  { commands: ["openenv serve"], old: "--max-concurrent-envs", now: "--max-sessions" }
+]
+
+/**
+ * The warnings for the old names of renamed options among `args` (the arguments after the
+ * script): one per old name given, before `--`.
+ */
+export const renamedOptions = (args: ReadonlyArray<string>): Array<string> => {
+  const words = args.slice(0, args.indexOf("--") < 0 ? undefined : args.indexOf("--"))
+  let at = 0
+  while (at < words.length && words[at].startsWith("-")) at += words[at] === "--log-level" ? 2 : 1
+  const command = words[at] === "openenv" ? `openenv ${words[at + 1] ?? ""}` : words[at]
+  if (command === undefined) return []
+  const given = new Set(words.slice(at + 1).map((word) => word.split("=")[0]))
+  return RENAMED.filter((r) => r.commands.includes(command) && given.has(r.old)).map((r) =>
+    `warning: ${r.old} is an old name: use ${r.now} (${r.old} will be removed in a later release)`
+  )
+}

@@ -214,7 +214,7 @@ const watchDatabase = (
 
 /**
  * Runs the groups through the session's cluster. Fails with the refusal of a runner
- * (`PluginMismatch`, `ConfigRefused`).
+ * (`PluginMismatch`, `ConfigRefused`, `InferenceMismatch`).
  *
  * @since 0.3.0
  * @category running
@@ -272,7 +272,8 @@ export const run = <E, R>(options: Options<E, R>) =>
           entityType: RolloutEntity.type,
           entityId: EntityId.make(entityId(options.runId, row))
         }))).pipe(Effect.retry(Schedule.max([Schedule.exponential("200 millis"), Schedule.recurs(5)])), Effect.ignore)
-    const isRefusal = (error: { readonly _tag: string }) => error._tag === "PluginMismatch" || error._tag === "ConfigRefused"
+    const isRefusal = (error: { readonly _tag: string }) =>
+      error._tag === "PluginMismatch" || error._tag === "ConfigRefused" || error._tag === "InferenceMismatch"
     const sendOrForget = (row: number, line: string) =>
       Effect.catchIf(sendOnce(row, line), isRefusal, () =>
         Effect.andThen(

@@ -78,6 +78,8 @@ export const RowProblem = Schema.Struct({
 export const GroupReply = Schema.Struct({
   runner: Schema.String,
   digest: Schema.String,
+  /** The runner's inference (see `InferenceMismatch`), as JSON; absent in replies stored by older runners. */
+  inference: Schema.optional(Schema.String),
   text: Schema.String,
   summary: Schema.Unknown,
   rowError: Schema.NullOr(RowProblem)
@@ -109,6 +111,29 @@ export class PluginMismatch extends Schema.TaggedError<PluginMismatch>("effect-g
 }
 
 /**
+ * The runner's inference (mode, model, policy and its options, the inference options that change
+ * samples) differs from the run's: the first runner to run a group of the run records its own
+ * (`pinnedBy`), and a runner with another refuses the run's groups, as for other plugins.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class InferenceMismatch
+  extends Schema.TaggedError<InferenceMismatch>("effect-gym/InferenceMismatch")("InferenceMismatch", {
+    runner: Schema.String,
+    expected: Schema.String,
+    actual: Schema.String,
+    pinnedBy: Schema.String
+  })
+{
+  override get message(): string {
+    return `runner ${this.runner} refused the run: its inference ${this.actual} differs from the run's ${this.expected} ` +
+      `(runner ${this.pinnedBy}'s, which ran its first group); start every runner of a run with the same --mode, ` +
+      `--model, --policy, --policy-option and inference options`
+  }
+}
+
+/**
  * The run's config cannot be used by a runner (an unknown scheduler or reward function, bad
  * weights): the group is refused.
  *
@@ -136,7 +161,7 @@ export const RolloutEntity = Entity.make("EffectGymRollout", [
   Rpc.make("RunGroup", {
     payload: GroupRequest.fields,
     success: GroupReply,
-    error: Schema.Union([PluginMismatch, ConfigRefused]),
+    error: Schema.Union([PluginMismatch, ConfigRefused, InferenceMismatch]),
     primaryKey: ({ row, runId }) => `${runId}/${row}`
   })
 ]).annotateRpcs(ClusterSchema.Persisted, true)

@@ -11,7 +11,8 @@ import type * as Registry from "../Registry.js"
 import * as Cluster from "./Cluster.js"
 import * as Attempts from "./internal/attempts.js"
 import * as Engine from "./internal/engine.js"
-import { ConfigRefused, GroupConfig, PluginMismatch, RolloutEntity } from "./Protocol.js"
+import * as RunInference from "./internal/inference.js"
+import { ConfigRefused, GroupConfig, InferenceMismatch, PluginMismatch, RolloutEntity } from "./Protocol.js"
 
 /**
  * @since 0.3.0
@@ -27,6 +28,11 @@ export interface Options {
   readonly plugins: ReadonlyArray<string>
   /** The registry digest (see `internal/digest.ts`). */
   readonly digest: string
+  /**
+   * This runner's inference as JSON (mode, model, policy and its options, inference options): a run
+   * takes the first runner's, and a runner with another refuses its groups (`InferenceMismatch`).
+   */
+  readonly inference: string
   /** Groups run at once on this runner. */
   readonly concurrency: number
   /** Print a line on stderr per group run. */
@@ -58,6 +64,20 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
     const inference = yield* Inference
     const sql = yield* SqlClient.SqlClient
     yield* Attempts.setup
+    yield* RunInference.setup
+    // each run's inference, once read (it never changes)
+    const pinned = new Map<string, RunInference.Pinned>()
+    const runInference = (runId: string): Effect.Effect<RunInference.Pinned | undefined> =>
+      Effect.suspend(() => {
+        const known = pinned.get(runId)
+        if (known !== undefined) return Effect.succeed(known)
+        return RunInference.pin(runId, options.inference, name).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.tap((read) => Effect.sync(() => pinned.set(runId, read))),
+          // (the database away: run; the coordinator still checks each reply's inference)
+          Effect.orElseSucceed(() => undefined)
+        )
+      })
     const maxAttempts = Attempts.maxAttempts()
     // the groups running here now, counted as started: `runId NUL row`
     const startedHere = new Set<string>()
@@ -112,6 +132,15 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
                 runnerPlugins: options.plugins
               })
             }
+            const theRun = yield* runInference(payload.runId)
+            if (theRun !== undefined && theRun.inference !== options.inference) {
+              return yield* new InferenceMismatch({
+                runner: name,
+                expected: theRun.inference,
+                actual: options.inference,
+                pinnedBy: theRun.runner
+              })
+            }
             const config = yield* Effect.mapError(prepared(payload.config), (detail) => new ConfigRefused({ runner: name, detail }))
             const start = performance.now()
             // Counted as it starts (not while it waits for a permit): a group that was started
@@ -120,7 +149,7 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
             // beside the one that killed the runner is not given up with it. A start interrupted
             // here (its shard moved, the runner stopped) is taken back: only a death counts.
             const key = `${payload.runId}\u0000${payload.row}`
-            const runIt = Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line), Inference, inference)
+            const runIt = Effect.provideService(Engine.runGroup(config, payload.file, payload.row, payload.line, name), Inference, inference)
             const counted = (alone: boolean): Effect.Effect<Engine.GroupOutcome | undefined> =>
               withPermits(alone ? options.concurrency : 1)(Effect.suspend(() => {
                 // delivered again while it runs here (not after a death): not a new start
@@ -154,7 +183,7 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
                 `runner ${name}: ran row ${payload.row} of run ${payload.runId} in ${Math.round(performance.now() - start)} ms\n`
               )
             }
-            return { runner: name, digest: options.digest, ...outcome }
+            return { runner: name, digest: options.digest, inference: options.inference, ...outcome }
           })
       }),
       { maxIdleTime: "10 seconds" }

@@ -421,7 +421,7 @@ export class Game {
     return this.content
   }
 
-  /** The prompt: the whole first text after reset, the env id once a move was made. */
+  /** The prompt: the whole transcript while the game is at turn 0, the env id once a move counted. */
   get promptText(): string {
     return this.prompt
   }
@@ -525,7 +525,9 @@ export class Game {
     }
     if (!this.done) this.madeInvalidMove = false
     this.stepCount++
-    this.prompt = ENV_ID
+    // OpenEnv's TextArena server: the first message while the game is at turn 0 (an invalid first
+    // move does not count as a turn: the whole transcript), the env id after that
+    this.prompt = this.turn === 0 ? this.content.trim() : ENV_ID
     const reward = this.rewards === null ? 0 : this.rewards[0]
     this.lastReward = reward
     return {

@@ -14,8 +14,8 @@
  *   `Authorization: Basic` with the key as password (what Python's `requests` and `websockets`
  *   send for a `http://user:<key>@host` URL), or `X-API-Key: <key>`. Compared in constant time, as
  *   SHA-256 digests.
- * - **Limits** ({@link createServer}): headers within `headerTimeout`, the whole request within
- *   `headerTimeout + bodyTimeout` (a body dribbled a byte at a time is cut), idle keep-alive
+ * - **Limits** ({@link createServer}): headers within `headerTimeout`, the body within
+ *   `bodyTimeout` after them (a body dribbled a byte at a time is cut with 408), idle keep-alive
  *   connections closed after 5 s, at most `maxConnections` connections (more are dropped).
  *
  * A refused request is answered by the server's own error shape (`reject`), before any handler.
@@ -214,8 +214,16 @@ export interface Limits {
   readonly maxConnections?: number | undefined
 }
 
+/** What Node itself answers at its `requestTimeout`. */
+const REQUEST_TIMEOUT = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"
+
 /**
  * A Node HTTP server with the limits applied (checked every second, not Node's default 30 s).
+ *
+ * Node has no body timeout: its `requestTimeout` counts from the request's start, so with it alone
+ * a body sent right after its headers had `headerTimeout + bodyTimeout` (61 s by default, not 30).
+ * Each request's body gets its own timer from the moment its headers are in; `requestTimeout`
+ * stays as the backstop.
  *
  * @since 0.1.0
  * @category constructors
@@ -230,5 +238,23 @@ export const createServer = (limits: Limits = {}): Http.Server => {
     connectionsCheckingInterval: 1000
   })
   server.maxConnections = limits.maxConnections ?? 1024
+  // A listener beside the app's: it only watches the body arrive (an upgrade has no 'request').
+  // Not for 0 (no time after the headers) nor past 2^31 - 1 ms, where setTimeout fires at once.
+  if (body > 0 && body <= 2 ** 31 - 1) server.on("request", watchBody(body))
   return server
+}
+
+/** Cuts a request whose body has not all arrived `ms` after its headers. */
+const watchBody = (ms: number) => (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+  if (request.complete) return
+  const timer = setTimeout(() => {
+    if (request.complete) return
+    const socket = request.socket
+    // as Node answers at its requestTimeout: a 408 unless a response has begun, then the socket ends
+    if (socket.writable && !response.headersSent) socket.write(REQUEST_TIMEOUT)
+    socket.destroy()
+  }, ms)
+  const done = () => clearTimeout(timer)
+  request.once("end", done)
+  request.once("close", done)
 }

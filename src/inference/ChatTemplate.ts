@@ -11,13 +11,16 @@
  * with Python's `str.strip` semantics (whitespace as `str.isspace` defines it, or exactly the
  * characters given).
  *
- * The render context is Hugging Face's: `messages`, `add_generation_prompt`, the tokenizer's special
+ * The render context is Hugging Face's: `messages`, `add_generation_prompt`, `tools` and `documents`
+ * (`None` unless the kwargs give them: templates test `tools is not none`), the tokenizer's special
  * tokens (`bos_token`, `eos_token`, ...), then the chat-template kwargs (`enable_thinking`, ...), and
- * the `raise_exception` and `strftime_now` globals.
+ * the `raise_exception` and `strftime_now` globals. Booleans are written as Python writes them
+ * (`True`, `False`) in output (`{{ flag }}`) and in `~`; `flag|string` still gives `true` (the
+ * library's filter spells it out), and `{{ none }}` writes nothing where jinja2 writes `None`.
  *
  * @since 0.2.0
  */
-import { Template } from "@huggingface/jinja"
+import { Environment, Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
 import type { Message } from "../Message.js"
 
@@ -91,43 +94,96 @@ interface Node {
 const isNode = (value: unknown): value is Node =>
   typeof value === "object" && value !== null && typeof (value as Node).type === "string"
 
+/** The parser's own node classes (not exported), taken from a parsed call `h.f(a)`. */
+const Nodes = (() => {
+  const call = (new Template("{{ h.f(a) }}").parsed as unknown as { body: ReadonlyArray<Node> }).body[0]
+  const member = call.callee as Node
+  return {
+    Call: call.constructor as new(callee: Node, args: ReadonlyArray<unknown>) => Node,
+    Member: member.constructor as new(object: Node, property: Node, computed: boolean) => Node,
+    Identifier: (member.object as Node).constructor as new(value: string) => Node
+  }
+})()
+
+const helperCall = (method: string, args: ReadonlyArray<unknown>): Node =>
+  new Nodes.Call(new Nodes.Member(new Nodes.Identifier(HELPER), new Nodes.Identifier(method), false), args)
+
 /**
- * Rewrites `X.strip(args)` (and lstrip/rstrip) to `__effect_gym_pystr.strip(X, args)`, in place.
- * Identifier nodes are made with the parser's own Identifier class (taken from the method name).
- * Returns how many calls were rewritten.
+ * Rewrites, in place, `X.strip(args)` (and lstrip/rstrip) to `__effect_gym_pystr.strip(X, args)` and
+ * `A ~ B` to `__effect_gym_pystr.concat(A, B)`. Returns how many were rewritten.
  */
-const rewriteStrips = (root: unknown): number => {
+const rewrite = (root: unknown): number => {
   let count = 0
   const seen = new Set<unknown>()
-  const visit = (value: unknown): void => {
-    if (typeof value !== "object" || value === null || seen.has(value)) return
+  const visit = (value: unknown): unknown => {
+    if (typeof value !== "object" || value === null || seen.has(value)) return value
     seen.add(value)
     if (Array.isArray(value)) {
-      for (const item of value) visit(item)
-      return
+      for (let i = 0; i < value.length; i++) value[i] = visit(value[i])
+      return value
     }
     const node = value as Node
-    for (const key of Object.keys(node)) visit(node[key])
-    if (node.type !== "CallExpression") return
+    for (const key of Object.keys(node)) node[key] = visit(node[key])
+    if (node.type === "BinaryExpression" && (node.operator as { value?: unknown } | undefined)?.value === "~") {
+      count++
+      return helperCall("concat", [node.left, node.right])
+    }
+    if (node.type !== "CallExpression") return node
     const callee = node.callee
-    if (!isNode(callee) || callee.type !== "MemberExpression" || callee.computed === true) return
+    if (!isNode(callee) || callee.type !== "MemberExpression" || callee.computed === true) return node
     const property = callee.property
-    if (!isNode(property) || property.type !== "Identifier" || typeof property.value !== "string") return
-    if (!(property.value in STRIPS) || !Array.isArray(node.args)) return
-    const Identifier = property.constructor as new(value: string) => Node
-    const target = callee.object
-    callee.object = new Identifier(HELPER)
-    node.args = [target, ...node.args]
+    if (!isNode(property) || property.type !== "Identifier" || typeof property.value !== "string") return node
+    if (!(property.value in STRIPS) || !Array.isArray(node.args)) return node
     count++
+    return helperCall(property.value, [callee.object, ...node.args])
   }
   visit(root)
   return count
 }
 
+/**
+ * A side of `~`: a boolean as Python writes it, the rest as `@huggingface/jinja` does (a none or
+ * undefined value, which reach a helper alike, fails as it fails there).
+ */
+const concatSide = (value: unknown): string => {
+  if (typeof value === "boolean") return value ? "True" : "False"
+  if (value === undefined || value === null) throw new Error("Cannot perform operation ~ on undefined or none values")
+  return String(value)
+}
+
+/** `@huggingface/jinja`'s boolean value class (not exported), from a variable set in an environment. */
+const BooleanValue = (() => {
+  const environment = new Environment()
+  environment.set("b", true)
+  return environment.lookupVariable("b").constructor as { prototype: { toString(): string } }
+})()
+
+/** Python's `str(True)`: what `{{ flag }}` writes. */
+function pyBool(this: { readonly value: boolean }): string {
+  return this.value ? "True" : "False"
+}
+
+/**
+ * Runs `render` with booleans written as Python writes them. The library writes `true`; its boolean
+ * class is patched for the (synchronous) render only, so other users of the library see no change.
+ */
+const withPythonBooleans = <A>(render: () => A): A => {
+  const prototype = BooleanValue.prototype
+  const own = Object.getOwnPropertyDescriptor(prototype, "toString")
+  Object.defineProperty(prototype, "toString", { value: pyBool, configurable: true, writable: true })
+  try {
+    return render()
+  } finally {
+    if (own === undefined) delete (prototype as { toString?: unknown }).toString
+    else Object.defineProperty(prototype, "toString", own)
+  }
+}
+
 const helper = {
   strip: (value: unknown, chars?: unknown) => stripValue(value, chars, "both"),
   lstrip: (value: unknown, chars?: unknown) => stripValue(value, chars, "left"),
-  rstrip: (value: unknown, chars?: unknown) => stripValue(value, chars, "right")
+  rstrip: (value: unknown, chars?: unknown) => stripValue(value, chars, "right"),
+  concat: (left: unknown, right: unknown) => concatSide(left) + concatSide(right)
 }
 
 const stripValue = (value: unknown, chars: unknown, side: "both" | "left" | "right"): string => {
@@ -159,19 +215,24 @@ export const make = (
       new ChatTemplateError({ detail: `the chat template does not parse: ${(cause as Error).message ?? cause}`, cause })
     )
   }
-  rewriteStrips(template.parsed)
+  rewrite(template.parsed)
   const render = (
     messages: ReadonlyArray<Message>,
     options: RenderOptions
   ): Result.Result<string, ChatTemplateError> => {
     try {
-      return Result.succeed(template.render({
-        ...specialTokens,
-        ...options.kwargs,
-        [HELPER]: helper,
-        messages: messages.map((m) => ({ role: m.role, content: m.content })),
-        add_generation_prompt: options.addGenerationPrompt
-      }))
+      return Result.succeed(withPythonBooleans(() =>
+        template.render({
+          ...specialTokens,
+          // transformers' apply_chat_template passes both, None unless given.
+          tools: null,
+          documents: null,
+          ...options.kwargs,
+          [HELPER]: helper,
+          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          add_generation_prompt: options.addGenerationPrompt
+        })
+      ))
     } catch (cause) {
       return Result.fail(
         new ChatTemplateError({ detail: `the chat template failed: ${(cause as Error).message ?? cause}`, cause })

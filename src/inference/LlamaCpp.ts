@@ -38,6 +38,7 @@ import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
 import * as ChatTemplate from "./ChatTemplate.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
+import * as Normalizer from "./internal/normalizer.js"
 import * as PromptTokens from "./PromptTokens.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
@@ -65,6 +66,12 @@ export interface Options {
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
   /** A chat template (Jinja) to use instead of the file's. */
   readonly chatTemplate?: string | undefined
+  /**
+   * The Unicode normalization of the text between special tokens before llama.cpp tokenizes it, as
+   * the model's `tokenizer.json` normalizer does (a GGUF does not record it). Default: `NFC` for a
+   * file whose pre-tokenizer is `qwen2` (Qwen2, Qwen2.5, Qwen3), else `none`.
+   */
+  readonly normalizer?: "NFC" | "NFD" | "NFKC" | "NFKD" | "none" | undefined
 }
 
 /**
@@ -115,6 +122,9 @@ export const validate = (options: Options): Result.Result<Options, InferenceErro
     optionProblem("--inference-concurrency", options.sequences, 1)
   if (problem !== undefined) return Result.fail(invalid(problem))
   if (options.modelPath.trim() === "") return Result.fail(invalid("--model: a GGUF file path is required"))
+  if (options.normalizer !== undefined && options.normalizer !== "none" && !Normalizer.isForm(options.normalizer)) {
+    return Result.fail(invalid(`normalizer: ${JSON.stringify(options.normalizer)} is not NFC, NFD, NFKC, NFKD or none`))
+  }
   return Result.map(Sampling.validate(BACKEND, options.sampling ?? {}), () => options)
 }
 
@@ -198,6 +208,39 @@ const endsWith = (tokens: ReadonlyArray<Token>, suffix: ReadonlyArray<Token>): b
   return true
 }
 
+/** The prompts of node-llama-cpp's own chat format (for a file without a usable template). */
+const wrapperRenderer = (
+  wrapper: NodeLlamaCpp.ChatWrapper,
+  model: NodeLlamaCpp.LlamaModel
+): PromptTokens.Renderer => {
+  const tokens = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean) =>
+    wrapper.generateContextState({ chatHistory: toHistory(messages, addGenerationPrompt) }).contextText.tokenize(
+      model.tokenizer
+    )
+  return {
+    name: `node-llama-cpp's ${wrapper.wrapperName} chat format`,
+    isSpecial: (id) => model.isSpecialToken(id as Token),
+    tokenize: (messages, { addGenerationPrompt }) =>
+      Effect.try({
+        try: () => tokens(messages, addGenerationPrompt),
+        catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format failed: ${errorMessage(cause)}`, cause)
+      }),
+    // The wrapper renders a last model message open (no closing): the tokens after the reply are
+    // what the whole conversation adds to that.
+    after: (messages, reply) =>
+      Effect.try({
+        try: () => {
+          const marked = PromptTokens.withMarker(messages, reply)
+          const open = tokens(marked.slice(0, reply + 1), false)
+          const full = tokens(marked, true)
+          if (!startsWith(full, open)) throw new Error("the conversation does not extend the reply's rendering")
+          return full.slice(open.length)
+        },
+        catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format: ${errorMessage(cause)}`, cause)
+      })
+  }
+}
+
 /**
  * Loads the engine in the current scope.
  *
@@ -262,7 +305,6 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       }),
       (context) => Effect.promise(() => context.dispose())
     )
-    const wrapper = binding.resolveChatWrapper(model, { warningLogs: false })
     const slots: Array<Slot> = Array.from({ length: sequences }, () => ({
       sequence: context.getSequence(),
       inUse: false,
@@ -271,7 +313,6 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       running: undefined
     }))
     const semaphore = yield* Semaphore.make(sequences)
-    const loadMs = performance.now() - started
     const checkSampling = Sampling.checker(BACKEND, options.sampling ?? {})
     const samplingOf = (call: SamplingParams): Result.Result<SamplingParams, InferenceError> =>
       Result.flatMap(checkSampling(call), (sampling) => {
@@ -283,6 +324,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
     // The model's own template, rendered as Hugging Face renders it; the wrapper only without one.
     const source = options.chatTemplate ?? model.fileInfo.metadata?.tokenizer?.chat_template
     let template: ChatTemplate.ChatTemplate | undefined
+    let unusable: ChatTemplate.ChatTemplateError | undefined
     if (source !== undefined) {
       const specialTokens: Record<string, string> = {}
       if (model.tokens.bosString !== null) specialTokens.bos_token = model.tokens.bosString
@@ -290,55 +332,44 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       const made = ChatTemplate.make(source, specialTokens)
       if (Result.isSuccess(made)) template = made.success
       else if (options.chatTemplate !== undefined) return yield* invalid(`chat template: ${made.failure.detail}`, made.failure)
-      else {
-        // The file's template is beyond the renderer: node-llama-cpp's own format, as before.
-        yield* Console.error(
-          `warning: ${options.modelPath}: ${made.failure.detail}; using node-llama-cpp's ${wrapper.wrapperName} chat format`
-        )
-      }
+      else unusable = made.failure
     }
-    const wrapperTokens = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean) =>
-      wrapper.generateContextState({ chatHistory: toHistory(messages, addGenerationPrompt) }).contextText.tokenize(
-        model.tokenizer
-      )
-    const renderer: PromptTokens.Renderer = template !== undefined
-      ? PromptTokens.local({
+    let wrapper: NodeLlamaCpp.ChatWrapper | undefined
+    let renderer: PromptTokens.Renderer
+    if (template !== undefined) {
+      const vocabulary = model.fileInfo.metadata?.tokenizer?.ggml
+      const form = options.normalizer ?? Normalizer.byPreTokenizer[String(vocabulary?.pre)] ?? "none"
+      const normalize = form === "none"
+        ? undefined
+        : Normalizer.make(form, Normalizer.addedTokens(vocabulary?.tokens, vocabulary?.token_type))
+      renderer = PromptTokens.local({
         name: "the model's chat template",
         backend: BACKEND,
         template,
-        encode: (text) => model.tokenize(text, true),
+        encode: (text) => model.tokenize(normalize === undefined ? text : normalize(text), true),
         isSpecial: (id) => model.isSpecialToken(id as Token),
         kwargs: options.chatTemplateKwargs
       })
-      : {
-        name: `node-llama-cpp's ${wrapper.wrapperName} chat format`,
-        isSpecial: (id) => model.isSpecialToken(id as Token),
-        tokenize: (messages, { addGenerationPrompt }) =>
-          Effect.try({
-            try: () => wrapperTokens(messages, addGenerationPrompt),
-            catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format failed: ${errorMessage(cause)}`, cause)
-          }),
-        // The wrapper renders a last model message open (no closing): the tokens after the reply are
-        // what the whole conversation adds to that.
-        after: (messages, reply) =>
-          Effect.try({
-            try: () => {
-              const marked = PromptTokens.withMarker(messages, reply)
-              const open = wrapperTokens(marked.slice(0, reply + 1), false)
-              const full = wrapperTokens(marked, true)
-              if (!startsWith(full, open)) throw new Error("the conversation does not extend the reply's rendering")
-              return full.slice(open.length)
-            },
-            catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format: ${errorMessage(cause)}`, cause)
-          })
+    } else {
+      // node-llama-cpp's own format, resolved only without a usable template: resolving it renders
+      // the file's template against every format it knows (seconds of CPU for Qwen3's).
+      wrapper = binding.resolveChatWrapper(model, { warningLogs: false })
+      if (unusable !== undefined) {
+        // The file's template is beyond the renderer: node-llama-cpp's own format, as before.
+        yield* Console.error(
+          `warning: ${options.modelPath}: ${unusable.detail}; using node-llama-cpp's ${wrapper.wrapperName} chat format`
+        )
       }
-    const promptFormat = template !== undefined ? "JinjaTemplate" : wrapper.wrapperName
+      renderer = wrapperRenderer(wrapper, model)
+    }
+    const loadMs = performance.now() - started
+    const promptFormat = wrapper === undefined ? "JinjaTemplate" : wrapper.wrapperName
 
     // Stop triggers of the wrapper (the template's own end of turn is an end-of-generation token).
     const wrapperStops = (() => {
       const tokenStops: Array<ReadonlyArray<Token>> = []
       const textStops: Array<string> = []
-      if (template !== undefined) return { tokenStops, textStops }
+      if (wrapper === undefined) return { tokenStops, textStops }
       const state = wrapper.generateContextState({ chatHistory: toHistory([], true) })
       for (const trigger of state.stopGenerationTriggers) {
         const plain = trigger.values.every((v) => typeof v === "string")
@@ -511,7 +542,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       renderer.tokenize(messages, { addGenerationPrompt: false, kwargs })
 
     const name = `colocate ${options.modelPath} ` +
-      `(${template !== undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
+      `(${wrapper === undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
       `${sequences} sequences x ${context.contextSize} tokens)`
     return {
       service: { name, chat, retokenize, honours: HONOURS },

@@ -85,6 +85,14 @@ export interface Options {
   readonly downPause?: Duration.Input | undefined
   /** Ask `GET {baseUrl}/models` at start, so an unreachable server is one clear error. Default true. */
   readonly checkServer?: boolean | undefined
+  /**
+   * What a call's own field that the server rejects (400/422 naming `top_k`, `seed` or
+   * `chat_template_kwargs`) does: `drop` (the default, a run's choice) sends the call again without
+   * it and drops it for the rest of the run, with one warning; `refuse` (the rollout server: a
+   * trainer's request is honoured or refused) fails the call with an `InvalidRequest` whose `field`
+   * names it, every time. Other fields (`return_token_ids`, `logprobs`, `top_logprobs`) are dropped.
+   */
+  readonly rejectedFields?: "drop" | "refuse" | undefined
   /** Where warnings go (a field the server rejected, the chat path chosen). Default: stderr through `Console`. */
   readonly onWarning?: ((message: string) => Effect.Effect<void>) | undefined
   /** Extra request fields for a server's own parameters (e.g. vLLM's `repetition_penalty`). */
@@ -201,6 +209,15 @@ export const DROPPABLE: ReadonlyArray<string> = [
   "top_logprobs",
   "logprobs"
 ]
+
+/**
+ * The fields of {@link DROPPABLE} that come from a call's own request (its sampling, seed and template
+ * variables): with `rejectedFields: "refuse"`, a call the server rejects for one of them fails.
+ *
+ * @since 0.3.0
+ * @category encoding
+ */
+export const REFUSABLE: ReadonlyArray<string> = ["top_k", "seed", "chat_template_kwargs"]
 
 /** The sampling fields common to both APIs. */
 const samplingFields = (
@@ -489,8 +506,11 @@ export const errorMessage = Transport.errorMessage
 
 const messageOf = Transport.messageOf
 
-const hintOfStatus = (status: number): string =>
-  status === 404
+const hintOfStatus = (status: number, url: string): string =>
+  // The server's /tokenize is at its root, not under the base URL: a 404 there means it has none.
+  status === 404 && url.endsWith("/tokenize")
+    ? ""
+    : status === 404
     ? " (is the base URL right? it usually ends in /v1; is the model name one the server serves?)"
     : status === 401 || status === 403
     ? " (check the API key: --api-key-env VAR)"
@@ -613,16 +633,23 @@ const makeWith = (
 
     // ---- fields the server rejected, dropped for the rest of the run --------------------------
     const dropped = new Set<string>()
+    const refuse = options.rejectedFields === "refuse"
+    // While the token path is chosen, its warnings wait: `--token-path require` may yet fail, and then
+    // the error alone is said.
+    let deferred: Array<string> | undefined = []
+    const warnOnce = (message: string): Effect.Effect<void> =>
+      deferred === undefined ? warn(message) : Effect.sync(() => void deferred!.push(message))
     /** A droppable field of `body` that a 400/422 answer names, dropped (with one warning), or undefined. */
     const dropRejected = (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
       if (error.status !== 400 && error.status !== 422) return Effect.succeed(false)
       const field = DROPPABLE.find((key) => key in body && error.detail.includes(key))
       if (field === undefined) return Effect.succeed(false)
+      if (refuse && REFUSABLE.includes(field)) return Effect.succeed(false)
       // Another call dropped it meanwhile: send again, without it.
       if (dropped.has(field)) return Effect.succeed(true)
       dropped.add(field)
       return Effect.as(
-        warn(
+        warnOnce(
           `the server rejected the request field ${field} (HTTP ${error.status}); it is not sent for the rest of ` +
             `the run${field === "return_token_ids" ? ", so token ids are only what the logprobs give" : ""}`
         ),
@@ -630,12 +657,31 @@ const makeWith = (
       )
     }
 
+    /** Under `refuse`, a call's own field that the server rejected, named in the call's error. */
+    const refused = (body: Record<string, unknown>, error: InferenceError): InferenceError => {
+      if (!refuse || (error.status !== 400 && error.status !== 422)) return error
+      const field = REFUSABLE.find((key) => key in body && error.detail.includes(key))
+      if (field === undefined) return error
+      return new InferenceError({
+        reason: "InvalidRequest",
+        backend: BACKEND,
+        status: error.status,
+        field,
+        detail: `the server rejected the request field ${field}; it is not dropped (a request's field is honoured ` +
+          `or refused): ${error.detail}`
+      })
+    }
+
     /** One call, with retries; `body` is built per attempt, so a field dropped meanwhile is not sent again. */
     const send = <A>(
       url: string,
       body: () => Record<string, unknown>,
       schema: Schema.Decoder<A>
-    ): Effect.Effect<A, InferenceError> => transport.send(url, body, schema, dropRejected)
+    ): Effect.Effect<A, InferenceError> => {
+      let sent: Record<string, unknown> = {}
+      const built = () => (sent = body())
+      return Effect.mapError(transport.send(url, built, schema, dropRejected), (error) => refused(sent, error))
+    }
 
     // top_k, min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends
     // none of them, nor chat_template_kwargs, and says so (`honours`: the rollout server refuses a request's
@@ -694,6 +740,9 @@ const makeWith = (
           TextCompletion
         )
     })
+    const waiting = deferred
+    deferred = undefined
+    for (const message of waiting) yield* warn(message)
     if (tokenPath._tag === "Chat") {
       chatOnly = `server mode on the chat path: ${tokenPath.reason}; a trainer must re-tokenize the messages`
       if (options.tokenPath !== "off") yield* warn(`${chatOnly} (token_ids: null in the log)`)

@@ -1,24 +1,29 @@
 /**
- * The service OpenEnv envs require: one concurrency limit per OpenEnv server (per WebSocket URL),
- * shared by every trajectory of a run, and the client's settings.
+ * The service OpenEnv envs require: one concurrency limit per OpenEnv server, shared by every
+ * trajectory of a run, and the client's settings. A server is its WebSocket URL normalized
+ * ({@link serverKey}): `ws://localhost:8000/ws` and `ws://127.0.0.1:8000/ws` are one server.
  *
  * A trajectory takes its server's permit before it connects and gives it back when its scope
  * closes, after the session's own finalizer has closed the connection, so a server never sees more
  * sessions from the run than `maxConcurrentEnvs`. The limits are an `RcMap` of semaphores keyed by
- * URL: a server's semaphore lives while trajectories use it.
+ * server: a server's semaphore lives while trajectories use it.
  *
  * The `openenv` env (`OpenEnvScheduler.env`) requires this service; provide it with {@link layer}
  * when the run is built (the `openenv` scheduler builds one from its run options).
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, RcMap, Schedule, Schema, type Scope, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, RcMap, Schedule, Schema, type Scope, Semaphore } from "effect"
 import * as Socket from "effect/socket/Socket"
 import { positiveMillis } from "../internal/duration.js"
 import { describe } from "../internal/lift.js"
 import { wholeProblem } from "../internal/whole.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
 import type * as OpenEnvProtocol from "./OpenEnvProtocol.js"
+
+/** A failure to open a session that a server starting or restarting gives. */
+const isConnectFailure = (error: OpenEnvProtocol.OpenEnvError): boolean =>
+  error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost"
 
 /**
  * @since 0.1.0
@@ -34,7 +39,12 @@ export interface Settings {
   readonly capacityRetries?: number | undefined
   /** The first backoff of those retries (exponential, jittered; default 500 ms). */
   readonly capacityBackoff?: Duration.Input | undefined
-  /** Reconnect after a connection failure (refused, reset, lost before reset's reply) up to this many times (default 5). */
+  /**
+   * Reconnect after a connection failure (refused, reset, lost before reset's reply) for this
+   * long from the first failure (default 60 s: a server's restart under load took 22-31 s).
+   */
+  readonly connectRetryBudget?: Duration.Input | undefined
+  /** At most this many of those reconnects (default: no limit but the budget). */
   readonly connectRetries?: number | undefined
   /** The first backoff of connection retries (default 250 ms). */
   readonly connectBackoff?: Duration.Input | undefined
@@ -54,10 +64,11 @@ export interface Service {
   /** The client's timeouts. */
   readonly client: OpenEnvClient.Options
   /**
-   * One connect-and-reset's retry policy for the server at `url`: connection failures up to
-   * `connectRetries`; CAPACITY_REACHED up to `capacityRetries`, or `orphanCapacityRetries` while
-   * this run's own dropped sessions may hold the server's slots. Backoff: exponential from the
-   * smaller base, jittered, at most 10 s.
+   * One connect-and-reset's retry policy for the server at `url`: connection failures for
+   * `connectRetryBudget` from the first failure (and at most `connectRetries` times);
+   * CAPACITY_REACHED up to `capacityRetries`, or `orphanCapacityRetries` while this run's own
+   * dropped sessions may hold the server's slots. Backoff: exponential from the smaller base,
+   * jittered, at most 10 s.
    */
   readonly retryFor: (url: string) => {
     readonly retry: OpenEnvClient.CapacityRetry
@@ -96,7 +107,34 @@ const COUNTS = [
   ["connectRetries", 0],
   ["orphanCapacityRetries", 0]
 ] as const
-const DURATIONS = ["connectTimeout", "replyTimeout", "closeTimeout", "capacityBackoff", "connectBackoff"] as const
+const DURATIONS = ["connectTimeout", "replyTimeout", "closeTimeout", "capacityBackoff", "connectBackoff", "connectRetryBudget"] as const
+
+/** Host names that are this machine's loopback: one server whichever of them a URL says. */
+const isLoopback = (hostname: string): boolean =>
+  hostname === "localhost" || hostname.endsWith(".localhost") || hostname === "127.0.0.1" ||
+  hostname === "[::1]" || hostname === "[::ffff:7f00:1]"
+
+/**
+ * The server a WebSocket URL names, as the pool's limits are keyed: scheme, host and port as
+ * WHATWG URL normalizes them (case, default port, `127.1`), the loopback's names (`localhost`,
+ * `*.localhost`, `127.0.0.1`, `[::1]`) as one, and the path. Two URLs with one key share a limit.
+ * Other names are not resolved: a name and its address are two keys.
+ *
+ * @since 0.1.0
+ * @category urls
+ */
+export const serverKey = (url: string): string => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return url
+  }
+  const secure = parsed.protocol === "wss:" || parsed.protocol === "https:"
+  const port = parsed.port !== "" ? parsed.port : secure ? "443" : "80"
+  const host = isLoopback(parsed.hostname) ? "loopback" : parsed.hostname
+  return `${secure ? "wss" : "ws"}://${host}:${port}${parsed.pathname.replace(/\/+$/, "")}`
+}
 
 /** The first setting that cannot be used, or `undefined`. */
 const check = (settings: Settings): SettingsError | undefined => {
@@ -126,12 +164,14 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
     const problem = check(settings)
     if (problem !== undefined) return yield* problem
     const max = settings.maxConcurrentEnvs ?? 4
+    const clock = yield* Clock.Clock
     const limits = yield* RcMap.make({ lookup: (_url: string) => Semaphore.make(max) })
     const webSocketConstructor = settings.webSocketConstructor ??
       (yield* Effect.provide(Effect.service(Socket.WebSocketConstructor), OpenEnvClient.layerWebSocketConstructor))
     const replyTimeout = settings.replyTimeout ?? Duration.seconds(60)
     const capacityRetries = settings.capacityRetries ?? 0
-    const connectRetries = settings.connectRetries ?? 5
+    const connectRetries = settings.connectRetries ?? Number.POSITIVE_INFINITY
+    const connectBudget = Duration.toMillis(settings.connectRetryBudget ?? Duration.seconds(60))
     const orphanCapacityRetries = settings.orphanCapacityRetries ?? 20
     const base = Math.min(
       Duration.toMillis(settings.connectBackoff ?? Duration.millis(250)),
@@ -144,46 +184,44 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
      */
     const orphans = new Map<string, Array<number>>()
     const orphanWindow = 2 * Duration.toMillis(replyTimeout) + 60_000
-    const recentOrphans = (url: string) => {
-      const now = Date.now()
-      const kept = (orphans.get(url) ?? []).filter((at) => now - at < orphanWindow)
-      orphans.set(url, kept)
+    const recentOrphans = (key: string, now: number) => {
+      const kept = (orphans.get(key) ?? []).filter((at) => now - at < orphanWindow)
+      orphans.set(key, kept)
       return kept.length
     }
     return {
       // The RcMap's reference is released after the permit (finalizers run in reverse order).
-      permit: (url) => Effect.flatMap(RcMap.get(limits, url), (limit) => limit.takeScoped(1)),
+      permit: (url) => Effect.flatMap(RcMap.get(limits, serverKey(url)), (limit) => limit.takeScoped(1)),
       client: {
         connectTimeout: settings.connectTimeout ?? Duration.seconds(10),
         replyTimeout,
         closeTimeout: settings.closeTimeout ?? Duration.seconds(5)
       },
       retryFor: (url) => {
+        const key = serverKey(url)
         let connectFailures = 0
         let capacityFailures = 0
-        const limit = connectRetries + Math.max(capacityRetries, orphanCapacityRetries)
         return {
-          retry: Schedule.max([
-            Schedule.jittered(Schedule.min([Schedule.exponential(Duration.millis(base)), Schedule.spaced("10 seconds")])),
-            Schedule.recurs(limit)
-          ]),
-          retryWhile: (error) => {
-            if (error.reason === "ConnectFailed" || error.reason === "ConnectTimeout" || error.reason === "ConnectionLost") {
-              return ++connectFailures <= connectRetries
-            }
-            if (error.reason === "CapacityReached") {
+          // The schedule decides each failure: its metadata has the error (input), and the time
+          // since the first failure (elapsed) from the Clock.
+          retry: Schedule.jittered(Schedule.min([Schedule.exponential(Duration.millis(base)), Schedule.spaced("10 seconds")])).pipe(
+            Schedule.setInputType<OpenEnvProtocol.OpenEnvError>(),
+            Schedule.while(({ elapsed, input, now }) => {
+              if (isConnectFailure(input)) return ++connectFailures <= connectRetries && elapsed < connectBudget
               capacityFailures++
               return capacityFailures <= capacityRetries ||
-                (recentOrphans(url) > 0 && capacityFailures <= orphanCapacityRetries)
-            }
-            return false
-          }
+                (recentOrphans(key, now) > 0 && capacityFailures <= orphanCapacityRetries)
+            })
+          ),
+          retryWhile: (error) => isConnectFailure(error) || error.reason === "CapacityReached"
         }
       },
       orphaned: (url) => {
-        const list = orphans.get(url)
-        if (list === undefined) orphans.set(url, [Date.now()])
-        else list.push(Date.now())
+        const key = serverKey(url)
+        const at = clock.currentTimeMillisUnsafe()
+        const list = orphans.get(key)
+        if (list === undefined) orphans.set(key, [at])
+        else list.push(at)
       },
       webSocketConstructor
     } satisfies Service

@@ -8,7 +8,8 @@
  * so rewards, `done`, `rollout_infos` and closing behave exactly as for local envs.
  *
  * The session is an env ({@link env}, a `Definition<OpenEnvPool>`): its constructor requires the
- * `OpenEnvPool` service, one concurrency limit per server (per WebSocket URL) shared by every
+ * `OpenEnvPool` service, one concurrency limit per server (per normalized WebSocket URL:
+ * `localhost` and `127.0.0.1` are one server) shared by every
  * trajectory of the run (`max_concurrent_envs`, default 4): a trajectory holds its permit from
  * before it connects until its connection is closed, so the server never sees more sessions than
  * the limit from this run. (The reference creates its semaphore per call, which limits nothing.)
@@ -22,7 +23,9 @@
  * Scheduler options (`--scheduler-option key=value`, and `--max-concurrent-envs N`):
  * `max_concurrent_envs` (4), `connect_timeout_s` (10), `reply_timeout_s` (60), `close_timeout_s` (5),
  * `capacity_retries` (0: a full server fails the trajectory; N: reconnect and reset up to N times
- * with exponential backoff from `capacity_backoff_ms`, 500).
+ * with exponential backoff from `capacity_backoff_ms`, 500), `connect_retry_budget_s` (60: a
+ * connection refused, timed out or lost is retried for this long, as a server restarts),
+ * `connect_retries` (at most N of those; default: no limit but the budget).
  *
  * {@link make} builds variants: other `parseAction` / `formatObservation`, and per-trajectory
  * `session` overrides that see the live OpenEnv session (the Sudoku scheduler of the examples is
@@ -108,7 +111,8 @@ export const RunOptions = Schema.Struct({
   close_timeout_s: positive("a timeout").pipe(Schema.withDecodingDefaultType(Effect.succeed(5))),
   capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
   capacity_backoff_ms: positive("a backoff").pipe(Schema.withDecodingDefaultType(Effect.succeed(500))),
-  connect_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(5))),
+  connect_retries: Schema.optionalKey(count(0)),
+  connect_retry_budget_s: positive("a budget").pipe(Schema.withDecodingDefaultType(Effect.succeed(60))),
   connect_backoff_ms: positive("a backoff").pipe(Schema.withDecodingDefaultType(Effect.succeed(250))),
   orphan_capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(20)))
 })
@@ -316,6 +320,7 @@ const poolSettings = (
   capacityRetries: settings.capacity_retries,
   capacityBackoff: Duration.millis(settings.capacity_backoff_ms),
   connectRetries: settings.connect_retries,
+  connectRetryBudget: Duration.seconds(settings.connect_retry_budget_s),
   connectBackoff: Duration.millis(settings.connect_backoff_ms),
   orphanCapacityRetries: settings.orphan_capacity_retries,
   webSocketConstructor

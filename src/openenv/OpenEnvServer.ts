@@ -9,12 +9,13 @@
  *   fresh env and closes it, as the Python server does).
  * - `POST /mcp`: JSON-RPC 2.0 (`tools/list`, `tools/call`, `openenv/session/create|close`).
  * - `GET /health`, `GET /metadata` (exactly OpenEnv's `EnvironmentMetadata`), `GET /schema`,
- *   `GET /openapi.json` (built from the env's schemas), `GET /sessions` (live counts; this
- *   project's addition).
+ *   `GET /openapi.json` (built from the env's schemas), `GET /docs` (the routes as a page, made
+ *   here: no script from elsewhere), `GET /sessions` (live counts; this project's addition).
  *
  * Behaviour follows the Python server by default (a step or state before reset plays on a fresh
- * env, reset kwargs are not type-checked, sessions are never reaped for idleness); `requireReset`,
- * `strictReset` and `idleTimeout` are the stricter variants. Every env call has `callTimeout`: a
+ * env, a /ws reset's kwargs are not type-checked while HTTP /reset's body is a `ResetRequest`,
+ * sessions are never reaped for idleness); `requireReset`, `strictReset` and `idleTimeout` are the
+ * stricter variants. Every env call has `callTimeout`: a
  * call that does not answer ends its session (`SESSION_ERROR`, then a close). Frames over
  * `maxFrameBytes` close the connection (1009). Every route is behind `HttpGuard` (Host, Origin,
  * an optional key).
@@ -37,9 +38,8 @@ import type * as Env from "../Env.js"
 import * as HttpGuard from "../http/HttpGuard.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
-import { errorMessage } from "../internal/lift.js"
 import { Episode, type Failure, invalid, type View as EpisodeView } from "./internal/episode.js"
-import { validationIssues } from "./internal/issues.js"
+import { parseClientJson, resetRequest, validationIssues } from "./internal/issues.js"
 import * as Mcp from "./internal/mcp.js"
 import * as OpenApi from "./internal/openapi.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
@@ -179,6 +179,12 @@ export interface Options {
   readonly closeTimeout?: Duration.Input | undefined
   /** How long an env's create, reset or step may take; then its session ends (default 60 s). */
   readonly callTimeout?: Duration.Input | undefined
+  /**
+   * More time the server's own timer gives a call beyond `callTimeout`, for envs that enforce
+   * `callTimeout` themselves (isolated envs: a call that waited behind another env's blocked
+   * thread is moved to another worker and replayed, which takes longer; default 0).
+   */
+  readonly callGrace?: Duration.Input | undefined
   /** A step or state before any reset is an error (default: played on a fresh env, as Python does). */
   readonly requireReset?: boolean | undefined
   /** Reset's `seed` must be an integer >= 0 and `episode_id` a string (default: any value). */
@@ -211,6 +217,18 @@ export interface OpenEnvServer {
   /** Ends every session (their envs are closed). Also run when the scope closes. */
   readonly shutdown: Effect.Effect<void>
 }
+
+/** `maxFrameBytes`' default: uvicorn's 16 MiB. */
+const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+/**
+ * The largest `maxFrameBytes`: a text frame is decoded into one string, and V8's strings hold at
+ * most 2^29 - 24 code units.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_FRAME_BYTES_LIMIT = 2 ** 29 - 24
 
 const errorFrame = (failure: Failure) => ({
   type: "error",
@@ -257,11 +275,12 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
     const counter = new Counter(options.maxConcurrentEnvs)
     const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? Duration.zero)
     const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(5))
-    const maxFrame = options.maxFrameBytes ?? 16 * 1024 * 1024
+    const maxFrame = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const settings = {
       env: options.env,
       baseConfig,
       callTimeout: Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(60)),
+      callGrace: Duration.fromInputUnsafe(options.callGrace ?? Duration.zero),
       requireReset: options.requireReset === true,
       strictReset: options.strictReset === true
     }
@@ -293,7 +312,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       create: Effect.gen(function*() {
         if (!counter.tryAcquire()) return { capacity: { active: counter.active, max: counter.max } }
         const episode = new Episode(settings)
-        const started = yield* Effect.result(episode.state)
+        const started = yield* Effect.result(episode.open)
         if (Result.isFailure(started)) {
           counter.release()
           yield* episode.close
@@ -370,6 +389,8 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
         yield* Effect.addFinalizer(() => release)
         const episode = new Episode(settings)
         yield* Effect.addFinalizer(() => episode.close)
+        // the session's id, for the MCP methods that name it (as the Python server's session ids)
+        const bound = { id: crypto.randomUUID(), episode }
 
         type Next = "continue" | "close" | { readonly fatal: Failure } | { readonly tooLarge: number }
         const reply = (frame: object): Effect.Effect<Next> => Effect.as(sendReply(frame), "continue" as const)
@@ -388,12 +409,12 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
           if (typeof data !== "string") {
             return reply(errorFrame({ code: "INVALID_JSON", message: "Invalid JSON: binary frames are not supported", fatal: false }))
           }
-          let frame: unknown
-          try {
-            frame = Json.parse(data)
-          } catch (e) {
-            return reply(errorFrame({ code: "INVALID_JSON", message: `Invalid JSON: ${errorMessage(e)}`, fatal: false }))
+          // (a frame nested past any real one is refused before a schema or an error message walks it)
+          const parsed = parseClientJson(data)
+          if (Result.isFailure(parsed)) {
+            return reply(errorFrame({ code: "INVALID_JSON", message: `Invalid JSON: ${parsed.failure}`, fatal: false }))
           }
+          const frame = parsed.success
           if (!isRecord(frame)) {
             return reply(errorFrame(invalid([{ type: "model_type", loc: [], msg: "Input should be an object", input: frame }])))
           }
@@ -427,7 +448,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
               const rpc = isRecord(frame.data) ? Mcp.parseRequest(frame.data) : Result.fail(
                 Mcp.error(null, Mcp.INVALID_REQUEST, "Invalid request: data should be an object")
               )
-              const response = Result.isFailure(rpc) ? Effect.succeed(rpc.failure) : Mcp.handle(rpc.success, sessions, episode)
+              const response = Result.isFailure(rpc) ? Effect.succeed(rpc.failure) : Mcp.handle(rpc.success, sessions, bound)
               return Effect.flatMap(response, (data) => reply({ type: "mcp", data }))
             }
             default:
@@ -536,6 +557,8 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       state: schemas.state
     })
 
+    const docsPage = OpenApi.page(openapi, `${metadata.name} - API docs`)
+
     /** FastAPI's 422 body: `{"detail": [problems]}` with `loc` from `body`. */
     const unprocessable = (issues: ReadonlyArray<OpenEnvProtocol.ValidationIssue>) =>
       jsonResponse({ detail: issues }, 422)
@@ -554,11 +577,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       Effect.map(Effect.result(request.text), (text): Result.Result<unknown, string> => {
         if (Result.isFailure(text)) return Result.fail("the body could not be read")
         if (text.success.trim() === "") return Result.succeed(undefined)
-        try {
-          return Result.succeed(Json.parse(text.success))
-        } catch (e) {
-          return Result.fail(errorMessage(e))
-        }
+        return parseClientJson(text.success)
       }))
     const jsonError = (detail: string) =>
       unprocessable([{ type: "json_invalid", loc: ["body"], msg: `JSON decode error: ${detail}`, input: {} }])
@@ -569,7 +588,12 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       if (!isRecord(kwargs)) {
         return Effect.succeed(unprocessable([{ type: "model_attributes_type", loc: ["body"], msg: "Input should be a valid dictionary", input: kwargs }]))
       }
-      return sessions.fresh((episode) => simulation(episode.reset(kwargs)))
+      // the body is OpenEnv's ResetRequest, checked as FastAPI does (a /ws reset's data is not)
+      const checked = resetRequest(kwargs)
+      if (Result.isFailure(checked)) {
+        return Effect.succeed(unprocessable(checked.failure.map((issue) => ({ ...issue, loc: ["body", ...issue.loc] }))))
+      }
+      return sessions.fresh((episode) => simulation(episode.reset(checked.success)))
     })
     const stepRoute = Effect.flatMap(bodyJson, (body) => {
       if (Result.isFailure(body)) return Effect.succeed(jsonError(body.failure))
@@ -602,6 +626,7 @@ export const make = (options: Options): Effect.Effect<OpenEnvServer, Env.EnvConf
       HttpRouter.route("GET", "/metadata", Effect.succeed(jsonResponse(metadata))),
       HttpRouter.route("GET", "/schema", Effect.succeed(jsonResponse(schemas))),
       HttpRouter.route("GET", "/openapi.json", Effect.succeed(jsonResponse(openapi))),
+      HttpRouter.route("GET", "/docs", Effect.succeed(HttpServerResponse.text(docsPage, { contentType: "text/html; charset=utf-8" }))),
       HttpRouter.route(
         "GET",
         "/sessions",
@@ -696,7 +721,20 @@ export const serve = (
     const server = yield* Scope.provide(make(options), inner)
     const host = options.host ?? "127.0.0.1"
     const node = HttpGuard.createServer(options)
-    const http = yield* Scope.provide(NodeHttpServer.make(() => node, { host, port: options.port }), inner)
+    const http = yield* Scope.provide(
+      NodeHttpServer.make(() => node, {
+        host,
+        port: options.port,
+        // (`closeTimeout` is ws's since 8.18, not in its type definitions)
+        websocket: {
+          // ws's own cap (100 MiB by default) would cut frames below a larger maxFrameBytes
+          maxPayload: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+          // a client that never answers the close handshake is dropped after this, not ws's 30 s
+          closeTimeout: Duration.toMillis(Duration.fromInputUnsafe(options.closeTimeout ?? Duration.seconds(5)))
+        } as NodeHttpServer.Options["websocket"]
+      }),
+      inner
+    )
     yield* Scope.provide(http.serve(server.app), inner)
     // Stop accepting, end the sessions (their WebSockets close), disconnect the rest.
     const shutdown = yield* Effect.cached(Effect.gen(function*() {

@@ -150,7 +150,7 @@ export const toSamplingParams = (overrides: SamplingOverrides | null | undefined
 export const RolloutRequest = Schema.Struct({
   /** The prompt, when the env does not write it. */
   messages: optionalNullable(Messages),
-  /** The env's config; `name` selects the env (else the server's `--gym-env`). */
+  /** The env's config; `name` selects the env (else the server's `--env`). */
   env_config: optionalJsonObject,
   /** The row's other columns; they reach the env's `reset` as `dataDict`. May hold `env_config` instead. */
   data_dict: optionalJsonObject,

@@ -11,7 +11,7 @@ import * as path from "node:path"
 import { promisify } from "node:util"
 import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
 import * as FakeSwift from "../rollout-server/FakeSwift.js"
-import { request, resultsOf, start, withoutTimings } from "../rollout-server/helpers.js"
+import { type Api, request, resultsOf, start, withoutTimings } from "../rollout-server/helpers.js"
 
 const python = spawnSync("python3", ["--version"]).status === 0
 const driver = path.resolve(import.meta.dirname, "../fixtures/python/drive_client.py")
@@ -62,6 +62,38 @@ describe.skipIf(!python)("clients/python/effect_gym.py", () => {
           expect(ids.filter((_, j) => got.env_mask[i][j] === 1)).toEqual(lines[i].response_token_ids!.flat())
         }
       }
+
+      // Issue 28, item 4: TRL counts a completion as truncated when its last id is not the trainer
+      // tokenizer's eos or pad (trl/trainer/grpo_trainer.py, `is_truncated`): finished episodes were
+      // read as clipped. Each completion now ends as TRL reads it, and `truncated` says why.
+      const truncationRows = [{ env_config: { seed: 3 } }, { env_config: { seed: 4 }, max_turns: 1 }, { env_config: { seed: 6 } }]
+      const served = (seed: number, rowsOf: ReadonlyArray<Record<string, unknown>>, sampling?: Record<string, unknown>) =>
+        request(`${server.url}/v1/rollouts`, { body: { requests: rowsOf, seed, ...(sampling === undefined ? {} : { sampling }) } })
+          .pipe(Effect.map(resultsOf))
+      const why = (l: Api.RolloutResult) =>
+        l.finish_reasons.at(-1) === "length" ? "length" : l.end_reason === "max_turns" ? "max_turns" : null
+      const check = (got: Record<string, any>, lines: ReadonlyArray<Api.RolloutResult>, ends: ReadonlyArray<number> | undefined) => {
+        expect(got.truncated).toEqual(lines.map(why))
+        lines.forEach((l, i) => {
+          const ids = l.token_ids!
+          const ended = ends !== undefined && ends.includes(ids.at(-1)!)
+          const added = ends === undefined ? [] : why(l) === null && !ended ? [ends[0]] : why(l) !== null && ended ? [10] : []
+          expect(got.completion_ids[i], `row ${i}`).toEqual([...ids, ...added])
+          expect(got.env_mask[i]).toEqual([...l.loss_mask!, ...added.map(() => 0)])
+          expect(got.logprobs[i]).toEqual([...l.logprobs!.map((x) => x ?? 0), ...added.map(() => 0)])
+        })
+      }
+      const plainLines = yield* served(8, truncationRows)
+      expect(plainLines.map(why)).toContain("max_turns")
+      expect(plainLines.map(why)).toContain(null)
+      check(out.truncation_plain, plainLines, undefined)
+      check(out.truncation_eos_unused, yield* served(9, truncationRows), [999999, 999998])
+      expect(out.truncation_eos_unused.completion_ids.some((ids: Array<number>) => ids.at(-1) === 999999)).toBe(true)
+      const cut = yield* served(8, truncationRows.slice(0, 1), { max_tokens: 2 })
+      expect(cut.map(why)).toEqual(["length"])
+      check(out.truncation_length, cut, [999999])
+      check(out.truncation_eos_last, plainLines, [plainLines[1].token_ids!.at(-1)!])
+      expect(out.truncation_eos_last.completion_ids[1].at(-1)).toBe(10)
 
       expect(out.bad_batch).toMatchObject({ status: 400 })
       expect(out.bad_batch.message).toContain("requests[0].env_config.size")

@@ -51,13 +51,19 @@ const until = async (what: string, check: () => boolean, timeoutMs = 240_000) =>
 const lineCount = (file: string): number =>
   fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").length : 0
 
-/** A log's lines without their timings, keyed by row and generation; fails on a duplicate. */
-const linesOf = (file: string): Map<string, string> => {
+/**
+ * A log's lines without their timings, keyed by row and generation; fails on a duplicate. A
+ * cluster run's lines name their runner (`runner`): checked to be one of `runners` when given, and
+ * left out of the text (a local run's lines have none).
+ */
+const linesOf = (file: string, runners?: ReadonlyArray<string>): Map<string, string> => {
   const map = new Map<string, string>()
   for (const text of fs.readFileSync(file, "utf8").split("\n")) {
     if (text === "") continue
     const line = JSON.parse(text) as Record<string, unknown>
     delete line.timings
+    if (runners !== undefined) expect(runners).toContain(line.runner)
+    delete line.runner
     const key = `${line.row}/${line.generation}`
     expect(map.has(key), `${key} twice in ${file}`).toBe(false)
     map.set(key, JSON.stringify(line))
@@ -103,7 +109,7 @@ const database = (name: string) => {
   execFileSync(Postgres.psql, [pg.url, "-q", "-c", `CREATE DATABASE ${name}`])
   return pg.url.replace(/\/postgres$/, `/${name}`)
 }
-const common = ["--gym-env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
+const common = ["--env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
 const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
   const proc = start(
     [
@@ -398,6 +404,45 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     await stopAll(fixed)
   }, 300_000)
 
+  // Issue 28, item 6: runners with different --policy values ran one run between them (27 groups of
+  // one policy, 33 of the other, exit 0) and the record said policy: null.
+  it("runners with another inference (--policy) are refused: the run's is its first runner's, named in its record", async () => {
+    const url = database("inference")
+    const rows = 60
+    const small = firstRows(rows)
+    const [solverPort, randomPort] = await ports(2)
+    const solver = await runner(url, solverPort)
+    const random = start(["runner", "--cluster", url, "--port", String(randomPort), "--policy", "random", "--concurrency", "64"], dir)
+    await until(`runner ${randomPort} to join`, () => random.err.includes("joined the cluster") || random.child.exitCode !== null, 120_000)
+    const output = path.join(dir, "inference.jsonl")
+    const args = ["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16"]
+    const coordinator = start([...args, "--json"], dir)
+    expect(await coordinator.exited).toBe(3)
+    expect(coordinator.err).toMatch(/runner 127\.0\.0\.1:\d+ refused the run: its inference \{.*"policy":"(random|frozen-lake-solver)".*\} differs from the run's/)
+    const record = JSON.parse(fs.readFileSync(`${output}.run.json`, "utf8")) as { inference: Record<string, unknown>; policy: unknown }
+    const policy = record.inference.policy as string
+    expect(["random", "frozen-lake-solver"]).toContain(policy)
+    expect(record.inference).toMatchObject({ mode: "scripted", model: null, policy_options: {} })
+    // every line written came from the runner whose inference the run took
+    const summary = JSON.parse(coordinator.out) as { cluster: { groups_by_runner: Record<string, number> } }
+    const by = Object.keys(summary.cluster.groups_by_runner)
+    expect(by.length).toBeLessThanOrEqual(1)
+    const pinned = policy === "random" ? randomPort : solverPort
+    for (const name of by) expect(name).toBe(`127.0.0.1:${pinned}`)
+    // each line names the runner that produced it
+    const lines = linesOf(output, [`127.0.0.1:${pinned}`])
+    if (policy === "frozen-lake-solver") {
+      for (const [key, line] of lines) expect(line, key).toBe(reference.get(key))
+    }
+    // the other runner stopped: --resume completes the run on the runner whose inference it took
+    await stopAll(policy === "random" ? solver : random)
+    const resumed = start([...args, "--resume"], dir)
+    expect(await resumed.exited, resumed.err).toBe(0)
+    expect(lineCount(output)).toBe(rows * GENERATIONS)
+    if (policy === "frozen-lake-solver") expectFirstRows(output, rows)
+    await stopAll(policy === "random" ? random : solver)
+  }, 300_000)
+
   it("--resume of a run id with other options (dataset, --num-generations) is refused at start, exit 2, nothing written", async () => {
     const url = database("otheroptions")
     const rows = 20
@@ -405,7 +450,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     const [port] = await ports(1)
     const only = await runner(url, port)
     const args = (output: string, options: { dataset?: string; generations?: string; turns?: string } = {}) => [
-      "run", "--cluster", url, "--run-id", "opts", "--gym-env", "frozen_lake", "--seed", "7", "--output", path.join(dir, output),
+      "run", "--cluster", url, "--run-id", "opts", "--env", "frozen_lake", "--seed", "7", "--output", path.join(dir, output),
       "--dataset", options.dataset ?? small, "--num-generations", options.generations ?? "2", "--max-turns", options.turns ?? "10"
     ]
     const first = start(args("opts.jsonl"), dir)
@@ -487,7 +532,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     // the local run's lines, the poison row as a plain one (a local run dies with it)
     const localFile = path.join(dir, "poison-local.jsonl")
     fs.writeFileSync(localFile, configs.map((c, i) => row(i === 2 ? { n: 1 } : c)).join("\n") + "\n")
-    const faults = ["--gym-env", "cluster_faulty", "--num-generations", "2", "--seed", "7", "--trajectory-timeout", "2", "--plugin", plugin]
+    const faults = ["--env", "cluster_faulty", "--num-generations", "2", "--seed", "7", "--trajectory-timeout", "2", "--plugin", plugin]
     const local = start(["run", "--dataset", localFile, ...faults, "--policy", "frozen-lake-solver", "--output", "poison-local-out.jsonl"], dir)
     expect(await local.exited, local.err).toBe(1)
     // a runner restarted as it dies (as a service manager does), on the same port

@@ -15,7 +15,7 @@ describe("options of another mode, with --mode swift-rollout", () => {
       fs.writeFileSync(dataset, `{"env_config":{"seed":1}}\n`)
       for (const extra of [["--tito-check"], ["--model", "m.gguf"]]) {
         const result = yield* cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "out.jsonl"),
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "out.jsonl"),
           "--mode", "swift-rollout", "--base-url", "http://127.0.0.1:1", ...extra
         )
         expect(result.code).toBe(2)

@@ -10,7 +10,7 @@ import * as path from "node:path"
 
 const BIN = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
 const DATASET = path.resolve(import.meta.dirname, "../../examples/frozen_lake.jsonl")
-const lake = ["--dataset", DATASET, "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--max-turns", "4"]
+const lake = ["--dataset", DATASET, "--env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--max-turns", "4"]
 
 /** Runs the binary with its stdout a pipe read by this process: exit code, stdout, stderr. */
 const piped = (args: ReadonlyArray<string>) =>

@@ -24,7 +24,7 @@ const oldNode = major !== undefined && major < 24
 if (!oldNode) console.warn(`NOTICE: the tests of an old Node are SKIPPED: ${SYSTEM_NODE} is ${major ?? "missing"}, not < 24`)
 
 const serverRun = [
-  "run", "--dataset", DATASET, "--gym-env", "frozen_lake", "--mode", "server",
+  "run", "--dataset", DATASET, "--env", "frozen_lake", "--mode", "server",
   "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--output", "/dev/null"
 ]
 
@@ -64,7 +64,7 @@ describe("issue 27, hostile, Node (2026-12-03)", () => {
       fs.writeFileSync(dataset, Array.from({ length: 400 }, (_, i) => `{"env_config":{"seed":${i}}}\n`).join(""))
       const log = path.join(dir, "log.jsonl")
       const child = spawn(SYSTEM_NODE, [
-        BIN, "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy-option", "latency_ms=50",
+        BIN, "run", "--dataset", dataset, "--env", "frozen_lake", "--policy-option", "latency_ms=50",
         "--concurrency", "4", "--output", log
       ], { stdio: ["ignore", "pipe", "pipe"] })
       const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on("exit", (code, signal) => resolve([code, signal])))

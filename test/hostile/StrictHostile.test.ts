@@ -28,7 +28,7 @@ describe("--strict-openai, hostile input", () => {
       ]
       for (const [extra, message] of cases) {
         const result = yield* cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "out.jsonl"),
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "out.jsonl"),
           "--mode", "server", "--base-url", server.baseUrl, "--model", "m", "--strict-openai", ...extra
         )
         expect(result.stderr).toBe(message)
@@ -37,7 +37,7 @@ describe("--strict-openai, hostile input", () => {
       expect(server.state.requests.length).toBe(0)
       // -1 asks for no limit: nothing to send, nothing to refuse
       const ok = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "out.jsonl"), "--num-generations", "1",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "out.jsonl"), "--num-generations", "1",
         "--mode", "server", "--base-url", server.baseUrl, "--model", "m", "--strict-openai", "--top-k", "-1"
       )
       expect(ok.code).toBe(0)

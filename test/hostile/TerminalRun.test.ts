@@ -47,7 +47,7 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
   const dir = tmp()
   const dataset = path.join(dir, "rows.jsonl")
   fs.writeFileSync(dataset, Array.from({ length: 400 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
-  const common = ["--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2"]
+  const common = ["--env", "frozen_lake", "--policy", "random", "--num-generations", "2"]
 
   it("runs to its end: the progress line drawn, then cleared, the summary printed, exit 0", async () => {
     const output = path.join(dir, "all.jsonl")
@@ -199,7 +199,7 @@ describe.skipIf(!hasScript)("the terminal closes (SIGHUP)", () => {
     const output = path.join(dir, "out.jsonl")
     const envLog = path.join(dir, "envs.log")
     const { code, stdout } = await underHangUp(
-      ["run", "--dataset", data, "--plugin", faults, "--gym-env", "faulty", "--num-generations", "4", "--concurrency", "16", "--output", output, "--json"],
+      ["run", "--dataset", data, "--plugin", faults, "--env", "faulty", "--num-generations", "4", "--concurrency", "16", "--output", output, "--json"],
       { dir, hangUp: () => lines(output) >= 20, env: { EFFECT_GYM_ENV_LOG: envLog } }
     )
     expect(code).toBe(129)
@@ -217,7 +217,7 @@ describe.skipIf(!hasScript)("the terminal closes (SIGHUP)", () => {
     const output = path.join(dir, "typed.jsonl")
     const typed = `${JSON.stringify({ env_config: { seed: 1 } })}\r${JSON.stringify({ env_config: { seed: 2 } })}\r`
     const { code, stdout } = await underHangUp(
-      ["run", "--dataset", "/dev/stdin", "--gym-env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", output, "--json"],
+      ["run", "--dataset", "/dev/stdin", "--env", "frozen_lake", "--policy", "random", "--num-generations", "2", "--output", output, "--json"],
       { dir, keys: [[1_000, typed]], hangUp: () => lines(output) >= 4 }
     )
     // the end of input or the SIGHUP, whichever the run sees first: never a clean end

@@ -42,7 +42,7 @@ describe("effect-gym run --view, hostile input", () => {
         const output = path.join(dir, "earlier.jsonl")
         fs.writeFileSync(output, "an earlier run's log\n")
         const result = yield* cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--num-generations", "2", "--output", output,
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--num-generations", "2", "--output", output,
           "--overwrite", "--view", "--view-port", String(port)
         )
         expect(result.code).toBe(2)
@@ -91,7 +91,7 @@ describe("effect-gym run --view, stopped by a signal", () => {
     fs.writeFileSync(dataset, Array.from({ length: 400 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
     const output = path.join(dir, "out.jsonl")
     const child = spawn(process.execPath, [
-      path.resolve(import.meta.dirname, "../../bin/effect-gym.js"), "run", "--dataset", dataset, "--gym-env", "frozen_lake",
+      path.resolve(import.meta.dirname, "../../bin/effect-gym.js"), "run", "--dataset", dataset, "--env", "frozen_lake",
       "--policy", "random", "--policy-option", "latency_ms=20", "--concurrency", "4", "--output", output, "--view", "--view-port", "0"
     ], { stdio: ["ignore", "pipe", "pipe"] })
     let stderr = ""

@@ -29,6 +29,13 @@ interface Vectors {
     readonly messages: ReadonlyArray<Message>
     readonly text: string
   }>
+  readonly contexts: ReadonlyArray<{
+    readonly name: string
+    readonly template: string
+    readonly messages: ReadonlyArray<Message>
+    readonly kwargs: Record<string, unknown>
+    readonly text: string
+  }>
 }
 
 const vectors = JSON.parse(
@@ -62,6 +69,29 @@ describe(`chat templates match transformers (${vectors.generated_by})`, () => {
       const text = Result.getOrThrow(made.render(s.messages, { addGenerationPrompt: false, kwargs: { x: s.x } }))
       expect(text, `${s.template} with ${JSON.stringify(s.x)}`).toBe(s.text)
     }
+  })
+
+  // Issue 28: `tools` and `documents` were undefined (so `tools is not none` held) and True was written `true`.
+  it("the render context is transformers': tools and documents are None unless given, booleans are Python's", () => {
+    expect(vectors.contexts.map((c) => c.name)).toEqual([
+      "tools and documents are None",
+      "tools given as a kwarg",
+      "Python's booleans"
+    ])
+    for (const c of vectors.contexts) {
+      const made = Result.getOrThrow(ChatTemplate.make(c.template))
+      const text = Result.getOrThrow(made.render(c.messages, { addGenerationPrompt: false, kwargs: c.kwargs }))
+      expect(text, c.name).toBe(c.text)
+    }
+    // Only during a render: the library itself still writes true.
+    expect(new Template("{{ flag }}").render({ flag: true })).toBe("true")
+  })
+
+  it("~ is otherwise the library's: numbers and strings joined, an undefined side an error", () => {
+    const made = Result.getOrThrow(ChatTemplate.make("{{ 'a' ~ 2 ~ 'b' ~ (1 == 1) }}"))
+    expect(Result.getOrThrow(made.render([], { addGenerationPrompt: false }))).toBe("a2bTrue")
+    const missing = Result.getOrThrow(ChatTemplate.make("{{ 'a' ~ missing }}")).render([], { addGenerationPrompt: false })
+    expect(Result.isFailure(missing) && missing.failure.detail).toContain("the chat template failed")
   })
 
   it("enable_thinking false changes Qwen3's generation prompt (an empty think block)", () => {

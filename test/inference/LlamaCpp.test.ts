@@ -97,6 +97,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect((yield* one.service.chat(request())).tokenIds!.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("node-llama-cpp's chat wrapper is resolved only for a file without a usable template (it costs seconds for Qwen3's)", () =>
+    Effect.gen(function*() {
+      const counting = path.join(import.meta.dirname, "../fixtures/node-llama-cpp/counting.mjs")
+      const { calls } = (yield* Effect.promise(() => import(counting))) as { calls: { resolveChatWrapper: number } }
+      const qwen = yield* LlamaCpp.makeEngine({ modelPath: qwen3TinyPath(), module: counting, contextSize: 256, sequences: 1 })
+      expect(qwen.chatWrapper).toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(0)
+      console.log(`Qwen3-vocabulary GGUF with its own template: started in ${qwen.loadMs.toFixed(0)} ms`)
+      const bare = writeTinyLlama(path.join(dir, "bare-counted.gguf"), { chatTemplate: null })
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, module: counting, contextSize: 256, sequences: 1 })
+      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+      expect(calls.resolveChatWrapper).toBe(1)
+    }).pipe(Effect.scoped))
+
   it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
     Effect.gen(function*() {
       const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
@@ -216,7 +230,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       const dataset = frozenLakeDataset(work, 2)
       const run = (seed: string, output: string) =>
         cli(
-          "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "colocate", "--model", modelPath,
+          "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "colocate", "--model", modelPath,
           "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "6",
           "--num-generations", "2", "--max-turns", "3", "--seed", seed, "--output", output, "--json"
         )
@@ -266,6 +280,20 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
     }).pipe(Effect.scoped))
 
+  // Issue 28, item 5: llama.cpp does not apply tokenizer.json's NFC normalizer, so the NFC cases above
+  // tokenized otherwise than transformers (combining accents, the Ohm sign, compatibility ideographs).
+  it.live("Qwen3's NFC normalizer is applied (the file's pre-tokenizer is qwen2); normalizer none is llama.cpp's own tokenization", () =>
+    Effect.gen(function*() {
+      const nfc = vectors.cases.find((c) => c.name === "NFC normalization")!
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 256, sequences: 1, normalizer: "none" })
+      const raw = yield* engine.renderer.tokenize(nfc.messages, { addGenerationPrompt: true, kwargs: nfc.kwargs })
+      expect(raw).not.toEqual(nfc.ids)
+      const refused = yield* Effect.flip(
+        LlamaCpp.makeEngine({ modelPath: qwenPath, normalizer: "nfc" as unknown as "NFC" })
+      )
+      expect(refused.detail).toBe(`normalizer: "nfc" is not NFC, NFD, NFKC, NFKD or none`)
+    }).pipe(Effect.scoped))
+
   // Issue 28: at 4 sequences, tokens here and there had the logprob (and were sampled from the
   // distribution) of another sequence of the batch. node-llama-cpp 3.21.1 samples the sequences of
   // one batch on parallel threads, and each read of the logits applies llama.cpp's pending output
@@ -308,7 +336,7 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       const work = tmp()
       const output = path.join(work, "q.jsonl")
       const { code, stdout, stderr } = yield* cli(
-        "run", "--dataset", frozenLakeDataset(work, 2), "--gym-env", "frozen_lake", "--mode", "colocate", "--model", qwenPath,
+        "run", "--dataset", frozenLakeDataset(work, 2), "--env", "frozen_lake", "--mode", "colocate", "--model", qwenPath,
         "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "8",
         "--num-generations", "2", "--max-turns", "3", "--seed", "1", "--output", output, "--json", "--tito-check",
         "--chat-template-kwargs", "{\"enable_thinking\": false}"

@@ -13,7 +13,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       const dataset = frozenLakeDataset(dir, 8)
       const output = path.join(dir, "completions.jsonl")
       const { code, stdout, stderr } = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl,
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl,
         "--model", "tiny", "--temperature", "0.8", "--top-p", "0.95", "--max-tokens", "32", "--seeded-sampling",
         "--inference-concurrency", "4", "--num-generations", "2", "--max-turns", "10", "--seed", "3",
         "--output", output, "--json"
@@ -61,7 +61,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       const dir = tmp()
       const output = path.join(dir, "out.jsonl")
       const { code, stdout } = yield* cli(
-        "run", "--dataset", frozenLakeDataset(dir, 4), "--gym-env", "frozen_lake", "--mode", "server",
+        "run", "--dataset", frozenLakeDataset(dir, 4), "--env", "frozen_lake", "--mode", "server",
         "--base-url", server.baseUrl, "--model", "tiny", "--num-generations", "2", "--concurrency", "1",
         "--output", output, "--json"
       )
@@ -79,7 +79,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       const dir = tmp()
       const output = path.join(dir, "out.jsonl")
       const { code, stdout, stderr } = yield* cli(
-        "run", "--dataset", frozenLakeDataset(dir, 2), "--gym-env", "frozen_lake", "--mode", "server",
+        "run", "--dataset", frozenLakeDataset(dir, 2), "--env", "frozen_lake", "--mode", "server",
         "--base-url", "http://127.0.0.1:9/v1", "--model", "tiny", "--retries", "1", "--num-generations", "2",
         "--output", output, "--json"
       )
@@ -100,7 +100,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       const output = path.join(dir, "out.jsonl")
       const started = performance.now()
       const { code, stdout, stderr } = yield* cli(
-        "run", "--dataset", frozenLakeDataset(dir, 64), "--gym-env", "frozen_lake", "--mode", "server",
+        "run", "--dataset", frozenLakeDataset(dir, 64), "--env", "frozen_lake", "--mode", "server",
         "--base-url", server.baseUrl, "--model", "tiny", "--token-path", "off", "--retries", "3",
         "--max-transport-failures", "6", "--num-generations", "2", "--concurrency", "4", "--output", output, "--json"
       )
@@ -121,7 +121,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
     Effect.gen(function*() {
       const dir = tmp()
       const dataset = frozenLakeDataset(dir, 1)
-      const base = ["run", "--dataset", dataset, "--gym-env", "frozen_lake", "--output", path.join(dir, "o.jsonl")]
+      const base = ["run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "o.jsonl")]
       const server = ["--mode", "server", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--mode", "server", "--model", "m"], "--base-url: required with --mode server"],

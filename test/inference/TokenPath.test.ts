@@ -59,7 +59,7 @@ const insertedTexts = (line: CompletionLine): Array<string> => {
 }
 
 const runArgs = (dir: string, output: string, ...extra: Array<string>) => [
-  "run", "--dataset", frozenLakeDataset(dir, 6), "--gym-env", "frozen_lake", "--mode", "server",
+  "run", "--dataset", frozenLakeDataset(dir, 6), "--env", "frozen_lake", "--mode", "server",
   "--model", "tiny", "--max-tokens", "64", "--num-generations", "2", "--max-turns", "6", "--seed", "4",
   "--output", output, "--json", ...extra
 ]
@@ -171,7 +171,7 @@ describe("server mode token path on Qwen3's vocabulary", () => {
       const check = yield* cli(...runArgs(dir, output, "--base-url", server.baseUrl, "--tito-check"))
       expect(check.code).toBe(2)
       expect(check.stderr).toContain("--tito-check: needs a backend that generates from tokens")
-      const scripted = yield* cli("run", "--dataset", frozenLakeDataset(dir, 1), "--gym-env", "frozen_lake", "--tito-check", "--output", output)
+      const scripted = yield* cli("run", "--dataset", frozenLakeDataset(dir, 1), "--env", "frozen_lake", "--tito-check", "--output", output)
       expect(scripted.stderr).toContain("--tito-check: only with --mode server or --mode colocate")
     }))
 
@@ -301,6 +301,37 @@ describe("server mode degrades politely on generic servers", () => {
       for (const { body } of server.state.requests) {
         for (const field of ["return_token_ids", "top_k", "seed"]) expect(body).not.toHaveProperty(field)
       }
+    }))
+
+  // Issue 28, item 14: the "no /tokenize" warning said to check the base URL (the hint of a 404 under
+  // it; /tokenize is at the server's root), and --token-path require printed the return_token_ids
+  // warning of its probe before the fatal error.
+  live("a server without /tokenize: the warning does not blame the base URL; --token-path require says only its error", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      const dir = tmp()
+      const auto = yield* cli(...runArgs(dir, path.join(dir, "a.jsonl"), "--base-url", server.baseUrl))
+      expect(auto.code).toBe(0)
+      expect(auto.stderr.split("\n")).toEqual([expect.stringContaining("warning: server mode on the chat path: no tokenizer")])
+      expect(auto.stderr).toContain("/tokenize: no route POST /tokenize")
+      expect(auto.stderr).not.toContain("base URL")
+
+      const tokens = yield* qwenServer
+      tokens.state.rejectFields.add("return_token_ids")
+      const required = yield* cli(
+        ...runArgs(dir, path.join(dir, "b.jsonl"), "--base-url", tokens.baseUrl, "--token-path", "require")
+      )
+      expect(required.code).toBe(2)
+      const lines = required.stderr.split("\n").filter((l) => l !== "")
+      expect(lines).toEqual([expect.stringContaining("--token-path require: POST")])
+      expect(lines[0]).toContain("the token path needs return_token_ids")
+      // Without require, the same server: the warning of the dropped field, then the chat path's.
+      const fallback = yield* cli(...runArgs(dir, path.join(dir, "c.jsonl"), "--base-url", tokens.baseUrl))
+      expect(fallback.code).toBe(0)
+      expect(fallback.stderr.split("\n").filter((l) => l !== "")).toEqual([
+        expect.stringContaining("warning: the server rejected the request field return_token_ids (HTTP 422)"),
+        expect.stringContaining("warning: server mode on the chat path: POST")
+      ])
     }))
 
   live("--strict-openai never sends a non-standard field, whatever asks (a call's own top_k, template kwargs)", () =>

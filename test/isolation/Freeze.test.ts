@@ -42,7 +42,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
   it.live("/health answers within 1 s during the freeze; the trajectory fails with a typed Timeout; the server goes on", () =>
     Effect.gen(function*() {
       const server = yield* launch([
-        "serve", "--port", "0", "--plugin", plugin, "--gym-env", "blocking", "--env-timeout", "2", "--env-workers", "1",
+        "serve", "--port", "0", "--plugin", plugin, "--env", "blocking", "--env-timeout", "2", "--env-workers", "1",
         "--policy", "random", "--max-turns", "3"
       ])
       let done = false
@@ -70,7 +70,7 @@ describe("effect-gym serve: an env that blocks its thread", () => {
   it.live("SIGTERM while an env blocks: the server drains and exits 0", () =>
     Effect.gen(function*() {
       const server = yield* launch([
-        "serve", "--port", "0", "--plugin", plugin, "--gym-env", "blocking", "--env-timeout", "600", "--policy", "random",
+        "serve", "--port", "0", "--plugin", plugin, "--env", "blocking", "--env-timeout", "600", "--policy", "random",
         "--shutdown-grace", "0.2"
       ])
       const streamed = yield* Effect.forkChild(Effect.promise(() =>
@@ -179,7 +179,7 @@ describe("effect-gym run --isolate-envs, from the bundle alone", () => {
       const ran = yield* Effect.promise(() =>
         new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
           const child = spawn(process.execPath, [
-            path.join(copy, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--gym-env", "blocking",
+            path.join(copy, "bin/effect-gym.js"), "run", "--dataset", dataset, "--plugin", plugin, "--env", "blocking",
             "--policy", "random", "--num-generations", "1", "--max-turns", "3", "--output", output, "--isolate-envs",
             "--env-workers", "2", "--env-timeout", "2", "--trajectory-retries", "1", "--json"
           ], { cwd: copy, stdio: ["ignore", "pipe", "pipe"] })

@@ -27,7 +27,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
-      const server = yield* Effect.forkChild(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-concurrent-envs", "4"))
+      const server = yield* Effect.forkChild(cli("openenv", "serve", "--env", "sudoku", "--port", String(port), "--max-sessions", "4"))
       yield* healthy(base, {}, 200)
       const dir = tmp("effect-gym-openenv-")
       const dataset = path.join(dir, "sudoku.jsonl")
@@ -103,6 +103,10 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
       const badPuzzle = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--env-config", "{\"puzzle\":\"1\"}")
       expect(badPuzzle.code).toBe(2)
       expect(badPuzzle.stderr).toContain("env_config.puzzle: must be 81 cells")
+      // issue 28 #9: over V8's longest string a text frame could not be decoded: refused, not accepted silently
+      const frame = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--max-frame-bytes", String(2 ** 29))
+      expect(frame.code).toBe(2)
+      expect(frame.stderr).toContain(`--max-frame-bytes: must be between 1 and 536870888 (the longest string V8 holds), got ${2 ** 29}`)
       const taken = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
       const busy = yield* cli("openenv", "serve", "--env", "sudoku", "--port", String(taken.port))
       expect(busy.code).toBe(2)

@@ -76,7 +76,9 @@ describe("OpenEnv's runtime validator, criterion by criterion", () => {
       expect(typeof reset.json.observation.prompt).toBe("string")
       // no body at all is a reset with no kwargs; unknown kwargs are ignored, as Python does
       expect((yield* call(`${server.url}/reset`, { method: "POST" })).status).toBe(200)
-      expect((yield* post(`${server.url}/reset`, { seed: "abc", whatever: 1 })).status).toBe(200)
+      expect((yield* post(`${server.url}/reset`, { seed: "7", whatever: 1 })).status).toBe(200)
+      // the body is a ResetRequest: a seed pydantic cannot read as an integer is FastAPI's 422
+      expect((yield* post(`${server.url}/reset`, { seed: "abc", whatever: 1 })).status).toBe(422)
       const step = yield* post(`${server.url}/step`, { action: { message: "[1 1 1]" } })
       expect(step.status).toBe(200)
       expect(step.json).toMatchObject({ done: false })

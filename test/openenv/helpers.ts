@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import * as crypto from "node:crypto"
 import * as net from "node:net"
 import { WebSocket, WebSocketServer } from "ws"
 import * as OpenEnvClient from "../../src/openenv/OpenEnvClient.js"
@@ -191,3 +192,20 @@ export const echoAfter = (delayMs: (index: number) => number) => (frame: string,
   const text = echoObservation(frame, index)
   return text === undefined ? undefined : { text, delayMs: delayMs(index) }
 }
+
+/** A WebSocket client that completes the handshake and then never reads or answers anything. */
+export const deafClient = (url: string) =>
+  new Promise<net.Socket>((resolve, reject) => {
+    const { hostname, port } = new URL(url)
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.write(
+        `GET /ws HTTP/1.1\r\nhost: ${hostname}:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\n` +
+          `sec-websocket-key: ${crypto.randomBytes(16).toString("base64")}\r\nsec-websocket-version: 13\r\n\r\n`
+      )
+    })
+    socket.once("data", (chunk) => {
+      if (String(chunk).startsWith("HTTP/1.1 101")) resolve(socket)
+      else reject(new Error(String(chunk)))
+    })
+    socket.on("error", () => undefined)
+  })

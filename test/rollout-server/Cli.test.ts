@@ -21,7 +21,7 @@ describe("effect-gym serve (in-process)", () => {
     Effect.gen(function*() {
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--port", "70000"], "--port: must be between 0 and 65535, got 70000"],
-        [["--gym-env", "ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake, sudoku"],
+        [["--env", "ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake, sudoku"],
         [["--scheduler", "ghost"], "unknown scheduler \"ghost\""],
         [["--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "--api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
         [
@@ -41,6 +41,46 @@ describe("effect-gym serve (in-process)", () => {
       }
     }))
 
+  // Issue 28, item 2: after the backend's first 422 for top_k (or seed), the field was dropped for the
+  // life of the server and /infer/ answered 200 with samples drawn without it.
+  it.live("--mode server: a request field the backend rejects (top_k, seed) is a 400 naming it, every time, never dropped", () =>
+    Effect.gen(function*() {
+      const upstream = yield* FakeOpenAi.make
+      upstream.state.rejectFields.add("top_k")
+      const port = yield* Effect.promise(freePort)
+      const base = `http://127.0.0.1:${port}`
+      const server = yield* Effect.forkChild(cli(
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
+        "--model", "tiny", "--max-tokens", "32", "--seeded-sampling", "--on-failure", "zero-reward"
+      ))
+      yield* healthy(base, {})
+      const infer = (requestConfig: Record<string, unknown>) =>
+        request(`${base}/infer/`, {
+          body: { infer_requests: [{ messages: [], data_dict: { env_config: { seed: 5, size: 5 } } }], request_config: requestConfig }
+        })
+      for (let i = 0; i < 2; i++) {
+        const refused = yield* infer({ top_k: 5, seed: 1 })
+        // (the second too: a dropped field would have answered 200)
+        expect(refused.status, `request ${i + 1}`).toBe(400)
+        expect(JSON.parse(refused.text).error).toMatchObject({ type: "invalid_request", path: "request_config.top_k" })
+        expect(JSON.parse(refused.text).error.message).toContain("cannot honour it")
+      }
+      const plain = yield* infer({ seed: 1 })
+      expect(plain.status).toBe(200)
+      // /v1/rollouts: the trajectory fails, its error naming the field (no reward to learn from)
+      const rollouts = yield* request(`${base}/v1/rollouts`, {
+        body: { requests: [{ env_config: { seed: 5, size: 5 }, num_generations: 1 }], sampling: { top_k: 5 } }
+      })
+      expect(rollouts.status, rollouts.text).toBe(200)
+      const [line] = JSON.parse(rollouts.text) as Array<{ error: Record<string, unknown>; rollout_infos: { total_reward: unknown } }>
+      expect(line.error).toMatchObject({ _tag: "InferenceError", reason: "InvalidRequest", status: 422, field: "top_k" })
+      upstream.state.rejectFields.add("seed")
+      const seeded = yield* infer({ seed: 1 })
+      expect(seeded.status).toBe(400)
+      expect(JSON.parse(seeded.text).error).toMatchObject({ path: "request_config.seed" })
+      yield* Fiber.interrupt(server)
+    }).pipe(Effect.scoped))
+
   it.live("--mode server: per-turn token ids, loss masks and logprobs reach /infer/ and /v1/rollouts; both keys are used", () =>
     Effect.gen(function*() {
       const upstream = yield* FakeOpenAi.make
@@ -50,7 +90,7 @@ describe("effect-gym serve (in-process)", () => {
       const base = `http://127.0.0.1:${port}`
       const auth = { authorization: "Bearer serve-key" }
       const server = yield* Effect.forkChild(cli(
-        "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "server", "--base-url", upstream.baseUrl,
         "--model", "tiny", "--inference-api-key-env", "EFFECT_GYM_TEST_UPSTREAM_KEY", "--api-key-env",
         "EFFECT_GYM_TEST_SERVE_KEY", "--max-tokens", "32", "--num-generations", "2"
       ))
@@ -112,7 +152,7 @@ describe("effect-gym serve (the built binary)", () => {
         return { created: lines.filter((l) => l === "create").length, closed: lines.filter((l) => l === "close").length }
       }
       const server = yield* launch([
-        "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--gym-env", "endless",
+        "--port", "0", "--plugin", path.join(root, "test/fixtures/plugins/logged_env.mjs"), "--env", "endless",
         "--policy", "random", "--policy-option", "latency_ms=20", "--max-turns", "10000", "--shutdown-grace", "0.3"
       ], { EFFECT_GYM_ENV_LOG: log })
       const streamed = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, {

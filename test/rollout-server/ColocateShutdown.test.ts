@@ -18,7 +18,7 @@ describe.skipIf(!support.available)("serve --mode colocate: graceful shutdown", 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`${signal} with a trajectory in flight: it is answered, the server exits 0`, { timeout: 120_000 }, async () => {
       const server = await launch([
-        "serve", "--mode", "colocate", "--model", modelPath, "--gym-env", "frozen_lake", "--port", "0", "--max-turns", "3",
+        "serve", "--mode", "colocate", "--model", modelPath, "--env", "frozen_lake", "--port", "0", "--max-turns", "3",
         "--max-tokens", "16", "--shutdown-grace", "60"
       ])
       try {

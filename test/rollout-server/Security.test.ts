@@ -178,7 +178,7 @@ describe("credentials in --base-url never show", () => {
       const dataset = path.join(dir, "rows.jsonl")
       fs.writeFileSync(dataset, `${JSON.stringify({ env_config: { seed: 1 } })}\n`)
       const failedRun = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", dead, "--model", "m",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "server", "--base-url", dead, "--model", "m",
         "--num-generations", "1", "--retries", "0", "--output", path.join(dir, "never.jsonl")
       )
       expect(failedRun.code).toBe(2)
@@ -187,7 +187,7 @@ describe("credentials in --base-url never show", () => {
       // run's identity next to it (out.jsonl.run.json) are written
       const output = path.join(dir, "out.jsonl")
       const run = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "server", "--base-url",
         `${withCreds}?token=${secretToken}`, "--model", "m", "--num-generations", "1", "--max-tokens", "8", "--output", output
       )
       expect(run.code, run.stderr).toBe(0)
@@ -199,7 +199,7 @@ describe("credentials in --base-url never show", () => {
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const served = yield* Effect.forkChild(cli(
-        "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "server", "--base-url", withCreds,
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "server", "--base-url", withCreds,
         "--model", "tiny", "--in-process-envs", "--max-tokens", "8"
       ))
       yield* healthy(base)

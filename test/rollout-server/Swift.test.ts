@@ -30,7 +30,7 @@ describe("ms-swift's trainer against effect-gym serve --mode swift-rollout", () 
       const port = yield* Effect.promise(freePort)
       const base = `http://127.0.0.1:${port}`
       const server = yield* Effect.forkChild(cli(
-        "serve", "--port", String(port), "--gym-env", "frozen_lake", "--mode", "swift-rollout", "--base-url", fake.url,
+        "serve", "--port", String(port), "--env", "frozen_lake", "--mode", "swift-rollout", "--base-url", fake.url,
         "--max-turns", "8", "--retries", "0"
       ))
       yield* healthy(base)

@@ -297,7 +297,7 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
     fs.writeFileSync(dataset, Array.from({ length: 32 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
     const output = path.join(dir, "live.jsonl")
     const run = await Browser.serve([
-      "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", "random", "--policy-option", "latency_ms=50",
+      "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "random", "--policy-option", "latency_ms=50",
       "--num-generations", "4", "--concurrency", "4", "--max-turns", "6", "--output", output, "--view", "--view-port", "0"
     ], dir)
     stops.push(async () => (run.process.exitCode === null ? run.stop() : undefined))
@@ -325,7 +325,7 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
   it("a rollout server's /dashboard behind its key: requests, in flight, rates and failures pushed as they happen", async () => {
     const key = "dashboard-test-key"
     const server = await Browser.serve(
-      ["serve", "--port", "0", "--api-key-env", "VIEW_TEST_KEY", "--plugin", Logs.viewPlugin, "--gym-env", "flaky_counter",
+      ["serve", "--port", "0", "--api-key-env", "VIEW_TEST_KEY", "--plugin", Logs.viewPlugin, "--env", "flaky_counter",
         "--policy", "random", "--policy-option", "latency_ms=20", "--num-generations", "4"],
       dir,
       { env: { VIEW_TEST_KEY: key } }
@@ -369,7 +369,7 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
     fs.writeFileSync(dataset, JSON.stringify({ env_config: { seed: 3 } }) + "\n")
     const file = path.join(dir, "calc-out.jsonl")
     const ran = await run(cli(
-      "run", "--dataset", dataset, "--gym-env", "calculator", "--policy", "calculator-solver", "--num-generations", "1",
+      "run", "--dataset", dataset, "--env", "calculator", "--policy", "calculator-solver", "--num-generations", "1",
       "--max-turns", "8", "--output", file
     ))
     expect(ran.code).toBe(0)

@@ -118,7 +118,7 @@ describe("env renderers", () => {
       const plugin = path.join(Logs.root, "examples/frozen_lake_plugin.ts")
       const output = path.join(dir, "slippery.jsonl")
       const run = yield* cli(
-        "run", "--dataset", path.join(Logs.root, "examples/frozen_lake.jsonl"), "--plugin", plugin, "--gym-env", "slippery_frozen_lake",
+        "run", "--dataset", path.join(Logs.root, "examples/frozen_lake.jsonl"), "--plugin", plugin, "--env", "slippery_frozen_lake",
         "--policy", "frozen-lake-solver", "--num-generations", "2", "--max-turns", "8", "--output", output
       )
       expect(run.code).toBeLessThanOrEqual(1)

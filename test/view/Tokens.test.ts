@@ -82,7 +82,7 @@ describe("the token view", () => {
       fs.writeFileSync(dataset, "{\"env_config\":{\"seed\":0}}\n{\"env_config\":{\"seed\":1}}\n")
       const output = path.join(dir, "colocate.jsonl")
       const run = yield* cli(
-        "run", "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "colocate", "--model", model, "--context-size", "2048",
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--mode", "colocate", "--model", model, "--context-size", "2048",
         "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "8", "--num-generations", "2", "--max-turns", "2", "--output", output
       )
       expect(run.code).toBe(0)

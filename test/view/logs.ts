@@ -29,7 +29,7 @@ export const frozenLake = (dir: string, options: { readonly rows: number; readon
     const dataset = jsonl(dir, `fl-${options.rows}.jsonl`, Array.from({ length: options.rows }, (_, seed) => ({ env_config: { seed } })))
     const output = path.join(dir, options.name ?? `${options.policy}.jsonl`)
     const summary = yield* run([
-      "--dataset", dataset, "--gym-env", "frozen_lake", "--policy", options.policy, "--num-generations", String(options.generations ?? 4),
+      "--dataset", dataset, "--env", "frozen_lake", "--policy", options.policy, "--num-generations", String(options.generations ?? 4),
       "--max-turns", "6", "--seed", "1", "--output", output
     ])
     return { file: output, summary }
@@ -54,7 +54,7 @@ export const sudoku = (dir: string) =>
     const dataset = jsonl(dir, "sudoku.jsonl", [0, 1].map((seed) => ({ env_config: { seed, clues: 74 } })))
     const output = path.join(dir, "sudoku_log.jsonl")
     const summary = yield* run([
-      "--dataset", dataset, "--gym-env", "sudoku", "--plugin", path.join(root, "examples/sudoku_scheduler.ts"),
+      "--dataset", dataset, "--env", "sudoku", "--plugin", path.join(root, "examples/sudoku_scheduler.ts"),
       "--policy", "sudoku-solver", "--policy-option", "epsilon=0.3", "--num-generations", "2", "--max-turns", "12", "--output", output
     ])
     return { file: output, summary }
@@ -67,7 +67,7 @@ export const tokens = (dir: string) =>
     const dataset = jsonl(dir, "tokens.jsonl", [0, 1, 2].map((seed) => ({ env_config: { seed } })))
     const output = path.join(dir, "tokens_log.jsonl")
     const summary = yield* run([
-      "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl, "--model", "tiny",
+      "--dataset", dataset, "--env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl, "--model", "tiny",
       "--num-generations", "2", "--max-turns", "6", "--output", output
     ])
     return { file: output, summary }
@@ -87,7 +87,7 @@ export const qwen3Tokens = (dir: string) =>
     const dataset = jsonl(dir, "qwen3.jsonl", [0, 1].map((seed) => ({ env_config: { seed } })))
     const output = path.join(dir, "qwen3_log.jsonl")
     const summary = yield* run([
-      "--dataset", dataset, "--gym-env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl, "--model", "tiny",
+      "--dataset", dataset, "--env", "frozen_lake", "--mode", "server", "--base-url", server.baseUrl, "--model", "tiny",
       "--tokenizer", Qwen3.QWEN3_TOKENIZER, "--max-tokens", "64", "--num-generations", "2", "--max-turns", "4", "--output", output
     ])
     return { file: output, summary, tokenizer: Qwen3.QWEN3_TOKENIZER }

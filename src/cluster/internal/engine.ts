@@ -64,7 +64,9 @@ export const runGroup = (
   prepared: Prepared,
   file: string,
   index: number,
-  line: string
+  line: string,
+  /** The runner (`host:port`), named in each line. */
+  runner?: string
 ): Effect.Effect<GroupOutcome, never, Inference> =>
   Effect.gen(function*() {
     const decoded = Row.decodeLine(file, index, line) ??
@@ -81,7 +83,7 @@ export const runGroup = (
         continue
       }
       if (prepared.failedGroups === "drop" && CompletionsLog.hasFailure(item)) accumulator.droppedGroups++
-      text += CompletionsLog.groupText(item, prepared.failedGroups)
+      text += CompletionsLog.groupText(item, prepared.failedGroups, runner)
     }
     return { text, summary: { ...accumulator }, rowError }
   })

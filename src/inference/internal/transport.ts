@@ -44,8 +44,8 @@ export interface Options {
   readonly tracing?: boolean | undefined
   /** The `HttpClient` enforces `requestTimeout` itself ({@link undiciClient}): no timer per request. */
   readonly timeoutByTransport?: boolean | undefined
-  /** A hint appended to the message of an error status (e.g. what a 404 usually means). */
-  readonly hint?: ((status: number) => string) | undefined
+  /** A hint appended to the message of an error status (e.g. what a 404 usually means), by status and URL. */
+  readonly hint?: ((status: number, url: string) => string) | undefined
   /** The option that sets `maxTransportFailures`, for the message. */
   readonly failuresOption?: string | undefined
   /** User name and password for Basic auth (from a base URL that held them), when there is no API key. */
@@ -166,7 +166,7 @@ const isTransportTimeout = (cause: unknown): boolean => {
 }
 
 /** An `HttpClient` error as an attempt error of `backend`. */
-export const classifier = (backend: string, hint: (status: number) => string = () => "") =>
+export const classifier = (backend: string, hint: (status: number, url: string) => string = () => "") =>
 (error: HttpClientError.HttpClientError): Effect.Effect<AttemptError> => {
   const reason = error.reason
   const where = `${reason.request.method} ${reason.request.url}`
@@ -210,7 +210,7 @@ export const classifier = (backend: string, hint: (status: number) => string = (
           reason: reasonOfStatus(status),
           backend,
           status,
-          detail: `${where}: ${errorMessage(body)}${hint(status)}`
+          detail: `${where}: ${errorMessage(body)}${hint(status, reason.request.url)}`
         }),
         retryable: isTransientStatus(status),
         retryAfter: retryAfterOf(response.headers)
@@ -239,6 +239,7 @@ export const withDetail = (error: InferenceError, detail: string): InferenceErro
     backend: error.backend,
     detail,
     ...(error.status === undefined ? {} : { status: error.status }),
+    ...(error.field === undefined ? {} : { field: error.field }),
     ...(error.cause === undefined ? {} : { cause: error.cause })
   })
 

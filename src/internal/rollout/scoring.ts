@@ -36,13 +36,13 @@ export const prepareRow = (config: Config, row: Row): Result.Result<PreparedRow,
   const brought = config.scheduler.definition.envs ?? []
   const name = explicit ?? config.defaultEnv ?? brought[0]?.name
   if (name === undefined) {
-    return fail("env_config.name", "no env selected: pass --gym-env NAME or set env_config.name in the row")
+    return fail("env_config.name", "no env selected: pass --env NAME or set env_config.name in the row")
   }
   // The scheduler's own envs first (it provides their services), then the registry's.
   const own = brought.find((env) => env.name === name) as Env.Definition | undefined
   const definition = own === undefined ? Registry.env(config.registry, name) : Result.succeed(own)
   if (Result.isFailure(definition)) {
-    return fail(explicit === undefined ? "--gym-env" : "env_config.name", definition.failure.message)
+    return fail(explicit === undefined ? "--env" : "env_config.name", definition.failure.message)
   }
   return Result.match(definition.success.prepare(row.envConfig), {
     onFailure: (error) => fail(error.path, `${error.reason} (env ${name})`),

@@ -44,6 +44,8 @@ export interface Settings {
   readonly env: Env.Definition
   readonly baseConfig: Env.EnvConfig
   readonly callTimeout: Duration.Duration
+  /** Added to `callTimeout` by the server's own timer (envs that time their own calls). */
+  readonly callGrace: Duration.Duration
   readonly requireReset: boolean
   readonly strictReset: boolean
 }
@@ -77,7 +79,8 @@ export const invalid = (errors: ReadonlyArray<OpenEnvProtocol.ValidationIssue>):
 
 /** A seed of any JSON value, as Python's `random.seed` takes any hashable: by its text (FNV-1a). */
 const seedOf = (value: unknown): number => {
-  const text = typeof value === "string" ? value : JSON.stringify(value)
+  // (a bigint is a long integer as Json.parse keeps it, which JSON.stringify refuses)
+  const text = typeof value === "string" ? value : typeof value === "bigint" ? value.toString() : JSON.stringify(value)
   let hash = 0x811c9dc5
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i)
@@ -118,8 +121,11 @@ export class Episode {
         undefined,
         true
       )
+    // (isolated envs are timed by their pool, which tells a late call from one that waited behind
+    // another env's: this timer is then only a backstop)
+    const backstop = Duration.sum(limit, this.settings.callGrace)
     return effect.pipe(
-      Effect.timeoutOrElse({ duration: limit, orElse: () => Effect.fail("timeout" as const) }),
+      Effect.timeoutOrElse({ duration: backstop, orElse: () => Effect.fail("timeout" as const) }),
       Effect.catchCause((cause): Effect.Effect<never, Failure> => {
         if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
         const error = Cause.findErrorOption(cause)
@@ -272,10 +278,15 @@ export class Episode {
     })
   }
 
-  /** `episode_id`, `step_count`, then the env's own state fields. */
+  /** Opens the episode as the Python server opens a session: an env created and reset, unless `requireReset`. */
+  get open(): Effect.Effect<void, Failure> {
+    return this.settings.requireReset ? Effect.void : this.prime("state")
+  }
+
+  /** `episode_id`, `step_count`, then the env's own state fields (before any reset: an error with `requireReset`). */
   get state(): Effect.Effect<OpenEnvProtocol.StateData, Failure> {
     return Effect.map(
-      this.settings.requireReset && this.env === undefined ? Effect.void : this.prime("state"),
+      this.prime("state"),
       () => ({ episode_id: this.episodeId, step_count: this.stepCount, ...(this.view?.state() ?? {}) })
     )
   }

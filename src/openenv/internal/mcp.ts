@@ -102,20 +102,32 @@ export interface Sessions {
   readonly touch: (id: string) => void
 }
 
+/** Whether Python takes the value as true (`if value:`): how the Python server reads `session_id`. */
+const truthy = (value: unknown): boolean =>
+  value !== undefined && value !== null && value !== false && value !== 0 && value !== "" &&
+  !(Array.isArray(value) && value.length === 0) && !(isRecord(value) && Object.keys(value).length === 0)
+
+/** A value as Python's `str` writes it, for the messages that name a `session_id`. */
+const pythonStr = (value: unknown): string =>
+  typeof value === "string" ? value : value === true ? "True" : value === false ? "False" : JSON.stringify(value)
+
 /**
- * Answers one JSON-RPC request. `bound` is the episode of the `/ws` session the request came on
- * (tools then act on it); otherwise `params.session_id` picks an MCP session, and without it a
- * fresh env serves the call and is closed.
+ * Answers one JSON-RPC request. `bound` is the `/ws` session the request came on, with its id
+ * (tools then act on its episode; `openenv/session/create` answers with its id, as the Python
+ * server does); otherwise `params.session_id` picks an MCP session, and without it a fresh env
+ * serves the call and is closed.
  */
 export const handle = (
   request: { readonly id: Id; readonly method: string; readonly params: unknown },
   sessions: Sessions,
-  bound?: Episode
+  bound?: { readonly id: string; readonly episode: Episode }
 ): Effect.Effect<object> =>
   Effect.gen(function*() {
     const { id, method } = request
     if (!isRecord(request.params)) return error(id, INVALID_PARAMS, "Params must be an object")
     const params = request.params
+    // on /ws the session is the connection's own: no second one that would outlive it
+    if (method === "openenv/session/create" && bound !== undefined) return success(id, { session_id: bound.id })
     if (method === "openenv/session/create") {
       const created = yield* sessions.create
       if ("id" in created) return success(id, { session_id: created.id })
@@ -131,23 +143,25 @@ export const handle = (
     }
     if (method === "openenv/session/close") {
       const target = params.session_id
-      if (typeof target !== "string" || target === "") {
-        return error(id, INVALID_PARAMS, "Invalid params - 'session_id' is required")
+      if (!truthy(target)) return error(id, INVALID_PARAMS, "Invalid params - 'session_id' is required")
+      if (bound !== undefined && target === bound.id) {
+        return error(id, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
       }
-      const closed = yield* sessions.close(target)
+      const closed = typeof target === "string" && (yield* sessions.close(target))
       return closed
         ? success(id, { session_id: target, closed: true })
-        : error(id, INVALID_PARAMS, `Unknown session_id: ${target}`)
+        : error(id, INVALID_PARAMS, `Unknown session_id: ${pythonStr(target)}`)
     }
     if (method !== "tools/list" && method !== "tools/call") {
       return error(id, METHOD_NOT_FOUND, `Method not found: ${method}`)
     }
-    let episode = bound
-    const sessionId = typeof params.session_id === "string" && params.session_id !== "" ? params.session_id : undefined
-    if (episode === undefined && sessionId !== undefined) {
-      episode = sessions.get(sessionId)
-      if (episode === undefined) return error(id, INVALID_PARAMS, `Unknown session_id: ${sessionId}`)
-      sessions.touch(sessionId)
+    let episode = bound?.episode
+    // any value Python takes as true names a session (a number names none: "Unknown session_id")
+    const sessionId = params.session_id
+    if (episode === undefined && truthy(sessionId)) {
+      episode = typeof sessionId === "string" ? sessions.get(sessionId) : undefined
+      if (episode === undefined) return error(id, INVALID_PARAMS, `Unknown session_id: ${pythonStr(sessionId)}`)
+      sessions.touch(sessionId as string)
     }
     if (method === "tools/list") return success(id, { tools: TOOLS })
     const name = params.name

@@ -173,3 +173,33 @@ export const document = (options: {
     }
   }
 }
+
+const escapeHtml = (text: string) =>
+  text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
+
+/**
+ * `GET /docs`: FastAPI serves Swagger UI there (scripts from a CDN); this server answers with a
+ * page of its own, made from the same OpenAPI document, that needs nothing from elsewhere: each
+ * route with its summary and description, and a link to `/openapi.json` for any OpenAPI tool.
+ */
+export const page = (openapi: ReturnType<typeof document>, title: string): string => {
+  const rows: Array<string> = []
+  for (const [path, methods] of Object.entries(openapi.paths as Record<string, Record<string, Record<string, unknown>>>)) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const summary = typeof operation.summary === "string" ? operation.summary : ""
+      const description = typeof operation.description === "string" ? operation.description.trim() : ""
+      rows.push(
+        `<tr><td><code>${method.toUpperCase()}</code></td><td><code>${escapeHtml(path)}</code></td>` +
+          `<td><b>${escapeHtml(summary)}</b>${description === "" ? "" : `<pre>${escapeHtml(description)}</pre>`}</td></tr>`
+      )
+    }
+  }
+  return `<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}td{vertical-align:top;padding:.4em .8em;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;margin:.3em 0 0}</style>
+</head><body><h1>${escapeHtml(title)}</h1>
+<p>The OpenAPI document: <a href="/openapi.json">/openapi.json</a>. Sessions: <code>GET /ws</code> (WebSocket).</p>
+<table>${rows.join("\n")}</table>
+</body></html>
+`
+}

@@ -83,6 +83,20 @@ export const runInfer = (
     const retried = policy.onFailure === "retry" ? { ...plan, config: { ...plan.config, retries: policy.retries } } : plan
     const results = new Map<number, Api.RolloutResult>()
     for (const line of yield* run(retried)) results.set(line.row, line)
+    // A request field the backend rejected (`InferenceError.field`, with --mode server): the request
+    // is refused with a 400 naming it, whatever the failure policy, never answered without it.
+    for (const row of plan.rows) {
+      const error = results.get(row.row.index)?.error
+      const field = error?._tag === "InferenceError" && typeof error.field === "string" ? error.field : undefined
+      if (field === undefined || error === undefined || error === null) continue
+      return yield* new ApiError({
+        reason: "InvalidBody",
+        path: field === "chat_template_kwargs"
+          ? `infer_requests[${row.row.index}].chat_template_kwargs`
+          : `request_config.${field}`,
+        detail: `this server's inference backend cannot honour it, so it is refused (${error.message})`
+      })
+    }
     if (policy.onFailure === "retry") {
       const failed = plan.rows.flatMap((row) => {
         const line = results.get(row.row.index)

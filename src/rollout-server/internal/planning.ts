@@ -111,7 +111,7 @@ export const planRow = (
   const prepared = Rollout.prepareRow(config, decoded.success)
   if (Result.isFailure(prepared)) {
     const error = prepared.failure
-    const unknownEnv = error.path === "--gym-env" || error.path === "env_config.name"
+    const unknownEnv = error.path === "--env" || error.path === "env_config.name"
     return invalid(
       at(unknownEnv ? "env_config.name" : error.path),
       error.detail,

@@ -1,0 +1,54 @@
+/**
+ * A runner's inference identity (issue 28, item 6): what the runners of one run must share. The
+ * refusal itself runs on PostgreSQL in Cluster.test.ts.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Option } from "effect"
+import { inferenceIdentity, type RunnerArgs } from "../../src/cli/RunnerCommand.js"
+import { canonical } from "../../src/internal/inspect.js"
+
+const args = (over: Partial<RunnerArgs>): RunnerArgs =>
+  ({
+    mode: "server",
+    model: Option.some("Qwen/Qwen3-0.6B"),
+    baseUrl: Option.some("http://10.0.0.1:8000/v1"),
+    policy: Option.none(),
+    policyOptions: {},
+    seededSampling: false,
+    noLogprobs: false,
+    strictOpenai: false,
+    tokenPath: Option.none(),
+    ...over
+  }) as RunnerArgs
+
+const id = (over: Partial<RunnerArgs>, kwargs?: Record<string, unknown>) => canonical(inferenceIdentity(args(over), kwargs))
+
+describe("a runner's inference identity", () => {
+  it("the same for what does not change samples: the server's URL, latency_ms, the order of the template kwargs", () => {
+    expect(id({ baseUrl: Option.some("http://10.0.0.2:9000/v1") })).toBe(id({}))
+    expect(id({ tokenPath: Option.some("auto") })).toBe(id({}))
+    expect(id({ mode: "scripted", policy: Option.some("random"), policyOptions: { latency_ms: "20" } }))
+      .toBe(id({ mode: "scripted", policy: Option.some("random") }))
+    expect(id({}, { a: 1, b: { c: 2, d: 3 } })).toBe(id({}, { b: { d: 3, c: 2 }, a: 1 }))
+    // a GGUF by its file name: each node has its own path
+    expect(id({ mode: "colocate", model: Option.some("/a/qwen3.gguf") })).toBe(id({ mode: "colocate", model: Option.some("/b/qwen3.gguf") }))
+  })
+
+  it("differs for what does: mode, model, policy and its options, seeding, logprobs, strictness, kwargs", () => {
+    const base = id({})
+    for (
+      const other of [
+        id({ mode: "colocate" }),
+        id({ model: Option.some("Qwen/Qwen3-1.7B") }),
+        id({ seededSampling: true }),
+        id({ noLogprobs: true }),
+        id({ strictOpenai: true }),
+        id({ tokenPath: Option.some("off") }),
+        id({}, { enable_thinking: false })
+      ]
+    ) expect(other).not.toBe(base)
+    expect(id({ mode: "scripted", policy: Option.some("random") })).not.toBe(id({ mode: "scripted", policy: Option.some("frozen-lake-solver") }))
+    expect(id({ mode: "scripted", policy: Option.none() })).toBe(id({ mode: "scripted", policy: Option.some("random") }))
+    expect(id({ mode: "scripted", policyOptions: { epsilon: "0.1" } })).not.toBe(id({ mode: "scripted" }))
+  })
+})
