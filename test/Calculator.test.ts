@@ -153,6 +153,19 @@ describe("calculator: played", () => {
 })
 
 describe("calculator from the command line", () => {
+  it.live("npm run start:tools: the package's script plays examples/calculator.jsonl, every trajectory rewarded", () =>
+    Effect.gen(function*() {
+      const root = path.resolve(import.meta.dirname, "..")
+      const script = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).scripts["start:tools"] as string
+      const argv = script.replace(/^node bin\/effect-gym\.js /, "").split(" ")
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-calc-"))
+      const at = (flag: string, value: string) => argv.map((a, i) => (argv[i - 1] === flag ? value : a))
+      const args = at("--output", path.join(dir, "out.jsonl")).map((a) => a === "examples/calculator.jsonl" ? path.join(root, a) : a)
+      const { code, stdout } = yield* cli(...args, "--json")
+      expect(code).toBe(0)
+      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 128, meanReward: 1, failures: 0 })
+    }))
+
   it.live("run --env calculator --policy calculator-solver: every trajectory rewarded; --tool-parser none: none", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-calc-"))
