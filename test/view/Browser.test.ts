@@ -380,6 +380,8 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
     expect(await text("[data-testid=message-assistant][data-turn='1'] [data-testid=tool-call] >> nth=0"))
       .toMatch(/^→ lookup\(\{"item": "[a-z]+"\}\)  \[call_r0-g0_1_0\]$/)
     expect(await count("[data-testid=message-tool]")).toBe(8)
+    // a reply that is only calls shows no empty text; the last reply, the answer, is text
+    expect(await count("[data-testid=message-assistant] .content")).toBe(1)
     expect(await text("[data-testid=message-tool] .message-head >> nth=0")).toBe("tool lookup answers call_r0-g0_1_0")
     expect(await count("[data-testid=step]")).toBe(5)
     await Browser.screenshot(page, shots, "view-calculator")

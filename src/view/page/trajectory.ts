@@ -123,7 +123,8 @@ const conversation = (ctx: Context, detail: Detail, step: number, hasBoard: bool
         "div",
         { class: `message role-${message.role}${hasBoard && message.role === "assistant" && turn === step ? " selected" : ""}`, "data-testid": `message-${message.role}`, "data-turn": turn },
         h("div", { class: "message-head" }, label, hasBoard && message.role === "assistant" ? link(here(ctx, detail.summary.line, { step: turn }), "board") : null),
-        h("pre", { class: "content" }, message.content),
+        // (a reply that is only tool calls has no text to show)
+        message.content === "" && message.toolCalls.length > 0 ? null : h("pre", { class: "content" }, message.content),
         message.toolCalls.length === 0 ? null : h(
           "div",
           { class: "tool-calls" },
