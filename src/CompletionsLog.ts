@@ -97,6 +97,11 @@ export const CompletionLine = Schema.Struct({
   token_ids_unavailable: Schema.optional(Schema.String),
   /** One entry per turn: the policy version its model call was sent under (`null`: not versioned). */
   policy_versions: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number))),
+  /**
+   * One entry per turn, present when a turn's reply held a tool call that could not be parsed (kept
+   * as text): why, `null` for the other turns.
+   */
+  malformed_tool_call: Schema.optional(Schema.Array(Schema.NullOr(Schema.String))),
   /** The cluster runner (`host:port`) that ran the trajectory, in a cluster run's log. */
   runner: Schema.optional(Schema.String),
   timings: Schema.Struct({
@@ -174,6 +179,9 @@ const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]>
   if (turns.some((t) => t.logprobs !== undefined)) fields.push(["rollout_logprobs", turns.map((t) => t.logprobs ?? null)])
   if (turns.some((t) => t.policyVersion !== undefined)) {
     fields.push(["policy_versions", turns.map((t) => t.policyVersion ?? null)])
+  }
+  if (turns.some((t) => t.malformedToolCall !== undefined)) {
+    fields.push(["malformed_tool_call", turns.map((t) => t.malformedToolCall ?? null)])
   }
   const tokens = result.tokens
   if (tokens !== undefined) {

@@ -10,6 +10,11 @@
  * - `step(messages)` receives the whole conversation (its last message is the model's newest reply)
  *   and gives the next observation, a reward, `done` and an `info` record.
  *
+ * An env may offer tools: `reset` returns their specs (`tools`, per episode). The model's reply
+ * then may carry `tool_calls` (OpenAI's format), and `step` may answer them with `toolMessages`
+ * (one `tool` message per call, each with its `tool_call_id`; `Tool.toolkit` builds them) instead
+ * of, or before, a user observation. Text envs do neither and are unchanged.
+ *
  * Envs are registered by name as {@link Definition}s. {@link define} takes an Effect-native
  * constructor; {@link make} and {@link fromClass} adapt plain objects and classes whose methods
  * return values, Promises or Effects, the way Python envs are written.
@@ -21,6 +26,7 @@ import * as Issue from "./internal/issue.js"
 import type * as Lift from "./internal/lift.js"
 import { describe, hasTag, isPromiseLike, liftMaybe } from "./internal/lift.js"
 import type { Message } from "./Message.js"
+import type * as Tool from "./Tool.js"
 
 /**
  * A row's `env_config`: a JSON object. `name` (when present) selects the env.
@@ -66,6 +72,10 @@ export interface ResetResult {
   readonly observation: string
   readonly info: Info
   readonly systemPrompt?: string | undefined
+  /** The tools offered to the model in this episode (none: a text env). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
+  /** How the model may use them (OpenAI's `tool_choice`; default `auto`). */
+  readonly toolChoice?: Tool.Choice | undefined
 }
 
 /**
@@ -73,10 +83,16 @@ export interface ResetResult {
  * @category models
  */
 export interface StepResult {
+  /**
+   * The next user message. With `toolMessages`, an empty observation adds no user message (the tool
+   * messages answer the reply); a non-empty one follows them.
+   */
   readonly observation: string
   readonly reward: number
   readonly done: boolean
   readonly info: Info
+  /** `tool` messages answering the reply's `tool_calls` (each with its `tool_call_id`), in order. */
+  readonly toolMessages?: ReadonlyArray<Message> | undefined
 }
 
 /**

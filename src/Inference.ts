@@ -8,7 +8,8 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import type { Message } from "./Message.js"
+import type { Message, ToolCall } from "./Message.js"
+import type * as Tool from "./Tool.js"
 
 /**
  * Sampling parameters. Absent fields are left to the backend's defaults.
@@ -80,6 +81,10 @@ export interface ChatRequest {
   readonly previous?: TokenState | undefined
   /** Variables of the model's chat template (`{"enable_thinking": false}`), for backends that render it. */
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+  /** The tools the env offers in this episode (absent or empty: none). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
+  /** How the model may use them (OpenAI's `tool_choice`); only with `tools`. */
+  readonly toolChoice?: Tool.Choice | undefined
 }
 
 /**
@@ -131,6 +136,13 @@ export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" |
 export interface Completion {
   readonly text: string
   readonly finishReason: FinishReason
+  /** The reply's tool calls (OpenAI's format): from the server, or parsed out of the text. */
+  readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
+  /**
+   * Why text that looked like a tool call was not one (the text is kept as the reply's content):
+   * the log marks the turn `malformed_tool_call`.
+   */
+  readonly malformedToolCall?: string | undefined
   readonly tokenIds?: ReadonlyArray<number> | undefined
   readonly logprobs?: ReadonlyArray<number> | undefined
   readonly promptTokens?: number | undefined

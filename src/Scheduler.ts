@@ -21,6 +21,7 @@ import type { Completion, InferenceError } from "./Inference.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import { isReady } from "./internal/ready.js"
 import * as Message from "./Message.js"
+import type * as Tool from "./Tool.js"
 
 /**
  * @since 0.1.0
@@ -169,6 +170,8 @@ export interface TurnResult {
   readonly info?: Env.Info | undefined
   /** Merged into the trajectory's `rollout_infos`. */
   readonly rolloutInfos?: Readonly<Record<string, unknown>> | undefined
+  /** `tool` messages answering the reply's tool calls: appended before the observation (see {@link afterStep}). */
+  readonly toolMessages?: ReadonlyArray<Message.Message> | undefined
 }
 
 /**
@@ -182,6 +185,10 @@ export interface Session {
   readonly messages: ReadonlyArray<Message.Message>
   /** The reset info. */
   readonly info: Env.Info
+  /** The tools offered to the model in this trajectory (absent: none). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
+  /** How the model may use them (OpenAI's `tool_choice`). */
+  readonly toolChoice?: Tool.Choice | undefined
   readonly onTurnEnd: (context: TurnContext) => Effect.Effect<TurnResult, TrajectoryError>
   readonly checkFinished: (context: TurnContext) => boolean
   /** The messages of the next turn. */
@@ -275,15 +282,17 @@ export const opening = (reset: {
  * @since 0.1.0
  * @category conversation
  */
-export const withReply = (messages: ReadonlyArray<Message.Message>, reply: string): Array<Message.Message> => [
-  ...messages,
-  Message.assistant(reply)
-]
+export const withReply = (
+  messages: ReadonlyArray<Message.Message>,
+  reply: string,
+  toolCalls?: ReadonlyArray<Message.ToolCall> | undefined
+): Array<Message.Message> => [...messages, Message.assistant(reply, toolCalls)]
 
 /**
  * The conversation after the env answered: its observation appended as the next user message, unless
  * the episode is done (the final observation is kept in the step's result, not in the conversation,
- * as in the reference).
+ * as in the reference). Tool messages (answers to the reply's tool calls) come first; with them, an
+ * empty observation adds no user message. When done, neither is appended.
  *
  * @since 0.1.0
  * @category conversation
@@ -291,9 +300,17 @@ export const withReply = (messages: ReadonlyArray<Message.Message>, reply: strin
 export const afterStep = (
   messages: ReadonlyArray<Message.Message>,
   observation: string | undefined,
-  done: boolean
-): ReadonlyArray<Message.Message> =>
-  done || observation === undefined ? messages : [...messages, Message.user(observation)]
+  done: boolean,
+  toolMessages?: ReadonlyArray<Message.Message> | undefined
+): ReadonlyArray<Message.Message> => {
+  if (done) return messages
+  if (toolMessages === undefined || toolMessages.length === 0) {
+    return observation === undefined ? messages : [...messages, Message.user(observation)]
+  }
+  return observation === undefined || observation === ""
+    ? [...messages, ...toolMessages]
+    : [...messages, ...toolMessages, Message.user(observation)]
+}
 
 /**
  * The next turn's messages: the turn's messages with its observation (if any) as a user message.
@@ -302,7 +319,7 @@ export const afterStep = (
  * @category hooks
  */
 export const nextMessages = (context: TurnContext, result: TurnResult): ReadonlyArray<Message.Message> =>
-  afterStep(context.messages, result.observation, false)
+  afterStep(context.messages, result.observation, false, result.toolMessages)
 
 /**
  * Appends the observation of a turn as the next user message (the gym scheduler's `step`).
@@ -323,7 +340,7 @@ export const appendObservation = (
  */
 export const finishedOnLength = (context: TurnContext): boolean => context.completion.finishReason === "length"
 
-const checkStep = (env: string, out: Env.StepResult): Env.EnvError | undefined => {
+const checkStep = (env: string, out: Env.StepResult, reply?: Message.Message): Env.EnvError | undefined => {
   const problem = typeof out !== "object" || out === null
     ? "step returned no result"
     : typeof out.observation !== "string"
@@ -334,8 +351,35 @@ const checkStep = (env: string, out: Env.StepResult): Env.EnvError | undefined =
     ? `done must be a boolean, got ${typeof out.done}`
     : out.info !== undefined && (typeof out.info !== "object" || out.info === null)
     ? "info must be an object"
+    : out.toolMessages !== undefined
+    ? toolMessagesProblem(out.toolMessages, reply)
     : undefined
   return problem === undefined ? undefined : new Env.EnvError({ env, phase: "step", detail: problem })
+}
+
+/**
+ * What is wrong with a step's tool messages: each must be a `tool` message with text content that
+ * answers a call of the reply (its `tool_call_id`), at most once.
+ */
+const toolMessagesProblem = (toolMessages: unknown, reply: Message.Message | undefined): string | undefined => {
+  if (!Array.isArray(toolMessages)) return "toolMessages must be an array"
+  const ids = new Set((reply?.tool_calls ?? []).map((call) => call.id))
+  const answered = new Set<string>()
+  for (let i = 0; i < toolMessages.length; i++) {
+    const m = toolMessages[i] as Partial<Message.Message> | null
+    const where = `toolMessages[${i}]`
+    if (typeof m !== "object" || m === null) return `${where} must be a message`
+    if (m.role !== "tool") return `${where}.role must be "tool", got ${JSON.stringify(m.role)}`
+    if (typeof m.content !== "string") return `${where}.content must be a string`
+    if (typeof m.tool_call_id !== "string") return `${where}.tool_call_id must be a string`
+    if (!ids.has(m.tool_call_id)) {
+      return `${where}.tool_call_id ${JSON.stringify(m.tool_call_id)} answers no call of the reply` +
+        (ids.size === 0 ? " (it has none)" : ` (its calls: ${[...ids].join(", ")})`)
+    }
+    if (answered.has(m.tool_call_id)) return `${where}.tool_call_id ${JSON.stringify(m.tool_call_id)} is answered twice`
+    answered.add(m.tool_call_id)
+  }
+  return undefined
 }
 
 const checkReset = (env: string, out: Env.ResetResult): Env.EnvError | undefined => {
@@ -347,8 +391,28 @@ const checkReset = (env: string, out: Env.ResetResult): Env.EnvError | undefined
     ? "systemPrompt must be a string"
     : out.info !== undefined && (typeof out.info !== "object" || out.info === null)
     ? "info must be an object"
+    : out.tools !== undefined
+    ? toolsProblem(out.tools)
     : undefined
   return problem === undefined ? undefined : new Env.EnvError({ env, phase: "reset", detail: problem })
+}
+
+/** What is wrong with a reset's tool specs: each needs a name, a description and a JSON Schema object. */
+const toolsProblem = (tools: unknown): string | undefined => {
+  if (!Array.isArray(tools)) return "tools must be an array"
+  const names = new Set<string>()
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as Partial<Tool.Spec> | null
+    if (typeof t !== "object" || t === null) return `tools[${i}] must be an object`
+    if (typeof t.name !== "string" || t.name === "") return `tools[${i}].name must be a non-empty string`
+    if (names.has(t.name)) return `tools[${i}].name ${JSON.stringify(t.name)} is offered twice`
+    names.add(t.name)
+    if (typeof t.description !== "string") return `tools[${i}].description must be a string`
+    if (typeof t.parameters !== "object" || t.parameters === null || Array.isArray(t.parameters)) {
+      return `tools[${i}].parameters must be a JSON Schema object`
+    }
+  }
+  return undefined
 }
 
 const EMPTY_INFO: Env.Info = Object.freeze({})
@@ -370,23 +434,26 @@ export const gymSession = (
   request: TrajectoryRequest
 ): Effect.Effect<Session, Env.EnvError> =>
 {
-  const answer = (out: Env.StepResult): Effect.Effect<TurnResult, Env.EnvError> => {
-    const bad = checkStep(envName, out)
+  const answer = (out: Env.StepResult, reply: Message.Message | undefined): Effect.Effect<TurnResult, Env.EnvError> => {
+    const bad = checkStep(envName, out, reply)
     if (bad !== undefined) return Effect.fail(bad)
     // total_reward and step_rewards are assembled once by the trajectory's fold (copying
     // the step rewards here every turn would make a trajectory quadratic in its turns).
-    return Effect.succeed<TurnResult>({
+    const result: TurnResult = {
       done: out.done,
       reward: out.reward,
       observation: out.observation,
       info: out.info ?? EMPTY_INFO,
       rolloutInfos: out.done ? GYM_DONE : GYM_NOT_DONE
-    })
+    }
+    return Effect.succeed(
+      out.toolMessages === undefined || out.toolMessages.length === 0 ? result : { ...result, toolMessages: out.toolMessages }
+    )
   }
   const session = (reset: Env.ResetResult): Effect.Effect<Session, Env.EnvError> => {
     const invalid = checkReset(envName, reset)
     if (invalid !== undefined) return Effect.fail(invalid)
-    return Effect.succeed<Session>({
+    const session: Session = {
       messages: opening(reset),
       info: reset.info ?? EMPTY_INFO,
       checkFinished: () => false,
@@ -394,10 +461,16 @@ export const gymSession = (
       // An env that answers with a completed Effect is answered at once (the trajectory loop then
       // runs the turn without the fiber runtime).
       onTurnEnd: (context) => {
+        const reply = context.messages.at(-1)
         const stepped = env.step(context.messages)
-        return isReady(stepped) ? answer(stepped.value) : Effect.flatMap(stepped, answer)
+        return isReady(stepped) ? answer(stepped.value, reply) : Effect.flatMap(stepped, (out) => answer(out, reply))
       }
-    })
+    }
+    return Effect.succeed<Session>(
+      reset.tools === undefined || reset.tools.length === 0
+        ? session
+        : { ...session, tools: reset.tools, toolChoice: reset.toolChoice ?? "auto" }
+    )
   }
   const reset = env.reset({
     trajectoryId: request.id,

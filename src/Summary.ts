@@ -67,6 +67,13 @@ export interface Summary {
    * (absent otherwise): an asynchronous trainer drops samples older than it accepts.
    */
   readonly policyVersions?: Readonly<Record<string, number>> | undefined
+  /**
+   * Tool use, when any trajectory called a tool or wrote a call that could not be parsed (absent
+   * otherwise): `calls` in the replies, `errors` answered by a tool message saying what was wrong
+   * (one that begins `Error:`, as `Tool.toolkit` answers a bad call), `malformed` replies whose call
+   * was kept as text.
+   */
+  readonly tools?: { readonly calls: number; readonly errors: number; readonly malformed: number } | undefined
 }
 
 /**
@@ -113,6 +120,9 @@ export class Accumulator {
   tokenTrajectories = 0
   completionChars = 0
   readonly policyVersions: Record<string, number> = {}
+  toolCalls = 0
+  toolErrors = 0
+  malformedToolCalls = 0
 
   add(item: Item): void {
     if (item._tag === "RowFailure") {
@@ -126,6 +136,11 @@ export class Accumulator {
       this.turns += result.numTurns
       this.endReasons[result.endReason] = (this.endReasons[result.endReason] ?? 0) + 1
       countPolicyVersions(this.policyVersions, result.turns)
+      for (const m of result.messages) {
+        if (m.tool_calls !== undefined) this.toolCalls += m.tool_calls.length
+        else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
+      }
+      for (const turn of result.turns) if (turn.malformedToolCall !== undefined) this.malformedToolCalls++
       this.addLengths(result)
       if (record.error !== undefined) {
         this.failures++
@@ -185,6 +200,9 @@ export class Accumulator {
     this.failures += num(other.failures)
     this.badRows += num(other.badRows)
     this.droppedGroups += num(other.droppedGroups)
+    this.toolCalls += num(other.toolCalls)
+    this.toolErrors += num(other.toolErrors)
+    this.malformedToolCalls += num(other.malformedToolCalls)
     this.truncatedByMaxTurns += num(other.truncatedByMaxTurns)
     this.truncatedByLength += num(other.truncatedByLength)
     this.completionTokens += num(other.completionTokens)
@@ -232,7 +250,10 @@ export class Accumulator {
       elapsedMs,
       turnsPerSecond: seconds > 0 ? this.turns / seconds : 0,
       trajectoriesPerSecond: seconds > 0 ? this.trajectories / seconds : 0,
-      ...(Object.keys(this.policyVersions).length === 0 ? {} : { policyVersions: { ...this.policyVersions } })
+      ...(Object.keys(this.policyVersions).length === 0 ? {} : { policyVersions: { ...this.policyVersions } }),
+      ...(this.toolCalls === 0 && this.malformedToolCalls === 0
+        ? {}
+        : { tools: { calls: this.toolCalls, errors: this.toolErrors, malformed: this.malformedToolCalls } })
     }
   }
 }
@@ -278,7 +299,10 @@ export const format = (s: Summary): string => {
     `elapsed        ${(s.elapsedMs / 1000).toFixed(2)} s`,
     `throughput     ${Math.round(s.turnsPerSecond)} turns/s, ${Math.round(s.trajectoriesPerSecond)} trajectories/s`,
     ...(s.titoCheck === undefined ? [] : [`tito check     ${formatDrift(s.titoCheck)}`]),
-    ...(s.policyVersions === undefined ? [] : [`policy         ${formatVersions(s.policyVersions)}`])
+    ...(s.policyVersions === undefined ? [] : [`policy         ${formatVersions(s.policyVersions)}`]),
+    ...(s.tools === undefined ? [] : [
+      `tool calls     ${s.tools.calls} (${s.tools.errors} answered with an error, ${s.tools.malformed} malformed kept as text)`
+    ])
   )
   if (s.interrupted !== null) {
     lines.push(`interrupted    by ${s.interrupted}: the groups finished are written; --resume runs the rest`)

@@ -143,6 +143,8 @@ export interface TurnOutput {
   readonly logprobs: ReadonlyArray<number> | undefined
   /** The policy version the turn was sampled with, when the backend's weights are versioned. */
   readonly policyVersion?: number | undefined
+  /** Why the reply's text that looked like a tool call was kept as text (see `Completion.malformedToolCall`). */
+  readonly malformedToolCall?: string | undefined
 }
 
 /**

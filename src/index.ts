@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 export * as Builtins from "./Builtins.js"
+export * as Calculator from "./envs/Calculator.js"
 export * as CompletionsLog from "./CompletionsLog.js"
 export * as Env from "./Env.js"
 export * as EnvCheck from "./check/EnvCheck.js"
@@ -23,4 +24,5 @@ export * as ScriptedPolicies from "./inference/Scripted.js"
 export * as Sudoku from "./envs/Sudoku.js"
 export * as Summary from "./Summary.js"
 export * as TokenSequence from "./TokenSequence.js"
+export * as Tool from "./Tool.js"
 export * as Trajectory from "./Trajectory.js"

@@ -69,7 +69,7 @@ describe("CLI (in-process, full argv)", () => {
       const { code, stderr, stdout } = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--num-generations", "2", "--output", output)
       expect(code).toBe(1)
       expect(stderr).toContain(`${dataset}:2: malformed JSON`)
-      expect(stderr).toContain(`${dataset}:3: env_config.name: unknown env "ghost"; registered: frozen_lake`)
+      expect(stderr).toContain(`${dataset}:3: env_config.name: unknown env "ghost"; registered: calculator, frozen_lake`)
       expect(stderr).toContain(`${dataset}:4: env_config.p: expected a number`)
       expect(stdout).toContain("bad rows       3")
       expect(readLines(output).length).toBe(2)
@@ -84,9 +84,9 @@ describe("CLI (in-process, full argv)", () => {
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--reward-funcs", "format", "--reward-weights", "1"], "--reward-weights: 1 weight(s) given for 2 reward column(s)"],
         [["--reward-funcs", "nope"], "unknown reward function \"nope\"; registered: format"],
-        [["--env", "nope"], "unknown env \"nope\"; registered: frozen_lake"],
+        [["--env", "nope"], "unknown env \"nope\"; registered: calculator, frozen_lake"],
         [["--scheduler", "nope"], "unknown scheduler \"nope\"; registered: gym_scheduler"],
-        [["--policy", "nope"], "unknown policy \"nope\"; registered: frozen-lake-solver, random"],
+        [["--policy", "nope"], "unknown policy \"nope\"; registered: calculator-solver, frozen-lake-solver, random"],
         [["--concurrency", "0"], "--concurrency: must be a whole number >= 1, got 0"],
         [["--policy", "frozen-lake-solver", "--policy-option", "epsilon=7"], "--policy-option epsilon: must be a probability"],
         [["--plugin", fixture("syntax_error.ts")], `plugin ${fixture("syntax_error.ts")}: failed to load`],

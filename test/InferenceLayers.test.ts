@@ -36,6 +36,7 @@ const args = (overrides: Partial<InferenceOptions.InferenceArgs> = {}): Inferenc
   chatTemplateKwargs: Option.none(),
   titoCheck: false,
   maxTransportFailures: Option.none(),
+  toolParser: Option.none(),
   presencePenalty: Option.none(),
   frequencyPenalty: Option.none(),
   ...overrides

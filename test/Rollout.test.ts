@@ -69,7 +69,7 @@ describe("Rollout", () => {
         [7, ""]
       ])
       expect(failures[0].message).toMatch(/^data\.jsonl:2: malformed JSON/)
-      expect(failures[1].message).toContain("unknown env \"nope\"; registered: frozen_lake")
+      expect(failures[1].message).toContain("unknown env \"nope\"; registered: calculator, frozen_lake")
       expect(failures[2].message).toBe("data.jsonl:4: env_config.size: expected an integer (as Python int()), got \"big\" (env frozen_lake)")
       const ran = records(items)
       expect(ran.map((r) => r.result.row)).toEqual([0, 0, 7, 7])

@@ -17,7 +17,11 @@
  * - `close`: the env is closed exactly once on every path (done, max steps, a failed reset or step,
  *   an early exit) and leaves nothing running: no fibers, no open handles;
  * - `timeout`: create, reset and step each answer within the timeout (a hung call is interrupted);
- * - `isolation`: two envs alive at once do not affect each other.
+ * - `isolation`: two envs alive at once do not affect each other;
+ * - `tools` (envs that offer tools at reset): each spec is valid (name, description, parameters a
+ *   JSON Schema object); each tool answers a call with arguments valid by its schema (a round trip)
+ *   and calls with malformed JSON or the wrong shape, and an unknown tool is answered too: by a
+ *   tool message with the call's `tool_call_id`, never a failed or crashed step.
  *
  * The check is deterministic: replies and configs are drawn from arbitraries with fixed seeds, runs
  * are sequential, and the report holds no timings.
@@ -43,6 +47,7 @@ import * as Arbitraries from "./Arbitraries.js"
 import { Collector, difference, inspectLifecycle } from "./internal/inspection.js"
 import { type Context, Lifecycle, type Scenario, type Settings } from "./internal/lifecycle.js"
 import { CHECKS, type CheckName, CheckOptionError, type Failure, Report, Skipped, Stats } from "./internal/report.js"
+import { checkTools } from "./internal/tools.js"
 
 export * from "./Arbitraries.js"
 export {
@@ -359,6 +364,8 @@ const skipReason = (check: CheckName, settings: Settings): string => {
     case "done":
     case "step":
       return "no step returned a result"
+    case "tools":
+      return "the env offers no tools"
     default:
       return "no env got that far (see the failures)"
   }
@@ -393,6 +400,11 @@ export const check = (
     const fresh: Array<Lifecycle> = []
     for (const scenario of scenarios) fresh.push(yield* checkScenario(context, scenario))
     yield* checkIsolation(context, scenarios, fresh)
+    for (let i = 0; i < scenarios.length; i++) {
+      const reset = fresh[i].reset
+      const tools = reset?._tag === "Ok" && isRecord(reset.value) ? reset.value.tools : undefined
+      if (Array.isArray(tools) && tools.length > 0) yield* checkTools(settings, collector, scenarios[i], tools)
+    }
     const failed = new Set(collector.failures.map((f) => f.check))
     const order = (a: Failure, b: Failure) =>
       CHECKS.indexOf(a.check) - CHECKS.indexOf(b.check) || a.configIndex - b.configIndex

@@ -129,6 +129,13 @@ export const options = {
     ),
     Flag.optional
   ),
+  toolParser: choice("tool-parser", ["hermes", "llama3_json", "mistral", "none"]).pipe(
+    Flag.withDescription(
+      "How tool calls are read out of a reply's text when the env offers tools and the backend gave none: " +
+        "hermes (Qwen, Hermes: <tool_call>), llama3_json (Llama 3.x), mistral ([TOOL_CALLS]), none (default hermes)"
+    ),
+    Flag.optional
+  ),
   presencePenalty: number("presence-penalty", "Presence penalty in [-2, 2]"),
   frequencyPenalty: number("frequency-penalty", "Frequency penalty in [-2, 2]")
 }
@@ -290,6 +297,19 @@ export interface ScriptedArgs {
 const noControl = <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference | Control, E> =>
   Layer.merge(inference, Layer.succeed(Control, Option.none()))
 
+/** The backend of `inference` with tool calls parsed out of its text replies (`--tool-parser`; none: as it is). */
+const parsingTools = (args: InferenceArgs) => <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference, E> => {
+  const name = Option.getOrElse(args.toolParser, () => "hermes" as const)
+  if (name === "none") return inference
+  return Layer.effect(
+    Inference,
+    Effect.gen(function*() {
+      const ToolParsers = yield* Effect.promise(() => import("../inference/ToolParsers.js"))
+      return ToolParsers.wrap(yield* Inference, name)
+    })
+  ).pipe(Layer.provide(inference))
+}
+
 const apiKeyOf = (args: InferenceArgs) =>
   Option.match(args.apiKeyEnv, {
     onNone: () => Effect.succeed(undefined),
@@ -360,7 +380,9 @@ export const layer = (
         const policy = yield* Effect.fromResult(
           Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
         )
-        return noControl<InferenceError | Policy.PolicyConfigError>(Policy.layer(policy, scripted.policyOptions))
+        return noControl<InferenceError | Policy.PolicyConfigError>(
+          parsingTools(args)(Policy.layer(policy, scripted.policyOptions))
+        )
       }
       case "server": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"]])
@@ -384,7 +406,7 @@ export const layer = (
         const maxTransportFailures = yield* maxTransportFailuresOf(args)
         // Backends are loaded when their mode is used (undici, node-llama-cpp stay out of other commands).
         const OpenAiCompat = yield* Effect.promise(() => import("../inference/OpenAiCompat.js"))
-        return noControl<InferenceError | Policy.PolicyConfigError>(OpenAiCompat.layerUndici({
+        return noControl<InferenceError | Policy.PolicyConfigError>(parsingTools(args)(OpenAiCompat.layerUndici({
           baseUrl,
           model,
           apiKey,
@@ -400,20 +422,20 @@ export const layer = (
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs),
           maxTransportFailures,
           rejectedFields
-        }))
+        })))
       }
       case "colocate": {
         yield* rejectOthers(args, [[SERVER_ONLY, "--mode server"]])
         const modelPath = yield* required("--model", args.model, "colocate")
         const LlamaCpp = yield* Effect.promise(() => import("../inference/LlamaCpp.js"))
-        return noControl<InferenceError | Policy.PolicyConfigError>(LlamaCpp.layer({
+        return noControl<InferenceError | Policy.PolicyConfigError>(parsingTools(args)(LlamaCpp.layer({
           modelPath,
           contextSize: Option.getOrUndefined(args.contextSize),
           gpuLayers: Option.getOrUndefined(args.gpuLayers),
           threads: Option.getOrUndefined(args.threads),
           sequences: Option.getOrUndefined(args.inferenceConcurrency),
           chatTemplateKwargs: yield* chatTemplateKwargs(args.chatTemplateKwargs)
-        }))
+        })))
       }
       case "swift-rollout": {
         yield* rejectOthers(args, [[COLOCATE_ONLY, "--mode colocate"], [NOT_SWIFT, "--mode server"], [MODEL_NOT_SWIFT, "--mode server or --mode colocate"]])

@@ -108,7 +108,7 @@ const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
   ["INFERENCE", [
     "mode", "base-url", "model", "api-key-env", "model-api-key-env", "strict-openai", "no-logprobs", "request-timeout",
     "retries", "inference-concurrency", "context-size", "gpu-layers", "threads", "token-path", "tokenizer",
-    "chat-template-kwargs", "tito-check", "max-transport-failures"
+    "chat-template-kwargs", "tito-check", "max-transport-failures", "tool-parser"
   ]],
   ["OUTPUT AND RESUME", ["output", "resume", "resume-force", "overwrite", "failed-groups", "json", "cluster"]],
   ["LIMITS AND TIMEOUTS", [

@@ -32,7 +32,8 @@ import type {
   Service
 } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
-import type { Message } from "../Message.js"
+import type { Message, ToolCall } from "../Message.js"
+import * as Tool from "../Tool.js"
 import * as HfTokenizer from "./HfTokenizer.js"
 import * as PromptTokens from "./PromptTokens.js"
 import * as Redact from "../internal/redact.js"
@@ -131,8 +132,21 @@ const TokenLogprob = Schema.Struct({
   id: Schema.optional(Schema.NullOr(Schema.Int))
 })
 
+/** A tool call as servers send it: `arguments` JSON text (some send an object), `id` sometimes missing. */
+const WireToolCall = Schema.Struct({
+  id: Schema.optional(Schema.NullOr(Schema.String)),
+  type: Schema.optional(Schema.NullOr(Schema.String)),
+  function: Schema.Struct({
+    name: Schema.String,
+    arguments: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)])))
+  })
+})
+
 const Choice = Schema.Struct({
-  message: Schema.optional(Schema.NullOr(Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }))),
+  message: Schema.optional(Schema.NullOr(Schema.Struct({
+    content: Schema.optional(Schema.NullOr(Schema.String)),
+    tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+  }))),
   finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
   token_ids: Schema.optional(Schema.NullOr(Schema.Array(Schema.Int))),
   logprobs: Schema.optional(
@@ -240,6 +254,19 @@ const mergeKwargs = (
 ) => (defaults === undefined ? call : call === undefined ? defaults : { ...defaults, ...call })
 
 /**
+ * A message as the chat API takes it: text messages as `{ role, content }`; an assistant message's
+ * `tool_calls` and a tool message's `tool_call_id` in OpenAI's format (a tool message's `name`, which
+ * OpenAI's API does not define, only without `strict`).
+ */
+const wireMessage = (m: Message, strict: boolean): Record<string, unknown> => {
+  const out: Record<string, unknown> = { role: m.role, content: m.content }
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) out.tool_calls = m.tool_calls
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
+  if (m.name !== undefined && !strict) out.name = m.name
+  return out
+}
+
+/**
  * The JSON body of one chat call.
  *
  * @since 0.1.0
@@ -254,8 +281,12 @@ export const requestBody = (
   const body: Record<string, unknown> = {
     ...options.extraBody,
     model: options.model,
-    messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
+    messages: request.messages.map((m) => wireMessage(m, options.strict === true)),
     stream: false
+  }
+  if (request.tools !== undefined && request.tools.length > 0) {
+    body.tools = request.tools.map(Tool.toOpenAi)
+    body.tool_choice = Tool.choiceToOpenAi(request.toolChoice ?? "auto")
   }
   samplingFields(body, options, request, sampling)
   if (sampling.logprobs !== false) {
@@ -422,7 +453,11 @@ const finishReasonOf = (raw: string | null | undefined): FinishReason => {
  * @since 0.1.0
  * @category decoding
  */
-export const toCompletion = (response: ChatCompletion): Result.Result<Completion, InferenceError> => {
+export const toCompletion = (
+  response: ChatCompletion,
+  /** Ids for calls the server sent without one: `<idPrefix>_<index>`. */
+  idPrefix = "call"
+): Result.Result<Completion, InferenceError> => {
   const choice = response.choices?.[0]
   if (choice === undefined) {
     const said = response.error === undefined ? "" : `: ${messageOf(response.error) ?? JSON.stringify(response.error)}`
@@ -436,7 +471,21 @@ export const toCompletion = (response: ChatCompletion): Result.Result<Completion
     tokenIds?: ReadonlyArray<number>
     logprobs?: ReadonlyArray<number>
     promptTokens?: number
+    toolCalls?: ReadonlyArray<ToolCall>
   } = { text: choice.message?.content ?? "", finishReason: finishReasonOf(choice.finish_reason) }
+  const calls = choice.message?.tool_calls
+  if (calls != null && calls.length > 0) {
+    completion.toolCalls = calls.map((call, i): ToolCall => ({
+      id: call.id ?? `${idPrefix}_${i}`,
+      type: "function",
+      function: {
+        name: call.function.name,
+        arguments: typeof call.function.arguments === "string"
+          ? call.function.arguments
+          : JSON.stringify(call.function.arguments ?? {})
+      }
+    }))
+  }
   const tokenIds = tokenIdsOf(choice)
   if (tokenIds !== undefined) completion.tokenIds = tokenIds
   const logprobs = logprobsOf(choice)
@@ -668,7 +717,10 @@ const makeWith = (
         send(`${options.baseUrl}/chat/completions`, () => requestBody(options, request, sampling, dropped), ChatCompletion),
         (response) =>
           Effect.fromResult(
-            Result.map(toCompletion(response), (completion) => ({ ...completion, tokensUnavailable: chatOnly }))
+            Result.map(
+              toCompletion(response, `call_${request.trajectoryId}_${request.turn}`),
+              (completion) => ({ ...completion, tokensUnavailable: chatOnly ?? toolsOnChatPath(request) })
+            )
           )
       )
     }
@@ -699,6 +751,9 @@ const makeWith = (
     const renderer = tokenPath.renderer
     let toldMaxTokens = false
     const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
+      // Tools are not rendered on the token path yet: such a call goes by the chat path (the
+      // server renders the tools and parses the calls), and its line says why it has no tokens.
+      if (request.tools !== undefined && request.tools.length > 0) return chatText(request)
       const checked = samplingOf(request.sampling)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const sampling = checked.success
@@ -732,6 +787,12 @@ const makeWith = (
     }
     return service
   })
+
+/** Why a call with tools has no token prompt on a server with a token path (see `chatTokens`). */
+const toolsOnChatPath = (request: ChatRequest): string | undefined =>
+  request.tools !== undefined && request.tools.length > 0
+    ? "server mode sends calls with tools by the chat path (the token path does not render tools yet)"
+    : undefined
 
 const probeRequest: ChatRequest = {
   messages: [{ role: "user", content: "Hi" }],

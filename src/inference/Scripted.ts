@@ -6,6 +6,9 @@
  * - `random`: a uniformly random move, `<action>dir</action>`.
  * - `frozen-lake-solver`: reads the grid in the last user message, plans a shortest path to the
  *   goal around the holes, and answers its first move; `epsilon` mixes in random moves.
+ * - `calculator-solver`: solves the `calculator` env with its tools, writing its calls as a Hermes /
+ *   Qwen model does (`<tool_call>{json}</tool_call>` in the text: the run's `--tool-parser` reads
+ *   them): lookups, then products, then a running sum, then the answer.
  *
  * @since 0.1.0
  */
@@ -154,5 +157,71 @@ export const frozenLakeSolver: Policy.Definition = Policy.define({
           const move = grid === undefined ? undefined : planMove(grid)
           return answers[move ?? MOVES[rng.int(4)]]
         })
+    })
+})
+
+/** The calls of the `calculator` tools made so far in a conversation, with their results. */
+const toolResults = (messages: ReadonlyArray<Message.Message>) => {
+  const results = new Map<string, string>()
+  for (const m of messages) if (m.role === "tool" && m.tool_call_id !== undefined) results.set(m.tool_call_id, m.content)
+  const done: Array<{ readonly name: string; readonly args: Record<string, unknown>; readonly result: string }> = []
+  for (const m of messages) {
+    for (const call of m.tool_calls ?? []) {
+      const result = results.get(call.id)
+      if (result === undefined || result.startsWith("Error")) continue
+      try {
+        done.push({ name: call.function.name, args: JSON.parse(call.function.arguments), result })
+      } catch {
+        // a call the solver did not write
+      }
+    }
+  }
+  return done
+}
+
+const toolCallText = (name: string, args: Record<string, unknown>): string =>
+  `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`
+
+/**
+ * The next reply of the calculator solver: what is missing first (lookups, products, the running sum),
+ * then the answer.
+ *
+ * @since 0.3.0
+ * @category solver
+ */
+export const calculatorReply = (messages: ReadonlyArray<Message.Message>): string => {
+  const first = messages.find((m) => m.role === "user")?.content ?? ""
+  const order = [...first.matchAll(/(\d+) x ([a-z]+)/g)].map((m) => ({ quantity: Number(m[1]), item: m[2] }))
+  const done = toolResults(messages)
+  const prices = new Map<string, number>()
+  for (const d of done) if (d.name === "lookup") prices.set(String(d.args.item), Number(d.result))
+  const missing = order.filter((line) => !prices.has(line.item))
+  if (missing.length > 0) return missing.map((line) => toolCallText("lookup", { item: line.item })).join("\n")
+  const computed = (op: string, a: number, b: number) =>
+    done.find((d) => d.name === "calculate" && d.args.op === op && d.args.a === a && d.args.b === b)?.result
+  const products = order.map((line) => ({ a: line.quantity, b: prices.get(line.item)!, result: computed("multiply", line.quantity, prices.get(line.item)!) }))
+  const pending = products.filter((p) => p.result === undefined)
+  if (pending.length > 0) return pending.map((p) => toolCallText("calculate", { op: "multiply", a: p.a, b: p.b })).join("\n")
+  let sum = Number(products[0]?.result ?? 0)
+  for (const p of products.slice(1)) {
+    const next = computed("add", sum, Number(p.result))
+    if (next === undefined) return toolCallText("calculate", { op: "add", a: sum, b: Number(p.result) })
+    sum = Number(next)
+  }
+  return `<answer>${sum}</answer>`
+}
+
+/**
+ * @since 0.3.0
+ * @category policies
+ */
+export const calculatorSolver: Policy.Definition = Policy.define({
+  name: "calculator-solver",
+  description: "Solves the calculator env with its tools, calls written as <tool_call> text (hermes); option latency_ms",
+  options: Schema.Struct({ latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))) }),
+  make: (options) =>
+    withLatency(options.latency_ms, {
+      name: "policy calculator-solver",
+      chat: (request) => Effect.sync((): Completion => ({ text: calculatorReply(request.messages), finishReason: "stop" }))
     })
 })

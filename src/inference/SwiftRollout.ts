@@ -406,6 +406,15 @@ const makeWith = (
     const defaults: SamplingParams = { logprobs: true, ...options.sampling }
     const checkSampling = Sampling.checker(BACKEND, defaults)
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
+      // ms-swift's /infer/ has a `tools` field with its own agent templates; until they are followed, an
+      // env's tools are refused here, not dropped (the model would never see them).
+      if (request.tools !== undefined && request.tools.length > 0) {
+        return Effect.fail(new InferenceError({
+          reason: "InvalidRequest",
+          backend: BACKEND,
+          detail: "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+        }))
+      }
       const checked = checkSampling(request.sampling)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const sampling = checked.success

@@ -29,7 +29,7 @@ describe("effect-gym check-env (in-process, full argv)", () => {
     Effect.gen(function*() {
       const { code, stdout } = yield* cli("check-env", "nan_counter", "--plugin", plugin, "--seeds", "1", "--runs", "2")
       expect(code).toBe(1)
-      expect(stdout.split("\n")[0]).toBe("nan_counter: FAILED, 1 of 11 checks (1 env_config × 2 runs, up to 16 steps, timeout 10s, seed 0)")
+      expect(stdout.split("\n")[0]).toBe("nan_counter: FAILED, 1 of 12 checks (1 env_config × 2 runs, up to 16 steps, timeout 10s, seed 0)")
       expect(stdout).toContain("  FAIL  reward           rewards are finite numbers")
       expect(stdout).toContain("  reward: step 1 returned reward NaN (number NaN): a reward must be a finite number\n    env_config #0  {\"seed\":0}")
 
@@ -93,7 +93,7 @@ describe("effect-gym check-env (in-process, full argv)", () => {
       const empty = path.join(dir, "empty.jsonl")
       fs.writeFileSync(empty, "\n")
       const cases: ReadonlyArray<[Array<string>, string]> = [
-        [["ghost"], "unknown env \"ghost\"; registered: frozen_lake"],
+        [["ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake"],
         [["frozen_lake", "--runs", "0"], "--runs: must be a whole number >= 1, got 0"],
         [["frozen_lake", "--seeds", "0"], "--seeds: must be a whole number >= 1, got 0"],
         [["frozen_lake", "--max-steps", "0"], "--max-steps: must be a whole number >= 1, got 0"],

@@ -73,6 +73,11 @@ export class FakeServerState {
   maxInFlight = 0
   /** The reply text for a request; by default the FrozenLake move. */
   reply: (body: Record<string, unknown>) => string = frozenLakeReply
+  /**
+   * The reply's `tool_calls` for a chat request (as a server with a tool parser sends them), or
+   * `undefined` for none; with calls, `content` is `null` when the reply text is empty.
+   */
+  toolCalls: (body: Record<string, unknown>) => ReadonlyArray<Record<string, unknown>> | undefined = () => undefined
   /** Every token prompt /v1/completions received, in order. */
   get tokenPrompts(): Array<ReadonlyArray<number>> {
     return this.requests.filter((r) => Array.isArray(r.body.prompt)).map((r) => r.body.prompt as Array<number>)
@@ -122,10 +127,13 @@ const completion = (state: FakeServerState, body: Record<string, unknown>): Reco
   }
   const text = new TextDecoder().decode(new Uint8Array(ids))
   const logprobs = logprobsOf(ids)
+  const calls = state.toolCalls(body)
   const choice: Record<string, unknown> = {
     index: 0,
-    message: { role: "assistant", content: text },
-    finish_reason: finish
+    message: calls === undefined
+      ? { role: "assistant", content: text }
+      : { role: "assistant", content: text === "" ? null : text, tool_calls: calls },
+    finish_reason: calls === undefined ? finish : "tool_calls"
   }
   const wantsLogprobs = body.logprobs === true && state.flavor !== "plain"
   if (wantsLogprobs) {

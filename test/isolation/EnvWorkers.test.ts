@@ -9,6 +9,7 @@ import { Cause, Effect, Exit, Result, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Calculator from "../../src/envs/Calculator.js"
 import * as EnvWorkers from "../../src/isolation/EnvWorkers.js"
 import * as PluginLoader from "../../src/node/PluginLoader.js"
 
@@ -194,4 +195,25 @@ describe("EnvWorkers", () => {
       expect(error._tag).toBe("WorkerStartError")
       expect(error.message).toContain("throws.mjs")
     }).pipe(Effect.scoped))
+})
+
+describe("calculator in a worker thread (--isolate-envs)", () => {
+  it.live("its tools cross the thread: specs from reset, tool messages from step", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const workers = yield* EnvWorkers.make({ plugins: [], workers: 1, timeout: "10 seconds" })
+      const registry = workers.registry(yield* PluginLoader.registry([]))
+      const env = yield* Result.getOrThrow(registry.envs.get("calculator")!.prepare({ seed: 4 }))
+      const reset = yield* env.reset({ trajectoryId: "t", seed: 1, messages: [], dataDict: {}, envConfig: { seed: 4 } })
+      expect(reset.tools?.map((t) => t.name)).toEqual(["lookup", "calculate"])
+      const item = Calculator.task(4, 3).order[0]
+      const result = yield* env.step([
+        { role: "user", content: reset.observation },
+        {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: JSON.stringify({ item: item.item }) } }]
+        }
+      ])
+      expect(result.toolMessages).toEqual([{ role: "tool", content: String(item.price), tool_call_id: "c1", name: "lookup" }])
+    })))
 })

@@ -364,6 +364,29 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
     expect(await server.stop()).toBe(0)
   })
 
+  it("a tool trajectory (calculator): each call shown under its reply, each tool message labelled with its call", async () => {
+    const dataset = path.join(dir, "calc.jsonl")
+    fs.writeFileSync(dataset, JSON.stringify({ env_config: { seed: 3 } }) + "\n")
+    const file = path.join(dir, "calc-out.jsonl")
+    const ran = await run(cli(
+      "run", "--dataset", dataset, "--env", "calculator", "--policy", "calculator-solver", "--num-generations", "1",
+      "--max-turns", "8", "--output", file
+    ))
+    expect(ran.code).toBe(0)
+    const server = await serve(file)
+    await open(`${server.url}#/trajectory/1`, "trajectory")
+    // 3 lookups, 3 products, 2 sums
+    expect(await count("[data-testid=tool-call]")).toBe(8)
+    expect(await text("[data-testid=message-assistant][data-turn='1'] [data-testid=tool-call] >> nth=0"))
+      .toMatch(/^→ lookup\(\{"item": "[a-z]+"\}\)  \[call_r0-g0_1_0\]$/)
+    expect(await count("[data-testid=message-tool]")).toBe(8)
+    // a reply that is only calls shows no empty text; the last reply, the answer, is text
+    expect(await count("[data-testid=message-assistant] .content")).toBe(1)
+    expect(await text("[data-testid=message-tool] .message-head >> nth=0")).toBe("tool lookup answers call_r0-g0_1_0")
+    expect(await count("[data-testid=step]")).toBe(5)
+    await Browser.screenshot(page, shots, "view-calculator")
+  })
+
   it("hostile text in a log (markup in messages, env names, errors, infos) is shown as text, never run", async () => {
     const line = JSON.parse(fs.readFileSync(logs.mixed.file, "utf8").split("\n")[0]) as Record<string, unknown>
     const evil = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>"

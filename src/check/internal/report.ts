@@ -23,7 +23,8 @@ export const CheckName = Schema.Literals([
   "step-after-done",
   "close",
   "timeout",
-  "isolation"])
+  "isolation",
+  "tools"])
 
 /**
  * @since 0.1.0
@@ -54,7 +55,9 @@ export const DESCRIPTIONS: Readonly<Record<CheckName, string>> = {
   "step-after-done": "a step after done is answered (a result or a typed error), not a crash",
   close: "the env is closed exactly once on every path and leaves nothing running",
   timeout: "create, reset and step each answer within the timeout",
-  isolation: "two envs alive at once do not affect each other"
+  isolation: "two envs alive at once do not affect each other",
+  tools: "tools offered at reset are valid specs; each answers a call (valid arguments, malformed JSON, the wrong shape) " +
+    "and an unknown tool with a tool message, never a failed step"
 }
 
 /**

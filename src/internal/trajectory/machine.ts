@@ -5,12 +5,12 @@
 import { Cause, Effect, Exit, Option, Scope } from "effect"
 import type { Clock } from "effect"
 import { InferenceError, tokenState } from "../../Inference.js"
-import type { Completion, SamplingParams, Service as InferenceService, TokenState } from "../../Inference.js"
+import type { ChatRequest, Completion, SamplingParams, Service as InferenceService, TokenState } from "../../Inference.js"
 import type * as Message from "../../Message.js"
 import type { Instance, Session, TrajectoryError, TrajectoryRequest, TurnContext, TurnResult } from "../../Scheduler.js"
 import { isTrajectoryError, Timeout, UnexpectedError, withReply } from "../../Scheduler.js"
 import type { End, EndReason, Listener, Options, TimeoutLimits, TrajectoryResult } from "../../Trajectory.js"
-import { describe } from "../lift.js"
+import { describe, stringify } from "../lift.js"
 import { nextTurn } from "../nextTurn.js"
 import { isReady } from "../ready.js"
 import { mixSeed } from "../seed.js"
@@ -42,6 +42,27 @@ const badCompletion = (backend: string, completion: unknown): InferenceError =>
       ? `the completion is not an object: ${describe(completion).slice(0, 200)}`
       : `the completion's text must be a string, got ${describe((completion as { readonly text?: unknown }).text).slice(0, 200)}`
   })
+
+/**
+ * What is wrong with a completion's tool calls (a plugin backend's are not checked by a type at run
+ * time, and a server may repeat an id), or `undefined`. Each needs an id, unique in the reply, and a
+ * function name and arguments text.
+ */
+const toolCallsProblem = (toolCalls: unknown): string | undefined => {
+  if (!Array.isArray(toolCalls)) {
+    return `the completion's toolCalls must be a list, got ${(stringify(toolCalls) ?? String(toolCalls)).slice(0, 100)}`
+  }
+  const ids = new Set<string>()
+  for (let i = 0; i < toolCalls.length; i++) {
+    const call = toolCalls[i] as { readonly id?: unknown; readonly function?: { readonly name?: unknown; readonly arguments?: unknown } } | null
+    if (typeof call?.id !== "string" || typeof call.function?.name !== "string" || typeof call.function.arguments !== "string") {
+      return `toolCalls[${i}] must have a string id, function.name and function.arguments: ${describe(call).slice(0, 200)}`
+    }
+    if (ids.has(call.id)) return `toolCalls[${i}]: the id ${JSON.stringify(call.id)} is used twice in the reply`
+    ids.add(call.id)
+  }
+  return undefined
+}
 
 export const toTrajectoryError = (phase: string, cause: Cause.Cause<unknown>): TrajectoryError => {
   const failure = Cause.findErrorOption(cause)
@@ -125,7 +146,7 @@ export class Machine {
   }
 
   callModel(): Effect.Effect<Completion, TrajectoryError> {
-    return this.inference.chat({
+    const request: ChatRequest = {
       messages: this.messages,
       sampling: this.sampling,
       trajectoryId: this.request.id,
@@ -133,7 +154,12 @@ export class Machine {
       seed: mixSeed(this.request.seed, this.turn),
       previous: this.tokens,
       chatTemplateKwargs: this.chatTemplateKwargs
-    })
+    }
+    const tools = this.session?.tools
+    // (text trajectories' requests stay as they were: no tool fields at all)
+    return this.inference.chat(
+      tools === undefined ? request : { ...request, tools, toolChoice: this.session!.toolChoice ?? "auto" }
+    )
   }
 
   // ---- the driver -----------------------------------------------------------------------------
@@ -204,6 +230,12 @@ export class Machine {
     if (typeof completion !== "object" || completion === null || typeof completion.text !== "string") {
       return Effect.fail(badCompletion(this.inference.name, completion))
     }
+    if (completion.toolCalls !== undefined) {
+      const problem = toolCallsProblem(completion.toolCalls)
+      if (problem !== undefined) {
+        return Effect.fail(new InferenceError({ reason: "BadResponse", backend: this.inference.name, detail: problem }))
+      }
+    }
     const context = this.replied(completion)
     const modelMs = this.stamp(modelStarted)
     this.acc.completion(context.turn, completion, modelMs)
@@ -251,7 +283,7 @@ export class Machine {
 
   /** The model replied: append its message; the context of this turn's hooks. */
   private replied(completion: Completion): TurnContext {
-    const messages = withReply(this.messages, completion.text)
+    const messages = withReply(this.messages, completion.text, completion.toolCalls)
     this.messages = messages
     this.tokens = tokenState(completion, messages)
     this.phase = Phase.Env

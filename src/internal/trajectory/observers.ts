@@ -58,15 +58,16 @@ export class Accumulator implements Observer {
   }
 
   completion(_turn: number, completion: Completion, modelMs: number): void {
+    const output: TurnOutput = completion.policyVersion === undefined
+      ? { finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs }
+      : {
+        finishReason: completion.finishReason,
+        tokenIds: completion.tokenIds,
+        logprobs: completion.logprobs,
+        policyVersion: completion.policyVersion
+      }
     this.outputs.push(
-      completion.policyVersion === undefined
-        ? { finishReason: completion.finishReason, tokenIds: completion.tokenIds, logprobs: completion.logprobs }
-        : {
-          finishReason: completion.finishReason,
-          tokenIds: completion.tokenIds,
-          logprobs: completion.logprobs,
-          policyVersion: completion.policyVersion
-        }
+      completion.malformedToolCall === undefined ? output : { ...output, malformedToolCall: completion.malformedToolCall }
     )
     this.sequence.add(completion)
     this.times.push(modelMs, 0)

@@ -15,6 +15,7 @@ import { errorMessage } from "../../internal/lift.js"
 import { isWhole } from "../../internal/whole.js"
 import type * as Message from "../../Message.js"
 import * as Scheduler from "../../Scheduler.js"
+import type * as Tool from "../../Tool.js"
 import * as OpenEnvProtocol from "../OpenEnvProtocol.js"
 
 /** The view an env may carry to answer with its own observation JSON and state. */
@@ -100,6 +101,8 @@ export class Episode {
   private episodeId: string | null = null
   private stepCount = 0
   private closed = false
+  /** The tools the env offered at its last reset (none for a text env). */
+  tools: ReadonlyArray<Tool.Spec> = []
 
   constructor(readonly settings: Settings) {}
 
@@ -237,6 +240,7 @@ export class Episode {
       }
       this.env = live
       this.view = viewOf(live)
+      this.tools = Array.isArray(out.tools) ? out.tools : []
       const systemPrompt = out.systemPrompt ?? undefined
       this.conversation = Scheduler.opening({ observation: out.observation, systemPrompt })
       this.lastObservation = this.view?.observation() ??
@@ -274,6 +278,37 @@ export class Episode {
         this.lastObservation = observation
         const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
         return Effect.succeed({ observation, reward, done: result.done })
+      })
+    })
+  }
+
+  /**
+   * Calls one of the env's own tools (offered at reset): the step of an assistant message that
+   * carries the one call; the content of the tool message that answers it, with the step's result.
+   */
+  callTool(name: string, args: Readonly<Record<string, unknown>>): Effect.Effect<
+    { readonly content: string; readonly data: OpenEnvProtocol.ObservationData },
+    Failure
+  > {
+    return Effect.flatMap(this.prime("step"), () => {
+      const live = this.env!
+      const id = `mcp_${this.stepCount + 1}`
+      const call: Message.ToolCall = { id, type: "function", function: { name, arguments: JSON.stringify(args) } }
+      const messages = Scheduler.withReply(this.conversation, "", [call])
+      return Effect.flatMap(this.timed("step", live.step(messages)), (result) => {
+        if (typeof result?.observation !== "string" || typeof result.done !== "boolean") {
+          return Effect.fail(failure("EXECUTION_ERROR", "step gave no text observation and done flag"))
+        }
+        const answer = (result.toolMessages ?? []).find((m) => m.tool_call_id === id)
+        if (answer === undefined) {
+          return Effect.fail(failure("EXECUTION_ERROR", `the env did not answer the call of its tool ${name} with a tool message`))
+        }
+        this.stepCount++
+        this.conversation = Scheduler.afterStep(messages, result.observation, result.done, result.toolMessages)
+        const observation = this.view?.observation() ?? genericObservation(result.observation, result.info ?? {})
+        this.lastObservation = observation
+        const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
+        return Effect.succeed({ content: answer.content, data: { observation, reward, done: result.done } })
       })
     })
   }

@@ -4,6 +4,10 @@
  * `openenv/session/close`, with the Python server's codes and messages. A text env exposes its step
  * as the tool `act` (`{"message": "..."}`: the model's reply) and a new episode as `restart`
  * (`{"seed"?, "episode_id"?}`); `reset`, `step`, `state` and `close` are reserved names in OpenEnv.
+ * An env that offers tools at reset (`Env.ResetResult.tools`) has them listed too, after a reset
+ * (a session's episode, or a fresh env for a call without one), each called as an assistant tool
+ * call stepped through the env; a tool whose name is taken (`act`, `restart` or a reserved one) is
+ * not listed.
  */
 import { Effect, Result } from "effect"
 import { isRecord } from "../../internal/inspect.js"
@@ -60,6 +64,23 @@ export const TOOLS = [
     }
   }
 ] as const
+
+const TAKEN: ReadonlySet<string> = new Set(["act", "restart", "reset", "step", "state", "close"])
+
+/** An episode's own tools as MCP lists them (`inputSchema`: the spec's parameters). */
+const envTools = (episode: Episode) =>
+  episode.tools
+    .filter((t) => !TAKEN.has(t.name))
+    .map((t) => ({ name: t.name, description: t.description, inputSchema: t.parameters }))
+
+/** An env tool's answer: its tool message as the text content, the step's result as the structured content. */
+const envToolResult = (content: string, data: OpenEnvProtocol.ObservationData) => ({
+  content: [{ type: "text", text: content, annotations: null, meta: null }],
+  structured_content: data,
+  meta: null,
+  data,
+  is_error: false
+})
 
 /** A tool's answer in the shape FastMCP's results are sent in. */
 const toolResult = (data: OpenEnvProtocol.ObservationData) => ({
@@ -163,7 +184,12 @@ export const handle = (
       if (episode === undefined) return error(id, INVALID_PARAMS, `Unknown session_id: ${pythonStr(sessionId)}`)
       sessions.touch(sessionId as string)
     }
-    if (method === "tools/list") return success(id, { tools: TOOLS })
+    if (method === "tools/list") {
+      const list = (target: Episode) =>
+        Effect.map(target.open, () => success(id, { tools: [...TOOLS, ...envTools(target)] }))
+      const listed = episode === undefined ? sessions.fresh(list) : list(episode)
+      return yield* Effect.catch(listed, () => Effect.succeed(success(id, { tools: TOOLS })))
+    }
     const name = params.name
     if (typeof name !== "string" || name === "") return error(id, INVALID_PARAMS, "Missing 'name' in params")
     const args = isRecord(params.arguments) ? params.arguments : {}
@@ -180,7 +206,13 @@ export const handle = (
         if (args.episode_id !== undefined) kwargs.episode_id = args.episode_id
         return Effect.map(target.reset(kwargs), (data) => success(id, toolResult(data)))
       }
-      return Effect.succeed(error(id, INVALID_PARAMS, `Tool not found: ${name}`))
+      // the env's own tools, as offered at its last reset (a fresh env is reset first)
+      return Effect.flatMap(target.open, (): Effect.Effect<object, Failure> => {
+        if (TAKEN.has(name) || !target.tools.some((t) => t.name === name)) {
+          return Effect.succeed(error(id, INVALID_PARAMS, `Tool not found: ${name}`))
+        }
+        return Effect.map(target.callTool(name, args), (answer) => success(id, envToolResult(answer.content, answer.data)))
+      })
     }
     const answered = episode === undefined ? sessions.fresh(run) : run(episode)
     return yield* Effect.catch(answered, (failed) => Effect.succeed(error(id, INTERNAL_ERROR, failed.message)))

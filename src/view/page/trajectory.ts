@@ -4,7 +4,26 @@ import { h, link, ms, num, replace } from "./dom.js"
 import type { Context } from "./overview.js"
 import { href } from "./router.js"
 
-type Message = { readonly role: string; readonly content: string }
+type ToolCall = { readonly id: string; readonly name: string; readonly arguments: string }
+type Message = {
+  readonly role: string
+  readonly content: string
+  readonly toolCalls: ReadonlyArray<ToolCall>
+  readonly toolCallId: string | undefined
+  readonly name: string | undefined
+}
+
+/** A log line's message as the page shows it: text, and an assistant's tool calls or a tool message's call id. */
+const messageOf = (m: Record<string, unknown>): Message => ({
+  role: String(m.role),
+  content: String(m.content ?? ""),
+  toolCalls: arr(m.tool_calls).filter(isRecord).map((c) => {
+    const fn = isRecord(c.function) ? c.function : {}
+    return { id: String(c.id ?? ""), name: String(fn.name ?? ""), arguments: String(fn.arguments ?? "") }
+  }),
+  toolCallId: typeof m.tool_call_id === "string" ? m.tool_call_id : undefined,
+  name: typeof m.name === "string" ? m.name : undefined
+})
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 const arr = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
@@ -76,7 +95,7 @@ const board = (ctx: Context, line: number, rendered: Rendered, step: number) => 
 
 const conversation = (ctx: Context, detail: Detail, step: number, hasBoard: boolean) => {
   const line = detail.line
-  const messages = arr(line.messages).filter(isRecord).map((m): Message => ({ role: String(m.role), content: String(m.content ?? "") }))
+  const messages = arr(line.messages).filter(isRecord).map(messageOf)
   const infos = isRecord(line.rollout_infos) ? line.rollout_infos : {}
   const stepRewards = arr(infos.step_rewards)
   const stepInfos = arr(infos.step_infos)
@@ -91,14 +110,28 @@ const conversation = (ctx: Context, detail: Detail, step: number, hasBoard: bool
   for (const message of messages) {
     if (message.role === "assistant") turn++
     const isObservation = message.role === "user"
-    const label = message.role === "assistant" ? `turn ${turn}: model` : isObservation ? (seenUser ? `observation after turn ${turn}` : "reset observation") : message.role
+    const label = message.role === "assistant"
+      ? `turn ${turn}: model`
+      : isObservation
+      ? (seenUser ? `observation after turn ${turn}` : "reset observation")
+      : message.role === "tool"
+      ? `tool ${message.name ?? ""} answers ${message.toolCallId ?? "?"}`
+      : message.role
     if (isObservation) seenUser = true
     items.push(
       h(
         "div",
         { class: `message role-${message.role}${hasBoard && message.role === "assistant" && turn === step ? " selected" : ""}`, "data-testid": `message-${message.role}`, "data-turn": turn },
         h("div", { class: "message-head" }, label, hasBoard && message.role === "assistant" ? link(here(ctx, detail.summary.line, { step: turn }), "board") : null),
-        h("pre", { class: "content" }, message.content)
+        // (a reply that is only tool calls has no text to show)
+        message.content === "" && message.toolCalls.length > 0 ? null : h("pre", { class: "content" }, message.content),
+        message.toolCalls.length === 0 ? null : h(
+          "div",
+          { class: "tool-calls" },
+          message.toolCalls.map((c) =>
+            h("pre", { class: "tool-call", "data-testid": "tool-call", title: c.id }, `→ ${c.name}(${c.arguments})  [${c.id}]`)
+          )
+        )
       )
     )
     if (message.role === "assistant") {

@@ -1,0 +1,185 @@
+/**
+ * Tool-call parsers (issue 30, item 2): their results equal vLLM's on the vectors of vLLM's own
+ * tests (test/fixtures/tool_parsers/vllm_vectors.json, written by generate_vectors.py from the test
+ * files and commits it names), each checked as strictly as vLLM's test checks it; a malformed call
+ * is kept as text with a `malformed_tool_call` mark, in the completion and in the log line.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Stream } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
+import * as Env from "../../src/Env.js"
+import * as Inference from "../../src/Inference.js"
+import * as ToolParsers from "../../src/inference/ToolParsers.js"
+import type * as Message from "../../src/Message.js"
+import * as Rollout from "../../src/Rollout.js"
+import * as Summary from "../../src/Summary.js"
+import { records } from "../helpers.js"
+
+interface ExpectedCall {
+  readonly name: string
+  readonly arguments?: string
+  readonly arguments_json?: unknown
+  readonly arguments_contains?: ReadonlyArray<string>
+  readonly arguments_path?: readonly [ReadonlyArray<string>, unknown]
+  readonly arguments_path_2?: readonly [ReadonlyArray<string>, unknown]
+}
+
+interface Vector {
+  readonly parser: ToolParsers.Name
+  readonly source: string
+  readonly commit: string
+  readonly test: string
+  readonly model_output: string
+  readonly tools_called: boolean
+  readonly calls: ReadonlyArray<ExpectedCall>
+  /** What vLLM's non-streaming result's `content` is (absent: the test does not check it). */
+  readonly content?: string | null
+  /** What the streamed content adds up to ("" when none was streamed). */
+  readonly content_streamed?: string
+}
+
+const fixture = JSON.parse(
+  fs.readFileSync(path.join(import.meta.dirname, "../fixtures/tool_parsers/vllm_vectors.json"), "utf8")
+) as { readonly vectors: ReadonlyArray<Vector> }
+
+const at = (value: unknown, keys: ReadonlyArray<string>): unknown =>
+  keys.reduce<unknown>((v, k) => (v as Record<string, unknown>)[k], value)
+
+describe("tool parsers on vLLM's vectors", () => {
+  it("the fixture names its sources and covers the three parsers", () => {
+    const count = (p: string) => fixture.vectors.filter((v) => v.parser === p).length
+    expect([count("hermes"), count("llama3_json"), count("mistral")]).toEqual([10, 14, 14])
+    for (const v of fixture.vectors) {
+      expect(v.source).toMatch(/^tests\/tool_parsers\/test_.*\.py$/)
+      expect(v.commit).toMatch(/^[0-9a-f]{40}$/)
+    }
+  })
+
+  for (const v of fixture.vectors) {
+    it(`${v.parser}: ${v.test}`, () => {
+      const parsed = ToolParsers.parse(v.parser, v.model_output)
+      expect(parsed.toolCalls.length > 0).toBe(v.tools_called)
+      expect(parsed.toolCalls.length).toBe(v.calls.length)
+      v.calls.forEach((expected, i) => {
+        const actual = parsed.toolCalls[i]
+        expect(actual.type).toBe("function")
+        expect(actual.function.name).toBe(expected.name)
+        const args = actual.function.arguments
+        if (expected.arguments !== undefined) expect(args).toBe(expected.arguments)
+        if (expected.arguments_json !== undefined) expect(JSON.parse(args)).toEqual(expected.arguments_json)
+        for (const part of expected.arguments_contains ?? []) expect(args).toContain(part)
+        for (const check of [expected.arguments_path, expected.arguments_path_2]) {
+          if (check !== undefined) expect(at(JSON.parse(args), check[0])).toEqual(check[1])
+        }
+      })
+      if ("content" in v) expect(parsed.content).toBe(v.content)
+      if (v.content_streamed !== undefined) expect(parsed.content ?? "").toBe(v.content_streamed)
+      // vLLM keeps text it could not parse as the content; so do we, and mark it
+      if (!v.tools_called && "content" in v) expect(parsed.content).toBe(v.model_output)
+    })
+  }
+})
+
+describe("malformed tool calls", () => {
+  it("text with a call marker that does not parse is kept whole and marked, for each parser", () => {
+    const cases: ReadonlyArray<readonly [ToolParsers.Name, string]> = [
+      ["hermes", "I will call it. <tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}\n</tool_call>"],
+      ["llama3_json", "{\"name\": \"add\", \"parameters\": {\"a\": 1}"],
+      ["mistral", "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 1}}"],
+      ["mistral", "[TOOL_CALLS]no arguments here"]
+    ]
+    for (const [parser, text] of cases) {
+      const parsed = ToolParsers.parse(parser, text)
+      expect(parsed.toolCalls).toEqual([])
+      expect(parsed.content).toBe(text)
+      expect(parsed.malformed).toBeTypeOf("string")
+    }
+    // plain text is not marked
+    expect(ToolParsers.parse("llama3_json", "a set {1, 2}").malformed).toBeUndefined()
+    expect(ToolParsers.parse("hermes", "no calls").malformed).toBeUndefined()
+  })
+
+  it("pythonJson writes JSON as Python's json.dumps does", () => {
+    expect(ToolParsers.pythonJson({ a: [1, 2.5, { b: null }], c: "é\"", d: {} , e: [] })).toBe(
+      "{\"a\": [1, 2.5, {\"b\": null}], \"c\": \"é\\\"\", \"d\": {}, \"e\": []}"
+    )
+  })
+
+  it("defaultFor picks the parser from the template", () => {
+    expect(ToolParsers.defaultFor(undefined)).toBe("hermes")
+    expect(ToolParsers.defaultFor("{{- '<tool_call>\\n' }}")).toBe("hermes")
+    expect(ToolParsers.defaultFor("[TOOL_CALLS]")).toBe("mistral")
+    expect(ToolParsers.defaultFor("{{- \"<|python_tag|>\" }}")).toBe("llama3_json")
+  })
+})
+
+const call = (id: string, name: string, args: string): Message.ToolCall => ({ id, type: "function", function: { name, arguments: args } })
+
+describe("ToolParsers.wrap in a run", () => {
+  it.live("parses calls out of text replies for requests with tools; a malformed one is marked in the log line", () =>
+    Effect.gen(function*() {
+      const stepped: Array<Message.Message> = []
+      const env = Env.make({
+        name: "echo_tools",
+        create: () => ({
+          reset: () => ({
+            observation: "go",
+            info: {},
+            tools: [{ name: "add", description: "adds", parameters: { type: "object" } }]
+          }),
+          step: (messages: ReadonlyArray<Message.Message>) => {
+            const reply = messages.at(-1)!
+            stepped.push(reply)
+            return {
+              observation: reply.tool_calls === undefined ? "no call" : "",
+              reward: 0,
+              done: false,
+              info: {},
+              toolMessages: reply.tool_calls?.map((c) => ({ role: "tool" as const, content: "3", tool_call_id: c.id }))
+            }
+          }
+        })
+      })
+      const texts = [
+        "Let me add.<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}</tool_call>",
+        "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1</tool_call>",
+        "3"
+      ]
+      const base: Inference.Service = {
+        name: "text",
+        chat: (request) => Effect.succeed({ text: texts[request.turn - 1], finishReason: "stop" })
+      }
+      const items = yield* Stream.make({}).pipe(
+        Rollout.run(Rollout.make({ envs: [env], numGenerations: 1, maxTurns: 3 })),
+        Stream.runCollect,
+        Effect.provideService(Inference.Inference, ToolParsers.wrap(base, "hermes"))
+      )
+      const line = CompletionsLog.toLine(records(items)[0])
+      const summary = new Summary.Accumulator()
+      for (const item of items) summary.add(item)
+      expect(summary.summary(1).tools).toEqual({ calls: 1, errors: 0, malformed: 1 })
+      expect(Summary.format(summary.summary(1))).toContain("tool calls     1 (0 answered with an error, 1 malformed kept as text)")
+      expect(stepped[0]).toEqual({
+        role: "assistant",
+        content: "Let me add.",
+        tool_calls: [call("call_r0-g0_1_0", "add", "{\"a\": 1, \"b\": 2}")]
+      })
+      expect(stepped[1]).toEqual({ role: "assistant", content: texts[1] })
+      expect(line.finish_reasons).toEqual(["tool_calls", "stop", "stop"])
+      expect(line.malformed_tool_call).toEqual([
+        null,
+        "<tool_call> 1 is not a JSON object with a name: {\"name\": \"add\", \"arguments\": {\"a\": 1",
+        null
+      ])
+    }))
+
+  it.effect("requests without tools pass through untouched", () =>
+    Effect.gen(function*() {
+      const text = "<tool_call>{\"name\": \"add\", \"arguments\": {}}</tool_call>"
+      const wrapped = ToolParsers.wrap({ name: "t", chat: () => Effect.succeed({ text, finishReason: "stop" }) }, "hermes")
+      const completion = yield* wrapped.chat({ messages: [], sampling: {}, trajectoryId: "x", turn: 1, seed: 0 })
+      expect(completion).toEqual({ text, finishReason: "stop" })
+    }))
+})
