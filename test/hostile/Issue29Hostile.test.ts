@@ -1,0 +1,75 @@
+/**
+ * Issue 29 (help, launcher, preflight, renamed options, summary figures) under a hostile user,
+ * 2026-12-04: the repros of the defects found, each failing before its fix. Unit layer: the
+ * command line runs in-process, no child process.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import { cli, tmp } from "../cli.js"
+
+/** A TCP server that accepts connections and never says anything (a black hole, the wrong port's service). */
+const silentServer = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ readonly server: net.Server; readonly port: number; readonly sockets: Set<net.Socket> }>((resolve) => {
+      const sockets = new Set<net.Socket>()
+      const server = net.createServer((socket) => {
+        sockets.add(socket)
+        socket.on("close", () => sockets.delete(socket))
+      })
+      server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as net.AddressInfo).port, sockets }))
+    })
+  ),
+  ({ server, sockets }) =>
+    Effect.promise(() =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      })
+    )
+)
+
+const openEnvRows = (dir: string, base: string, rows = 4): string => {
+  const dataset = path.join(dir, "rows.jsonl")
+  fs.writeFileSync(dataset, `{"messages":[{"role":"user","content":"Play"}],"env_config":{"name":"openenv","base_url":"${base}"}}\n`.repeat(rows))
+  return dataset
+}
+
+describe("issue 29, hostile (2026-12-04): the run's preflight", () => {
+  it.live("a first row's server that accepts TCP but never answers is refused in seconds (it passed the check, and the run hung retrying)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { port } = yield* silentServer
+      const dir = tmp()
+      const base = `http://127.0.0.1:${port}`
+      const dataset = openEnvRows(dir, base)
+      const output = path.join(dir, "out.jsonl")
+      const started = Date.now()
+      const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", output, "--policy", "random")
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain(`env_config.base_url ${base}: no OpenEnv server answers there (no answer in 3 s)`)
+      expect(Date.now() - started).toBeLessThan(15_000)
+      expect(fs.existsSync(output)).toBe(false)
+    })), 30_000)
+
+  it.live("a base_url's user name and password (an API key) are not printed (the error showed http://any:KEY@host)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      // a port nothing listens on: bind one, take its number, close it
+      const port = yield* Effect.promise(() =>
+        new Promise<number>((resolve) => {
+          const server = net.createServer().listen(0, "127.0.0.1", () => {
+            const p = (server.address() as net.AddressInfo).port
+            server.close(() => resolve(p))
+          })
+        })
+      )
+      const dataset = openEnvRows(dir, `http://any:s3cr3t-key@127.0.0.1:${port}`)
+      const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", path.join(dir, "out.jsonl"))
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain("no OpenEnv server answers there")
+      expect(run.stderr).not.toContain("s3cr3t-key")
+      expect(run.stderr).toContain(`http://***:***@127.0.0.1:${port}`)
+    }))
+})
