@@ -73,3 +73,26 @@ describe("issue 29, hostile (2026-12-04): the run's preflight", () => {
       expect(run.stderr).toContain(`http://***:***@127.0.0.1:${port}`)
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): renamed options are named by their new names in errors", () => {
+  it.effect("run/serve/openenv serve name --model-api-key-env and --max-sessions (they said --api-key-env, --inference-api-key-env, --max-concurrent-envs: old names, and on serve --api-key-env is another option)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{"prompt":"p"}\n`)
+      const unset = "EFFECT_GYM_HOSTILE29_UNSET_KEY"
+      const server = ["--mode", "server", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+      const run = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "o.jsonl"), ...server, "--model-api-key-env", unset)
+      expect(run.code).toBe(2)
+      expect(run.stderr).toContain(`--model-api-key-env: the environment variable ${unset} is not set`)
+      const scripted = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--output", path.join(dir, "o2.jsonl"), "--model-api-key-env", unset)
+      expect(scripted.code).toBe(2)
+      expect(scripted.stderr).toContain("--model-api-key-env: only with --mode server")
+      const serve = yield* cli("serve", "--env", "frozen_lake", "--port", "0", ...server, "--model-api-key-env", unset)
+      expect(serve.code).toBe(2)
+      expect(serve.stderr).toContain(`--model-api-key-env: the environment variable ${unset} is not set`)
+      const openenv = yield* cli("openenv", "serve", "--env", "frozen_lake", "--port", "0", "--max-sessions", "0")
+      expect(openenv.code).toBe(2)
+      expect(openenv.stderr).toContain("--max-sessions: must be >= 1, got 0")
+    }))
+})
