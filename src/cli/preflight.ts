@@ -11,17 +11,27 @@ import * as NodeHttps from "node:https"
 import * as Row from "../Row.js"
 import { FileError, fileProblem, OptionError } from "./common.js"
 
+/** How many of the dataset's lines are looked at for its first row. */
+const LOOK_AT = 1_000
+
 /**
- * The dataset's first row, when the dataset is a regular file and its first line is a row (a pipe
- * is read once, by the run; a first line that is not a row is left to the run, which reports it).
+ * The dataset's first row, when the dataset is a regular file and one of its first lines is a row (a pipe
+ * is read once, by the run; lines before it that are not rows are left to the run, which reports them).
  */
 export const firstRow = (file: string): Effect.Effect<Row.Row | undefined, FileError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const info = yield* fs.stat(file)
     if (info.type !== "File") return undefined
-    const first = yield* Stream.runHead(Row.decodeStream(file, fs.stream(file, { chunkSize: 64 * 1024 })))
-    return Option.isNone(first) || Result.isFailure(first.value) ? undefined : first.value.success
+    // (the first line that is a row: a first line of bad JSON skipped the checks, and forgetting
+    // --env gave one bad row per line again; at most the first LOOK_AT lines are read)
+    const first = yield* Stream.runHead(
+      Row.decodeStream(file, fs.stream(file, { chunkSize: 64 * 1024 })).pipe(
+        Stream.take(LOOK_AT),
+        Stream.filter(Result.isSuccess)
+      )
+    )
+    return Option.isNone(first) ? undefined : first.value.success
   }).pipe(
     Effect.catchTag("PlatformError", (error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) }))
   )

@@ -96,3 +96,18 @@ describe("issue 29, hostile (2026-12-04): renamed options are named by their new
       expect(openenv.stderr).toContain("--max-sessions: must be >= 1, got 0")
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): rows that name no env", () => {
+  it.effect("a first line of bad JSON does not skip the check: one error, exit 2, naming the first row (it gave one bad row per line, exit 1)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{bad\n\n${`{"prompt":"p"}\n`.repeat(50)}`)
+      const output = path.join(dir, "out.jsonl")
+      const run = yield* cli("run", "--dataset", dataset, "--output", output)
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain(`--env: not given, and the dataset's rows name no env (${dataset}:3 has no env_config.name)`)
+      expect(run.stderr).not.toContain("bad row")
+      expect(fs.existsSync(output)).toBe(false)
+    }))
+})
