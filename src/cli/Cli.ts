@@ -14,7 +14,7 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv, renamedOptions, withoutNoColor } from "./argv.js"
+import { normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
@@ -136,10 +136,19 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
         names.map((name) => `'${name}'`).join(", ")
       }${meant === undefined ? "" : `. Did you mean '${meant}'?`}`
     }
-    case "InvalidValue":
-      return error.kind === "flag" && error.value === ""
-        ? `Expected a value following option: '--${error.option}'`
-        : error.message
+    case "InvalidValue": {
+      if (error.kind === "flag" && error.value === "") return `Expected a value following option: '--${error.option}'`
+      // (effect/cli's "Invalid value for flag --env: \"2 occurrences\"": read as a value, and with
+      // --env and its old name --gym-env both given, it named neither the repeat nor the alias)
+      const times = error.kind === "flag" && error.expected === "at most 1 value" ? /^(\d+) occurrences$/.exec(error.value) : null
+      if (times !== null) {
+        const old = oldNamesOf(error.option)
+        return `--${error.option}: given ${times[1]} times${
+          old.length === 0 ? "" : ` (counting its old name ${old.join(", ")})`
+        }; it takes one value: give it once`
+      }
+      return error.message
+    }
     default:
       return error.message
   }

@@ -68,3 +68,7 @@ export const renamedOptions = (args: ReadonlyArray<string>): Array<string> => {
     `warning: ${r.old} is an old name: use ${r.now} (${r.old} will be removed in a later release)`
   )
 }
+
+/** The old names of an option (`env` → `--gym-env`), on any command. */
+export const oldNamesOf = (option: string): Array<string> =>
+  [...new Set(RENAMED.filter((r) => r.now === `--${option}`).map((r) => r.old))]

@@ -111,3 +111,22 @@ describe("issue 29, hostile (2026-12-04): rows that name no env", () => {
       expect(fs.existsSync(output)).toBe(false)
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): an option and its old name both given", () => {
+  it.effect("--env with --gym-env: one error that names the repeat and the old name (it read 'Invalid value for flag --env: \"2 occurrences\"')", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{"prompt":"p"}\n`)
+      const both = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--gym-env", "sudoku", "--output", path.join(dir, "o.jsonl"))
+      expect(both.code).toBe(2)
+      expect(both.stderr).toContain("--env: given 2 times (counting its old name --gym-env); it takes one value: give it once")
+      expect(both.stderr).not.toContain("occurrences")
+      const twice = yield* cli("openenv", "serve", "--env", "frozen_lake", "--max-sessions", "2", "--max-concurrent-envs=3")
+      expect(twice.code).toBe(2)
+      expect(twice.stderr).toContain("--max-sessions: given 2 times (counting its old name --max-concurrent-envs)")
+      const seed = yield* cli("run", "--dataset", dataset, "--env", "frozen_lake", "--seed", "1", "--seed", "2", "--output", path.join(dir, "o2.jsonl"))
+      expect(seed.code).toBe(2)
+      expect(seed.stderr).toContain("--seed: given 2 times; it takes one value")
+    }))
+})
