@@ -130,3 +130,22 @@ describe("issue 29, hostile (2026-12-04): an option and its old name both given"
       expect(seed.stderr).toContain("--seed: given 2 times; it takes one value")
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): help's groups", () => {
+  it.effect("serve --help: --api-key-env (this server's own key) is not among the INFERENCE options (the model server's); --model-api-key-env is", () =>
+    Effect.gen(function*() {
+      const help = yield* cli("serve", "--help")
+      expect(help.code).toBe(0)
+      const sectionOf = (flag: string): string | undefined => {
+        let section: string | undefined
+        for (const line of help.stdout.split("\n")) {
+          if (/^[A-Z][A-Z ]+OPTIONS$/.test(line)) section = line
+          if (line.startsWith(`  ${flag} `) || line.startsWith(`  ${flag},`)) return section
+        }
+        return undefined
+      }
+      expect(sectionOf("--model-api-key-env")).toBe("INFERENCE OPTIONS")
+      expect(sectionOf("--api-key-env")).toBeDefined()
+      expect(sectionOf("--api-key-env")).not.toBe("INFERENCE OPTIONS")
+    }))
+})
