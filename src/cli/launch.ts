@@ -266,12 +266,17 @@ const rerun = (node: string): Promise<void> =>
         env: { ...process.env, EFFECT_GYM_RERUN: "1" }
       })
       // A Ctrl-C at a terminal reaches the whole foreground group, so the child has it already:
-      // passed on as well, it would be its second, which stops a run at once instead of gracefully.
-      // So SIGINT is passed on only off a terminal (a `kill -INT` of this process); the others always.
-      const terminal = process.stdin.isTTY === true || process.stdout.isTTY === true || process.stderr.isTTY === true
+      // passed on as SIGINT, it would be its second, which stops a run at once instead of gracefully.
+      // Not passed on at a terminal, a `kill -INT` of this process alone was lost (the run went on).
+      // So a SIGINT is passed on as SIGUSR2, which the child (EFFECT_GYM_RERUN) takes as a SIGINT
+      // unless it has just had one straight from the terminal (src/cli/bin.ts); the others as they are.
       const signals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
       const forward = (signal: NodeJS.Signals) => {
-        if (!(signal === "SIGINT" && terminal)) child.kill(signal)
+        try {
+          child.kill(signal === "SIGINT" ? "SIGUSR2" : signal)
+        } catch {
+          // gone already
+        }
       }
       for (const signal of signals) process.on(signal, forward)
       child.on("error", (error) => {
@@ -282,7 +287,8 @@ const rerun = (node: string): Promise<void> =>
       })
       child.on("exit", (code, signal) => {
         for (const signal of signals) process.off(signal, forward)
-        if (signal !== null) process.kill(process.pid, signal)
+        // (a child stopped by the forwarded SIGINT before it listened for it: as SIGINT)
+        if (signal !== null) process.kill(process.pid, signal === "SIGUSR2" ? "SIGINT" : signal)
         else process.exitCode = code ?? 1
         resolve()
       })
