@@ -272,7 +272,8 @@ export const closest = (word: string, candidates: ReadonlyArray<string>): string
   let best: string | undefined
   let bestDistance = Infinity
   for (const candidate of candidates) {
-    const d = distance(word, candidate)
+    // (case aside: `RUN` is `run` typed with caps lock on, three letters off as they are)
+    const d = distance(word.toLowerCase(), candidate.toLowerCase())
     if (d < bestDistance) {
       best = candidate
       bestDistance = d

@@ -149,3 +149,14 @@ describe("issue 29, hostile (2026-12-04): help's groups", () => {
       expect(sectionOf("--api-key-env")).not.toBe("INFERENCE OPTIONS")
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): did you mean", () => {
+  it.effect("a command typed in capitals gets its suggestion (RUN had none: three letters off)", () =>
+    Effect.gen(function*() {
+      const typed = yield* cli("RUN")
+      expect(typed.code).toBe(2)
+      expect(typed.stderr).toContain("Did you mean 'run'?")
+      const check = yield* cli("Check-Env")
+      expect(check.stderr).toContain("Did you mean 'check-env'?")
+    }))
+})
