@@ -252,8 +252,9 @@ export const main = (
     })
   )
   const { args, noColor } = withoutNoColor(normalizeArgv(argv).slice(2))
-  // colour only on a terminal, and never with NO_COLOR (any value but empty) or --no-color
-  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === ""
+  // colour only on a terminal, and never with NO_COLOR (any value but empty), --no-color or
+  // TERM=dumb (a terminal that shows escapes as they are: Emacs' shell, some CI log viewers)
+  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
   const renamed = renamedOptions(args)
   const invoke = Effect.andThen(
     Effect.andThen(

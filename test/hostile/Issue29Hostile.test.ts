@@ -160,3 +160,33 @@ describe("issue 29, hostile (2026-12-04): did you mean", () => {
       expect(check.stderr).toContain("Did you mean 'check-env'?")
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): colour", () => {
+  it.effect("help on a terminal with TERM=dumb is plain (it had escapes: 12 lines of `envs --help` under `TERM=dumb script`)", () =>
+    Effect.gen(function*() {
+      const was = { tty: process.stdout.isTTY, term: process.env.TERM, noColor: process.env.NO_COLOR }
+      const help = yield* Effect.acquireUseRelease(
+        Effect.sync(() => {
+          process.stdout.isTTY = true
+          delete process.env.NO_COLOR
+        }),
+        () =>
+          Effect.gen(function*() {
+            process.env.TERM = "xterm-256color"
+            const colored = yield* cli("envs", "--help")
+            process.env.TERM = "dumb"
+            const dumb = yield* cli("envs", "--help")
+            return { colored: colored.stdout, dumb: dumb.stdout }
+          }),
+        () =>
+          Effect.sync(() => {
+            process.stdout.isTTY = was.tty
+            if (was.term === undefined) delete process.env.TERM
+            else process.env.TERM = was.term
+            if (was.noColor !== undefined) process.env.NO_COLOR = was.noColor
+          })
+      )
+      expect(help.colored).toContain("\x1b[")
+      expect(help.dumb).not.toContain("\x1b[")
+    }))
+})
