@@ -190,3 +190,14 @@ describe("issue 29, hostile (2026-12-04): colour", () => {
       expect(help.dumb).not.toContain("\x1b[")
     }))
 })
+
+describe("issue 29, hostile (2026-12-04): old names after a flag between command and subcommand", () => {
+  it("openenv --log-level debug serve --max-concurrent-envs 2 warns as openenv serve does (it said nothing)", async () => {
+    const { renamedOptions } = await import("../../src/cli/argv.js")
+    expect(renamedOptions(["openenv", "--log-level", "debug", "serve", "--max-concurrent-envs", "2"])).toEqual([
+      "warning: --max-concurrent-envs is an old name: use --max-sessions (--max-concurrent-envs will be removed in a later release)"
+    ])
+    expect(renamedOptions(["openenv", "--log-level=debug", "serve", "--max-concurrent-envs=2"])).toHaveLength(1)
+    expect(renamedOptions(["openenv", "serve", "--max-sessions", "2"])).toEqual([])
+  })
+})
