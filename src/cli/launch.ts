@@ -253,6 +253,15 @@ const clonesNode = (dir: string): string | undefined => {
   }
 }
 
+/** Whether two paths are the same file (links followed); false when either cannot be resolved. */
+const sameFile = (a: string, b: string): boolean => {
+  try {
+    return fs.realpathSync(a) === fs.realpathSync(b)
+  } catch {
+    return false
+  }
+}
+
 /**
  * Runs this command line again on `node` (the clone's own Node 24), with the same arguments,
  * standard streams and environment; a signal sent to this process goes on to it, and this process
@@ -307,8 +316,11 @@ export const main = async (): Promise<void> => {
   // system's, Node 20 on some machines); elsewhere it says which Node it needs.
   const major = Number(process.versions.node.split(".")[0])
   if (major < NODE_MAJOR) {
-    const node = process.env.EFFECT_GYM_RERUN === "1" ? undefined : clonesNode(dir)
-    if (node !== undefined) return rerun(node)
+    // (not again on the clone's Node itself, if that is too old: decided by the Node that runs, not by
+    // EFFECT_GYM_RERUN, which the run's own child processes inherit: a plugin's or a script's
+    // `node bin/effect-gym.js` under a rerun was refused, its message saying to run npm ci)
+    const node = clonesNode(dir)
+    if (node !== undefined && !sameFile(node, process.execPath)) return rerun(node)
     process.stderr.write(
       `error: effect-gym needs Node >= ${NODE_MAJOR} (package.json engines); this is Node ${process.versions.node} ` +
         `(${process.execPath}). Install Node ${NODE_MAJOR} LTS, or in a clone run \`npm ci\` (it installs it).\n`

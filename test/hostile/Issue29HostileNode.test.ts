@@ -99,3 +99,12 @@ describe("issue 29, hostile, the launcher at a terminal (2026-12-04)", () => {
     }
   }, 90_000)
 })
+
+describe("issue 29, hostile, the launcher's guard (2026-12-04)", () => {
+  it.skipIf(!(major !== undefined && major < 24))("EFFECT_GYM_RERUN=1 inherited from a run (a plugin's or a script's own `node bin/effect-gym.js`) still runs on the clone's Node (it was refused, exit 2, saying to run npm ci)", () => {
+    const out = spawnSync(SYSTEM_NODE, [BIN, "--version"], { encoding: "utf8", timeout: 60_000, env: { ...process.env, EFFECT_GYM_RERUN: "1" } })
+    expect(out.stderr).not.toContain("needs Node")
+    expect(out.status, out.stderr).toBe(0)
+    expect(out.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/)
+  })
+})
