@@ -19,7 +19,18 @@ if (fs.existsSync(path.join(root, "node_modules"))) {
   } catch {
     current = undefined
   }
-  if (current !== target) {
+  let kind
+  try {
+    kind = fs.lstatSync(link)
+  } catch {
+    kind = undefined
+  }
+  if (kind !== undefined && kind.isDirectory()) {
+    // (a folder is not removed: it may hold someone's files; rmSync threw EISDIR and npm ci failed)
+    process.stderr.write(
+      `link-bin: ${link} is a folder, not a link: not replaced (npx effect-gym will not find the clone's command); remove it and run npm run prepare\n`
+    )
+  } else if (current !== target) {
     fs.rmSync(link, { force: true })
     fs.symlinkSync(target, link)
   }

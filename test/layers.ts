@@ -31,6 +31,8 @@ export const integration: ReadonlyArray<string> = [
   "test/hostile/Issue27HostileCli.test.ts",
   "test/hostile/Issue27HostileNode.test.ts",
   "test/hostile/Issue28ServerCli.test.ts",
+  "test/hostile/Issue29HostileBin.test.ts",
+  "test/hostile/Issue29HostileNode.test.ts",
   "test/hostile/PythonHostile.test.ts",
   "test/hostile/TerminalRun.test.ts",
   "test/hostile/ViewHostile.test.ts",

@@ -14,7 +14,7 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv, renamedOptions, withoutNoColor } from "./argv.js"
+import { normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
@@ -138,11 +138,16 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
     }
     case "InvalidValue": {
       if (error.kind === "flag" && error.value === "") return `Expected a value following option: '--${error.option}'`
-      // (effect/cli says a repeated option is an invalid value, "2 occurrences")
-      const repeated = /^(\d+) occurrences$/.exec(error.value)
-      return error.kind === "flag" && repeated !== null && error.expected === "at most 1 value"
-        ? `--${error.option}: given ${repeated[1]} times; it takes one value (give it once)`
-        : error.message
+      // (effect/cli's "Invalid value for flag --env: \"2 occurrences\"": read as a value, and with
+      // --env and its old name --gym-env both given, it named neither the repeat nor the alias)
+      const times = error.kind === "flag" && error.expected === "at most 1 value" ? /^(\d+) occurrences$/.exec(error.value) : null
+      if (times !== null) {
+        const old = oldNamesOf(error.option)
+        return `--${error.option}: given ${times[1]} times${
+          old.length === 0 ? "" : ` (counting its old name ${old.join(", ")})`
+        }; it takes one value (give it once)`
+      }
+      return error.message
     }
     default:
       return error.message
@@ -247,8 +252,9 @@ export const main = (
     })
   )
   const { args, noColor } = withoutNoColor(normalizeArgv(argv).slice(2))
-  // colour only on a terminal, and never with NO_COLOR (any value but empty) or --no-color
-  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === ""
+  // colour only on a terminal, and never with NO_COLOR (any value but empty), --no-color or
+  // TERM=dumb (a terminal that shows escapes as they are: Emacs' shell, some CI log viewers)
+  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
   const renamed = renamedOptions(args)
   const invoke = Effect.andThen(
     Effect.andThen(

@@ -181,7 +181,7 @@ export const sampling = (args: InferenceArgs): Effect.Effect<SamplingParams, Opt
 
 export const SERVER_ONLY = [
   ["--base-url", "baseUrl"],
-  ["--api-key-env", "apiKeyEnv"],
+  ["--model-api-key-env", "apiKeyEnv"],
   ["--strict-openai", "strictOpenai"],
   ["--seeded-sampling", "seededSampling"],
   ["--no-logprobs", "noLogprobs"],
@@ -199,7 +199,7 @@ export const COLOCATE_ONLY = [
 /** What swift-rollout mode takes of the server options (the rest are the OpenAI API's). */
 const SWIFT_TAKES: ReadonlySet<string> = new Set([
   "--base-url",
-  "--api-key-env",
+  "--model-api-key-env",
   "--seeded-sampling",
   "--no-logprobs",
   "--request-timeout",
@@ -316,7 +316,7 @@ const apiKeyOf = (args: InferenceArgs) =>
     onSome: (name) =>
       Config.Redacted(name).pipe(
         Effect.mapError(() =>
-          new OptionError({ option: "--api-key-env", detail: `the environment variable ${name} is not set` })
+          new OptionError({ option: "--model-api-key-env", detail: `the environment variable ${name} is not set` })
         )
       )
   })

@@ -84,7 +84,7 @@ const serve = Command.make("serve", documentedAll({
       yield* checkPort(args.port)
       if (args.maxConcurrentEnvs < 1) {
         return yield* new OptionError({
-          option: "--max-concurrent-envs",
+          option: "--max-sessions",
           detail: `must be >= 1, got ${args.maxConcurrentEnvs}`
         })
       }

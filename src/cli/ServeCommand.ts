@@ -5,7 +5,7 @@
  * the process exits with 0.
  *
  * `--api-key-env VAR` protects this server; the key of an upstream model server (`--mode server`)
- * is `--inference-api-key-env VAR` here.
+ * is `--model-api-key-env VAR` here (`--inference-api-key-env`: its old name).
  */
 import { Console, Duration, Effect, Exit, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
@@ -160,14 +160,7 @@ export const serveJob = (args: ServeArgs) =>
       registry: loaded,
       policy: args.policy,
       policyOptions: args.policyOptions
-    }, "refuse")).pipe(
-      // The upstream key has its own flag here: name it in errors.
-      Effect.mapError((error) =>
-        error._tag === "OptionError" && error.option === "--api-key-env"
-          ? new OptionError({ option: "--inference-api-key-env", detail: error.detail })
-          : error
-      )
-    )
+    }, "refuse"))
     // The server (HTTP) is loaded when the command runs (startup of the other commands stays light).
     const RolloutServer = yield* Effect.promise(() => import("../rollout-server/RolloutServer.js"))
     return yield* Effect.gen(function*() {

@@ -59,12 +59,22 @@ const RENAMED: ReadonlyArray<{ readonly commands: ReadonlyArray<string>; readonl
  */
 export const renamedOptions = (args: ReadonlyArray<string>): Array<string> => {
   const words = args.slice(0, args.indexOf("--") < 0 ? undefined : args.indexOf("--"))
-  let at = 0
-  while (at < words.length && words[at].startsWith("-")) at += words[at] === "--log-level" ? 2 : 1
-  const command = words[at] === "openenv" ? `openenv ${words[at + 1] ?? ""}` : words[at]
+  // (past the flags before a command word: `--log-level debug run`, `openenv --log-level debug serve`)
+  const next = (from: number): number => {
+    let i = from
+    while (i < words.length && words[i].startsWith("-")) i += words[i] === "--log-level" ? 2 : 1
+    return i
+  }
+  const at = next(0)
+  const sub = words[at] === "openenv" ? next(at + 1) : at
+  const command = words[at] === "openenv" ? `openenv ${words[sub] ?? ""}` : words[at]
   if (command === undefined) return []
-  const given = new Set(words.slice(at + 1).map((word) => word.split("=")[0]))
+  const given = new Set(words.slice(at + 1).filter((_, i) => at + 1 + i !== sub).map((word) => word.split("=")[0]))
   return RENAMED.filter((r) => r.commands.includes(command) && given.has(r.old)).map((r) =>
     `warning: ${r.old} is an old name: use ${r.now} (${r.old} will be removed in a later release)`
   )
 }
+
+/** The old names of an option (`env` → `--gym-env`), on any command. */
+export const oldNamesOf = (option: string): Array<string> =>
+  [...new Set(RENAMED.filter((r) => r.now === `--${option}`).map((r) => r.old))]

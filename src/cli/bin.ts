@@ -76,7 +76,21 @@ const onSignal = (signal: Signal) => {
 // write ended the process before the run could stop).
 process.stdout.on("error", () => {})
 process.stderr.on("error", () => {})
-process.on("SIGINT", () => onSignal("SIGINT"))
+// Run again by the launcher on the clone's Node (src/cli/launch.ts), a SIGINT sent to the launcher
+// comes as SIGUSR2. At a terminal a Ctrl-C reaches both processes, so the same SIGINT arrives twice,
+// straight and passed on: one of each within a second is one SIGINT (two of the same kind are two).
+let lastInt: { readonly forwarded: boolean; readonly at: number } | undefined
+const onInt = (forwarded: boolean) => {
+  const now = Date.now()
+  if (lastInt !== undefined && lastInt.forwarded !== forwarded && now - lastInt.at < 1_000) {
+    lastInt = undefined
+    return
+  }
+  lastInt = { forwarded, at: now }
+  onSignal("SIGINT")
+}
+process.on("SIGINT", () => onInt(false))
+if (process.env.EFFECT_GYM_RERUN === "1") process.on("SIGUSR2", () => onInt(true))
 process.on("SIGTERM", () => onSignal("SIGTERM"))
 process.on("SIGHUP", () => onSignal("SIGHUP"))
 

@@ -106,7 +106,7 @@ const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     "stop", "presence-penalty", "frequency-penalty", "seeded-sampling"
   ]],
   ["INFERENCE", [
-    "mode", "base-url", "model", "api-key-env", "model-api-key-env", "strict-openai", "no-logprobs", "request-timeout",
+    "mode", "base-url", "model", "model-api-key-env", "strict-openai", "no-logprobs", "request-timeout",
     "retries", "inference-concurrency", "context-size", "gpu-layers", "threads", "token-path", "tokenizer",
     "chat-template-kwargs", "tito-check", "max-transport-failures", "tool-parser"
   ]],
@@ -115,6 +115,8 @@ const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     "concurrency", "reset-timeout", "step-timeout", "close-timeout", "trajectory-timeout", "trajectory-retries"
   ]]
 ]
+// (no "api-key-env" among INFERENCE: it is the model server's key only as the old alias of
+// --model-api-key-env; an option of that name is a server's own key (serve), among its options)
 const GROUPED_FROM = 16
 const groupOf = new Map<string, string>(GROUPS.flatMap(([title, names]) => names.map((name) => [name, title] as const)))
 
@@ -270,7 +272,8 @@ export const closest = (word: string, candidates: ReadonlyArray<string>): string
   let best: string | undefined
   let bestDistance = Infinity
   for (const candidate of candidates) {
-    const d = distance(word, candidate)
+    // (case aside: `RUN` is `run` typed with caps lock on, three letters off as they are)
+    const d = distance(word.toLowerCase(), candidate.toLowerCase())
     if (d < bestDistance) {
       best = candidate
       bestDistance = d

@@ -253,6 +253,15 @@ const clonesNode = (dir: string): string | undefined => {
   }
 }
 
+/** Whether two paths are the same file (links followed); false when either cannot be resolved. */
+const sameFile = (a: string, b: string): boolean => {
+  try {
+    return fs.realpathSync(a) === fs.realpathSync(b)
+  } catch {
+    return false
+  }
+}
+
 /**
  * Runs this command line again on `node` (the clone's own Node 24), with the same arguments,
  * standard streams and environment; a signal sent to this process goes on to it, and this process
@@ -266,12 +275,17 @@ const rerun = (node: string): Promise<void> =>
         env: { ...process.env, EFFECT_GYM_RERUN: "1" }
       })
       // A Ctrl-C at a terminal reaches the whole foreground group, so the child has it already:
-      // passed on as well, it would be its second, which stops a run at once instead of gracefully.
-      // So SIGINT is passed on only off a terminal (a `kill -INT` of this process); the others always.
-      const terminal = process.stdin.isTTY === true || process.stdout.isTTY === true || process.stderr.isTTY === true
+      // passed on as SIGINT, it would be its second, which stops a run at once instead of gracefully.
+      // Not passed on at a terminal, a `kill -INT` of this process alone was lost (the run went on).
+      // So a SIGINT is passed on as SIGUSR2, which the child (EFFECT_GYM_RERUN) takes as a SIGINT
+      // unless it has just had one straight from the terminal (src/cli/bin.ts); the others as they are.
       const signals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
       const forward = (signal: NodeJS.Signals) => {
-        if (!(signal === "SIGINT" && terminal)) child.kill(signal)
+        try {
+          child.kill(signal === "SIGINT" ? "SIGUSR2" : signal)
+        } catch {
+          // gone already
+        }
       }
       for (const signal of signals) process.on(signal, forward)
       child.on("error", (error) => {
@@ -282,7 +296,8 @@ const rerun = (node: string): Promise<void> =>
       })
       child.on("exit", (code, signal) => {
         for (const signal of signals) process.off(signal, forward)
-        if (signal !== null) process.kill(process.pid, signal)
+        // (a child stopped by the forwarded SIGINT before it listened for it: as SIGINT)
+        if (signal !== null) process.kill(process.pid, signal === "SIGUSR2" ? "SIGINT" : signal)
         else process.exitCode = code ?? 1
         resolve()
       })
@@ -301,8 +316,11 @@ export const main = async (): Promise<void> => {
   // system's, Node 20 on some machines); elsewhere it says which Node it needs.
   const major = Number(process.versions.node.split(".")[0])
   if (major < NODE_MAJOR) {
-    const node = process.env.EFFECT_GYM_RERUN === "1" ? undefined : clonesNode(dir)
-    if (node !== undefined) return rerun(node)
+    // (not again on the clone's Node itself, if that is too old: decided by the Node that runs, not by
+    // EFFECT_GYM_RERUN, which the run's own child processes inherit: a plugin's or a script's
+    // `node bin/effect-gym.js` under a rerun was refused, its message saying to run npm ci)
+    const node = clonesNode(dir)
+    if (node !== undefined && !sameFile(node, process.execPath)) return rerun(node)
     process.stderr.write(
       `error: effect-gym needs Node >= ${NODE_MAJOR} (package.json engines); this is Node ${process.versions.node} ` +
         `(${process.execPath}). Install Node ${NODE_MAJOR} LTS, or in a clone run \`npm ci\` (it installs it).\n`

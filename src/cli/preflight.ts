@@ -6,21 +6,32 @@
  * the run reports the others as it meets them (a later row's server that drops is retried).
  */
 import { Effect, FileSystem, Option, Result, Stream } from "effect"
-import * as NodeNet from "node:net"
+import * as NodeHttp from "node:http"
+import * as NodeHttps from "node:https"
 import * as Row from "../Row.js"
 import { FileError, fileProblem, OptionError } from "./common.js"
 
+/** How many of the dataset's lines are looked at for its first row. */
+const LOOK_AT = 1_000
+
 /**
- * The dataset's first row, when the dataset is a regular file and its first line is a row (a pipe
- * is read once, by the run; a first line that is not a row is left to the run, which reports it).
+ * The dataset's first row, when the dataset is a regular file and one of its first lines is a row (a pipe
+ * is read once, by the run; lines before it that are not rows are left to the run, which reports them).
  */
 export const firstRow = (file: string): Effect.Effect<Row.Row | undefined, FileError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const info = yield* fs.stat(file)
     if (info.type !== "File") return undefined
-    const first = yield* Stream.runHead(Row.decodeStream(file, fs.stream(file, { chunkSize: 64 * 1024 })))
-    return Option.isNone(first) || Result.isFailure(first.value) ? undefined : first.value.success
+    // (the first line that is a row: a first line of bad JSON skipped the checks, and forgetting
+    // --env gave one bad row per line again; at most the first LOOK_AT lines are read)
+    const first = yield* Stream.runHead(
+      Row.decodeStream(file, fs.stream(file, { chunkSize: 64 * 1024 })).pipe(
+        Stream.take(LOOK_AT),
+        Stream.filter(Result.isSuccess)
+      )
+    )
+    return Option.isNone(first) ? undefined : first.value.success
   }).pipe(
     Effect.catchTag("PlatformError", (error) => new FileError({ option: "--dataset", file, detail: fileProblem(error) }))
   )
@@ -40,30 +51,66 @@ export const rowNamesAnEnv = (row: Row.Row): Effect.Effect<void, OptionError> =>
       })
     )
 
-/** How long the first row's OpenEnv server has to accept a connection. */
+/** How long the first row's OpenEnv server has to answer an HTTP request. */
 const REACH_TIMEOUT_MS = 3_000
 
-/** Whether something accepts TCP connections at `host:port` within the timeout; the error's text if not. */
-const connects = (host: string, port: number): Effect.Effect<string | undefined> =>
+/**
+ * Whether an HTTP server answers `GET /health` at `url`'s origin within the timeout (any status:
+ * a 401 or a 404 is a server that is there); the problem's text if not. A TCP connection alone
+ * was not enough: something that accepts connections and never speaks (a black-holing proxy, the
+ * wrong service's port) passed, and the run then retried each row for minutes.
+ */
+const answers = (url: URL, secure: boolean): Effect.Effect<string | undefined> =>
   Effect.callback<string | undefined>((resume) => {
-    const socket = NodeNet.connect({ host, port })
+    let finished = false
+    const port = url.port === "" ? (secure ? 443 : 80) : Number(url.port)
+    const options = {
+      host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+      port,
+      path: "/health",
+      method: "GET",
+      // (only whether a server is there: no credentials are sent, and a self-signed certificate is one)
+      rejectUnauthorized: false,
+      agent: false as const
+    }
+    const request = (secure ? NodeHttps : NodeHttp).request(options)
     const done = (problem: string | undefined) => {
+      if (finished) return
+      finished = true
       clearTimeout(timer)
-      socket.destroy()
+      request.destroy()
       resume(Effect.succeed(problem))
     }
     const timer = setTimeout(() => done(`no answer in ${REACH_TIMEOUT_MS / 1000} s`), REACH_TIMEOUT_MS)
-    socket.once("connect", () => done(undefined))
-    socket.once("error", (error: NodeJS.ErrnoException) => done(error.code ?? error.message))
+    request.once("response", (response) => {
+      response.resume()
+      done(undefined)
+    })
+    request.once("error", (error: NodeJS.ErrnoException) => done(error.code ?? error.message))
+    request.end()
     return Effect.sync(() => {
+      finished = true
       clearTimeout(timer)
-      socket.destroy()
+      request.destroy()
     })
   })
 
+/** A URL as it may be shown: its user name and password (an API key, for some servers) hidden. */
+export const shownUrl = (text: string): string => {
+  try {
+    const url = new URL(text)
+    if (url.username === "" && url.password === "") return text
+    url.username = url.username === "" ? "" : "***"
+    url.password = url.password === "" ? "" : "***"
+    return url.href
+  } catch {
+    return text
+  }
+}
+
 /**
  * The first row's OpenEnv server (its `env_config.base_url`; the row's env is OpenEnv's scheduler's) must
- * accept a connection at start, or the run is refused naming the URL, in seconds: it retried each
+ * answer at start, or the run is refused naming the URL (without its credentials), in seconds: it retried each
  * row's connection for its retry budget and ended with one `ConnectFailed` per trajectory (258 s,
  * 256 of them, exit 1). A bad URL is left to the row's own check.
  */
@@ -79,13 +126,11 @@ export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError>
     }
     const secure = url.protocol === "https:" || url.protocol === "wss:"
     if (!secure && url.protocol !== "http:" && url.protocol !== "ws:") return
-    const port = url.port === "" ? (secure ? 443 : 80) : Number(url.port)
-    const host = url.hostname.replace(/^\[(.*)\]$/, "$1")
-    const problem = yield* connects(host, port)
+    const problem = yield* answers(url, secure)
     if (problem === undefined) return
     return yield* new OptionError({
       option: "--dataset",
-      detail: `${row.file}:${row.index + 1}: env_config.base_url ${base}: no OpenEnv server answers there (${problem}): ` +
+      detail: `${row.file}:${row.index + 1}: env_config.base_url ${shownUrl(base)}: no OpenEnv server answers there (${problem}): ` +
         "start it (e.g. `effect-gym openenv serve --env NAME --port PORT`), or fix base_url"
     })
   })

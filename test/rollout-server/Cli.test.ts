@@ -26,7 +26,7 @@ describe("effect-gym serve (in-process)", () => {
         [["--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "--api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
         [
           ["--mode", "server", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--inference-api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"],
-          "--inference-api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"
+          "--model-api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"
         ],
         [["--concurrency", "8", "--max-request-trajectories", "9"], "--max-request-trajectories: 9 is more than --concurrency (8)"],
         [["--shutdown-grace", "-1"], "--shutdown-grace: must be >= 0 seconds, got -1"],
