@@ -8,6 +8,7 @@
 import { Effect, FileSystem, Option, Result, Stream } from "effect"
 import * as NodeHttp from "node:http"
 import * as NodeHttps from "node:https"
+import * as Redact from "../internal/redact.js"
 import * as Row from "../Row.js"
 import { FileError, fileProblem, OptionError } from "./common.js"
 
@@ -95,19 +96,6 @@ const answers = (url: URL, secure: boolean): Effect.Effect<string | undefined> =
     })
   })
 
-/** A URL as it may be shown: its user name and password (an API key, for some servers) hidden. */
-export const shownUrl = (text: string): string => {
-  try {
-    const url = new URL(text)
-    if (url.username === "" && url.password === "") return text
-    url.username = url.username === "" ? "" : "***"
-    url.password = url.password === "" ? "" : "***"
-    return url.href
-  } catch {
-    return text
-  }
-}
-
 /**
  * The first row's OpenEnv server (its `env_config.base_url`; the row's env is OpenEnv's scheduler's) must
  * answer at start, or the run is refused naming the URL (without its credentials), in seconds: it retried each
@@ -130,7 +118,7 @@ export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError>
     if (problem === undefined) return
     return yield* new OptionError({
       option: "--dataset",
-      detail: `${row.file}:${row.index + 1}: env_config.base_url ${shownUrl(base)}: no OpenEnv server answers there (${problem}): ` +
+      detail: `${row.file}:${row.index + 1}: env_config.base_url ${Redact.url(base)}: no OpenEnv server answers there (${problem}): ` +
         "start it (e.g. `effect-gym openenv serve --env NAME --port PORT`), or fix base_url"
     })
   })
