@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import type { Item } from "./Rollout.js"
+import type { TrajectoryResult } from "./Trajectory.js"
 import type { DriftReport } from "./TokenSequence.js"
 import { formatDrift } from "./TokenSequence.js"
 
@@ -136,12 +137,7 @@ export class Accumulator {
       this.turns += result.numTurns
       this.endReasons[result.endReason] = (this.endReasons[result.endReason] ?? 0) + 1
       countPolicyVersions(this.policyVersions, result.turns)
-      for (const m of result.messages) {
-        if (m.tool_calls !== undefined) this.toolCalls += m.tool_calls.length
-        else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
-      }
-      for (const turn of result.turns) if (turn.malformedToolCall !== undefined) this.malformedToolCalls++
-      this.addLengths(result)
+      this.addTurns(result)
       if (record.error !== undefined) {
         this.failures++
         const tag = record.error._tag
@@ -161,19 +157,31 @@ export class Accumulator {
     }
   }
 
-  /** A trajectory's truncation and the length of its completions. */
-  private addLengths(result: Item extends infer _ ? Extract<Item, { readonly _tag: "Group" }>["records"][number]["result"] : never): void {
+  /**
+   * A trajectory's tool use, truncation and completion length: one pass over its messages and one
+   * over its turns.
+   */
+  private addTurns(result: TrajectoryResult): void {
+    for (const m of result.messages) {
+      if (m.tool_calls !== undefined) this.toolCalls += m.tool_calls.length
+      else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
+      if (m.role === "assistant" && typeof m.content === "string") this.completionChars += m.content.length
+    }
     const turns = result.turns
+    let tokens = 0
+    let everyTurnHasIds = turns.length > 0
+    for (const turn of turns) {
+      if (turn.malformedToolCall !== undefined) this.malformedToolCalls++
+      if (turn.tokenIds === undefined) everyTurnHasIds = false
+      else tokens += turn.tokenIds.length
+    }
+    if (everyTurnHasIds) {
+      this.tokenTrajectories++
+      this.completionTokens += tokens
+    }
     if (result.endReason === "max_turns") this.truncatedByMaxTurns++
     else if (result.endReason !== "error" && turns.length > 0 && turns[turns.length - 1].finishReason === "length") {
       this.truncatedByLength++
-    }
-    if (turns.length > 0 && turns.every((t) => t.tokenIds !== undefined)) {
-      this.tokenTrajectories++
-      for (const t of turns) this.completionTokens += t.tokenIds!.length
-    }
-    for (const m of result.messages) {
-      if (m.role === "assistant" && typeof m.content === "string") this.completionChars += m.content.length
     }
   }
 
