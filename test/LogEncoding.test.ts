@@ -18,7 +18,7 @@ import { UnexpectedError } from "../src/Scheduler.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cli, tmp } from "./cli.js"
-import { randomPolicy, records, rows, runConfig } from "./helpers.js"
+import { oneTurnRecord, randomPolicy, records, rows, runConfig } from "./helpers.js"
 
 const general = (record: Rollout.TrajectoryRecord): string => Json.stringify(CompletionsLog.toLine(record))
 
@@ -190,32 +190,7 @@ const encodedOrThrow = (r: Rollout.TrajectoryRecord): string => {
 }
 
 /** A plain record of one turn with `over` in its result (hand-built, as a user of `encodeLine` may). */
-const plain = (over: Record<string, unknown>): Rollout.TrajectoryRecord => ({
-  row: { index: 0, envConfig: {}, messages: [], dataDict: {} } as unknown as Rollout.TrajectoryRecord["row"],
-  rewards: undefined,
-  reward: 1,
-  advantage: 0,
-  error: undefined,
-  result: {
-    id: "r0-g0",
-    row: 0,
-    generation: 0,
-    env: "e",
-    messages: [{ role: "user", content: "hi" }],
-    totalReward: 1,
-    stepRewards: [1],
-    numTurns: 1,
-    resetInfo: {},
-    stepInfos: [{}],
-    rolloutInfos: {},
-    endReason: "done",
-    error: undefined,
-    turns: [{ finishReason: "stop" }],
-    tokens: undefined,
-    timings: { totalMs: 1, resetMs: 1, turns: [{ modelMs: 1, envMs: 1 }] },
-    ...over
-  } as unknown as Rollout.TrajectoryRecord["result"]
-})
+const plain = (over: Record<string, unknown>): Rollout.TrajectoryRecord => oneTurnRecord({}, over)
 
 const hidden = <A extends object>(value: A, toJSON: (key: string) => unknown): A =>
   Object.defineProperty(value, "toJSON", { value: toJSON, enumerable: false })

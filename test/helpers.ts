@@ -178,3 +178,46 @@ export const records = (items: ReadonlyArray<Rollout.Item>): Array<Rollout.Traje
   items
     .flatMap((item) => (item._tag === "Group" ? item.records : []))
     .sort((a, b) => a.result.row - b.result.row || a.result.generation - b.result.generation)
+
+/**
+ * A hand-built record of one finished turn (`reward` as its env total, `rewards` its columns), with
+ * `over` in its result: what a user of the log's encoder may hand it.
+ */
+export const oneTurnRecord = (
+  options: {
+    readonly generation?: number
+    readonly reward?: number
+    readonly rewards?: Readonly<Record<string, number>>
+    readonly envConfig?: unknown
+  } = {},
+  over: Record<string, unknown> = {}
+): Rollout.TrajectoryRecord => {
+  const generation = options.generation ?? 0
+  const reward = options.reward ?? 1
+  return {
+    row: { index: 0, envConfig: options.envConfig ?? {}, messages: [], dataDict: {} },
+    rewards: options.rewards,
+    reward,
+    advantage: 0,
+    error: undefined,
+    result: {
+      id: `r0-g${generation}`,
+      row: 0,
+      generation,
+      env: "e",
+      messages: [{ role: "user", content: "hi" }],
+      totalReward: reward,
+      stepRewards: [reward],
+      numTurns: 1,
+      resetInfo: {},
+      stepInfos: [{}],
+      rolloutInfos: {},
+      endReason: "done",
+      error: undefined,
+      turns: [{ finishReason: "stop" }],
+      tokens: undefined,
+      timings: { totalMs: 1, resetMs: 1, turns: [{ modelMs: 1, envMs: 1 }] },
+      ...over
+    }
+  } as unknown as Rollout.TrajectoryRecord
+}

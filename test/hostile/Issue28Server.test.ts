@@ -17,38 +17,14 @@ import * as OpenEnvServer from "../../src/openenv/OpenEnvServer.js"
 import * as Registry from "../../src/Registry.js"
 import type * as Rollout from "../../src/Rollout.js"
 import { cli, tmp } from "../cli.js"
+import { oneTurnRecord } from "../helpers.js"
 import { linesOf, request, start } from "../rollout-server/helpers.js"
 
 const fixtures = path.resolve(import.meta.dirname, "../fixtures/plugins")
 
 /** A finished trajectory of one turn with `over` in its result. */
 const record = (generation: number, reward: number, over: Record<string, unknown> = {}, envConfig: unknown = {}) =>
-  ({
-    row: { index: 0, envConfig, messages: [], dataDict: {} },
-    rewards: { r: reward },
-    reward,
-    advantage: 0,
-    error: undefined,
-    result: {
-      id: `r0-g${generation}`,
-      row: 0,
-      generation,
-      env: "e",
-      messages: [{ role: "user", content: "hi" }],
-      totalReward: reward,
-      stepRewards: [reward],
-      numTurns: 1,
-      resetInfo: {},
-      stepInfos: [{}],
-      rolloutInfos: {},
-      endReason: "done",
-      error: undefined,
-      turns: [{ finishReason: "stop" }],
-      tokens: undefined,
-      timings: { totalMs: 1, resetMs: 1, turns: [{ modelMs: 1, envMs: 1 }] },
-      ...over
-    }
-  }) as unknown as Rollout.TrajectoryRecord
+  oneTurnRecord({ generation, reward, rewards: { r: reward }, envConfig }, over)
 
 /** Arrays nested `depth` deep, built without recursion. */
 const nested = (depth: number): unknown => {
