@@ -38,18 +38,27 @@ const alive = (pid: number) => {
   }
 }
 
+/**
+ * A long run started by the system's Node in a pseudo-terminal (`script`), printing its exit code:
+ * the pty, the log, what it has printed so far and its end.
+ */
+const runInPty = (dir: string) => {
+  const dataset = path.join(dir, "rows.jsonl")
+  fs.writeFileSync(dataset, Array.from({ length: 20_000 }, (_, seed) => JSON.stringify({ prompt: "p", env_config: { seed, size: 64 } })).join("\n") + "\n")
+  const log = path.join(dir, "log.jsonl")
+  const command = `${SYSTEM_NODE} ${BIN} run --dataset ${dataset} --env frozen_lake --output ${log}; echo EXIT=$?`
+  const pty = spawn("script", ["-qfc", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
+  let printed = ""
+  pty.stdout.on("data", (chunk: Buffer) => void (printed += chunk.toString("utf8")))
+  const exited = new Promise<void>((resolve) => pty.on("exit", () => resolve()))
+  return { pty, log, output: () => printed, exited }
+}
+
 describe("issue 29, hostile, the launcher at a terminal (2026-12-04)", () => {
   it.skipIf(!ready)("a `kill -INT` of the launcher alone, on a terminal, stops the run gracefully (130): it was not passed on, and the run went on", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-launch-int-"))
     try {
-      const dataset = path.join(dir, "rows.jsonl")
-      fs.writeFileSync(dataset, Array.from({ length: 20_000 }, (_, seed) => JSON.stringify({ prompt: "p", env_config: { seed, size: 64 } })).join("\n") + "\n")
-      const log = path.join(dir, "log.jsonl")
-      const command = `${SYSTEM_NODE} ${BIN} run --dataset ${dataset} --env frozen_lake --output ${log}; echo EXIT=$?`
-      const pty = spawn("script", ["-qfc", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
-      let output = ""
-      pty.stdout.on("data", (chunk: Buffer) => void (output += chunk.toString("utf8")))
-      const exited = new Promise<void>((resolve) => pty.on("exit", () => resolve()))
+      const { exited, log, output, pty } = runInPty(dir)
       // script → sh → the launcher (the system's Node) → the run (the clone's Node)
       let launcher: number | undefined
       for (let i = 0; i < 200 && launcher === undefined; i++) {
@@ -66,10 +75,10 @@ describe("issue 29, hostile, the launcher at a terminal (2026-12-04)", () => {
       const stopped = !alive(run)
       if (!stopped) process.kill(launcher!, "SIGTERM")
       await exited
-      expect(stopped, output).toBe(true)
-      expect(output).toContain("interrupted    by SIGINT")
-      expect(output).not.toContain("exiting now")
-      expect(output).toContain("EXIT=130")
+      expect(stopped, output()).toBe(true)
+      expect(output()).toContain("interrupted    by SIGINT")
+      expect(output()).not.toContain("exiting now")
+      expect(output()).toContain("EXIT=130")
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }
@@ -78,22 +87,15 @@ describe("issue 29, hostile, the launcher at a terminal (2026-12-04)", () => {
   it.skipIf(!ready)("a Ctrl-C at the terminal is still one SIGINT (graceful, 130), not two (a hard stop)", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-launch-ctrlc-"))
     try {
-      const dataset = path.join(dir, "rows.jsonl")
-      fs.writeFileSync(dataset, Array.from({ length: 20_000 }, (_, seed) => JSON.stringify({ prompt: "p", env_config: { seed, size: 64 } })).join("\n") + "\n")
-      const log = path.join(dir, "log.jsonl")
-      const command = `${SYSTEM_NODE} ${BIN} run --dataset ${dataset} --env frozen_lake --output ${log}; echo EXIT=$?`
-      const pty = spawn("script", ["-qfc", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
-      let output = ""
-      pty.stdout.on("data", (chunk: Buffer) => void (output += chunk.toString("utf8")))
-      const exited = new Promise<void>((resolve) => pty.on("exit", () => resolve()))
+      const { exited, log, output, pty } = runInPty(dir)
       for (let i = 0; i < 200 && !(fs.existsSync(log) && fs.statSync(log).size > 0); i++) await sleep(100)
       pty.stdin.write("\x03")
       const timer = setTimeout(() => pty.kill("SIGKILL"), 60_000)
       await exited
       clearTimeout(timer)
-      expect(output).toContain("interrupted    by SIGINT")
-      expect(output).not.toContain("exiting now")
-      expect(output).toContain("EXIT=130")
+      expect(output()).toContain("interrupted    by SIGINT")
+      expect(output()).not.toContain("exiting now")
+      expect(output()).toContain("EXIT=130")
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }
