@@ -8,22 +8,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Sudoku } from "../../src/envs/Sudoku.js"
-import { serve, settled } from "./helpers.js"
+import { call, post, serve, settled } from "./helpers.js"
 
-const call = (url: string, init?: RequestInit) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    const text = await response.text()
-    let json: any
-    try {
-      json = JSON.parse(text)
-    } catch {
-      json = undefined
-    }
-    return { status: response.status, json }
-  })
-const post = (url: string, body: unknown) =>
-  call(url, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) })
 const isDict = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 describe("OpenEnv's runtime validator, criterion by criterion", () => {

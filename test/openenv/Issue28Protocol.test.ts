@@ -6,22 +6,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Sudoku } from "../../src/envs/Sudoku.js"
 import * as Env from "../../src/Env.js"
-import { RawPeer, serve, settled, wsUrl } from "./helpers.js"
+import { call, post, RawPeer, serve, settled, wsUrl } from "./helpers.js"
 
-const call = (url: string, init?: RequestInit) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    const text = await response.text()
-    let json: any
-    try {
-      json = JSON.parse(text)
-    } catch {
-      json = undefined
-    }
-    return { status: response.status, json, text, type: response.headers.get("content-type") }
-  })
-const post = (url: string, body: unknown) =>
-  call(url, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) })
 const open = (url: string) => Effect.promise(() => RawPeer.open(wsUrl(url)))
 const ask = (peer: RawPeer, frame: object | string) =>
   Effect.promise(() => peer.request(typeof frame === "string" ? frame : JSON.stringify(frame))) as Effect.Effect<any>

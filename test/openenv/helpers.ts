@@ -8,6 +8,24 @@ import { eventually } from "../helpers.js"
 
 export { OpenEnvClient, OpenEnvServer }
 
+/** An HTTP request to a server under test: its status, its body as text and as JSON (when it is), its content type. */
+export const call = (url: string, init?: RequestInit) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    const text = await response.text()
+    let json: any
+    try {
+      json = JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: response.status, json, text, type: response.headers.get("content-type") }
+  })
+
+/** A JSON POST ({@link call}); a string body is sent as it is. */
+export const post = (url: string, body: unknown) =>
+  call(url, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) })
+
 /** Serves an env on a free loopback port for the current scope. */
 export const serve = (options: Omit<OpenEnvServer.ServeOptions, "port"> & { readonly port?: number }) =>
   OpenEnvServer.serve({ port: 0, ...options })
