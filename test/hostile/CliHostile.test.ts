@@ -106,7 +106,7 @@ describe("--wizard without a terminal (it waited forever for input at end of std
       })
       const code = await new Promise<number | null>((resolve) => {
         const timer = setTimeout(() => resolve(null), 30_000)
-        child.on("exit", (code) => {
+        child.on("close", (code) => {
           clearTimeout(timer)
           resolve(code)
         })

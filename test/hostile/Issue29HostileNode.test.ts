@@ -50,7 +50,8 @@ const runInPty = (dir: string) => {
   const pty = spawn("script", ["-qfc", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
   let printed = ""
   pty.stdout.on("data", (chunk: Buffer) => void (printed += chunk.toString("utf8")))
-  const exited = new Promise<void>((resolve) => pty.on("exit", () => resolve()))
+  // "close", not "exit": the pty's last bytes (the shell's EXIT=130) can come after the process's exit
+  const exited = new Promise<void>((resolve) => pty.on("close", () => resolve()))
   return { pty, log, output: () => printed, exited }
 }
 

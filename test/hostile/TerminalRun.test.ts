@@ -37,7 +37,8 @@ const inTerminal = (
       resolve({ code: null, screen })
     }, options.limit ?? 30_000)
     for (const [after, keys] of options.keys ?? []) setTimeout(() => child.stdin.write(keys), after)
-    child.on("exit", (code) => {
+    // "close", not "exit": what the terminal printed last can arrive after the process's exit
+    child.on("close", (code) => {
       clearTimeout(limit)
       resolve({ code, screen })
     })
