@@ -106,7 +106,7 @@ const stopper = (child: ChildProcess) => () =>
 
 const startProjectServer = async (sessions: number, nodeFlags: ReadonlyArray<string>): Promise<ServerProcess> => {
   const { child, url } = await spawnCli(
-    ["openenv", "serve", "--env", "frozen_lake", "--port", "0", "--max-concurrent-envs", String(sessions)],
+    ["openenv", "serve", "--env", "frozen_lake", "--port", "0", "--max-sessions", String(sessions)],
     /at (http:\/\/\S+)/,
     nodeFlags
   )

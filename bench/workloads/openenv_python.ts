@@ -64,7 +64,7 @@ const startProject = (inProcess: boolean) =>
   spawnCli(
     [
       "openenv", "serve", "--plugin", plugin, "--env", "echo", "--port", "0",
-      "--max-concurrent-envs", String(sessions),
+      "--max-sessions", String(sessions),
       ...(inProcess ? ["--in-process-envs"] : []),
       ...(args["env-workers"] === undefined ? [] : ["--env-workers", args["env-workers"]])
     ],
