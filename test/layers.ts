@@ -15,6 +15,7 @@
 /** Test files of the integration project, paths from the package root. */
 export const integration: ReadonlyArray<string> = [
   "test/Cli.test.ts",
+  "test/DocsRun.test.ts",
   "test/FreshProject.test.ts",
   "test/FrozenLakeBudget.test.ts",
   "test/Launch.test.ts",
@@ -55,6 +56,7 @@ export const all: ReadonlyArray<string> = ["test/**/*.test.ts", "examples/**/*.t
 
 /** The integration files that take the longest, longest first: they start first. */
 export const heavy: ReadonlyArray<string> = [
+  "test/DocsRun.test.ts",
   "test/cluster/Cluster.test.ts",
   "test/LaunchParity.test.ts",
   "test/FreshProject.test.ts",

@@ -101,8 +101,8 @@ const launch = async (dir: string, data: string, port: number): Promise<() => Pr
   }
 }
 
-/** Starts a temporary server (about a second or two). */
-export const start = async (): Promise<TempPostgres> => {
+/** Starts a temporary server (about a second or two), on `port` if given (else a free one). */
+export const start = async (at?: number): Promise<TempPostgres> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-pg-"))
   fs.chmodSync(dir, 0o755)
   const data = path.join(dir, "data")
@@ -110,7 +110,7 @@ export const start = async (): Promise<TempPostgres> => {
   if (asRoot) execFileSync("chown", ["-R", "nobody", dir])
   const [initdb, initArgs] = command("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
   execFileSync(initdb, initArgs, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] })
-  const port = await freePort()
+  const port = at ?? await freePort()
   let stopServer: (() => Promise<void>) | undefined = await launch(dir, data, port)
   const halt = async () => {
     const stopping = stopServer

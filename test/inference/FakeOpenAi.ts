@@ -287,13 +287,16 @@ const app = (state: FakeServerState) =>
     }).pipe(Effect.ensuring(Effect.sync(() => state.inFlight--)))
   })
 
-/** Starts the server in the current scope; `baseUrl` ends in `/v1`. */
-export const make: Effect.Effect<{ readonly state: FakeServerState; readonly baseUrl: string }, never, Scope.Scope> =
+/** Starts the server in the current scope, on `port` (0: a free one); `baseUrl` ends in `/v1`. */
+export const makeAt = (port: number): Effect.Effect<{ readonly state: FakeServerState; readonly baseUrl: string }, never, Scope.Scope> =>
   Effect.gen(function*() {
     const state = new FakeServerState()
-    const server = yield* Effect.orDie(NodeHttpServer.make(() => createServer(), { port: 0, host: "127.0.0.1" }))
+    const server = yield* Effect.orDie(NodeHttpServer.make(() => createServer(), { port, host: "127.0.0.1" }))
     yield* server.serve(app(state))
     const address = server.address
     if (address._tag === "UnixPathAddress") return yield* Effect.die(new Error("expected a TCP address"))
     return { state, baseUrl: `http://127.0.0.1:${address.port}/v1` }
   })
+
+/** {@link makeAt} a free port. */
+export const make = makeAt(0)
