@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { CompletionLine } from "../src/CompletionsLog.js"
@@ -222,4 +223,40 @@ describe("the README's library example (issue 29, item 2)", () => {
       fs.rmSync(file, { force: true })
     }
   }, 90_000)
+})
+
+describe("a piped dataset's first row is checked as a file's is (issue 29, item 5)", () => {
+  const run = (input: string, ...args: Array<string>) => {
+    const dir = makeTmp()
+    const output = path.join(dir, "out.jsonl")
+    const out = spawnSync(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", "/dev/stdin", "--output", output, ...args], {
+      input,
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    return { ...out, output }
+  }
+
+  it("rows that name no env, no --env: one error, exit 2 (it was one bad row per line and exit 1)", () => {
+    const out = run(Array.from({ length: 64 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
+    expect(out.status, out.stderr).toBe(2)
+    expect(out.stderr.trim().split("\n")).toEqual([
+      "error: --env: not given, and the dataset's rows name no env (/dev/stdin:1 has no env_config.name): pass --env NAME (`effect-gym envs` lists them), or set env_config.name in each row"
+    ])
+    expect(out.stdout).toBe("")
+  })
+
+  it("an OpenEnv server that is not there: refused naming its URL, exit 2 (it retried each row)", async () => {
+    const { freePort } = await import("./openenv/helpers.js")
+    const base = `http://127.0.0.1:${await freePort()}`
+    const out = run(`{"messages":[{"role":"user","content":"Play"}],"env_config":{"name":"openenv","base_url":"${base}"}}\n`.repeat(16), "--scheduler", "openenv", "--policy", "random")
+    expect(out.status, out.stderr).toBe(2)
+    expect(out.stderr).toContain(`env_config.base_url ${base}: no OpenEnv server answers there (ECONNREFUSED)`)
+  })
+
+  it("good rows run as before", () => {
+    const out = run(`{"env_config":{"seed":1}}\n{"env_config":{"seed":2}}\n`, "--env", "frozen_lake", "--num-generations", "2")
+    expect(out.status, out.stderr).toBe(0)
+    expect(fs.readFileSync(out.output, "utf8").trim().split("\n")).toHaveLength(4)
+  })
 })

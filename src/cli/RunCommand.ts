@@ -156,14 +156,14 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     yield* OutputLock.hold(args.output)
     yield* RunLog.checkDataset(args.dataset)
     const first = yield* Preflight.firstRow(args.dataset)
-    if (first !== undefined) {
-      const defaultEnv = resolved.defaultEnv ?? definition.envs?.[0]?.name
-      if (defaultEnv === undefined) yield* Preflight.rowNamesAnEnv(first)
-      // (on a cluster the runners connect, not this process)
-      const env = typeof first.envConfig.name === "string" ? first.envConfig.name : defaultEnv
-      const openEnv = env === "openenv" && (definition.envs ?? []).some((brought) => brought.name === "openenv")
-      if (openEnv && Option.isNone(args.cluster)) yield* Preflight.openEnvReachable(first)
-    }
+    const checkFirst = (row: Row.Row) =>
+      Preflight.checkFirstRow(row, {
+        defaultEnv: resolved.defaultEnv ?? definition.envs?.[0]?.name,
+        openEnvBrought: (definition.envs ?? []).some((brought) => brought.name === "openenv"),
+        // (on a cluster the runners connect, not this process)
+        connects: Option.isNone(args.cluster)
+      })
+    if (first !== undefined) yield* checkFirst(first)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)
     const scan = yield* RunLog.scanDataset(args.dataset)
     const clustered = Option.isSome(args.cluster)
@@ -272,7 +272,11 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           args.dataset,
           datasetBytes(fs, args.dataset, scan.sha256 === null),
           { skip: done === undefined ? undefined : (index) => done.has(index) }
-        ).pipe(Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: errorDetail(error) })))
+        ).pipe(
+          Stream.mapError((error) => new FileError({ option: "--dataset", file: args.dataset, detail: errorDetail(error) })),
+          // (a pipe's first row, checked as it comes: a file's was checked above)
+          (decoded) => scan.sha256 === null ? Preflight.checkFirstOfStream(decoded, checkFirst) : decoded
+        )
         const run = yield* underProgress(
           args,
           view,
@@ -316,6 +320,14 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
           )
         )
         const { outcome } = run
+        // A piped dataset's first row refused as it came (Preflight.checkFirstOfStream): the same
+        // invocation error as a file's (exit 2, no summary), nothing having run
+        if (Exit.isFailure(outcome)) {
+          const refused = Cause.findErrorOption(outcome.cause)
+          if (Option.isSome(refused) && refused.value._tag === "OptionError" && run.summary.trajectories === 0) {
+            return yield* refused.value
+          }
+        }
         const summary = drift.into(run.summary)
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : backendDown?.message

@@ -122,3 +122,35 @@ export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError>
         "start it (e.g. `effect-gym openenv serve --env NAME --port PORT`), or fix base_url"
     })
   })
+
+/**
+ * Both checks of a run's first row: the env it names (none with no `--env`: refused), and its OpenEnv
+ * server (when its env is the scheduler's `openenv` and this process connects: not on a cluster).
+ */
+export const checkFirstRow = (
+  row: Row.Row,
+  context: { readonly defaultEnv: string | undefined; readonly openEnvBrought: boolean; readonly connects: boolean }
+): Effect.Effect<void, OptionError> =>
+  Effect.gen(function*() {
+    if (context.defaultEnv === undefined) yield* rowNamesAnEnv(row)
+    const env = typeof row.envConfig.name === "string" ? row.envConfig.name : context.defaultEnv
+    if (env === "openenv" && context.openEnvBrought && context.connects) yield* openEnvReachable(row)
+  })
+
+/**
+ * A piped dataset (read once, by the run) gets the same checks on its first row as it comes, before
+ * that row starts: without them, forgetting `--env` with `--dataset /dev/stdin` gave one bad row per
+ * line and exit 1 (a file's first row is checked before the run).
+ */
+export const checkFirstOfStream = <E, R>(
+  rows: Stream.Stream<Result.Result<Row.Row, Row.RowError>, E, R>,
+  check: (row: Row.Row) => Effect.Effect<void, OptionError>
+): Stream.Stream<Result.Result<Row.Row, Row.RowError>, E | OptionError, R> => {
+  let checked = false
+  return Stream.tap(rows, (item) => {
+    if (checked || !Result.isSuccess(item)) return Effect.void
+    checked = true
+    return check(item.success)
+  })
+}
+
