@@ -20,17 +20,33 @@ const line = ({ accumulator, elapsedMs, total }: Snapshot, columns: number | und
   return columns !== undefined && columns > 1 && text.length > columns - 1 ? text.slice(0, columns - 1) : text
 }
 
-const CLEAR = "\r\x1b[2K"
+/**
+ * What clears the progress line: the erase-line escape, or on a terminal that shows escapes as they
+ * are (TERM=dumb: Emacs' shell, some CI log viewers; NO_COLOR is about colour, not this) spaces over
+ * the last line drawn.
+ */
+const clearer = (stderr: NodeJS.WriteStream) => {
+  const dumb = process.env.TERM === "dumb"
+  let drawn = 0
+  return {
+    clear: () => (dumb ? `\r${" ".repeat(drawn)}\r` : "\r\x1b[2K"),
+    drawn: (text: string) => {
+      drawn = text.length
+      return text
+    },
+    write: (text: string) => void stderr.write(text)
+  }
+}
 
 /** `console` with the progress line cleared before each message to stderr (it was glued onto the line). */
-const clearing = (console: Console.Console, stderr: NodeJS.WriteStream): Console.Console => ({
+const clearing = (console: Console.Console, line: ReturnType<typeof clearer>): Console.Console => ({
   ...console,
   error: (...args: ReadonlyArray<unknown>) => {
-    stderr.write(CLEAR)
+    line.write(line.clear())
     console.error(...args)
   },
   warn: (...args: ReadonlyArray<unknown>) => {
-    stderr.write(CLEAR)
+    line.write(line.clear())
     console.warn(...args)
   }
 })
@@ -42,12 +58,13 @@ export const whileRunning = <A, E, R>(
 ): Effect.Effect<A, E, R> => {
   const stderr = process.stderr
   if (!stderr.isTTY) return effect
-  const draw = Effect.sync(() => stderr.write(`${CLEAR}${line(snapshot(), stderr.columns)}`))
+  const progress = clearer(stderr)
+  const draw = Effect.sync(() => progress.write(progress.clear() + progress.drawn(line(snapshot(), stderr.columns))))
   return Effect.acquireUseRelease(
     // (interruptible: a fiber forked in the acquire, which cannot be interrupted, inherits that, and
     // the release's interrupt then waited for it forever: a run on a terminal never exited)
     Effect.forkDetach(Effect.interruptible(Effect.repeat(draw, Schedule.spaced("250 millis")))),
-    () => Console.consoleWith((console) => Effect.provideService(effect, Console.Console, clearing(console, stderr))),
-    (fiber) => Effect.andThen(Fiber.interrupt(fiber), Effect.sync(() => stderr.write(CLEAR)))
+    () => Console.consoleWith((console) => Effect.provideService(effect, Console.Console, clearing(console, progress))),
+    (fiber) => Effect.andThen(Fiber.interrupt(fiber), Effect.sync(() => progress.write(progress.clear())))
   )
 }

@@ -21,11 +21,19 @@ const hasScript = process.platform === "linux" && spawnSync("script", ["--versio
  */
 const inTerminal = (
   args: ReadonlyArray<string>,
-  options: { readonly keys?: ReadonlyArray<readonly [after: number, keys: string]>; readonly limit?: number } = {}
+  options: {
+    readonly keys?: ReadonlyArray<readonly [after: number, keys: string]>
+    readonly limit?: number
+    readonly env?: Record<string, string>
+  } = {}
 ) =>
   new Promise<{ readonly code: number | null; readonly screen: string }>((resolve) => {
     const quoted = [process.execPath, binPath, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
-    const child = spawn("script", ["-qec", quoted, "/dev/null"], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
+    const child = spawn("script", ["-qec", quoted, "/dev/null"], {
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, ...options.env }
+    })
     let screen = ""
     child.stdout.on("data", (chunk: Buffer) => void (screen += chunk.toString("utf8")))
     const limit = setTimeout(() => {
@@ -57,6 +65,16 @@ describe.skipIf(!hasScript)("run in a terminal (it never exited)", () => {
     expect(code, screen).toBe(0)
     expect(screen).toContain("traj/s")
     expect(screen).toContain(`completions    ${output}`)
+    expect(readLines(output)).toHaveLength(800)
+  })
+
+  it("TERM=dumb (a terminal that shows escapes as they are): the progress line is cleared with spaces, no escape", async () => {
+    const output = path.join(dir, "dumb.jsonl")
+    const { code, screen } = await inTerminal(["run", "--dataset", dataset, ...common, "--policy-option", "latency_ms=1", "--output", output], { env: { TERM: "dumb" } })
+    expect(code, screen).toBe(0)
+    expect(screen).toContain("traj/s")
+    expect(screen).not.toContain("\x1b")
+    expect(screen).toMatch(/\r {20,}\r/)
     expect(readLines(output)).toHaveLength(800)
   })
 
