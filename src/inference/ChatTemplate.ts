@@ -12,17 +12,27 @@
  * characters given).
  *
  * The render context is Hugging Face's: `messages`, `add_generation_prompt`, `tools` and `documents`
- * (`None` unless the kwargs give them: templates test `tools is not none`), the tokenizer's special
+ * (`None` unless given: templates test `tools is not none`), the tokenizer's special
  * tokens (`bos_token`, `eos_token`, ...), then the chat-template kwargs (`enable_thinking`, ...), and
  * the `raise_exception` and `strftime_now` globals. Booleans are written as Python writes them
  * (`True`, `False`) in output (`{{ flag }}`) and in `~`; `flag|string` still gives `true` (the
  * library's filter spells it out), and `{{ none }}` writes nothing where jinja2 writes `None`.
  *
+ * Tools are passed as transformers passes them (`tools=[{"type": "function", "function": {name,
+ * description, parameters}}]`), and messages as vLLM hands them to transformers: an assistant
+ * message's `tool_calls` as `[{id, type, function: {name, arguments}}]` with `arguments` parsed from
+ * its JSON text into an object (templates expect a dict: Llama 3.1's writes `arguments | tojson`;
+ * `""` is `{}`, text that is not JSON stays text), a tool message with its `tool_call_id` and `name`.
+ * Keys a message does not have are absent, not null (Llama 3.1's template tests `'tool_calls' in
+ * message`). One difference remains: JSON numbers are JavaScript's, so an argument written `4.0`
+ * renders `4` where Python renders `4.0`.
+ *
  * @since 0.2.0
  */
 import { Environment, Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
-import type { Message } from "../Message.js"
+import type { Message, ToolCall } from "../Message.js"
+import * as Tool from "../Tool.js"
 
 /**
  * @since 0.2.0
@@ -46,6 +56,8 @@ export interface RenderOptions {
   readonly addGenerationPrompt: boolean
   /** The chat-template kwargs (`{"enable_thinking": false}`): variables of the template. */
   readonly kwargs?: Readonly<Record<string, unknown>> | undefined
+  /** The tools offered (the template's `tools`; absent or empty: `None`). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
 }
 
 /**
@@ -196,6 +208,37 @@ const stripValue = (value: unknown, chars: unknown, side: "both" | "left" | "rig
 
 const STRIP_NAME = { both: "strip", left: "lstrip", right: "rstrip" } as const
 
+/** A call's arguments as vLLM gives them to a template: the JSON text's value (`""`: `{}`), or the text when it is not JSON. */
+const callArguments = (text: string): unknown => {
+  if (text === "") return {}
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const templateCall = (call: ToolCall) => ({
+  id: call.id,
+  type: call.type,
+  function: { name: call.function.name, arguments: callArguments(call.function.arguments) }
+})
+
+/**
+ * A message as the template sees it: role and content, then only the tool fields it has (an empty
+ * `tool_calls` is left out, as the chat API leaves it out).
+ *
+ * @since 0.3.0
+ * @category rendering
+ */
+export const templateMessage = (m: Message): Record<string, unknown> => {
+  const out: Record<string, unknown> = { role: m.role, content: m.content }
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map(templateCall)
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
+  if (m.name !== undefined) out.name = m.name
+  return out
+}
+
 /**
  * Parses a chat template. `specialTokens` are the tokenizer's (`bos_token`, `eos_token`, ...), as
  * strings; they are variables of every render.
@@ -228,8 +271,9 @@ export const make = (
           tools: null,
           documents: null,
           ...options.kwargs,
+          ...(options.tools === undefined || options.tools.length === 0 ? {} : { tools: options.tools.map(Tool.toOpenAi) }),
           [HELPER]: helper,
-          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          messages: messages.map(templateMessage),
           add_generation_prompt: options.addGenerationPrompt
         })
       ))
