@@ -226,11 +226,13 @@ export interface Service {
   /**
    * The conversation rendered with the model's chat template (no generation prompt) and tokenized,
    * as a trainer that re-tokenizes would get it: what the drift check compares a trajectory's token
-   * sequence with. Only backends that generate from tokens have it.
+   * sequence with (with the tools the trajectory offered, rendered as its prompts rendered them).
+   * Only backends that generate from tokens have it.
    */
   readonly retokenize?: (
     messages: ReadonlyArray<Message>,
-    chatTemplateKwargs?: Readonly<Record<string, unknown>>
+    chatTemplateKwargs?: Readonly<Record<string, unknown>>,
+    tools?: ReadonlyArray<Tool.Spec>
   ) => Effect.Effect<ReadonlyArray<number>, InferenceError>
   /**
    * Fails when the backend is declared dead (too many transport failures in a row): a run stops

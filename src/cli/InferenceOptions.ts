@@ -495,7 +495,7 @@ export const driftCheck = (
         item._tag !== "Group" ? Effect.void : Effect.forEach(item.records, (record) => {
           const tokens = record.result.tokens
           if (tokens?._tag !== "Sequence") return Effect.sync(() => check.add(record.result.id, undefined, undefined))
-          return retokenize(record.result.messages, kwargs).pipe(
+          return retokenize(record.result.messages, kwargs, record.result.tools).pipe(
             Effect.match({
               onFailure: () => check.add(record.result.id, undefined, undefined),
               onSuccess: (ids) => check.add(record.result.id, tokens.sequence, ids)
