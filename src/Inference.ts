@@ -241,6 +241,25 @@ export interface Service {
   readonly halted?: Effect.Effect<never, InferenceError> | undefined
   /** The optional features this backend honours (absent: none). See {@link Feature}. */
   readonly honours?: ReadonlySet<Feature> | undefined
+  /**
+   * The chat template (Jinja source) this backend renders prompts with, when it has it in this
+   * process (colocate, server mode's `--tokenizer`): what the tool parser is chosen from.
+   */
+  readonly chatTemplate?: string | undefined
+  /** How tool calls are read out of reply text (see `ToolParsers.wrap`), and what chose it. */
+  readonly toolParser?: ToolParserChoice | undefined
+}
+
+/**
+ * The parser that reads tool calls out of a backend's text replies (`hermes`, `llama3_json`,
+ * `mistral`, or `none`), and what chose it (the option, the model's chat template, or the default).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ToolParserChoice {
+  readonly name: string
+  readonly chosenBy: string
 }
 
 /**

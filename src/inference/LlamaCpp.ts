@@ -561,7 +561,7 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
       `(${wrapper === undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
       `${sequences} sequences x ${context.contextSize} tokens)`
     return {
-      service: { name, chat, retokenize, honours: HONOURS },
+      service: { name, chat, retokenize, honours: HONOURS, chatTemplate: template?.source },
       chatWrapper: promptFormat,
       contextSize: context.contextSize,
       sequences,

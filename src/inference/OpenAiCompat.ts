@@ -725,7 +725,15 @@ const makeWith = (
       )
     }
     let chatOnly: string | undefined
-    let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: halt, honours }
+    // The --tokenizer folder's template: the model's, which the tool parser is chosen from.
+    const chatTemplate = local?.template?.source
+    let service: Service = {
+      name: `server ${options.baseUrl} model ${options.model}`,
+      chat: chatText,
+      halted: halt,
+      honours,
+      chatTemplate
+    }
 
     const tokenPath = yield* chooseTokenPath(options, {
       local,
@@ -782,7 +790,8 @@ const makeWith = (
       chat: chatTokens,
       retokenize: (messages, kwargs, tools) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs, tools }),
       halted: halt,
-      honours
+      honours,
+      chatTemplate
     }
     return service
   })

@@ -325,6 +325,8 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(stderr).toBe("")
       expect(code).toBe(0)
       expect(JSON.parse(stdout).titoCheck).toMatchObject({ checked: 2, unavailable: 0 })
+      // the tool parser: the one the GGUF's own template writes calls for
+      expect(JSON.parse(stdout).toolParser).toEqual({ name: "hermes", chosenBy: "the chat template (it writes <tool_call>)" })
       const specs = Calculator.tools({}, new Set()).specs
       for (const line of readLines(output)) {
         const first = line.messages.slice(0, 2)
