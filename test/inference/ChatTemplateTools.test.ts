@@ -5,10 +5,14 @@
  * were written once by `test/fixtures/chat_template/gen_tool_vectors.py` (the tests need no Python).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Result } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { ChatRequest, Completion } from "../../src/Inference.js"
+import { tokenState } from "../../src/Inference.js"
+import * as ChatTemplate from "../../src/inference/ChatTemplate.js"
 import type { HfTokenizer } from "../../src/inference/HfTokenizer.js"
+import * as PromptTokens from "../../src/inference/PromptTokens.js"
 import type { Message } from "../../src/Message.js"
 import type * as Tool from "../../src/Tool.js"
 import * as Llama31 from "./llama31.js"
@@ -74,5 +78,76 @@ describe(`rendering with tools matches transformers (${vectors.generated_by})`, 
       "This model only supports single tool-calls at once!",
       "This model only supports single tool-calls at once!"
     ])
+  })
+})
+
+// Attacks on the tool rendering (issue 30, "attack it before you resolve").
+describe("rendering with tools: bad input", () => {
+  const specs: ReadonlyArray<Tool.Spec> = [{ name: "lookup", description: "d", parameters: { type: "object", properties: {} } }]
+  const call = (id: string, args: string): Message => ({
+    role: "assistant",
+    content: "",
+    tool_calls: [{ id, type: "function", function: { name: "lookup", arguments: args } }]
+  })
+
+  it.effect("Llama 3.1, two calls in one turn: the token path still continues (the reply is its sampled tokens); a re-render fails with the template's message", () =>
+    Effect.gen(function*() {
+      const tokenizer = Llama31.tokenizer
+      const renderer = PromptTokens.local({ name: "llama", backend: "test", template: tokenizer.template!, encode: tokenizer.encode, isSpecial: tokenizer.isSpecial })
+      const opening: Array<Message> = [{ role: "user", content: "two prices" }]
+      const first: ChatRequest = { messages: opening, sampling: {}, trajectoryId: "t", turn: 1, seed: 1, tools: specs }
+      const p1 = yield* PromptTokens.prompt(renderer, first, undefined)
+      const sampled = tokenizer.encode('{"name": "lookup", "parameters": {}}; {"name": "lookup", "parameters": {}}<|eot_id|>')
+      const reply: Message = {
+        role: "assistant",
+        content: "",
+        tool_calls: [call("a", "{}").tool_calls![0], call("b", "{}").tool_calls![0]]
+      }
+      const completion: Completion = { text: "", finishReason: "tool_calls", tokenIds: sampled, prompt: p1 }
+      const previous = tokenState(completion, [...opening, reply])!
+      const results: Array<Message> = [
+        { role: "tool", content: "1", tool_call_id: "a", name: "lookup" },
+        { role: "tool", content: "2", tool_call_id: "b", name: "lookup" }
+      ]
+      const p2 = yield* PromptTokens.prompt(renderer, { ...first, turn: 2, messages: [...opening, reply, ...results], previous }, undefined)
+      expect(p2.reused).toBe(previous.tokenIds.length)
+      expect(tokenizer.decode(p2.tokenIds.slice(p2.reused))).toBe(
+        '<|start_header_id|>ipython<|end_header_id|>\n\n"1"<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n"2"<|eot_id|>' +
+          "<|start_header_id|>assistant<|end_header_id|>\n\n"
+      )
+      const rerendered = yield* Effect.flip(renderer.tokenize([...opening, reply, ...results], { addGenerationPrompt: false, tools: specs }))
+      expect(rerendered.detail).toContain("This model only supports single tool-calls at once!")
+    }))
+
+  it("arguments that are not an object, not JSON, deeply nested or huge: rendered or a typed error, never a throw", () => {
+    const template = Qwen3.tokenizer.template!
+    const render = (args: string) => template.render([{ role: "user", content: "q" }, call("a", args)], { addGenerationPrompt: false, tools: specs })
+    expect(Result.getOrThrow(render("[1, 2]"))).toContain('"arguments": [1, 2]}')
+    expect(Result.getOrThrow(render("{\"item\": "))).toContain('"arguments": {"item": }')
+    const deep = "[".repeat(100_000) + "]".repeat(100_000)
+    const nested = render(deep)
+    expect(Result.isSuccess(nested) || nested.failure._tag === "ChatTemplateError").toBe(true)
+    const huge = JSON.stringify({ item: "x".repeat(1_000_000) })
+    expect(Result.getOrThrow(render(huge)).length).toBeGreaterThan(1_000_000)
+  })
+
+  it("an empty tool_calls list is left out, so Llama 3.1 renders the message as text; tools: [] is no tools", () => {
+    const template = Llama31.tokenizer.template!
+    const empty: Message = { role: "assistant", content: "plain", tool_calls: [] }
+    const text = Result.getOrThrow(template.render([{ role: "user", content: "q" }, empty], { addGenerationPrompt: false }))
+    expect(text.endsWith("<|start_header_id|>assistant<|end_header_id|>\n\nplain<|eot_id|>")).toBe(true)
+    expect(ChatTemplate.templateMessage(empty)).toEqual({ role: "assistant", content: "plain" })
+    const none = Result.getOrThrow(template.render([{ role: "user", content: "q" }], { addGenerationPrompt: true, tools: [] }))
+    expect(none).not.toContain("Environment: ipython")
+  })
+
+  it("a thousand tools render in well under a second", () => {
+    const many = Array.from({ length: 1000 }, (_, i) => ({ ...specs[0], name: `tool_${i}` }))
+    const start = performance.now()
+    const text = Result.getOrThrow(Qwen3.tokenizer.template!.render([{ role: "user", content: "q" }], { addGenerationPrompt: true, tools: many }))
+    const ms = performance.now() - start
+    console.log(`1000 tools: Qwen3's template renders ${text.length} characters in ${ms.toFixed(0)} ms`)
+    expect(text).toContain('"name": "tool_999"')
+    expect(ms).toBeLessThan(1000)
   })
 })
