@@ -719,7 +719,7 @@ const makeWith = (
           Effect.fromResult(
             Result.map(
               toCompletion(response, `call_${request.trajectoryId}_${request.turn}`),
-              (completion) => ({ ...completion, tokensUnavailable: chatOnly })
+              (completion) => ({ ...completion, tokensUnavailable: chatOnly ?? choiceOnChatPath(request) })
             )
           )
       )
@@ -761,6 +761,8 @@ const makeWith = (
     // Tools are rendered by the template into the token prompt; the calls come back as text in the
     // sampled tokens, and the run's tool parser (`ToolParsers.wrap`) reads them out.
     const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
+      // A template cannot make the model call a tool (or none): the chat API, whose server can, takes such a call.
+      if (choiceOnChatPath(request) !== undefined) return chatText(request)
       const checked = samplingOf(request.sampling)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const sampling = checked.success
@@ -795,6 +797,15 @@ const makeWith = (
     }
     return service
   })
+
+/**
+ * Why a call with tools goes by the chat path on a server with a token path: a `tool_choice` other
+ * than `auto` is the server's to enforce (the token path renders the tools, and cannot constrain the reply).
+ */
+const choiceOnChatPath = (request: ChatRequest): string | undefined =>
+  request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== undefined && request.toolChoice !== "auto"
+    ? `tool_choice ${JSON.stringify(request.toolChoice)} goes by the chat path (the server enforces it; a token prompt cannot)`
+    : undefined
 
 const probeRequest: ChatRequest = {
   messages: [{ role: "user", content: "Hi" }],

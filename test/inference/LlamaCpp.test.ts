@@ -223,6 +223,11 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(error.detail).toContain("does not render tools")
       const completion = yield* engine.service.chat(request())
       expect(completion.tokenIds!.length).toBeGreaterThan(0)
+      // with the file's template: tools render; a tool_choice nothing here can enforce is refused
+      const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
+      expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
+      const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
+      expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
     }).pipe(Effect.scoped))
 
   it.live("a GGUF whose template does not parse: node-llama-cpp's own format, with a warning", () =>

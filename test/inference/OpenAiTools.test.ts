@@ -127,6 +127,21 @@ describe("OpenAiCompat: tools on a server with a token path", () => {
       expect(server.state.requests.at(-1)!.url).toBe("/v1/completions")
       expect(Qwen3.text(text.prompt!.tokenIds)).not.toContain("# Tools")
     }))
+
+  live("a tool_choice other than auto goes by the chat path, whose server enforces it, and says why it has no tokens", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      server.state.tokenizer = Qwen3.fake
+      server.state.maxModelLen = 4096
+      const client = yield* OpenAiCompat.make({ baseUrl: server.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER })
+      for (const toolChoice of ["required", "none", { name: "add" }] as const) {
+        const completion = yield* client.chat(request({ toolChoice }))
+        expect(server.state.requests.at(-1)!.url).toBe("/v1/chat/completions")
+        expect(server.state.requests.at(-1)!.body.tool_choice).toEqual(Tool.choiceToOpenAi(toolChoice))
+        expect(completion.prompt).toBeUndefined()
+        expect(completion.tokensUnavailable).toContain(`tool_choice ${JSON.stringify(toolChoice)} goes by the chat path`)
+      }
+    }))
 })
 
 /** Calls add with the numbers of the question, then answers with the last tool result. */
