@@ -4,6 +4,7 @@
  * conversations with tool specs, calls, results, several calls in a turn and several turns. The reference renders
  * were written once by `test/fixtures/chat_template/gen_tool_vectors.py` (the tests need no Python).
  */
+import { Template } from "@huggingface/jinja"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as fs from "node:fs"
@@ -78,6 +79,33 @@ describe(`rendering with tools matches transformers (${vectors.generated_by})`, 
       "This model only supports single tool-calls at once!",
       "This model only supports single tool-calls at once!"
     ])
+  })
+})
+
+describe("numbers as Python has them", () => {
+  it("pyFloatRepr is Python's repr of a float (the values Python 3.11 printed)", () => {
+    const values = [4.0, 0.1, 1e16, 1e-5, -0.0, 1.5e300, 0.0001, 123456789.0, 9999999999999998.0, 1e15, 2.5e-7, 5e-324, 1.7976931348623157e308, 1 / 3]
+    expect(values.map(ChatTemplate.pyFloatRepr)).toEqual([
+      "4.0", "0.1", "1e+16", "1e-05", "-0.0", "1.5e+300", "0.0001", "123456789.0", "9999999999999998.0", "1000000000000000.0",
+      "2.5e-07", "5e-324", "1.7976931348623157e+308", "0.3333333333333333"
+    ])
+  })
+
+  it("a float argument is a float for the template (`{{ }}`, `tojson`), and comparisons and arithmetic still work", () => {
+    const made = Result.getOrThrow(ChatTemplate.make(
+      "{% for m in messages %}{% for c in m.tool_calls %}{% set a = c.function.arguments %}" +
+        "{{ a.x }} {{ a.x + 1 }} {{ a.n is integer }} {{ a.n }} {{ a | tojson }} {{ a.x > 3 }} {{ a.x == 4 }}{% endfor %}{% endfor %}"
+    ))
+    const message: Message = {
+      role: "assistant",
+      content: "",
+      tool_calls: [{ id: "a", type: "function", function: { name: "f", arguments: "{\"x\": 4.0, \"n\": 3, \"big\": 12345678901234567890}" } }]
+    }
+    expect(Result.getOrThrow(made.render([message], { addGenerationPrompt: false }))).toBe(
+      "4.0 5.0 True 3 {\"x\": 4.0, \"n\": 3, \"big\": 12345678901234567890} True True"
+    )
+    // only during a render: the library's own conversion is untouched
+    expect(new Template("{{ x }}").render({ x: 4 })).toBe("4")
   })
 })
 
