@@ -246,6 +246,11 @@ export interface Service {
    * process (colocate, server mode's `--tokenizer`): what the tool parser is chosen from.
    */
   readonly chatTemplate?: string | undefined
+  /**
+   * Without the template here: a conversation with one tool call as the backend's template renders
+   * it (server mode's token path asks the server's `/tokenize`), to choose the tool parser from.
+   */
+  readonly callRendering?: string | undefined
   /** How tool calls are read out of reply text (see `ToolParsers.wrap`), and what chose it. */
   readonly toolParser?: ToolParserChoice | undefined
 }

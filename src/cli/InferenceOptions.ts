@@ -311,7 +311,11 @@ const parsingTools = (args: InferenceArgs) => <E>(inference: Layer.Layer<Inferen
       const given = Option.getOrUndefined(args.toolParser)
       if (given === "none") return { ...service, toolParser: { name: "none", chosenBy: "--tool-parser" } }
       const ToolParsers = yield* Effect.promise(() => import("../inference/ToolParsers.js"))
-      const choice = given === undefined ? ToolParsers.chooseFor(service.chatTemplate) : { name: given, chosenBy: "--tool-parser" }
+      const choice = given !== undefined
+        ? { name: given, chosenBy: "--tool-parser" }
+        : service.chatTemplate === undefined && service.callRendering !== undefined
+        ? ToolParsers.chooseFor(service.callRendering, "the server's chat template (its /tokenize rendering of a call)")
+        : ToolParsers.chooseFor(service.chatTemplate)
       return ToolParsers.wrap(service, choice.name, choice.chosenBy)
     })
   ).pipe(Layer.provide(inference))

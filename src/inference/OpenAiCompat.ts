@@ -757,6 +757,10 @@ const makeWith = (
       return service
     }
     const renderer = tokenPath.renderer
+    // Without a local template, the server's shows how it writes a call: what the tool parser is chosen from.
+    const callRendering = local === undefined
+      ? yield* renderedCall((body) => send(`${root}/tokenize`, () => body, TokenizeResponse), options.model)
+      : undefined
     let toldMaxTokens = false
     // Tools are rendered by the template into the token prompt; the calls come back as text in the
     // sampled tokens, and the run's tool parser (`ToolParsers.wrap`) reads them out.
@@ -793,10 +797,35 @@ const makeWith = (
       retokenize: (messages, kwargs, tools) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs, tools }),
       halted: halt,
       honours,
-      chatTemplate
+      chatTemplate,
+      callRendering
     }
     return service
   })
+
+/**
+ * A conversation with one tool call as the server's own template renders it (`/tokenize` with
+ * `return_token_strs`, the strings joined, byte-level and SentencePiece spaces and newlines made
+ * plain), or `undefined` when the server cannot say (the template refuses tools, no token strings).
+ */
+const renderedCall = (
+  tokenize: (body: Record<string, unknown>) => Effect.Effect<typeof TokenizeResponse.Type, InferenceError>,
+  model: string
+): Effect.Effect<string | undefined> =>
+  tokenize({
+    model,
+    messages: [
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "", tool_calls: [{ id: "call_0", type: "function", function: { name: "probe", arguments: "{}" } }] }
+    ],
+    tools: [Tool.toOpenAi({ name: "probe", description: "", parameters: { type: "object", properties: {} } })],
+    add_generation_prompt: false,
+    add_special_tokens: false,
+    return_token_strs: true
+  }).pipe(
+    Effect.map((response) => response.token_strs?.join("").replace(/[Ġ▁]/g, " ").replace(/Ċ/g, "\n") ?? undefined),
+    Effect.catch(() => Effect.succeed(undefined))
+  )
 
 /**
  * Why a call with tools goes by the chat path on a server with a token path: a `tool_choice` other

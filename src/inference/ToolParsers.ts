@@ -203,16 +203,20 @@ export const defaultFor = (template: string | undefined): Name => chooseFor(temp
  * @since 0.3.0
  * @category parsing
  */
-export const chooseFor = (template: string | undefined): { readonly name: Name; readonly chosenBy: string } =>
+export const chooseFor = (
+  template: string | undefined,
+  /** What `template` is, for `chosenBy`: the template's source, or a rendering of a call by it. */
+  what = "the chat template"
+): { readonly name: Name; readonly chosenBy: string } =>
   template === undefined
     ? { name: "hermes", chosenBy: "the default (no chat template known here)" }
     : template.includes(MISTRAL_BOT)
-    ? { name: "mistral", chosenBy: `the chat template (it writes ${MISTRAL_BOT})` }
+    ? { name: "mistral", chosenBy: `${what} (it writes ${MISTRAL_BOT})` }
     : template.includes(HERMES_START)
-    ? { name: "hermes", chosenBy: `the chat template (it writes ${HERMES_START})` }
+    ? { name: "hermes", chosenBy: `${what} (it writes ${HERMES_START})` }
     : template.includes("<|python_tag|>") || template.includes("Environment: ipython")
-    ? { name: "llama3_json", chosenBy: "the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)" }
-    : { name: "hermes", chosenBy: "the default (the chat template shows none of the known call formats)" }
+    ? { name: "llama3_json", chosenBy: `${what} (Llama 3.x: <|python_tag|>, Environment: ipython)` }
+    : { name: "hermes", chosenBy: `the default (${what} shows none of the known call formats)` }
 
 /**
  * A completion with its calls parsed out of its text (a completion that already has calls, as a

