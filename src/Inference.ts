@@ -226,11 +226,13 @@ export interface Service {
   /**
    * The conversation rendered with the model's chat template (no generation prompt) and tokenized,
    * as a trainer that re-tokenizes would get it: what the drift check compares a trajectory's token
-   * sequence with. Only backends that generate from tokens have it.
+   * sequence with (with the tools the trajectory offered, rendered as its prompts rendered them).
+   * Only backends that generate from tokens have it.
    */
   readonly retokenize?: (
     messages: ReadonlyArray<Message>,
-    chatTemplateKwargs?: Readonly<Record<string, unknown>>
+    chatTemplateKwargs?: Readonly<Record<string, unknown>>,
+    tools?: ReadonlyArray<Tool.Spec>
   ) => Effect.Effect<ReadonlyArray<number>, InferenceError>
   /**
    * Fails when the backend is declared dead (too many transport failures in a row): a run stops
@@ -239,6 +241,30 @@ export interface Service {
   readonly halted?: Effect.Effect<never, InferenceError> | undefined
   /** The optional features this backend honours (absent: none). See {@link Feature}. */
   readonly honours?: ReadonlySet<Feature> | undefined
+  /**
+   * The chat template (Jinja source) this backend renders prompts with, when it has it in this
+   * process (colocate, server mode's `--tokenizer`): what the tool parser is chosen from.
+   */
+  readonly chatTemplate?: string | undefined
+  /**
+   * Without the template here: a conversation with one tool call as the backend's template renders
+   * it (server mode's token path asks the server's `/tokenize`), to choose the tool parser from.
+   */
+  readonly callRendering?: string | undefined
+  /** How tool calls are read out of reply text (see `ToolParsers.wrap`), and what chose it. */
+  readonly toolParser?: ToolParserChoice | undefined
+}
+
+/**
+ * The parser that reads tool calls out of a backend's text replies (`hermes`, `llama3_json`,
+ * `mistral`, or `none`), and what chose it (the option, the model's chat template, or the default).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ToolParserChoice {
+  readonly name: string
+  readonly chosenBy: string
 }
 
 /**

@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import type { ToolParserChoice } from "./Inference.js"
 import type { Item } from "./Rollout.js"
 import type { TrajectoryResult } from "./Trajectory.js"
 import type { DriftReport } from "./TokenSequence.js"
@@ -75,6 +76,8 @@ export interface Summary {
    * was kept as text.
    */
   readonly tools?: { readonly calls: number; readonly errors: number; readonly malformed: number } | undefined
+  /** The parser that read tool calls out of reply text, and what chose it, when the run offered tools. */
+  readonly toolParser?: ToolParserChoice | undefined
 }
 
 /**
@@ -310,7 +313,8 @@ export const format = (s: Summary): string => {
     ...(s.policyVersions === undefined ? [] : [`policy         ${formatVersions(s.policyVersions)}`]),
     ...(s.tools === undefined ? [] : [
       `tool calls     ${s.tools.calls} (${s.tools.errors} answered with an error, ${s.tools.malformed} malformed kept as text)`
-    ])
+    ]),
+    ...(s.toolParser === undefined ? [] : [`tool parser    ${s.toolParser.name}, from ${s.toolParser.chosenBy}`])
   )
   if (s.interrupted !== null) {
     lines.push(`interrupted    by ${s.interrupted}: the groups finished are written; --resume runs the rest`)

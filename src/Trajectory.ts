@@ -25,6 +25,7 @@ import { Accumulator, Emitter } from "./internal/trajectory/observers.js"
 import { closeMachine, Machine, millisOf, runMachine } from "./internal/trajectory/machine.js"
 import type { Instance, TrajectoryError, TrajectoryRequest, TurnResult } from "./Scheduler.js"
 import type * as TokenSequence from "./TokenSequence.js"
+import type * as Tool from "./Tool.js"
 
 export {
   /**
@@ -182,6 +183,8 @@ export interface TrajectoryResult {
    * backend says nothing about tokens (scripted policies).
    */
   readonly tokens?: TokenSequence.Outcome | undefined
+  /** The tools offered to the model in this trajectory (absent: none), e.g. to re-render its conversation. */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
   readonly timings: {
     readonly resetMs: number
     readonly turns: ReadonlyArray<TurnTiming>

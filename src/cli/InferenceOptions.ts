@@ -132,7 +132,8 @@ export const options = {
   toolParser: choice("tool-parser", ["hermes", "llama3_json", "mistral", "none"]).pipe(
     Flag.withDescription(
       "How tool calls are read out of a reply's text when the env offers tools and the backend gave none: " +
-        "hermes (Qwen, Hermes: <tool_call>), llama3_json (Llama 3.x), mistral ([TOOL_CALLS]), none (default hermes)"
+        "hermes (Qwen, Hermes: <tool_call>), llama3_json (Llama 3.x), mistral ([TOOL_CALLS]), none (default: the one " +
+        "the model's chat template writes calls for, when it is known here; else hermes)"
     ),
     Flag.optional
   ),
@@ -297,18 +298,27 @@ export interface ScriptedArgs {
 const noControl = <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference | Control, E> =>
   Layer.merge(inference, Layer.succeed(Control, Option.none()))
 
-/** The backend of `inference` with tool calls parsed out of its text replies (`--tool-parser`; none: as it is). */
-const parsingTools = (args: InferenceArgs) => <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference, E> => {
-  const name = Option.getOrElse(args.toolParser, () => "hermes" as const)
-  if (name === "none") return inference
-  return Layer.effect(
+/**
+ * The backend of `inference` with tool calls parsed out of its text replies: by `--tool-parser`, else
+ * by the parser the backend's chat template writes calls for (hermes without one); `none` leaves the
+ * replies as they are. The service says which (`toolParser`), for the run's record and summary.
+ */
+const parsingTools = (args: InferenceArgs) => <E>(inference: Layer.Layer<Inference, E>): Layer.Layer<Inference, E> =>
+  Layer.effect(
     Inference,
     Effect.gen(function*() {
+      const service = yield* Inference
+      const given = Option.getOrUndefined(args.toolParser)
+      if (given === "none") return { ...service, toolParser: { name: "none", chosenBy: "--tool-parser" } }
       const ToolParsers = yield* Effect.promise(() => import("../inference/ToolParsers.js"))
-      return ToolParsers.wrap(yield* Inference, name)
+      const choice = given !== undefined
+        ? { name: given, chosenBy: "--tool-parser" }
+        : service.chatTemplate === undefined && service.callRendering !== undefined
+        ? ToolParsers.chooseFor(service.callRendering, "the server's chat template (its /tokenize rendering of a call)")
+        : ToolParsers.chooseFor(service.chatTemplate)
+      return ToolParsers.wrap(service, choice.name, choice.chosenBy)
     })
   ).pipe(Layer.provide(inference))
-}
 
 const apiKeyOf = (args: InferenceArgs) =>
   Option.match(args.apiKeyEnv, {
@@ -495,7 +505,7 @@ export const driftCheck = (
         item._tag !== "Group" ? Effect.void : Effect.forEach(item.records, (record) => {
           const tokens = record.result.tokens
           if (tokens?._tag !== "Sequence") return Effect.sync(() => check.add(record.result.id, undefined, undefined))
-          return retokenize(record.result.messages, kwargs).pipe(
+          return retokenize(record.result.messages, kwargs, record.result.tools).pipe(
             Effect.match({
               onFailure: () => check.add(record.result.id, undefined, undefined),
               onSuccess: (ids) => check.add(record.result.id, tokens.sequence, ids)

@@ -247,8 +247,12 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
     return yield* Effect.provide(
       Effect.scoped(Effect.gen(function*() {
         const inference = yield* Inference
-        const { accumulator, outputError, writer } = yield* openLog(args, identity, resumed, existing)
+        // The record names the tool parser the backend reads calls with (chosen by the option or the template).
+        const parser = inference.toolParser
+        const record = parser === undefined ? identity : { ...identity, tool_parser: { name: parser.name, chosen_by: parser.chosenBy } }
+        const { accumulator, outputError, writer } = yield* openLog(args, record, resumed, existing)
         const drift = yield* InferenceOptions.driftCheck(args, inference)
+        let toolsOffered = false
 
         // The run stops gracefully (what is complete is written) on the first SIGINT/SIGTERM/SIGHUP (a second
         // SIGINT/SIGTERM ends the process at once), or when its backend is declared down (`Service.halted`).
@@ -314,7 +318,10 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
                     }
                   })
                 ))
-                for (const group of groups) yield* drift.add(group)
+                for (const group of groups) {
+                  yield* drift.add(group)
+                  if (!toolsOffered) toolsOffered = group.records.some((record) => record.result.tools !== undefined)
+                }
               })
             )
           )
@@ -328,7 +335,8 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             return yield* refused.value
           }
         }
-        const summary = drift.into(run.summary)
+        const drifted = drift.into(run.summary)
+        const summary = toolsOffered && parser !== undefined ? { ...drifted, toolParser: parser } : drifted
         const failed = Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)
         const error = failed ? stopMessage(outcome.cause) : backendDown?.message
         return yield* report(args, summary, outcome, error)
@@ -345,7 +353,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
  */
 const openLog = (
   args: RunArgs,
-  record: RunLog.Identity & { readonly cluster_run_id?: string },
+  record: RunLog.Identity & { readonly cluster_run_id?: string; readonly tool_parser?: unknown },
   resumed: { readonly done: RunLog.RowSet } | undefined,
   existing: { readonly regular: boolean }
 ) =>

@@ -343,7 +343,7 @@ export const readIdentity = (output: string) =>
 /** Records the run's identity next to the log (written whole, then renamed: never half a file). */
 export const writeIdentity = (
   output: string,
-  identity: Identity & { readonly cluster_run_id?: string; readonly inference?: unknown },
+  identity: Identity & { readonly cluster_run_id?: string; readonly inference?: unknown; readonly tool_parser?: unknown },
   version: string
 ) =>
   Effect.gen(function*() {

@@ -12,17 +12,28 @@
  * characters given).
  *
  * The render context is Hugging Face's: `messages`, `add_generation_prompt`, `tools` and `documents`
- * (`None` unless the kwargs give them: templates test `tools is not none`), the tokenizer's special
+ * (`None` unless given: templates test `tools is not none`), the tokenizer's special
  * tokens (`bos_token`, `eos_token`, ...), then the chat-template kwargs (`enable_thinking`, ...), and
  * the `raise_exception` and `strftime_now` globals. Booleans are written as Python writes them
  * (`True`, `False`) in output (`{{ flag }}`) and in `~`; `flag|string` still gives `true` (the
  * library's filter spells it out), and `{{ none }}` writes nothing where jinja2 writes `None`.
  *
+ * Tools are passed as transformers passes them (`tools=[{"type": "function", "function": {name,
+ * description, parameters}}]`), and messages as vLLM hands them to transformers: an assistant
+ * message's `tool_calls` as `[{id, type, function: {name, arguments}}]` with `arguments` parsed from
+ * its JSON text into an object (templates expect a dict: Llama 3.1's writes `arguments | tojson`;
+ * `""` is `{}`, text that is not JSON stays text), a tool message with its `tool_call_id` and `name`.
+ * Keys a message does not have are absent, not null (Llama 3.1's template tests `'tool_calls' in
+ * message`). The arguments' numbers are read as Python's `json.loads` reads them (`4.0` stays a float,
+ * and `tojson` and `{{ }}` write it `4.0`; an int beyond 2^53 stays exact), and every float is written
+ * as Python writes it (`1e-05`, `1e+16`).
+ *
  * @since 0.2.0
  */
 import { Environment, Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
-import type { Message } from "../Message.js"
+import type { Message, ToolCall } from "../Message.js"
+import * as Tool from "../Tool.js"
 
 /**
  * @since 0.2.0
@@ -46,6 +57,8 @@ export interface RenderOptions {
   readonly addGenerationPrompt: boolean
   /** The chat-template kwargs (`{"enable_thinking": false}`): variables of the template. */
   readonly kwargs?: Readonly<Record<string, unknown>> | undefined
+  /** The tools offered (the template's `tools`; absent or empty: `None`). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
 }
 
 /**
@@ -151,31 +164,98 @@ const concatSide = (value: unknown): string => {
   return String(value)
 }
 
-/** `@huggingface/jinja`'s boolean value class (not exported), from a variable set in an environment. */
-const BooleanValue = (() => {
+interface RuntimeValue {
+  readonly type: string
+  readonly value: unknown
+}
+
+type RuntimeClass<V> = (new(value: V) => RuntimeValue) & { readonly prototype: { toString(): string } }
+
+/** `@huggingface/jinja`'s value classes (not exported), from variables set in an environment. */
+const Values = (() => {
   const environment = new Environment()
-  environment.set("b", true)
-  return environment.lookupVariable("b").constructor as { prototype: { toString(): string } }
+  const classOf = <V>(name: string, value: unknown) => {
+    environment.set(name, value)
+    return environment.lookupVariable(name).constructor as RuntimeClass<V>
+  }
+  return {
+    Boolean: classOf<boolean>("b", true),
+    Integer: classOf<number>("i", 1),
+    Float: classOf<number>("f", 1.5),
+    String: classOf<string>("s", ""),
+    Null: classOf<undefined>("n", null),
+    Array: classOf<Array<RuntimeValue>>("a", []),
+    Object: classOf<Map<string, RuntimeValue>>("o", {})
+  }
 })()
+const BooleanValue = Values.Boolean
+
+/**
+ * A value as the library converts it, except that a {@link PyNumber} is a float or an int as Python
+ * has it (the library makes every whole JavaScript number an int).
+ */
+const toRuntime = (value: unknown, convert: (leaf: unknown) => RuntimeValue): RuntimeValue => {
+  // The common leaves made here as the library makes them (a scratch environment per leaf costs).
+  if (typeof value === "string") return new Values.String(value)
+  if (typeof value === "boolean") return new Values.Boolean(value)
+  if (value === null) return new Values.Null(undefined)
+  if (typeof value === "number") return Number.isInteger(value) ? new Values.Integer(value) : new Values.Float(value)
+  if (value instanceof PyNumber) return value.float ? new Values.Float(value as unknown as number) : new Values.Integer(value as unknown as number)
+  if (Array.isArray(value)) return new Values.Array(value.map((v) => toRuntime(v, convert)))
+  if (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+    return new Values.Object(new Map(Object.entries(value).map(([k, v]) => [k, toRuntime(v, convert)])))
+  }
+  return convert(value)
+}
+
+/** The variables whose values may hold {@link PyNumber}s (call arguments). */
+const PYTHON_VALUED = new Set(["messages"])
+
+/** Python's `str` of a float: `{{ x }}` of a float the library writes `1e-7` where Python writes `1e-07`. */
+function pyFloat(this: { readonly value: number }): string {
+  return pyFloatRepr(Number(this.value))
+}
 
 /** Python's `str(True)`: what `{{ flag }}` writes. */
 function pyBool(this: { readonly value: boolean }): string {
   return this.value ? "True" : "False"
 }
 
+/** Sets `key` of `target` to `value` and returns how to put back what was there. */
+const patch = (target: object, key: string, value: unknown): () => void => {
+  const own = Object.getOwnPropertyDescriptor(target, key)
+  Object.defineProperty(target, key, { value, configurable: true, writable: true })
+  return () => {
+    if (own === undefined) delete (target as Record<string, unknown>)[key]
+    else Object.defineProperty(target, key, own)
+  }
+}
+
 /**
- * Runs `render` with booleans written as Python writes them. The library writes `true`; its boolean
- * class is patched for the (synchronous) render only, so other users of the library see no change.
+ * Runs `render` with values as Python has them: booleans written `True` (the library writes `true`),
+ * floats written as Python's `str` writes them, and the numbers of call arguments floats or ints as
+ * `json.loads` read them (see {@link PyNumber}). The library's classes are patched for the
+ * (synchronous) render only, so other users of the library see no change.
  */
-const withPythonBooleans = <A>(render: () => A): A => {
-  const prototype = BooleanValue.prototype
-  const own = Object.getOwnPropertyDescriptor(prototype, "toString")
-  Object.defineProperty(prototype, "toString", { value: pyBool, configurable: true, writable: true })
+const withPythonValues = <A>(render: () => A): A => {
+  const set = Environment.prototype.set
+  const restores = [
+    patch(BooleanValue.prototype, "toString", pyBool),
+    patch(Values.Float.prototype, "toString", pyFloat),
+    patch(Environment.prototype, "set", function(this: Environment, name: string, value: unknown) {
+      if (!PYTHON_VALUED.has(name)) return set.call(this, name, value)
+      const converted = toRuntime(value, (leaf) => {
+        const scratch = new Environment()
+        set.call(scratch, "leaf", leaf)
+        return scratch.lookupVariable("leaf") as unknown as RuntimeValue
+      })
+      return (this as unknown as { declareVariable(name: string, value: RuntimeValue): unknown }).declareVariable(name, converted)
+    })
+  ]
   try {
     return render()
   } finally {
-    if (own === undefined) delete (prototype as { toString?: unknown }).toString
-    else Object.defineProperty(prototype, "toString", own)
+    for (const restore of restores.reverse()) restore()
   }
 }
 
@@ -195,6 +275,82 @@ const stripValue = (value: unknown, chars: unknown, side: "both" | "left" | "rig
 }
 
 const STRIP_NAME = { both: "strip", left: "lstrip", right: "rstrip" } as const
+
+/**
+ * Python's `repr` of a float (what `json.dumps` and `str` write): the shortest digits, as JavaScript's,
+ * in fixed notation from 1e-4 up to 1e16 (`4.0`, `0.0001`), else in exponent notation with at least two
+ * exponent digits (`1e-05`, `1e+16`).
+ */
+export const pyFloatRepr = (value: number): string => {
+  if (Number.isNaN(value)) return "NaN"
+  if (!Number.isFinite(value)) return value > 0 ? "Infinity" : "-Infinity"
+  if (Object.is(value, -0)) return "-0.0"
+  const [mantissa, exponent] = value.toExponential().split("e")
+  const e = Number(exponent)
+  if (e < -4 || e >= 16) return `${mantissa}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`
+  const fixed = String(value)
+  return Number.isInteger(value) ? `${fixed}.0` : fixed
+}
+
+/**
+ * A JSON number as Python's `json.loads` reads it: a float when written with a fraction or an exponent
+ * (`4.0` stays a float, and is written `4.0`), an int otherwise, exact beyond 2^53. Boxed, so that the
+ * renderer can give the template a float or an int (see `toRuntime`), and JSON of it is Python's.
+ */
+class PyNumber extends Number {
+  constructor(value: number, readonly float: boolean, private readonly source: string) {
+    super(value)
+  }
+  override toString(): string {
+    return this.float ? pyFloatRepr(this.valueOf()) : this.source
+  }
+  toJSON(): unknown {
+    return rawJSON(this.toString())
+  }
+}
+
+/** `JSON.rawJSON` (ES2025, Node 21+): a value `JSON.stringify` writes as the given text. */
+const rawJSON = (JSON as unknown as { readonly rawJSON: (text: string) => unknown }).rawJSON
+
+/** JSON text's value with its numbers as {@link PyNumber}s (`JSON.parse`'s reviver sees each number's source). */
+const parsePythonJson = (text: string): unknown =>
+  JSON.parse(text, (_key: string, value: unknown, context?: { readonly source?: string }) => {
+    if (typeof value !== "number" || context?.source === undefined) return value
+    const source = context.source
+    const float = /[.eE]/.test(source)
+    return float || !Number.isSafeInteger(value) ? new PyNumber(value, float, source) : value
+  })
+
+/** A call's arguments as vLLM gives them to a template: the JSON text's value (`""`: `{}`), or the text when it is not JSON. */
+const callArguments = (text: string): unknown => {
+  if (text === "") return {}
+  try {
+    return parsePythonJson(text)
+  } catch {
+    return text
+  }
+}
+
+const templateCall = (call: ToolCall) => ({
+  id: call.id,
+  type: call.type,
+  function: { name: call.function.name, arguments: callArguments(call.function.arguments) }
+})
+
+/**
+ * A message as the template sees it: role and content, then only the tool fields it has (an empty
+ * `tool_calls` is left out, as the chat API leaves it out).
+ *
+ * @since 0.3.0
+ * @category rendering
+ */
+export const templateMessage = (m: Message): Record<string, unknown> => {
+  const out: Record<string, unknown> = { role: m.role, content: m.content }
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map(templateCall)
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
+  if (m.name !== undefined) out.name = m.name
+  return out
+}
 
 /**
  * Parses a chat template. `specialTokens` are the tokenizer's (`bos_token`, `eos_token`, ...), as
@@ -221,15 +377,16 @@ export const make = (
     options: RenderOptions
   ): Result.Result<string, ChatTemplateError> => {
     try {
-      return Result.succeed(withPythonBooleans(() =>
+      return Result.succeed(withPythonValues(() =>
         template.render({
           ...specialTokens,
           // transformers' apply_chat_template passes both, None unless given.
           tools: null,
           documents: null,
           ...options.kwargs,
+          ...(options.tools === undefined || options.tools.length === 0 ? {} : { tools: options.tools.map(Tool.toOpenAi) }),
           [HELPER]: helper,
-          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          messages: messages.map(templateMessage),
           add_generation_prompt: options.addGenerationPrompt
         })
       ))

@@ -15,6 +15,9 @@
  *   which turns Qwen3's thinking off) with the chat-template kwargs, and tokenized by the model.
  *   A file without a template gets the wrapper node-llama-cpp infers from the model's name and
  *   architecture, else its general-purpose format.
+ * - Tools the env offers are the template's `tools`, and tool calls and results are rendered by it
+ *   (see `ChatTemplate`); the calls are read out of the generated text by the run's tool parser. A
+ *   file without a template cannot take tools (the wrapper's own function format is not the model's).
  * - Token in, token out (see `PromptTokens`): a trajectory's next prompt is its previous prompt, the
  *   tokens the model sampled, and the template's tokens for the new messages only; the sequence's
  *   KV cache is reused up to there, so only the new tokens are evaluated.
@@ -36,6 +39,7 @@ import type { ChatRequest, Completion, Feature, FinishReason, SamplingParams, Se
 import { Inference, InferenceError } from "../Inference.js"
 import { errorMessage } from "../internal/lift.js"
 import type { Message } from "../Message.js"
+import type * as Tool from "../Tool.js"
 import * as ChatTemplate from "./ChatTemplate.js"
 import * as Binding from "./internal/nodeLlamaCpp.js"
 import * as Normalizer from "./internal/normalizer.js"
@@ -217,18 +221,27 @@ const wrapperRenderer = (
     wrapper.generateContextState({ chatHistory: toHistory(messages, addGenerationPrompt) }).contextText.tokenize(
       model.tokenizer
     )
+  // The wrapper's own function-calling format is not the model's: tools are not rendered by guess.
+  const noTools = (tools: ReadonlyArray<unknown> | undefined) =>
+    tools !== undefined && tools.length > 0
+      ? Effect.fail(invalid(
+        `the model file has no usable chat template, and node-llama-cpp's ${wrapper.wrapperName} chat format does ` +
+          "not render tools as the model was trained to see them (use a GGUF with the model's template, or give " +
+          "it as the chatTemplate option)"
+      ))
+      : undefined
   return {
     name: `node-llama-cpp's ${wrapper.wrapperName} chat format`,
     isSpecial: (id) => model.isSpecialToken(id as Token),
-    tokenize: (messages, { addGenerationPrompt }) =>
-      Effect.try({
+    tokenize: (messages, { addGenerationPrompt, tools }) =>
+      noTools(tools) ?? Effect.try({
         try: () => tokens(messages, addGenerationPrompt),
         catch: (cause) => invalid(`the ${wrapper.wrapperName} chat format failed: ${errorMessage(cause)}`, cause)
       }),
     // The wrapper renders a last model message open (no closing): the tokens after the reply are
     // what the whole conversation adds to that.
-    after: (messages, reply) =>
-      Effect.try({
+    after: (messages, reply, _kwargs, tools) =>
+      noTools(tools) ?? Effect.try({
         try: () => {
           const marked = PromptTokens.withMarker(messages, reply)
           const open = tokens(marked.slice(0, reply + 1), false)
@@ -507,6 +520,14 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
         const checked = samplingOf(request.sampling)
         if (Result.isFailure(checked)) return Effect.fail(checked.failure)
         const sampling = checked.success
+        // The template renders the tools; nothing here can make the model call one (or none).
+        const choice = request.toolChoice
+        if (request.tools !== undefined && request.tools.length > 0 && choice !== undefined && choice !== "auto") {
+          return Effect.fail(invalid(
+            `tool_choice ${JSON.stringify(choice)} is not supported in colocate mode (only "auto": the model's ` +
+              "template renders the tools, and nothing constrains the reply)"
+          ))
+        }
         const stops = { tokens: wrapperStops.tokenStops, text: [...wrapperStops.textStops, ...(sampling.stop ?? [])] }
         return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {
           const tokens = prompt.tokenIds as ReadonlyArray<Token>
@@ -538,14 +559,17 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
         })
       })
 
-    const retokenize = (messages: ReadonlyArray<Message>, kwargs?: Readonly<Record<string, unknown>>) =>
-      renderer.tokenize(messages, { addGenerationPrompt: false, kwargs })
+    const retokenize = (
+      messages: ReadonlyArray<Message>,
+      kwargs?: Readonly<Record<string, unknown>>,
+      tools?: ReadonlyArray<Tool.Spec>
+    ) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs, tools })
 
     const name = `colocate ${options.modelPath} ` +
       `(${wrapper === undefined ? "the model's chat template" : `${wrapper.wrapperName} chat format`}, ` +
       `${sequences} sequences x ${context.contextSize} tokens)`
     return {
-      service: { name, chat, retokenize, honours: HONOURS },
+      service: { name, chat, retokenize, honours: HONOURS, chatTemplate: template?.source },
       chatWrapper: promptFormat,
       contextSize: context.contextSize,
       sequences,

@@ -592,7 +592,7 @@ export const make = (options: Options): Effect.Effect<Service, InferenceError, H
                 : { ...completion, tokensUnavailable: Redact.scrub(completion.tokensUnavailable, secrets) }
           }),
         ...(retokenize === undefined ? {} : {
-          retokenize: (messages, kwargs) => Effect.mapError(retokenize(messages, kwargs), scrubbed)
+          retokenize: (messages, kwargs, tools) => Effect.mapError(retokenize(messages, kwargs, tools), scrubbed)
         }),
         ...(halted === undefined ? {} : { halted: Effect.mapError(halted, scrubbed) })
       }
@@ -719,13 +719,21 @@ const makeWith = (
           Effect.fromResult(
             Result.map(
               toCompletion(response, `call_${request.trajectoryId}_${request.turn}`),
-              (completion) => ({ ...completion, tokensUnavailable: chatOnly ?? toolsOnChatPath(request) })
+              (completion) => ({ ...completion, tokensUnavailable: chatOnly ?? choiceOnChatPath(request) })
             )
           )
       )
     }
     let chatOnly: string | undefined
-    let service: Service = { name: `server ${options.baseUrl} model ${options.model}`, chat: chatText, halted: halt, honours }
+    // The --tokenizer folder's template: the model's, which the tool parser is chosen from.
+    const chatTemplate = local?.template?.source
+    let service: Service = {
+      name: `server ${options.baseUrl} model ${options.model}`,
+      chat: chatText,
+      halted: halt,
+      honours,
+      chatTemplate
+    }
 
     const tokenPath = yield* chooseTokenPath(options, {
       local,
@@ -749,11 +757,16 @@ const makeWith = (
       return service
     }
     const renderer = tokenPath.renderer
+    // Without a local template, the server's shows how it writes a call: what the tool parser is chosen from.
+    const callRendering = local === undefined
+      ? yield* renderedCall((body) => send(`${root}/tokenize`, () => body, TokenizeResponse), options.model)
+      : undefined
     let toldMaxTokens = false
+    // Tools are rendered by the template into the token prompt; the calls come back as text in the
+    // sampled tokens, and the run's tool parser (`ToolParsers.wrap`) reads them out.
     const chatTokens = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
-      // Tools are not rendered on the token path yet: such a call goes by the chat path (the
-      // server renders the tools and parses the calls), and its line says why it has no tokens.
-      if (request.tools !== undefined && request.tools.length > 0) return chatText(request)
+      // A template cannot make the model call a tool (or none): the chat API, whose server can, takes such a call.
+      if (choiceOnChatPath(request) !== undefined) return chatText(request)
       const checked = samplingOf(request.sampling)
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const sampling = checked.success
@@ -781,17 +794,46 @@ const makeWith = (
     service = {
       name: `server ${options.baseUrl} model ${options.model} (token in/out, ${renderer.name})`,
       chat: chatTokens,
-      retokenize: (messages, kwargs) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs }),
+      retokenize: (messages, kwargs, tools) => renderer.tokenize(messages, { addGenerationPrompt: false, kwargs, tools }),
       halted: halt,
-      honours
+      honours,
+      chatTemplate,
+      callRendering
     }
     return service
   })
 
-/** Why a call with tools has no token prompt on a server with a token path (see `chatTokens`). */
-const toolsOnChatPath = (request: ChatRequest): string | undefined =>
-  request.tools !== undefined && request.tools.length > 0
-    ? "server mode sends calls with tools by the chat path (the token path does not render tools yet)"
+/**
+ * A conversation with one tool call as the server's own template renders it (`/tokenize` with
+ * `return_token_strs`, the strings joined, byte-level and SentencePiece spaces and newlines made
+ * plain), or `undefined` when the server cannot say (the template refuses tools, no token strings).
+ */
+const renderedCall = (
+  tokenize: (body: Record<string, unknown>) => Effect.Effect<typeof TokenizeResponse.Type, InferenceError>,
+  model: string
+): Effect.Effect<string | undefined> =>
+  tokenize({
+    model,
+    messages: [
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "", tool_calls: [{ id: "call_0", type: "function", function: { name: "probe", arguments: "{}" } }] }
+    ],
+    tools: [Tool.toOpenAi({ name: "probe", description: "", parameters: { type: "object", properties: {} } })],
+    add_generation_prompt: false,
+    add_special_tokens: false,
+    return_token_strs: true
+  }).pipe(
+    Effect.map((response) => response.token_strs?.join("").replace(/[Ġ▁]/g, " ").replace(/Ċ/g, "\n") ?? undefined),
+    Effect.catch(() => Effect.succeed(undefined))
+  )
+
+/**
+ * Why a call with tools goes by the chat path on a server with a token path: a `tool_choice` other
+ * than `auto` is the server's to enforce (the token path renders the tools, and cannot constrain the reply).
+ */
+const choiceOnChatPath = (request: ChatRequest): string | undefined =>
+  request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== undefined && request.toolChoice !== "auto"
+    ? `tool_choice ${JSON.stringify(request.toolChoice)} goes by the chat path (the server enforces it; a token prompt cannot)`
     : undefined
 
 const probeRequest: ChatRequest = {
@@ -952,27 +994,32 @@ const remoteRenderer = (
   root: string,
   tokenize: (body: Record<string, unknown>) => Effect.Effect<typeof TokenizeResponse.Type, InferenceError>
 ): PromptTokens.Renderer => {
+  // vLLM's TokenizeChatRequest takes the chat API's messages (tool calls, tool results) and `tools`.
   const body = (
     messages: ReadonlyArray<Message>,
     extra: Record<string, unknown>,
-    kwargs: Readonly<Record<string, unknown>> | undefined
+    kwargs: Readonly<Record<string, unknown>> | undefined,
+    tools: ReadonlyArray<Tool.Spec> | undefined
   ) => {
     const merged = mergeKwargs(options.chatTemplateKwargs, kwargs)
     return {
       model: options.model,
-      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      messages: messages.map((m) => wireMessage(m, false)),
       add_special_tokens: false,
       ...extra,
+      ...(tools === undefined || tools.length === 0 ? {} : { tools: tools.map(Tool.toOpenAi) }),
       ...(merged === undefined ? {} : { chat_template_kwargs: merged })
     }
   }
   return {
     name: `the server's ${root}/tokenize`,
-    tokenize: (messages, { addGenerationPrompt, kwargs }) =>
-      Effect.map(tokenize(body(messages, { add_generation_prompt: addGenerationPrompt }, kwargs)), (r) => r.tokens),
-    after: (messages, reply, kwargs) =>
+    tokenize: (messages, { addGenerationPrompt, kwargs, tools }) =>
+      Effect.map(tokenize(body(messages, { add_generation_prompt: addGenerationPrompt }, kwargs, tools)), (r) => r.tokens),
+    after: (messages, reply, kwargs, tools) =>
       Effect.flatMap(
-        tokenize(body(PromptTokens.withMarker(messages, reply), { add_generation_prompt: true, return_token_strs: true }, kwargs)),
+        tokenize(
+          body(PromptTokens.withMarker(messages, reply), { add_generation_prompt: true, return_token_strs: true }, kwargs, tools)
+        ),
         (response) => {
           const strings = response.token_strs
           if (strings == null || strings.length !== response.tokens.length) {

@@ -11,6 +11,10 @@
  *   conversation with the reply replaced by a marker: everything after the marker is rendered and
  *   tokenized, nothing before it. So however the template would re-render earlier replies (Qwen3
  *   drops their reasoning), the prompt keeps what the model actually sampled.
+ * - Tools: the call's tools are rendered by the template (its `tools` variable) in every prompt.
+ *   A reply with tool calls is its sampled tokens (the calls included, as the model wrote them), and
+ *   the tool messages that answer it are template tokens after it, as an observation is; the marker
+ *   stands for the whole reply, calls included, since its tokens are already the sequence's.
  * - When the conversation is not the previous one plus new messages (a scheduler that rewrote it),
  *   the prompt is rendered afresh, and the trajectory's single sequence ends there (`reused` 0).
  *
@@ -24,6 +28,7 @@ import { Effect, Result } from "effect"
 import type { ChatRequest, PromptTokens } from "../Inference.js"
 import { InferenceError } from "../Inference.js"
 import type { Message } from "../Message.js"
+import type * as Tool from "../Tool.js"
 import type { ChatTemplate } from "./ChatTemplate.js"
 
 /**
@@ -36,16 +41,23 @@ export interface Renderer {
   /** The conversation rendered (with or without the generation prompt) and tokenized. */
   readonly tokenize: (
     messages: ReadonlyArray<Message>,
-    options: { readonly addGenerationPrompt: boolean; readonly kwargs?: Readonly<Record<string, unknown>> | undefined }
+    options: {
+      readonly addGenerationPrompt: boolean
+      readonly kwargs?: Readonly<Record<string, unknown>> | undefined
+      /** The tools offered (the template's `tools`). */
+      readonly tools?: ReadonlyArray<Tool.Spec> | undefined
+    }
   ) => Effect.Effect<ReadonlyArray<number>, InferenceError>
   /**
    * The tokens the template renders after the assistant message at `reply` through the end of
-   * `messages`, with the generation prompt: the turn's closing, the new messages, the prompt.
+   * `messages`, with the generation prompt: the turn's closing, the new messages (tool results
+   * included), the prompt.
    */
   readonly after: (
     messages: ReadonlyArray<Message>,
     reply: number,
-    kwargs: Readonly<Record<string, unknown>> | undefined
+    kwargs: Readonly<Record<string, unknown>> | undefined,
+    tools?: ReadonlyArray<Tool.Spec> | undefined
   ) => Effect.Effect<ReadonlyArray<number>, InferenceError>
   /** Whether an id is a special token (end of turn); unknown for some renderers. */
   readonly isSpecial?: ((id: number) => boolean) | undefined
@@ -66,7 +78,11 @@ export const extendsConversation = (messages: ReadonlyArray<Message>, covered: R
   return true
 }
 
-/** The conversation with the message at `reply` replaced by the marker. */
+/**
+ * The conversation with the message at `reply` replaced by the marker: role and content only, so a
+ * reply's tool calls are not rendered a second time (their tokens are in the sampled reply) and a
+ * template that writes calls instead of the content (Llama 3.1) still writes the marker.
+ */
 export const withMarker = (messages: ReadonlyArray<Message>, reply: number): Array<Message> =>
   messages.map((m, i) => (i === reply ? { role: m.role, content: MARKER } : m))
 
@@ -82,9 +98,10 @@ export const prompt = (
   kwargs: Readonly<Record<string, unknown>> | undefined
 ): Effect.Effect<PromptTokens, InferenceError> => {
   const previous = request.previous
+  const tools = request.tools
   const fresh = (restarted?: string) =>
     Effect.map(
-      renderer.tokenize(request.messages, { addGenerationPrompt: true, kwargs }),
+      renderer.tokenize(request.messages, { addGenerationPrompt: true, kwargs, tools }),
       (tokenIds): PromptTokens => (restarted === undefined ? { tokenIds, reused: 0 } : { tokenIds, reused: 0, restarted })
     )
   if (previous === undefined) return fresh()
@@ -92,12 +109,14 @@ export const prompt = (
   if (!extendsConversation(request.messages, previous.messages)) {
     return fresh("the conversation was rewritten between turns, e.g. by a custom scheduler")
   }
-  const added = Effect.map(renderer.after(request.messages, previous.messages.length - 1, kwargs), (added): PromptTokens => {
+  const added = Effect.map(renderer.after(request.messages, previous.messages.length - 1, kwargs, tools), (added): PromptTokens => {
     const last = previous.tokenIds[previous.tokenIds.length - 1]
     // The model sampled the end of its turn (`<|im_end|>`) that the template would add: keep the
-    // model's token, not a second copy.
+    // model's token, not a second copy. (A reply whose calls were parsed out of its text ended as
+    // `tool_calls`: it stopped as a plain reply does.)
+    const stopped = previous.finishReason === "stop" || previous.finishReason === "tool_calls"
     const sampledEnd = added.length > 0 && added[0] === last &&
-      (renderer.isSpecial !== undefined ? renderer.isSpecial(last) : previous.finishReason === "stop")
+      (renderer.isSpecial !== undefined ? renderer.isSpecial(last) : stopped)
     const tokenIds = previous.tokenIds.concat(sampledEnd ? added.slice(1) : added)
     return { tokenIds, reused: previous.tokenIds.length }
   })
@@ -129,18 +148,23 @@ export const local = (options: {
     })
   const merged = (kwargs: Readonly<Record<string, unknown>> | undefined) =>
     options.kwargs === undefined ? kwargs : kwargs === undefined ? options.kwargs : { ...options.kwargs, ...kwargs }
-  const render = (messages: ReadonlyArray<Message>, addGenerationPrompt: boolean, kwargs: Readonly<Record<string, unknown>> | undefined) =>
+  const render = (
+    messages: ReadonlyArray<Message>,
+    addGenerationPrompt: boolean,
+    kwargs: Readonly<Record<string, unknown>> | undefined,
+    tools: ReadonlyArray<Tool.Spec> | undefined
+  ) =>
     Effect.fromResult(Result.mapError(
-      options.template.render(messages, { addGenerationPrompt, kwargs: merged(kwargs) }),
+      options.template.render(messages, { addGenerationPrompt, kwargs: merged(kwargs), tools }),
       (error) => fail(error.detail, error)
     ))
   return {
     name: options.name,
     isSpecial: options.isSpecial,
-    tokenize: (messages, { addGenerationPrompt, kwargs }) =>
-      Effect.map(render(messages, addGenerationPrompt, kwargs), options.encode),
-    after: (messages, reply, kwargs) =>
-      Effect.flatMap(render(withMarker(messages, reply), true, kwargs), (text) => {
+    tokenize: (messages, { addGenerationPrompt, kwargs, tools }) =>
+      Effect.map(render(messages, addGenerationPrompt, kwargs, tools), options.encode),
+    after: (messages, reply, kwargs, tools) =>
+      Effect.flatMap(render(withMarker(messages, reply), true, kwargs, tools), (text) => {
         const at = text.lastIndexOf(MARKER)
         if (at < 0 || text.indexOf(MARKER) !== at) {
           return Effect.fail(fail(

@@ -195,16 +195,28 @@ export const parse = (name: Name, text: string, idOf: (index: number) => string 
  * @since 0.3.0
  * @category parsing
  */
-export const defaultFor = (template: string | undefined): Name =>
+export const defaultFor = (template: string | undefined): Name => chooseFor(template).name
+
+/**
+ * {@link defaultFor} with what decided it, for the run's record and summary.
+ *
+ * @since 0.3.0
+ * @category parsing
+ */
+export const chooseFor = (
+  template: string | undefined,
+  /** What `template` is, for `chosenBy`: the template's source, or a rendering of a call by it. */
+  what = "the chat template"
+): { readonly name: Name; readonly chosenBy: string } =>
   template === undefined
-    ? "hermes"
+    ? { name: "hermes", chosenBy: "the default (no chat template known here)" }
     : template.includes(MISTRAL_BOT)
-    ? "mistral"
+    ? { name: "mistral", chosenBy: `${what} (it writes ${MISTRAL_BOT})` }
     : template.includes(HERMES_START)
-    ? "hermes"
+    ? { name: "hermes", chosenBy: `${what} (it writes ${HERMES_START})` }
     : template.includes("<|python_tag|>") || template.includes("Environment: ipython")
-    ? "llama3_json"
-    : "hermes"
+    ? { name: "llama3_json", chosenBy: `${what} (Llama 3.x: <|python_tag|>, Environment: ipython)` }
+    : { name: "hermes", chosenBy: `the default (${what} shows none of the known call formats)` }
 
 /**
  * A completion with its calls parsed out of its text (a completion that already has calls, as a
@@ -234,8 +246,9 @@ export const applyTo = (name: Name, completion: Completion, idPrefix: string): C
  * @since 0.3.0
  * @category combinators
  */
-export const wrap = (service: Service, name: Name): Service => ({
+export const wrap = (service: Service, name: Name, chosenBy = "the caller"): Service => ({
   ...service,
+  toolParser: { name, chosenBy },
   chat: (request) => {
     const answer = service.chat(request)
     if (request.tools === undefined || request.tools.length === 0) return answer

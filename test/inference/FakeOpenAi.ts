@@ -48,6 +48,8 @@ export interface FakeTokenizer {
     readonly addGenerationPrompt: boolean
     readonly continueFinal?: boolean
     readonly kwargs?: Readonly<Record<string, unknown>>
+    /** The request's `tools` (OpenAI's format), as vLLM's /tokenize takes them. */
+    readonly tools?: ReadonlyArray<{ readonly function: { readonly name: string; readonly description?: string; readonly parameters?: Record<string, unknown> } }>
   }) => string
   /** The end-of-turn token the "model" samples last. */
   readonly endOfTurn: number
@@ -78,6 +80,8 @@ export class FakeServerState {
    * `undefined` for none; with calls, `content` is `null` when the reply text is empty.
    */
   toolCalls: (body: Record<string, unknown>) => ReadonlyArray<Record<string, unknown>> | undefined = () => undefined
+  /** How /v1/completions samples a reply: one character at a time (the default), or its canonical tokens. */
+  sampling: "characters" | "canonical" = "characters"
   /** Every token prompt /v1/completions received, in order. */
   get tokenPrompts(): Array<ReadonlyArray<number>> {
     return this.requests.filter((r) => Array.isArray(r.body.prompt)).map((r) => r.body.prompt as Array<number>)
@@ -182,7 +186,7 @@ const textCompletion = (state: FakeServerState, body: Record<string, unknown>): 
   const users = text.split("<|im_start|>user\n")
   const lastUser = (users.at(-1) ?? "").split("<|im_end|>")[0]
   const reply = state.reply({ messages: [{ role: "user", content: lastUser }], prompt })
-  let ids = sampleIds(tokenizer, reply)
+  let ids = state.sampling === "canonical" ? [...tokenizer.encode(reply), tokenizer.endOfTurn] : sampleIds(tokenizer, reply)
   let finish = "stop"
   const maxTokens = typeof body.max_tokens === "number" ? body.max_tokens : 16
   if (ids.length > maxTokens) {
@@ -239,7 +243,8 @@ const app = (state: FakeServerState) =>
         ? tokenizer.render(body.messages as Array<{ role: string; content: string }>, {
           addGenerationPrompt: body.add_generation_prompt !== false,
           continueFinal: body.continue_final_message === true,
-          ...(body.chat_template_kwargs === undefined ? {} : { kwargs: body.chat_template_kwargs as Record<string, unknown> })
+          ...(body.chat_template_kwargs === undefined ? {} : { kwargs: body.chat_template_kwargs as Record<string, unknown> }),
+          ...(Array.isArray(body.tools) ? { tools: body.tools } : {})
         })
         : String(body.prompt)
       const tokens = tokenizer.encode(text)

@@ -1,11 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect } from "effect"
+import { Console, Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
 import * as Binding from "../../src/inference/internal/nodeLlamaCpp.js"
 import * as LlamaCpp from "../../src/inference/LlamaCpp.js"
 import * as Message from "../../src/Message.js"
+import type * as Tool from "../../src/Tool.js"
+import * as Calculator from "../../src/envs/Calculator.js"
 import { inferenceFailure as failure } from "../helpers.js"
 import { cli, frozenLakeDataset, readLines, tmp } from "./cli.js"
 import { IM_END, IM_START, qwen3TinyPath, tinyLlama, VOCAB_SIZE, writeTinyLlama } from "./gguf.js"
@@ -211,6 +213,23 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(completion.tokenIds!.length).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("a GGUF without a chat template cannot take tools: the call fails saying so, text calls go on", () =>
+    Effect.gen(function*() {
+      const bare = writeTinyLlama(path.join(dir, "bare-tools.gguf"), { chatTemplate: null })
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
+      const tools = [{ name: "add", description: "a + b", parameters: { type: "object", properties: {} } }]
+      const error = yield* Effect.flip(engine.service.chat(request({ tools })))
+      expect(error.reason).toBe("InvalidRequest")
+      expect(error.detail).toContain("does not render tools")
+      const completion = yield* engine.service.chat(request())
+      expect(completion.tokenIds!.length).toBeGreaterThan(0)
+      // with the file's template: tools render; a tool_choice nothing here can enforce is refused
+      const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
+      expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
+      const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
+      expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
+    }).pipe(Effect.scoped))
+
   it.live("a GGUF whose template does not parse: node-llama-cpp's own format, with a warning", () =>
     Effect.gen(function*() {
       const broken = writeTinyLlama(path.join(dir, "broken-template.gguf"), { chatTemplate: "{% for m in messages %}{{ m.content }}" })
@@ -279,6 +298,48 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
       expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
     }).pipe(Effect.scoped))
+
+  // Issue 30, item 3: the tools, calls and tool results rendered by the file's template, tokenized by llama.cpp.
+  it.live("with tools: every conversation of transformers' tool vectors, the same token ids", () =>
+    Effect.gen(function*() {
+      const tools = JSON.parse(
+        fs.readFileSync(path.join(import.meta.dirname, "../fixtures/chat_template/tool_vectors.json"), "utf8")
+      ) as { qwen3: { cases: Array<{ name: string; tools: Array<{ function: Tool.Spec }>; messages: Array<Message.Message>; add_generation_prompt: boolean; kwargs: Record<string, unknown>; ids: Array<number> }> } }
+      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 1024, sequences: 1 })
+      for (const c of tools.qwen3.cases) {
+        const ids = yield* engine.renderer.tokenize(c.messages, {
+          addGenerationPrompt: c.add_generation_prompt,
+          kwargs: c.kwargs,
+          tools: c.tools.map((t) => t.function)
+        })
+        expect(ids, c.name).toEqual(c.ids)
+      }
+    }).pipe(Effect.scoped))
+
+  it.live("effect-gym run --mode colocate --env calculator: the env's tools are in the first prompt; --tito-check checks them", () =>
+    Effect.gen(function*() {
+      const work = tmp()
+      const output = path.join(work, "calc.jsonl")
+      const dataset = path.join(work, "rows.jsonl")
+      fs.writeFileSync(dataset, JSON.stringify({ env_config: { seed: 1, items: 1 } }) + "\n")
+      const { code, stdout, stderr } = yield* cli(
+        "run", "--dataset", dataset, "--env", "calculator", "--mode", "colocate", "--model", qwenPath,
+        "--context-size", "2048", "--inference-concurrency", "1", "--threads", "1", "--max-tokens", "8",
+        "--num-generations", "2", "--max-turns", "2", "--seed", "1", "--output", output, "--json", "--tito-check"
+      )
+      expect(stderr).toBe("")
+      expect(code).toBe(0)
+      expect(JSON.parse(stdout).titoCheck).toMatchObject({ checked: 2, unavailable: 0 })
+      // the tool parser: the one the GGUF's own template writes calls for
+      expect(JSON.parse(stdout).toolParser).toEqual({ name: "hermes", chosenBy: "the chat template (it writes <tool_call>)" })
+      const specs = Calculator.tools({}, new Set()).specs
+      for (const line of readLines(output)) {
+        const first = line.messages.slice(0, 2)
+        const text = Result.getOrThrow(Qwen3.tokenizer.template!.render(first, { addGenerationPrompt: true, tools: specs }))
+        expect(text).toContain("<tools>")
+        expect(line.prompt_token_ids).toEqual(Qwen3.tokenizer.encode(text))
+      }
+    }))
 
   // Issue 28, item 5: llama.cpp does not apply tokenizer.json's NFC normalizer, so the NFC cases above
   // tokenized otherwise than transformers (combining accents, the Ohm sign, compatibility ideographs).

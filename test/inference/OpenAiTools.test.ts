@@ -108,23 +108,42 @@ describe("OpenAiCompat: tools", () => {
     }))
 })
 
+/** A fake vLLM with Qwen3's tokenizer, and a client on its token path (Qwen3's template in-process). */
+const tokenPathClient = Effect.gen(function*() {
+  const server = yield* FakeOpenAi.make
+  server.state.tokenizer = Qwen3.fake
+  server.state.maxModelLen = 4096
+  const client = yield* OpenAiCompat.make({ baseUrl: server.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER })
+  return { client, server }
+})
+
 describe("OpenAiCompat: tools on a server with a token path", () => {
-  live("a call with tools goes by the chat path and says why it has no tokens; one without stays on the token path", () =>
+  // Issue 30 item 3: such a call went by the chat path (no tokens); the template now renders the tools.
+  live("a call with tools goes by the token path, its tools rendered into the token prompt by the template", () =>
     Effect.gen(function*() {
-      const server = yield* FakeOpenAi.make
-      server.state.tokenizer = Qwen3.fake
-      server.state.maxModelLen = 4096
-      const client = yield* OpenAiCompat.make({ baseUrl: server.baseUrl, model: "tiny", tokenizer: Qwen3.QWEN3_TOKENIZER })
+      const { client, server } = yield* tokenPathClient
       expect(client.name).toContain("token in/out")
       const withTools = yield* client.chat(request())
-      expect(server.state.requests.at(-1)!.url).toBe("/v1/chat/completions")
-      expect(withTools.prompt).toBeUndefined()
-      expect(withTools.tokensUnavailable).toBe(
-        "server mode sends calls with tools by the chat path (the token path does not render tools yet)"
-      )
+      expect(server.state.requests.at(-1)!.url).toBe("/v1/completions")
+      expect(withTools.tokensUnavailable).toBeUndefined()
+      const prompt = Qwen3.text(withTools.prompt!.tokenIds)
+      expect(prompt).toContain("# Tools")
+      expect(prompt).toContain('{"type": "function", "function": {"name": "add"')
       const text = yield* client.chat(request({ tools: undefined, toolChoice: undefined, messages: [Message.user("hi")] }))
       expect(server.state.requests.at(-1)!.url).toBe("/v1/completions")
-      expect(text.prompt).toBeDefined()
+      expect(Qwen3.text(text.prompt!.tokenIds)).not.toContain("# Tools")
+    }))
+
+  live("a tool_choice other than auto goes by the chat path, whose server enforces it, and says why it has no tokens", () =>
+    Effect.gen(function*() {
+      const { client, server } = yield* tokenPathClient
+      for (const toolChoice of ["required", "none", { name: "add" }] as const) {
+        const completion = yield* client.chat(request({ toolChoice }))
+        expect(server.state.requests.at(-1)!.url).toBe("/v1/chat/completions")
+        expect(server.state.requests.at(-1)!.body.tool_choice).toEqual(Tool.choiceToOpenAi(toolChoice))
+        expect(completion.prompt).toBeUndefined()
+        expect(completion.tokensUnavailable).toContain(`tool_choice ${JSON.stringify(toolChoice)} goes by the chat path`)
+      }
     }))
 })
 

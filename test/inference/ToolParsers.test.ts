@@ -16,6 +16,10 @@ import type * as Message from "../../src/Message.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as Summary from "../../src/Summary.js"
 import { records } from "../helpers.js"
+import { cli, tmp as cliTmp } from "./cli.js"
+import * as FakeOpenAi from "./FakeOpenAi.js"
+import * as Llama31 from "./llama31.js"
+import * as Qwen3 from "./qwen3.js"
 
 interface ExpectedCall {
   readonly name: string
@@ -181,5 +185,75 @@ describe("ToolParsers.wrap in a run", () => {
       const wrapped = ToolParsers.wrap({ name: "t", chat: () => Effect.succeed({ text, finishReason: "stop" }) }, "hermes")
       const completion = yield* wrapped.chat({ messages: [], sampling: {}, trajectoryId: "x", turn: 1, seed: 0 })
       expect(completion).toEqual({ text, finishReason: "stop" })
+    }))
+})
+
+// Issue 30: `--tool-parser` defaults to the parser the model's chat template writes calls for, and the run says which.
+describe("the tool parser chosen from the chat template", () => {
+  it("Qwen3's template is hermes, Llama 3.1's llama3_json, a [TOOL_CALLS] template mistral; none known: hermes", () => {
+    expect(ToolParsers.chooseFor(Qwen3.tokenizer.template!.source)).toEqual({
+      name: "hermes",
+      chosenBy: "the chat template (it writes <tool_call>)"
+    })
+    expect(ToolParsers.chooseFor(fs.readFileSync(Llama31.TEMPLATE, "utf8")).name).toBe("llama3_json")
+    expect(ToolParsers.chooseFor("{%- if message.tool_calls %}{{- '[TOOL_CALLS][' }}{%- endif %}").name).toBe("mistral")
+    expect(ToolParsers.chooseFor("{{ messages[0].content }}")).toEqual({
+      name: "hermes",
+      chosenBy: "the default (the chat template shows none of the known call formats)"
+    })
+    expect(ToolParsers.chooseFor(undefined).chosenBy).toBe("the default (no chat template known here)")
+  })
+
+  it.live("server mode with a Llama 3.1 tokenizer: llama3_json reads the calls, in the summary and the run record; --tool-parser wins", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeOpenAi.make
+      // A Llama 3.1 model: a JSON call with "parameters", then the answer after the tool's result.
+      server.state.reply = (body) => {
+        const messages = body.messages as Array<{ role: string; content: string }>
+        if (messages.at(-1)?.role === "tool") return "<answer>0</answer>"
+        const item = /\d+ x ([a-z]+)/.exec(messages.find((m) => m.role === "user")?.content ?? "")?.[1] ?? "widget"
+        return `{"name": "lookup", "parameters": {"item": "${item}"}}`
+      }
+      const dir = cliTmp()
+      const dataset = path.join(dir, "calc.jsonl")
+      fs.writeFileSync(dataset, JSON.stringify({ env_config: { seed: 1 } }) + "\n")
+      const args = (output: string, ...extra: Array<string>) => [
+        "run", "--dataset", dataset, "--env", "calculator", "--mode", "server", "--base-url", server.baseUrl,
+        "--model", "tiny", "--tokenizer", Llama31.LLAMA31_TOKENIZER, "--token-path", "off", "--num-generations", "2",
+        "--max-turns", "3", "--output", path.join(dir, output), "--json", ...extra
+      ]
+      const chosen = yield* cli(...args("chosen.jsonl"))
+      expect(chosen.code).toBe(0)
+      const summary = JSON.parse(chosen.stdout)
+      expect(summary.toolParser).toEqual({
+        name: "llama3_json",
+        chosenBy: "the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)"
+      })
+      expect(summary.tools).toEqual({ calls: 2, errors: 0, malformed: 0 })
+      const record = JSON.parse(fs.readFileSync(path.join(dir, "chosen.jsonl.run.json"), "utf8"))
+      expect(record.tool_parser).toEqual({ name: "llama3_json", chosen_by: summary.toolParser.chosenBy })
+      const text = yield* cli(...args("text.jsonl").filter((a) => a !== "--json"))
+      expect(text.stdout).toContain("tool parser    llama3_json, from the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)")
+      // the option wins: hermes finds no call in Llama's JSON
+      const given = yield* cli(...args("given.jsonl", "--tool-parser", "hermes"))
+      expect(JSON.parse(given.stdout)).toMatchObject({ toolParser: { name: "hermes", chosenBy: "--tool-parser" } })
+      expect(JSON.parse(given.stdout).tools).toBeUndefined()
+      expect(JSON.parse(fs.readFileSync(path.join(dir, "given.jsonl.run.json"), "utf8")).tool_parser)
+        .toEqual({ name: "hermes", chosen_by: "--tool-parser" })
+    }).pipe(Effect.scoped))
+
+  it.live("a run whose env offers no tools says nothing of a parser; the record still names it", () =>
+    Effect.gen(function*() {
+      const dir = cliTmp()
+      const dataset = path.join(dir, "lake.jsonl")
+      fs.writeFileSync(dataset, JSON.stringify({ env_config: { seed: 1 } }) + "\n")
+      const run = yield* cli(
+        "run", "--dataset", dataset, "--env", "frozen_lake", "--policy", "frozen-lake-solver", "--num-generations", "1",
+        "--output", path.join(dir, "out.jsonl"), "--json"
+      )
+      expect(run.code).toBe(0)
+      expect(JSON.parse(run.stdout).toolParser).toBeUndefined()
+      expect(JSON.parse(fs.readFileSync(path.join(dir, "out.jsonl.run.json"), "utf8")).tool_parser)
+        .toEqual({ name: "hermes", chosen_by: "the default (no chat template known here)" })
     }))
 })

@@ -19,7 +19,12 @@ export const fake: FakeTokenizer = {
     const typed = messages as Parameters<NonNullable<typeof tokenizer.template>["render"]>[0]
     const text = Result.getOrThrow(tokenizer.template!.render(typed, {
       addGenerationPrompt: options.continueFinal === true ? false : options.addGenerationPrompt,
-      kwargs: options.kwargs
+      kwargs: options.kwargs,
+      tools: options.tools?.map((t) => ({
+        name: t.function.name,
+        description: t.function.description ?? "",
+        parameters: t.function.parameters ?? {}
+      }))
     }))
     if (options.continueFinal !== true) return text
     // transformers: cut the rendering after the final message's (stripped) content.

@@ -181,6 +181,7 @@ export class Machine {
       this.turn = 1
       const envMs = this.stamp(started)
       acc.reset(session.info, envMs)
+      acc.tools = session.tools
       if (listener !== undefined) listener.reset(session.info, envMs, session.messages)
       return this.resume(this.drained())
     }))

@@ -8,6 +8,7 @@ import type { Completion } from "../../Inference.js"
 import type * as Message from "../../Message.js"
 import type { TrajectoryRequest, TurnResult } from "../../Scheduler.js"
 import * as TokenSequence from "../../TokenSequence.js"
+import type * as Tool from "../../Tool.js"
 import type { End, EventTags, Listener, Observer, TrajectoryResult, TurnEvent, TurnOutput, TurnTiming } from "../../Trajectory.js"
 
 const EMPTY_INFO: Env.Info = Object.freeze({})
@@ -32,6 +33,8 @@ export class Accumulator implements Observer {
   /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
   private readonly times: Array<number> = []
   private last: End | undefined = undefined
+  /** The tools the session offered (set once it started). */
+  tools: ReadonlyArray<Tool.Spec> | undefined = undefined
 
   constructor(readonly request: TrajectoryRequest) {}
 
@@ -119,6 +122,7 @@ export class Accumulator implements Observer {
       error: end.error,
       turns: this.outputs,
       tokens: this.sequence.result(),
+      ...(this.tools === undefined ? {} : { tools: this.tools }),
       timings: { resetMs: this.resetMs, turns: timings, totalMs }
     }
   }
