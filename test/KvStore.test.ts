@@ -221,6 +221,29 @@ describe("kv_store: played", () => {
       expect((result.toolMessages ?? []).map((m) => m.tool_call_id)).toEqual(["a", "b", "c", "d", "e", "f", "g", "h", "i"])
     })))
 
+  it.effect("hostile values: 1e400 (Infinity), a numeric string, __proto__ and constructor as keys", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { step } = yield* fresh({ seed: 3 })
+      const result = yield* step([
+        call("a", "set", "{\"key\": \"alpha\", \"value\": 1e400}"),
+        call("b", "set", "{\"key\": \"alpha\", \"value\": \"5\"}"),
+        call("c", "set", "{\"key\": \"__proto__\", \"value\": 5}"),
+        call("d", "get", "{\"key\": \"__proto__\"}"),
+        call("e", "get", "{\"key\": \"constructor\"}"),
+        call("f", "commit", "{}")
+      ])
+      expect(result.toolMessages?.map((m) => m.content)).toEqual([
+        "Error: InvalidArguments: value: Expected an integer, got Infinity",
+        "Error: InvalidArguments: value: Expected number, got \"5\"",
+        "ok",
+        "5",
+        "Error: Failed: no key \"constructor\"",
+        "committed"
+      ])
+      // a key the model added is a mismatch like any other
+      expect(result.info.mismatches).toContainEqual({ key: "__proto__", value: 5, expected: null })
+    })))
+
   it.effect("the store holds at most MAX_KEYS keys: a set of a new key past it is refused", () =>
     Effect.scoped(Effect.gen(function*() {
       const { step } = yield* fresh({ seed: 2, keys: 3, steps: 1 })
