@@ -13,6 +13,7 @@
  * @since 0.3.0
  */
 import { Duration, Effect, Schema, SchemaParser } from "effect"
+import { isRecord } from "./internal/inspect.js"
 import * as Issue from "./internal/issue.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import type { MaybeEffect } from "./internal/lift.js"
@@ -97,10 +98,19 @@ export interface Tool<R = never> {
 /** A tool's result as the content of its message: text as it is, anything else as JSON. */
 const contentOf = (value: unknown): string => typeof value === "string" ? value : describe(value)
 
-/** The JSON Schema of a Schema, with its definitions (if any) inlined as `$defs`. */
+/**
+ * The JSON Schema of a Schema, with its definitions (if any) inlined as `$defs`. An empty
+ * `Schema.Struct({})` (a tool without arguments) is written `{ not: { type: "null" } }` by Effect,
+ * as TypeScript's `{}` takes any value but null; a tool's arguments are always an object, and
+ * OpenAI's API and `check-env` need `type: "object"`, so it becomes an object of no properties.
+ */
 const parametersOf = (schema: Schema.Top): Readonly<Record<string, unknown>> => {
   const document = Schema.toJsonSchemaDocument(schema)
-  const root = document.schema as Record<string, unknown>
+  const written = document.schema as Record<string, unknown>
+  const { not, ...rest } = written
+  const root = written.type === undefined && isRecord(not) && not.type === "null" && Object.keys(not).length === 1
+    ? { type: "object", properties: {}, ...rest }
+    : written
   return Object.keys(document.definitions).length === 0 ? root : { ...root, $defs: document.definitions }
 }
 

@@ -87,7 +87,7 @@ describe("CLI (in-process, full argv)", () => {
         [["--reward-funcs", "nope"], "unknown reward function \"nope\"; registered: format"],
         [["--env", "nope"], "unknown env \"nope\"; registered: calculator, frozen_lake"],
         [["--scheduler", "nope"], "unknown scheduler \"nope\"; registered: gym_scheduler"],
-        [["--policy", "nope"], "unknown policy \"nope\"; registered: calculator-solver, frozen-lake-solver, random"],
+        [["--policy", "nope"], "unknown policy \"nope\"; registered: calculator-solver, frozen-lake-solver, kv-store-solver, random"],
         [["--concurrency", "0"], "--concurrency: must be a whole number >= 1, got 0"],
         [["--policy", "frozen-lake-solver", "--policy-option", "epsilon=7"], "--policy-option epsilon: must be a probability"],
         [["--plugin", fixture("syntax_error.ts")], `plugin ${fixture("syntax_error.ts")}: failed to load`],

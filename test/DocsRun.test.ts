@@ -100,6 +100,10 @@ const PLANS: Record<string, Plan> = {
     files: { "calc.jsonl": Array.from({ length: 8 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n" },
     expect: [/completions {4}calc-out\.jsonl/, /completions {4}hints\.jsonl/, /completions {4}slippery\.jsonl/]
   },
+  "docs/envs.md sh: npx effect-gym run --dataset examples/kv_store.jsonl --env kv_store --policy kv-store-solver \\": {
+    kind: "shell",
+    expect: [/tool calls {5}1048 \(0 answered with an error/, /completions {4}kv-out\.jsonl/, /kv_store: passed/]
+  },
   "docs/envs.md sh: npx effect-gym run --dataset examples/frozen_lake.jsonl --plugin examples/frozen_lake_plugin.ts \\": { kind: "shell" },
   "docs/envs.md ts: const doubled = Scheduler.extend(Scheduler.gym, {": { kind: "typecheck", declare: "import { Effect } from \"effect\"\nimport { Scheduler } from \"effect-gym\"" },
   "docs/envs.md ts: import { Effect } from \"effect\"": {

@@ -14,6 +14,7 @@ import * as Inference from "../src/Inference.js"
 import * as Message from "../src/Message.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Summary from "../src/Summary.js"
+import { specProblem } from "../src/check/internal/tools.js"
 import * as Tool from "../src/Tool.js"
 import { records } from "./helpers.js"
 
@@ -76,6 +77,12 @@ describe("Tool.make", () => {
       }
     })
     expect(Tool.toOpenAi(add.spec)).toEqual({ type: "function", function: add.spec })
+  })
+
+  it("a tool without arguments (Schema.Struct({})) has an object of no properties as parameters, as OpenAI and check-env need", () => {
+    // Effect writes an empty struct { not: { type: "null" } }; kv_store's list_keys and commit failed check-env on it
+    expect(fails.spec.parameters).toEqual({ type: "object", properties: {} })
+    expect(specProblem([fails.spec])).toBeUndefined()
   })
 })
 

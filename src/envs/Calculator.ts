@@ -15,6 +15,7 @@ import * as Env from "../Env.js"
 import { mixSeed, Rng } from "../internal/seed.js"
 import type * as Message from "../Message.js"
 import * as Tool from "../Tool.js"
+import { afterDone, answerCalls } from "./internal/toolEnv.js"
 
 /**
  * The items an order may hold.
@@ -166,32 +167,9 @@ export const Calculator: Env.Definition = Env.define({
             return Effect.fail(new Env.EnvError({ env: "calculator", phase: "step", detail: "step before reset" }))
           }
           const reply = messages.at(-1)
-          if (ended) {
-            // A step after done (a caller other than the gym scheduler) is answered, calls included, and stays done.
-            return Effect.succeed<Env.StepResult>({
-              observation: "The episode is over.",
-              reward: 0,
-              done: true,
-              info: { after_done: true },
-              ...(reply?.tool_calls === undefined ? {} : {
-                toolMessages: reply.tool_calls.map((call) => ({
-                  role: "tool" as const,
-                  content: "Error: the episode is over",
-                  tool_call_id: call.id,
-                  name: call.function.name
-                }))
-              })
-            })
-          }
-          if (reply?.tool_calls !== undefined && reply.tool_calls.length > 0) {
-            return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
-              observation: "",
-              reward: 0,
-              done: false,
-              info: { tool_calls: reply.tool_calls!.length, tool_errors: handled.errors.map((e) => e.reason) },
-              toolMessages: handled.messages
-            }))
-          }
+          // A step after done (a caller other than the gym scheduler) is answered, calls included, and stays done.
+          if (ended) return Effect.succeed(afterDone(reply))
+          if (reply?.tool_calls !== undefined && reply.tool_calls.length > 0) return answerCalls(kit, reply)
           const answer = ANSWER.exec(reply?.content ?? "")
           if (answer === null) {
             return Effect.succeed<Env.StepResult>({

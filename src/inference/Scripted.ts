@@ -9,6 +9,9 @@
  * - `calculator-solver`: solves the `calculator` env with its tools, writing its calls as a Hermes /
  *   Qwen model does (`<tool_call>{json}</tool_call>` in the text: the run's `--tool-parser` reads
  *   them): lookups, then products, then a running sum, then the answer.
+ * - `kv-store-solver`: solves the `kv_store` env the same way: reads the keys its instructions read,
+ *   writes one instruction's key per turn, in order, then commits; `epsilon` is the chance, each
+ *   turn, of applying the last pending instruction instead of the first (an ordering mistake).
  *
  * @since 0.1.0
  */
@@ -160,7 +163,7 @@ export const frozenLakeSolver: Policy.Definition = Policy.define({
     })
 })
 
-/** The calls of the `calculator` tools made so far in a conversation, with their results. */
+/** The calls of a tool env's tools (`calculator`, `kv_store`) made so far in a conversation, with their results. */
 const toolResults = (messages: ReadonlyArray<Message.Message>) => {
   const results = new Map<string, string>()
   for (const m of messages) if (m.role === "tool" && m.tool_call_id !== undefined) results.set(m.tool_call_id, m.content)
@@ -223,5 +226,60 @@ export const calculatorSolver: Policy.Definition = Policy.define({
     withLatency(options.latency_ms, {
       name: "policy calculator-solver",
       chat: (request) => Effect.sync((): Completion => ({ text: calculatorReply(request.messages), finishReason: "stop" }))
+    })
+})
+
+const INSTRUCTION = /^\d+\. set (\S+) to (\S+)(?: ([+-]) (\S+))?$/gm
+
+/**
+ * The next reply of the kv_store solver: a `get` of every key its pending instructions read that it
+ * does not know yet, then one `set` per turn, the first pending instruction's (the last pending one's
+ * when `mistake`), then `commit`. What it knows is what its own successful calls read and wrote.
+ *
+ * @since 0.3.0
+ * @category solver
+ */
+export const kvStoreReply = (messages: ReadonlyArray<Message.Message>, mistake = false): string => {
+  const first = messages.find((m) => m.role === "user")?.content ?? ""
+  const instructions = [...first.matchAll(INSTRUCTION)].map((m) => ({ dst: m[1], a: m[2], op: m[3], b: m[4] }))
+  const known = new Map<string, number>()
+  const written = new Set<string>()
+  for (const d of toolResults(messages)) {
+    const key = String(d.args.key)
+    if (d.name === "get") known.set(key, Number(d.result))
+    if (d.name === "set") {
+      known.set(key, Number(d.args.value))
+      written.add(key)
+    }
+  }
+  const pending = instructions.filter((i) => !written.has(i.dst))
+  const next = mistake ? pending.at(-1) : pending[0]
+  if (next === undefined) return toolCallText("commit", {})
+  const unknown = [...new Set(pending.flatMap((i) => i.b === undefined ? [i.a] : [i.a, i.b]))].filter((k) => !known.has(k))
+  if (unknown.length > 0) return unknown.map((key) => toolCallText("get", { key })).join("\n")
+  const a = known.get(next.a)!
+  const b = next.b === undefined ? 0 : known.get(next.b)!
+  return toolCallText("set", { key: next.dst, value: next.op === "+" ? a + b : next.op === "-" ? a - b : a })
+}
+
+/**
+ * @since 0.3.0
+ * @category policies
+ */
+export const kvStoreSolver: Policy.Definition = Policy.define({
+  name: "kv-store-solver",
+  description: "Solves the kv_store env with its tools, calls written as <tool_call> text (hermes); options epsilon (ordering-mistake rate per turn), latency_ms",
+  options: Schema.Struct({
+    epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
+    latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0)))
+  }),
+  make: (options) =>
+    withLatency(options.latency_ms, {
+      name: options.epsilon > 0 ? `policy kv-store-solver, epsilon ${options.epsilon}` : "policy kv-store-solver",
+      chat: (request) =>
+        Effect.sync((): Completion => {
+          const mistake = options.epsilon > 0 && new Rng(request.seed).next() < options.epsilon
+          return { text: kvStoreReply(request.messages, mistake), finishReason: "stop" }
+        })
     })
 })

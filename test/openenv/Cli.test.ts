@@ -96,7 +96,7 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
     Effect.gen(function*() {
       const ghost = yield* cli("openenv", "serve", "--env", "ghost", "--port", "0")
       expect(ghost.code).toBe(2)
-      expect(ghost.stderr).toContain("unknown env \"ghost\"; registered: calculator, frozen_lake, sudoku")
+      expect(ghost.stderr).toContain("unknown env \"ghost\"; registered: calculator, frozen_lake, kv_store, sudoku")
       const config = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--env-config", "[1]")
       expect(config).toMatchObject({ code: 2 })
       expect(config.stderr).toContain("--env-config: must be a JSON object")

@@ -21,7 +21,7 @@ describe("effect-gym serve (in-process)", () => {
     Effect.gen(function*() {
       const cases: ReadonlyArray<[Array<string>, string]> = [
         [["--port", "70000"], "--port: must be between 0 and 65535, got 70000"],
-        [["--env", "ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake, sudoku"],
+        [["--env", "ghost"], "unknown env \"ghost\"; registered: calculator, frozen_lake, kv_store, sudoku"],
         [["--scheduler", "ghost"], "unknown scheduler \"ghost\""],
         [["--api-key-env", "EFFECT_GYM_TEST_UNSET_KEY"], "--api-key-env: the environment variable EFFECT_GYM_TEST_UNSET_KEY is not set"],
         [

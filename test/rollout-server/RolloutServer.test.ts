@@ -261,7 +261,7 @@ describe("bad requests", () => {
         ["/v1/rollouts", { requests: [{ messages: "hi" }] }, 400, "requests[0].messages", "Expected array"],
         ["/v1/rollouts", { requests: [{}, { messages: [{ role: "robot", content: "x" }] }] }, 400, "requests[1].messages[0].role", "Expected \"system\""],
         ["/v1/rollouts", { requests: [{ env_config: [1] }] }, 400, "requests[0].env_config", "expected a JSON object"],
-        ["/v1/rollouts", { requests: [{ env_config: counting }, { env_config: { name: "ghost" } }] }, 400, "requests[1].env_config.name", "unknown env \"ghost\"; registered: calculator, counting, frozen_lake, sudoku"],
+        ["/v1/rollouts", { requests: [{ env_config: counting }, { env_config: { name: "ghost" } }] }, 400, "requests[1].env_config.name", "unknown env \"ghost\"; registered: calculator, counting, frozen_lake, kv_store, sudoku"],
         ["/v1/rollouts", { requests: [{ data_dict: { env_config: { name: "ghost" } } }] }, 400, "requests[0].data_dict.env_config.name", "unknown env \"ghost\""],
         ["/v1/rollouts", { requests: [{ env_config: { name: "" } }] }, 400, "requests[0].env_config.name", "Expected a string at least 1 character"],
         ["/v1/rollouts", { requests: [{ env_config: { size: "big" } }] }, 400, "requests[0].env_config.size", "expected an integer"],
@@ -291,7 +291,7 @@ describe("bad requests", () => {
         expect(error.type, what).toBe(reply.text.includes("malformed JSON") || reply.text.includes("body is empty") ? "invalid_json" : "invalid_request")
       }
       const unknown = errorOf(yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "ghost" } }] } }))
-      expect(unknown.registered_envs).toEqual(["calculator", "counting", "frozen_lake", "sudoku"])
+      expect(unknown.registered_envs).toEqual(["calculator", "counting", "frozen_lake", "kv_store", "sudoku"])
       const notUtf8 = yield* request(`${server.url}/v1/rollouts`, { body: new Uint8Array([0x7b, 0xff, 0x7d]) })
       expect([notUtf8.status, errorOf(notUtf8).message]).toEqual([400, "the body is not UTF-8 text"])
       const notFound = yield* request(`${server.url}/v2/rollouts`, { body: {} })
@@ -486,7 +486,7 @@ describe("GET /info and /health", () => {
         auth: false,
         in_flight: { trajectories: 0, requests: 0 }
       })
-      expect(info.envs.map((e) => e.name)).toEqual(["frozen_lake", "sudoku", "calculator", "counting"])
+      expect(info.envs.map((e) => e.name)).toEqual(["frozen_lake", "sudoku", "calculator", "kv_store", "counting"])
       expect(info.reward_functions.map((e) => e.name)).toEqual(["format"])
       const health = yield* request(`${server.url}/health`)
       expect(Schema.decodeUnknownSync(Api.Health)(JSON.parse(health.text))).toEqual({ status: "ok", trajectories_in_flight: 0 })
