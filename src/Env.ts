@@ -90,9 +90,33 @@ export interface StepResult {
   readonly observation: string
   readonly reward: number
   readonly done: boolean
+  /** Free-form; `is_success` (a boolean, on the last step at least) says whether the episode was solved: see {@link SUCCESS_KEY}. */
   readonly info: Info
   /** `tool` messages answering the reply's `tool_calls` (each with its `tool_call_id`), in order. */
   readonly toolMessages?: ReadonlyArray<Message> | undefined
+}
+
+/**
+ * The key of a step's `info` that says whether the episode was solved: `true` or `false`, read from
+ * the trajectory's last step (the convention of Stable-Baselines3's `Monitor` and Gymnasium-Robotics).
+ * A positive reward is not the same thing (Sudoku's shaped reward is positive for a partly filled
+ * board); the run's summary and the viewer count `solved` apart from it.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export const SUCCESS_KEY = "is_success"
+
+/**
+ * What a step's `info` says of success ({@link SUCCESS_KEY}): `undefined` when it says nothing (or
+ * something that is not a boolean).
+ *
+ * @since 0.4.0
+ * @category getters
+ */
+export const successOf = (info: Info | undefined): boolean | undefined => {
+  const value = info?.[SUCCESS_KEY]
+  return typeof value === "boolean" ? value : undefined
 }
 
 /**

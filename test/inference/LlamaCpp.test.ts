@@ -344,9 +344,9 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(stderr).toBe("")
       expect(code).toBe(0)
       const summary = JSON.parse(stdout)
-      console.log(`colocate on Qwen3's vocabulary: --tito-check ${JSON.stringify(summary.titoCheck)}`)
-      expect(summary.titoCheck).toMatchObject({ checked: 4, unavailable: 0 })
-      expect(summary.titoCheck.drifted).toBeGreaterThan(0)
+      console.log(`colocate on Qwen3's vocabulary: --tito-check ${JSON.stringify(summary.tito_check)}`)
+      expect(summary.tito_check).toMatchObject({ checked: 4, unavailable: 0 })
+      expect(summary.tito_check.drifted).toBeGreaterThan(0)
       const hf = Qwen3.tokenizer
       for (const line of readLines(output)) {
         const n = line.rollout_infos.num_turns
