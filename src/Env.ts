@@ -25,6 +25,7 @@ import { Effect, Result, Schema, SchemaParser, Scope } from "effect"
 import * as Issue from "./internal/issue.js"
 import type * as Lift from "./internal/lift.js"
 import { describe, hasTag, isPromiseLike, liftMaybe } from "./internal/lift.js"
+import { CurrentWaits, type Waits } from "./internal/waits.js"
 import type { Message } from "./Message.js"
 import type * as Tool from "./Tool.js"
 
@@ -285,6 +286,14 @@ export const lift = <A>(
   thunk: () => MaybeEffect<A>
 ): Effect.Effect<A, EnvError> => liftMaybe(thunk, envError(env, phase))
 
+/** {@link lift}, noting in `waits` the time a Promise it returned waited to be taken up. */
+const liftTimed = <A>(
+  env: string,
+  phase: EnvError["phase"],
+  thunk: () => MaybeEffect<A>,
+  waits: Waits | undefined
+): Effect.Effect<A, EnvError> => liftMaybe(thunk, envError(env, phase), waits)
+
 /** A thrown value or failure of user code as the env's `EnvError` (one already is kept). */
 const envError = (env: string, phase: EnvError["phase"]) => (cause: unknown): EnvError =>
   hasTag(cause, ENV_ERROR) ? (cause as EnvError) : new EnvError({ env, phase, detail: describe(cause), cause })
@@ -311,7 +320,7 @@ export const fromHandlers = (
   name: string,
   acquire: Effect.Effect<Handlers, EnvError>
 ): Effect.Effect<Env, EnvError, Scope.Scope> =>
-  Effect.flatMap(Effect.scope, (scope) =>
+  Effect.flatMap(Effect.zip(Effect.scope, Effect.service(CurrentWaits)), ([scope, waits]) =>
     // acquireRelease without its fiber-ref bookkeeping (restoring the acquiring fiber's refs around
     // the finalizer costs more than a whole env step): the finalizer registered as soon as the
     // handlers are there, without an interruption in between. The acquiring itself can be
@@ -330,13 +339,13 @@ export const fromHandlers = (
                 Effect.uninterruptible
               )
           ),
-          adapt(name, handlers)
+          adapt(name, handlers, waits)
         ))
     ))
 
-const adapt = (name: string, handlers: Handlers): Env => ({
-  reset: (request) => Effect.map(lift(name, "reset", () => handlers.reset(request)), normalizeReset),
-  step: (messages) => Effect.map(lift(name, "step", () => handlers.step(messages)), normalizeStep)
+const adapt = (name: string, handlers: Handlers, waits: Waits | undefined): Env => ({
+  reset: (request) => Effect.map(liftTimed(name, "reset", () => handlers.reset(request), waits), normalizeReset),
+  step: (messages) => Effect.map(liftTimed(name, "step", () => handlers.step(messages), waits), normalizeStep)
 })
 
 /**
