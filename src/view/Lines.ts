@@ -30,21 +30,30 @@ const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const TOKEN_KEYS = [",\"response_token_ids\":", ",\"prompt_token_ids\":", ",\"token_ids\":"]
 const HAS_IDS = /"(?:response_token_ids|token_ids)":\[/
 
-const ASSISTANT = "{\"role\":\"assistant\",\"content\":\""
 const ROLE_ASSISTANT = "\"role\":\"assistant\""
+const THEN_CONTENT = ",\"content\":\""
+
+/** Where the string {@link stringLength} last read ends (its closing quote): no pair allocated per message. */
+let stringEnd = 0
 
 /**
  * The length (as JavaScript counts it) of the JSON string whose text starts at `from` (after its
- * opening quote), read without decoding it; and where it ends (its closing quote).
+ * opening quote), read without decoding it; where it ends goes to `stringEnd`.
  */
-const stringLength = (s: string, from: number): readonly [number, number] => {
+const stringLength = (s: string, from: number): number => {
   let length = 0
   let i = from
   let backslash = s.indexOf("\\", i)
   for (;;) {
     const quote = s.indexOf("\"", i)
-    if (quote < 0) return [length + s.length - i, s.length]
-    if (backslash < 0 || backslash > quote) return [length + quote - i, quote]
+    if (quote < 0) {
+      stringEnd = s.length
+      return length + s.length - i
+    }
+    if (backslash < 0 || backslash > quote) {
+      stringEnd = quote
+      return length + quote - i
+    }
     // an escape: one character, `\uXXXX` included (non-ASCII is written as is, so one UTF-16 unit)
     length += backslash - i + 1
     i = backslash + (s.charCodeAt(backslash + 1) === 117 ? 6 : 2)
@@ -62,16 +71,13 @@ const stringLength = (s: string, from: number): readonly [number, number] => {
  */
 export const assistantChars = (s: string, from: number, to: number): number | undefined => {
   let chars = 0
-  let found = 0
-  for (let i = s.indexOf(ASSISTANT, from); i >= 0 && i < to; i = s.indexOf(ASSISTANT, i)) {
-    const [length, end] = stringLength(s, i + ASSISTANT.length)
-    chars += length
-    found++
-    i = end
+  for (let i = s.indexOf(ROLE_ASSISTANT, from); i >= 0 && i < to; i = s.indexOf(ROLE_ASSISTANT, i)) {
+    const content = i + ROLE_ASSISTANT.length
+    if (s.charCodeAt(i - 1) !== 123 || !s.startsWith(THEN_CONTENT, content)) return undefined
+    chars += stringLength(s, content + THEN_CONTENT.length)
+    i = stringEnd
   }
-  let roles = 0
-  for (let i = s.indexOf(ROLE_ASSISTANT, from); i >= 0 && i < to; i = s.indexOf(ROLE_ASSISTANT, i + 1)) roles++
-  return roles === found ? chars : undefined
+  return chars
 }
 
 /**
@@ -240,8 +246,14 @@ export const summarizeValue = (value: unknown, file: string, line: number): Summ
   const failed = isRecord(error)
   let rewards: Record<string, number> | null = null
   if (!failed && isRecord(value.rewards)) {
-    rewards = {}
-    for (const [column, x] of Object.entries(value.rewards)) rewards[column] = num(x)
+    rewards = value.rewards as Record<string, number>
+    // (copied only when a value is not a finite number, which a log written by effect-gym never has)
+    for (const column in rewards) {
+      if (num(rewards[column]) !== rewards[column]) {
+        rewards = Object.fromEntries(Object.entries(value.rewards).map(([c, x]) => [c, num(x)]))
+        break
+      }
+    }
   }
   const message = failed && typeof error.message === "string" ? error.message : null
   return {
