@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as CompletionsLog from "../src/CompletionsLog.js"
+import * as Env from "../src/Env.js"
 import * as FrozenLake from "../src/envs/FrozenLake.js"
 import * as OpenEnvScheduler from "../src/openenv/OpenEnvScheduler.js"
 import * as Rollout from "../src/Rollout.js"
@@ -73,4 +74,38 @@ describe("env_ms: the time inside the env, waiting apart", () => {
         if ((t.resetWaitMs ?? 0) >= 0.001) expect(line.timings.reset_wait_ms).toBeGreaterThan(0)
       }
     }), 60_000)
+
+  it.effect("hostile Promises from an env: a thenable whose then throws, one that answers twice, a rejection: typed failures, one answer each", () =>
+    Effect.gen(function*() {
+      const thenable = (kind: string) => ({
+        then(resolve: (value: unknown) => void, reject: (error: unknown) => void) {
+          if (kind === "throws") throw new Error("then exploded")
+          if (kind === "twice") {
+            resolve({ observation: "a", reward: 1, done: true, info: {} })
+            resolve({ observation: "b", reward: 5, done: true, info: {} })
+            reject(new Error("and rejected"))
+          }
+        }
+      })
+      const env = Env.make({
+        name: "hostile_promises",
+        create: (config) => ({
+          reset: () => Promise.resolve({ observation: "go", info: {} }),
+          step: () => config.kind === "rejects" ? Promise.reject(new Error("no")) : (thenable(String(config.kind)) as never)
+        })
+      })
+      const config = yield* runConfig({ envs: [env], defaultEnv: "hostile_promises", numGenerations: 1, maxTurns: 3 })
+      const all = records(yield* Effect.provide(
+        Rollout.runAll(config, rows(["throws", "twice", "rejects"].map((kind) => ({ env_config: { kind } })))),
+        solverPolicy()
+      ))
+      expect(all.map((r) => r.error?._tag ?? null)).toEqual(["EnvError", null, "EnvError"])
+      expect(all.map((r) => r.error?.message ?? null)).toEqual([
+        "env hostile_promises: step failed: then exploded",
+        null,
+        "env hostile_promises: step failed: no"
+      ])
+      // the first answer counts, once
+      expect([all[1].result.totalReward, all[1].result.numTurns]).toEqual([1, 1])
+    }))
 })
