@@ -300,7 +300,7 @@ const sudokuScheduler = OpenEnvScheduler.make({
           return Effect.succeed<Scheduler.TurnResult>({
             done: true,
             reward: -1,
-            info: { move: null, unparseable: true },
+            info: { move: null, unparseable: true, is_success: false },
             rolloutInfos: infos(tracker.components(), false, { unparseable: true })
           })
         }
@@ -309,6 +309,7 @@ const sudokuScheduler = OpenEnvScheduler.make({
             new Env.EnvError({ env: live.scheduler, phase: "step", detail: error.message, cause: error })
           ),
           Effect.map((out): Scheduler.TurnResult => {
+            const before = tracker.successful.length
             const { newContent, ...components } = tracker.observe(move, contentOf(out.observation), out.reward ?? 0)
             // each step adds the change of the combined reward, so the total is the final value
             const reward = components.sudoku_reward - previous
@@ -318,7 +319,15 @@ const sudokuScheduler = OpenEnvScheduler.make({
               done: out.done,
               reward,
               observation: out.done ? newContent.replace(/^\n/, "") : tracker.nextPrompt(),
-              info: { move, env_reward: out.reward, ...components },
+              // `accepted` and `is_success` (the env's reward is 1 exactly when the puzzle is solved) for
+              // the viewer's board and the summary's `solved`
+              info: {
+                move,
+                env_reward: out.reward,
+                ...components,
+                accepted: tracker.successful.length > before,
+                is_success: components.correct_reward === 1
+              },
               rolloutInfos: infos(components, out.done)
             }
           })

@@ -107,7 +107,15 @@ export const CompletionLine = Schema.Struct({
   timings: Schema.Struct({
     total_ms: Schema.Number,
     reset_ms: Schema.Number,
-    turns: Schema.Array(Schema.Struct({ model_ms: Schema.Number, env_ms: Schema.Number }))
+    /** Of the start, the time spent waiting to be scheduled (a limit on envs); absent: none (logs before it have none). */
+    reset_wait_ms: Schema.optional(Schema.Number),
+    turns: Schema.Array(Schema.Struct({
+      model_ms: Schema.Number,
+      /** The time inside the env's answer, without `wait_ms`. */
+      env_ms: Schema.Number,
+      /** The time the env's answer waited to be taken up (behind other trajectories' work or a limit on envs); absent: none. */
+      wait_ms: Schema.optional(Schema.Number)
+    }))
   })
 })
 
@@ -197,10 +205,18 @@ const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]>
     }
   }
   if (record.runner !== undefined) fields.push(["runner", record.runner])
+  const resetWaitMs = round(result.timings.resetWaitMs ?? 0)
   fields.push(["timings", {
     total_ms: round(result.timings.totalMs),
     reset_ms: round(result.timings.resetMs),
-    turns: result.timings.turns.map((t) => ({ model_ms: round(t.modelMs), env_ms: round(t.envMs) }))
+    // (written only when there was waiting: the lines of runs without any stay as they were)
+    ...(resetWaitMs > 0 ? { reset_wait_ms: resetWaitMs } : {}),
+    turns: result.timings.turns.map((t) => {
+      const waitMs = round(t.waitMs ?? 0)
+      return waitMs > 0
+        ? { model_ms: round(t.modelMs), env_ms: round(t.envMs), wait_ms: waitMs }
+        : { model_ms: round(t.modelMs), env_ms: round(t.envMs) }
+    })
   }])
   return fields
 }

@@ -25,6 +25,7 @@ import { Effect, Result, Schema, SchemaParser, Scope } from "effect"
 import * as Issue from "./internal/issue.js"
 import type * as Lift from "./internal/lift.js"
 import { describe, hasTag, isPromiseLike, liftMaybe } from "./internal/lift.js"
+import { CurrentWaits, type Waits } from "./internal/waits.js"
 import type { Message } from "./Message.js"
 import type * as Tool from "./Tool.js"
 
@@ -90,9 +91,33 @@ export interface StepResult {
   readonly observation: string
   readonly reward: number
   readonly done: boolean
+  /** Free-form; `is_success` (a boolean, on the last step at least) says whether the episode was solved: see {@link SUCCESS_KEY}. */
   readonly info: Info
   /** `tool` messages answering the reply's `tool_calls` (each with its `tool_call_id`), in order. */
   readonly toolMessages?: ReadonlyArray<Message> | undefined
+}
+
+/**
+ * The key of a step's `info` that says whether the episode was solved: `true` or `false`, read from
+ * the trajectory's last step (the convention of Stable-Baselines3's `Monitor` and Gymnasium-Robotics).
+ * A positive reward is not the same thing (Sudoku's shaped reward is positive for a partly filled
+ * board); the run's summary and the viewer count `solved` apart from it.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export const SUCCESS_KEY = "is_success"
+
+/**
+ * What a step's `info` says of success ({@link SUCCESS_KEY}): `undefined` when it says nothing (or
+ * something that is not a boolean).
+ *
+ * @since 0.4.0
+ * @category getters
+ */
+export const successOf = (info: Info | undefined): boolean | undefined => {
+  const value = info?.[SUCCESS_KEY]
+  return typeof value === "boolean" ? value : undefined
 }
 
 /**
@@ -261,6 +286,14 @@ export const lift = <A>(
   thunk: () => MaybeEffect<A>
 ): Effect.Effect<A, EnvError> => liftMaybe(thunk, envError(env, phase))
 
+/** {@link lift}, noting in `waits` the time a Promise it returned waited to be taken up. */
+const liftTimed = <A>(
+  env: string,
+  phase: EnvError["phase"],
+  thunk: () => MaybeEffect<A>,
+  waits: Waits | undefined
+): Effect.Effect<A, EnvError> => liftMaybe(thunk, envError(env, phase), waits)
+
 /** A thrown value or failure of user code as the env's `EnvError` (one already is kept). */
 const envError = (env: string, phase: EnvError["phase"]) => (cause: unknown): EnvError =>
   hasTag(cause, ENV_ERROR) ? (cause as EnvError) : new EnvError({ env, phase, detail: describe(cause), cause })
@@ -287,7 +320,7 @@ export const fromHandlers = (
   name: string,
   acquire: Effect.Effect<Handlers, EnvError>
 ): Effect.Effect<Env, EnvError, Scope.Scope> =>
-  Effect.flatMap(Effect.scope, (scope) =>
+  Effect.flatMap(Effect.zip(Effect.scope, Effect.service(CurrentWaits)), ([scope, waits]) =>
     // acquireRelease without its fiber-ref bookkeeping (restoring the acquiring fiber's refs around
     // the finalizer costs more than a whole env step): the finalizer registered as soon as the
     // handlers are there, without an interruption in between. The acquiring itself can be
@@ -306,13 +339,13 @@ export const fromHandlers = (
                 Effect.uninterruptible
               )
           ),
-          adapt(name, handlers)
+          adapt(name, handlers, waits)
         ))
     ))
 
-const adapt = (name: string, handlers: Handlers): Env => ({
-  reset: (request) => Effect.map(lift(name, "reset", () => handlers.reset(request)), normalizeReset),
-  step: (messages) => Effect.map(lift(name, "step", () => handlers.step(messages)), normalizeStep)
+const adapt = (name: string, handlers: Handlers, waits: Waits | undefined): Env => ({
+  reset: (request) => Effect.map(liftTimed(name, "reset", () => handlers.reset(request), waits), normalizeReset),
+  step: (messages) => Effect.map(liftTimed(name, "step", () => handlers.step(messages), waits), normalizeStep)
 })
 
 /**

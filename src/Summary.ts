@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import type { ToolParserChoice } from "./Inference.js"
+import { successOf } from "./Env.js"
 import type { Item } from "./Rollout.js"
 import type { TrajectoryResult } from "./Trajectory.js"
 import type { DriftReport } from "./TokenSequence.js"
@@ -27,6 +28,15 @@ export interface Summary {
   /** Trajectories that ended `done` with a positive env reward. */
   readonly successes: number
   readonly successRate: number
+  /**
+   * Trajectories that did not fail and whose env said the episode was solved (`is_success: true` in
+   * the last step's info, see `Env.SUCCESS_KEY`); `null` when no trajectory's env said either way.
+   */
+  readonly solved: number | null
+  /** `solved` over all trajectories; `null` as `solved`. */
+  readonly solvedRate: number | null
+  /** Trajectories whose last step's info said whether they were solved. */
+  readonly solvedReported: number
   /** Mean weighted reward of the trajectories that did not fail. */
   readonly meanReward: number
   /** Mean env (gym) total reward of the trajectories that did not fail. */
@@ -105,6 +115,8 @@ export class Accumulator {
   trajectories = 0
   groups = 0
   successes = 0
+  solved = 0
+  solvedReported = 0
   scored = 0
   rewardSum = 0
   envRewardSum = 0
@@ -141,6 +153,8 @@ export class Accumulator {
       this.endReasons[result.endReason] = (this.endReasons[result.endReason] ?? 0) + 1
       countPolicyVersions(this.policyVersions, result.turns)
       this.addTurns(result)
+      const success = successOf(result.stepInfos[result.stepInfos.length - 1])
+      if (success !== undefined) this.solvedReported++
       if (record.error !== undefined) {
         this.failures++
         const tag = record.error._tag
@@ -157,6 +171,7 @@ export class Accumulator {
       this.rewardSum += record.reward ?? 0
       this.envRewardSum += result.totalReward
       if (result.endReason === "done" && result.totalReward > 0) this.successes++
+      if (success === true) this.solved++
     }
   }
 
@@ -204,6 +219,8 @@ export class Accumulator {
     this.trajectories += num(other.trajectories)
     this.groups += num(other.groups)
     this.successes += num(other.successes)
+    this.solved += num(other.solved)
+    this.solvedReported += num(other.solvedReported)
     this.scored += num(other.scored)
     this.rewardSum += num(other.rewardSum)
     this.envRewardSum += num(other.envRewardSum)
@@ -237,6 +254,9 @@ export class Accumulator {
       groups: this.groups,
       successes: this.successes,
       successRate: this.trajectories === 0 ? 0 : this.successes / this.trajectories,
+      solved: this.solvedReported === 0 ? null : this.solved,
+      solvedRate: this.solvedReported === 0 ? null : this.solved / this.trajectories,
+      solvedReported: this.solvedReported,
       meanReward: this.scored === 0 ? 0 : this.rewardSum / this.scored,
       meanEnvReward: this.scored === 0 ? 0 : this.envRewardSum / this.scored,
       meanTurns: this.trajectories === 0 ? 0 : this.turns / this.trajectories,
@@ -269,6 +289,24 @@ export class Accumulator {
   }
 }
 
+/** `turnsPerSecond` as `turns_per_second`. */
+const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+
+/**
+ * The summary as `--json` prints it: its keys in snake_case, as the completions log's
+ * (`success_rate`, `mean_rewards`, `turns_per_second`). The keys inside its records are data (reward
+ * columns, error tags, end reasons, policy versions) and stay as they are; the nested objects'
+ * own keys are single words, but the tool parser's (`chosen_by`).
+ *
+ * @since 0.4.0
+ * @category formatting
+ */
+export const toJson = (s: Summary): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(s).map(([key, value]) => [
+    snakeCase(key),
+    key === "toolParser" && value !== undefined ? { name: s.toolParser!.name, chosen_by: s.toolParser!.chosenBy } : value
+  ]))
+
 /** `versions 3-5 (turns: v3 12, v4 40, v5 8)`. */
 const formatVersions = (counts: Readonly<Record<string, number>>): string => {
   const versions = Object.keys(counts).map(Number).sort((a, b) => a - b)
@@ -290,6 +328,9 @@ export const format = (s: Summary): string => {
   const lines = [
     `trajectories   ${s.trajectories} (${s.groups} groups)`,
     `success rate   ${pct(s.successRate)} (${s.successes} ended done with a positive env reward)`,
+    ...(s.solved === null || s.solvedRate === null ? [] : [
+      `solved         ${pct(s.solvedRate)} (${s.solved} of ${s.trajectories}: the env's is_success, said by ${s.solvedReported})`
+    ]),
     `mean reward    ${s.meanReward.toFixed(4)} (env ${s.meanEnvReward.toFixed(4)})`,
     ...(Object.keys(s.meanRewards).length < 2 ? [] : [
       `reward columns ${Object.entries(s.meanRewards).map(([column, mean]) => `${column} ${mean.toFixed(4)}`).join(", ")} (means)`

@@ -77,7 +77,10 @@ export interface Reset extends EventTags {
   readonly _tag: "Reset"
   readonly messages: ReadonlyArray<Message.Message>
   readonly info: Env.Info
+  /** Creating and resetting the env, without {@link waitMs}. */
   readonly envMs: number
+  /** Of the start, the time spent waiting to be scheduled (a limit on envs); absent: none measured. */
+  readonly waitMs?: number | undefined
 }
 
 /**
@@ -107,7 +110,13 @@ export interface Step extends EventTags {
   readonly observation: string | undefined
   readonly info: Env.Info
   readonly rolloutInfos: Readonly<Record<string, unknown>> | undefined
+  /** The time inside the env's answer, without {@link waitMs}. */
   readonly envMs: number
+  /**
+   * The time the answer waited to be taken up (behind other trajectories' work on the thread, or a
+   * limit on envs) rather than spent in the env; absent: none measured.
+   */
+  readonly waitMs?: number | undefined
 }
 
 /**
@@ -154,7 +163,13 @@ export interface TurnOutput {
  */
 export interface TurnTiming {
   readonly modelMs: number
+  /** The time inside the env's answer (the scheduler's hooks included), without `waitMs`. */
   readonly envMs: number
+  /**
+   * The time the env's answer waited to be taken up: behind other trajectories' work (a Promise that
+   * was settled when an env returned it) or a limit on envs. Absent or 0: none.
+   */
+  readonly waitMs?: number | undefined
 }
 
 /**
@@ -186,9 +201,12 @@ export interface TrajectoryResult {
   /** The tools offered to the model in this trajectory (absent: none), e.g. to re-render its conversation. */
   readonly tools?: ReadonlyArray<Tool.Spec> | undefined
   readonly timings: {
+    /** Creating and resetting the env, without `resetWaitMs`. */
     readonly resetMs: number
+    /** Of the start, the time spent waiting (an OpenEnv server's permit, other trajectories' work); absent or 0: none. */
+    readonly resetWaitMs?: number | undefined
     readonly turns: ReadonlyArray<TurnTiming>
-    /** Sum of model and env time (wall time is per run, not per trajectory, under concurrency). */
+    /** Sum of model, env and wait time (wall time is per run, not per trajectory, under concurrency). */
     readonly totalMs: number
   }
 }
@@ -206,10 +224,14 @@ export interface TrajectoryResult {
  * @category observers
  */
 export interface Observer {
-  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>): void
+  /** `waitMs`: of the start, the time spent waiting to be scheduled (not in `envMs`). */
+  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>, waitMs?: number): void
   completion(turn: number, completion: Completion, modelMs: number): void
-  /** The env answered turn `turn` (through the scheduler's `onTurnEnd`); `done`: the trajectory ends there. */
-  step(turn: number, result: TurnResult, done: boolean, envMs: number): void
+  /**
+   * The env answered turn `turn` (through the scheduler's `onTurnEnd`); `done`: the trajectory ends
+   * there. `waitMs`: the time the answer waited to be taken up (not in `envMs`).
+   */
+  step(turn: number, result: TurnResult, done: boolean, envMs: number, waitMs?: number): void
   end(end: End): void
 }
 

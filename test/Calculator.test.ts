@@ -163,7 +163,7 @@ describe("calculator from the command line", () => {
       const args = at("--output", path.join(dir, "out.jsonl")).map((a) => a === "examples/calculator.jsonl" ? path.join(root, a) : a)
       const { code, stdout } = yield* cli(...args, "--json")
       expect(code).toBe(0)
-      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 128, meanReward: 1, failures: 0 })
+      expect(JSON.parse(stdout)).toMatchObject({ trajectories: 128, mean_reward: 1, failures: 0 })
     }))
 
   it.live("run --env calculator --policy calculator-solver: every trajectory rewarded; --tool-parser none: none", () =>
@@ -181,7 +181,7 @@ describe("calculator from the command line", () => {
       expect(JSON.parse(parsed.stdout)).toMatchObject({
         trajectories: 6,
         failures: 0,
-        meanReward: 1,
+        mean_reward: 1,
         tools: { calls: 6 * 8, errors: 0, malformed: 0 }
       })
       const text = yield* cli(...args("text.jsonl").filter((a) => a !== "--json"))
@@ -189,7 +189,7 @@ describe("calculator from the command line", () => {
       const lines = readLines(path.join(dir, "out.jsonl"))
       expect(lines.every((l) => l.messages[2].tool_calls !== undefined)).toBe(true)
       const raw = yield* cli(...args("raw.jsonl", "--tool-parser", "none"))
-      expect(JSON.parse(raw.stdout)).toMatchObject({ trajectories: 6, meanReward: 0 })
+      expect(JSON.parse(raw.stdout)).toMatchObject({ trajectories: 6, mean_reward: 0 })
       expect(JSON.parse(raw.stdout).tools).toBeUndefined()
       const rawLines = readLines(path.join(dir, "raw.jsonl"))
       expect(rawLines.every((l) => l.messages.every((m) => m.tool_calls === undefined))).toBe(true)

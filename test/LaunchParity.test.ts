@@ -55,7 +55,7 @@ const exec = (entry: string, args: ReadonlyArray<string>, options: Parameters<ty
 /** The summary without what depends on timing: the text lines `elapsed`, `throughput`, the JSON's rates. */
 const untimed = (output: string) =>
   output.startsWith("{")
-    ? JSON.stringify({ ...JSON.parse(output), elapsedMs: 0, turnsPerSecond: 0, trajectoriesPerSecond: 0 })
+    ? JSON.stringify({ ...JSON.parse(output), elapsed_ms: 0, turns_per_second: 0, trajectories_per_second: 0 })
     : output.split("\n").filter((line) => !/^(elapsed|throughput) /.test(line)).join("\n")
 
 /** Both builds on the same arguments: the same exit code, stdout (timing aside) and stderr. */

@@ -264,7 +264,7 @@ describe("run --resume (issue 11: defect 3, and the resume requirement)", () => 
       }
       // resuming a complete log runs nothing
       const again = yield* run(...argsOf(data, full), "--resume", "--json")
-      expect(JSON.parse(again.stdout)).toMatchObject({ trajectories: 0, resumedGroups: 24 })
+      expect(JSON.parse(again.stdout)).toMatchObject({ trajectories: 0, resumed_groups: 24 })
       expect(stable(full)).toEqual(stable(path.join(dir, "cut0.jsonl")))
     }))
 
@@ -409,7 +409,7 @@ describe("run: output channels (issue 11: WARN lines on stdout)", () => {
       dir
     )
     expect(code).toBe(1)
-    expect(JSON.parse(stdout)).toMatchObject({ trajectories: 2, badRows: 1 })
+    expect(JSON.parse(stdout)).toMatchObject({ trajectories: 2, bad_rows: 1 })
     expect(stderr).toContain("faulty: a warning from the env")
     expect(stderr).toContain(`bad row: ${data}:2: malformed JSON`)
   })

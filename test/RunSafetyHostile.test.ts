@@ -36,7 +36,7 @@ describe("run: datasets as editors and shells write them", () => {
       const result = yield* within(cli("run", "--dataset", dataset, "--output", output, ...lake))
       expect(result.stderr).not.toContain("bad row")
       const summary = JSON.parse(result.stdout)
-      expect(summary.badRows).toBe(0)
+      expect(summary.bad_rows).toBe(0)
       expect(summary.groups).toBe(2)
       expect(result.code).toBe(0)
       expect(readLines(output).map((l) => l.env_config.seed).sort()).toEqual([1, 1, 2, 2])
@@ -272,7 +272,7 @@ describe("run: infos no JSON can hold become EncodeError records", () => {
       const result = yield* within(cli("run", "--dataset", dataset, "--output", output, "--plugin", hostile, "--num-generations", "1", "--json"))
       const summary = JSON.parse(result.stdout)
       expect(result.code).toBe(1)
-      expect(summary.failuresByError).toEqual({ EncodeError: 8 })
+      expect(summary.failures_by_error).toEqual({ EncodeError: 8 })
       const lines = readLines(output)
       expect(lines).toHaveLength(faults.length)
       for (const line of lines) {

@@ -220,6 +220,18 @@ describe("Sudoku env: TextArena Sudoku-v0 as served by OpenEnv", () => {
       const second = yield* env.step([Message.assistant("[1 1 1] again?")])
       expect(second.done).toBe(true)
       expect(second.observation).toMatch(/^\[GAME\] You attempted|^Invalid Move: /)
+      // ended with a reward but not solved: is_success says so (issue 29's "solved")
+      expect([first.info.is_success, second.info.is_success]).toEqual([false, false])
+      // solved: every empty cell filled with the solution's digit
+      const solving = yield* Result.getOrThrow(definition.prepare({}))
+      yield* solving.reset(request(7))
+      let last: Env.StepResult | undefined
+      for (let r = 0; r < 9; r++) {
+        for (let c = 0; c < 9; c++) {
+          if (expected.puzzle[r][c] === 0) last = yield* solving.step([Message.assistant(`[${r + 1} ${c + 1} ${expected.solution[r][c]}]`)])
+        }
+      }
+      expect(last).toMatchObject({ done: true, reward: 1, info: { is_success: true } })
 
       // env_config.seed wins over the reset's seed; a fixed puzzle is played as given
       const seeded = yield* Result.getOrThrow(definition.prepare({ seed: 5 }))

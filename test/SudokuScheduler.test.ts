@@ -10,6 +10,7 @@ import plugin from "../examples/sudoku_scheduler.js"
 import * as Sudoku from "../src/envs/Sudoku.js"
 import * as Inference from "../src/Inference.js"
 import * as Rollout from "../src/Rollout.js"
+import * as Summary from "../src/Summary.js"
 import { records, rows, runConfig } from "./helpers.js"
 import { serve } from "./openenv/helpers.js"
 
@@ -72,5 +73,30 @@ describe("sudoku_scheduler: every move counted once, as the env ruled", () => {
       }
       // the run has games ending on an invalid move, or it would not test this
       expect(endedOnInvalidMove).toBeGreaterThan(20)
+    }))
+
+  it.live("the summary's solved counts the puzzles the env completed, not every positive shaped reward (issue 29)", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 8 })
+      const config = yield* runConfig({ scheduler, numGenerations: 8, maxTurns: 30, concurrency: 8, seed: 0 })
+      const policy = Layer.effect(Inference.Inference, Effect.orDie(solver.make({ epsilon: 0.2 })))
+      const dataset = Array.from({ length: 8 }, () => ({ env_config: { base_url: server.url } }))
+      const items = yield* Effect.provide(Rollout.runAll(config, rows(dataset)), policy)
+      const accumulator = new Summary.Accumulator()
+      for (const item of items) accumulator.add(item)
+      const s = accumulator.summary(1)
+      const all = records(items)
+      const completed = all.filter((r) => (r.result.rolloutInfos as { correct_reward?: number }).correct_reward === 1).length
+      expect(s.solved).toBe(completed)
+      expect(s.solvedReported).toBe(all.length)
+      // the shaped sum is positive for most partial boards: "success rate" was read as solved
+      expect(s.successes).toBeGreaterThan(completed)
+      expect(completed).toBeGreaterThan(0)
+      // each step says whether the env accepted its move (the viewer's board marks it)
+      for (const r of all) {
+        const steps = r.result.stepInfos as ReadonlyArray<{ readonly move: string | null; readonly accepted?: boolean }>
+        const infos = r.result.rolloutInfos as { readonly successful_moves: ReadonlyArray<string> }
+        expect(steps.filter((step) => step.accepted === true).map((step) => step.move)).toEqual(infos.successful_moves)
+      }
     }))
 })

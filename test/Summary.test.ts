@@ -67,4 +67,56 @@ describe("summary figures", () => {
       expect(s.truncatedByLength).toBe(1)
       expect(s.meanCompletionTokens).toBe(3 + (cut.result.turns.length - 1))
     }))
+
+  it.effect("solved: the env's is_success on the last step, counted apart from a positive reward (Sudoku's partial boards)", () =>
+    Effect.gen(function*() {
+      const items = yield* run(10)
+      const all = records(items)
+      const reached = all.filter((r) => r.result.stepInfos.at(-1)?.status === "goal").length
+      expect(reached).toBeGreaterThan(0)
+      const accumulator = new Summary.Accumulator()
+      for (const item of items) accumulator.add(item)
+      const s = accumulator.summary(1000)
+      // FrozenLake says it on every step
+      expect([s.solved, s.solvedReported]).toEqual([reached, all.filter((r) => r.result.stepInfos.length > 0).length])
+      expect(s.solvedRate).toBeCloseTo(reached / all.length, 12)
+      expect(Summary.format(s)).toContain(`solved         ${(s.solvedRate! * 100).toFixed(1)}% (${reached} of ${all.length}: the env's is_success`)
+      // a positive reward that is not a solved episode: the success rate counts it, solved does not
+      const group = items.find((item) => item._tag === "Group")!
+      if (group._tag !== "Group") throw new Error("no group")
+      const partial = (r: Rollout.TrajectoryRecord): Rollout.TrajectoryRecord => ({
+        ...r,
+        error: undefined,
+        result: { ...r.result, endReason: "done", error: undefined, totalReward: 0.4, stepInfos: [...r.result.stepInfos.slice(0, -1), { is_success: false }] }
+      })
+      const one = new Summary.Accumulator()
+      one.add({ ...group, records: group.records.map(partial) })
+      const p = one.summary(1)
+      expect([p.successes, p.solved, p.solvedRate]).toEqual([group.records.length, 0, 0])
+      // no env that says: null, and no line
+      const silent = new Summary.Accumulator()
+      silent.add({ ...group, records: group.records.map((r) => ({ ...r, result: { ...r.result, stepInfos: [] } })) })
+      expect([silent.summary(1).solved, silent.summary(1).solvedRate]).toEqual([null, null])
+      expect(Summary.format(silent.summary(1))).not.toContain("solved")
+    }))
+
+  it("--json's keys are snake_case, as the log's; the keys of its records (columns, tags) are kept", () => {
+    const accumulator = new Summary.Accumulator()
+    accumulator.rewardSums.gymReward = 2
+    accumulator.failuresByError.EnvError = 1
+    accumulator.scored = 1
+    const json = Summary.toJson(accumulator.summary(2000))
+    expect(Object.keys(json).filter((k) => /[A-Z]/.test(k))).toEqual([])
+    expect(json).toMatchObject({
+      success_rate: 0,
+      mean_reward: 0,
+      mean_rewards: { gymReward: 2 },
+      failures_by_error: { EnvError: 1 },
+      turns_per_second: 0,
+      elapsed_ms: 2000,
+      solved: null,
+      solved_rate: null,
+      bad_rows: 0
+    })
+  })
 })

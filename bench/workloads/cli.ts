@@ -82,7 +82,7 @@ const main = async () => {
   )
   const wallSeconds = (performance.now() - started) / 1000
   if (code !== 0) throw new Error(`the CLI exited with ${code}: ${stderr}`)
-  const summary = JSON.parse(stdout) as { turns: number; trajectories: number; turnsPerSecond: number }
+  const summary = JSON.parse(stdout) as { turns: number; trajectories: number; turns_per_second: number }
   // The log written: one line per trajectory.
   let lines = 0
   const log = fs.readFileSync(output)
@@ -95,10 +95,10 @@ const main = async () => {
   report({
     turns: summary.turns,
     wallSeconds,
-    inRunTurnsPerSecond: summary.turnsPerSecond,
+    inRunTurnsPerSecond: summary.turns_per_second,
     endToEndTurnsPerSecond: summary.turns / wallSeconds,
     ...(cpu === null ? {} : { cpuSeconds: Number(cpu[1]) + Number(cpu[2]), turnsPerCpuSecond: summary.turns / (Number(cpu[1]) + Number(cpu[2])) }),
-    ...(latencyMs > 0 ? { efficiency: summary.turnsPerSecond / (concurrency / (latencyMs / 1000)) } : {}),
+    ...(latencyMs > 0 ? { efficiency: summary.turns_per_second / (concurrency / (latencyMs / 1000)) } : {}),
     load1: os.loadavg()[0]
   })
 }

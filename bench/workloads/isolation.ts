@@ -83,8 +83,8 @@ const program = Effect.gen(function*() {
     cliRuns.inProcess.push(plain.ms)
     const iso = yield* cli(["--isolate-envs", "--env-workers", "1"])
     cliRuns.isolated.push(iso.ms)
-    const summary = JSON.parse(iso.stdout.trim().split("\n").at(-1)!) as { trajectories: number; mean_turns?: number; meanTurns?: number }
-    turns = summary.trajectories * (summary.mean_turns ?? summary.meanTurns ?? 0)
+    const summary = JSON.parse(iso.stdout.trim().split("\n").at(-1)!) as { trajectories: number; mean_turns: number }
+    turns = summary.trajectories * summary.mean_turns
   }
   const cliIn = median(cliRuns.inProcess)
   const cliIso = median(cliRuns.isolated)

@@ -90,11 +90,11 @@ const lastJson = <A>(stdout: string): A => {
 
 /** One side's figures from its summary (the last line of its stdout), once its log is complete. */
 const side = (who: string, run: { stdout: string; wallSeconds: number; cpuSeconds: number }, output: string): Side => {
-  const summary = lastJson<{ turns: number; turnsPerSecond: number }>(run.stdout)
+  const summary = lastJson<{ turns: number; turns_per_second: number }>(run.stdout)
   if (countLines(output) !== rows * generations) throw new Error(`${who} log lacks trajectories`)
   return {
     turns: summary.turns,
-    inRunTurnsPerSecond: summary.turnsPerSecond,
+    inRunTurnsPerSecond: summary.turns_per_second,
     endToEndTurnsPerSecond: summary.turns / run.wallSeconds,
     wallSeconds: run.wallSeconds,
     cpuSeconds: run.cpuSeconds

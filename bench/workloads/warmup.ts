@@ -45,9 +45,9 @@ const mainBench = async () => {
     const cpuBefore = process.cpuUsage()
     await run()
     const cpu = process.cpuUsage(cpuBefore)
-    const summary = JSON.parse(printed) as { turns: number; turnsPerSecond: number }
+    const summary = JSON.parse(printed) as { turns: number; turns_per_second: number }
     figures[`job${i}CpuMicrosecondsPerTurn`] = (cpu.user + cpu.system) / summary.turns
-    figures[`job${i}InRunTurnsPerSecond`] = summary.turnsPerSecond
+    figures[`job${i}InRunTurnsPerSecond`] = summary.turns_per_second
   }
   figures.coldOverWarmCpu = figures.job1CpuMicrosecondsPerTurn / figures[`job${jobs}CpuMicrosecondsPerTurn`]
   figures.load1 = os.loadavg()[0]

@@ -416,7 +416,7 @@ const report = <A, E>(
   Effect.gen(function*() {
     yield* Console.log(
       args.json
-        ? Json.stringify({ ...summary, output: args.output, error: error ?? null, ...extra.json })
+        ? Json.stringify({ ...Summary.toJson(summary), output: args.output, error: error ?? null, ...extra.json })
         : `${Summary.format(summary)}\ncompletions    ${args.output}${extra.text ?? ""}`
     )
     if (error !== undefined) {

@@ -627,7 +627,7 @@ export class Game {
         observation: observe(this.board!, this.row, this.col, INVALID_HEAD, NONE),
         reward: 0,
         done: false,
-        info: { seed, step: this.steps, parsed_action: null, status: "invalid_action" }
+        info: { seed, step: this.steps, parsed_action: null, status: "invalid_action", is_success: false }
       }
     }
     const [dr, dc] = ACTIONS[move]
@@ -640,7 +640,7 @@ export class Game {
         observation: observe(board, this.row, this.col, [`You moved ${move} and reached the goal!`], NONE),
         reward: 1,
         done: true,
-        info: { seed, step: this.steps, parsed_action: move, status: "goal" }
+        info: { seed, step: this.steps, parsed_action: move, status: "goal", is_success: true }
       }
     }
     if (cell === "H") {
@@ -648,7 +648,7 @@ export class Game {
         observation: observe(board, this.row, this.col, [`You moved ${move} and fell into a hole. Episode over.`], NONE),
         reward: 0,
         done: true,
-        info: { seed, step: this.steps, parsed_action: move, status: "hole" }
+        info: { seed, step: this.steps, parsed_action: move, status: "hole", is_success: false }
       }
     }
     return {
@@ -661,7 +661,7 @@ export class Game {
       ),
       reward: 0,
       done: false,
-      info: { seed, step: this.steps, parsed_action: move, status: "ok" }
+      info: { seed, step: this.steps, parsed_action: move, status: "ok", is_success: false }
     }
   }
 }

@@ -700,7 +700,9 @@ export const makeEnv = (config: Config, name = "sudoku"): SudokuEnv => {
           action: out.action,
           accepted: out.accepted,
           turn: g.turn,
-          completion: g.completion()
+          completion: g.completion(),
+          // solved: every cell filled (the reward alone is the filled fraction when the game ends otherwise)
+          is_success: g.completed
         }
         if (out.invalidReason !== undefined) info.invalid_reason = out.invalidReason
         if (reason !== undefined) info.reason = reason

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { settled, type Waits } from "./waits.js"
 
 /** A value, a Promise of it, or an Effect of it: what user-written hooks and env methods return. */
 export type MaybeEffect<A> = A | PromiseLike<A> | Effect.Effect<A, unknown>
@@ -13,7 +14,9 @@ export const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
  */
 export const liftMaybe = <A, E>(
   thunk: () => MaybeEffect<A>,
-  onError: (cause: unknown) => E
+  onError: (cause: unknown) => E,
+  /** Where a Promise's wait to be taken up is noted (see `settled`), when the caller measures it. */
+  waits?: Waits | undefined
 ): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     let out: MaybeEffect<A>
@@ -28,7 +31,10 @@ export const liftMaybe = <A, E>(
         Effect.catchDefect((defect) => Effect.fail(onError(defect)))
       )
     }
-    if (isPromiseLike(out)) return Effect.tryPromise({ try: () => out as PromiseLike<A>, catch: onError })
+    if (isPromiseLike(out)) {
+      if (waits !== undefined) return settled(out as PromiseLike<A>, waits, onError)
+      return Effect.tryPromise({ try: () => out as PromiseLike<A>, catch: onError })
+    }
     return Effect.succeed(out)
   })
 

@@ -17,6 +17,7 @@ import { Clock, Context, Duration, Effect, Layer, RcMap, Schedule, Schema, type 
 import * as Socket from "effect/socket/Socket"
 import { positiveMillis } from "../internal/duration.js"
 import { describe } from "../internal/lift.js"
+import { waiting } from "../internal/waits.js"
 import { wholeProblem } from "../internal/whole.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
 import type * as OpenEnvProtocol from "./OpenEnvProtocol.js"
@@ -191,7 +192,8 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
     }
     return {
       // The RcMap's reference is released after the permit (finalizers run in reverse order).
-      permit: (url) => Effect.flatMap(RcMap.get(limits, serverKey(url)), (limit) => limit.takeScoped(1)),
+      // the time until the permit comes is the trajectory's waiting, not its env's time (reset_wait_ms)
+      permit: (url) => waiting(Effect.flatMap(RcMap.get(limits, serverKey(url)), (limit) => limit.takeScoped(1))),
       client: {
         connectTimeout: settings.connectTimeout ?? Duration.seconds(10),
         replyTimeout,

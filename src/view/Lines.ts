@@ -30,9 +30,100 @@ const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const TOKEN_KEYS = [",\"response_token_ids\":", ",\"prompt_token_ids\":", ",\"token_ids\":"]
 const HAS_IDS = /"(?:response_token_ids|token_ids)":\[/
 
+const ROLE_ASSISTANT = "\"role\":\"assistant\""
+const THEN_CONTENT = ",\"content\":\""
+
+/** Where the string {@link stringLength} last read ends (its closing quote): no pair allocated per message. */
+let stringEnd = 0
+
 /**
- * The line without its conversation (`messages` is `null`) and, when the cut is safe, without the
- * token fields (replaced by `__token_ids`: whether they held token ids); `undefined` when the line
+ * The length (as JavaScript counts it) of the JSON string whose text starts at `from` (after its
+ * opening quote), read without decoding it; where it ends goes to `stringEnd`.
+ */
+const stringLength = (s: string, from: number): number => {
+  let length = 0
+  let i = from
+  let backslash = s.indexOf("\\", i)
+  for (;;) {
+    const quote = s.indexOf("\"", i)
+    if (quote < 0) {
+      stringEnd = s.length
+      return length + s.length - i
+    }
+    if (backslash < 0 || backslash > quote) {
+      stringEnd = quote
+      return length + quote - i
+    }
+    // an escape: one character, `\uXXXX` included (non-ASCII is written as is, so one UTF-16 unit)
+    length += backslash - i + 1
+    i = backslash + (s.charCodeAt(backslash + 1) === 117 ? 6 : 2)
+    backslash = s.indexOf("\\", i)
+  }
+}
+
+/**
+ * The characters of the assistant messages' text in the conversation `s.slice(from, to)` (as the
+ * run's summary counts them), without parsing it; `undefined` when an assistant message is not
+ * written as effect-gym writes it (`{"role":"assistant","content":"...`).
+ *
+ * @since 0.4.0
+ * @category parsing
+ */
+export const assistantChars = (s: string, from: number, to: number): number | undefined => {
+  let chars = 0
+  for (let i = s.indexOf(ROLE_ASSISTANT, from); i >= 0 && i < to; i = s.indexOf(ROLE_ASSISTANT, i)) {
+    const content = i + ROLE_ASSISTANT.length
+    if (s.charCodeAt(i - 1) !== 123 || !s.startsWith(THEN_CONTENT, content)) return undefined
+    chars += stringLength(s, content + THEN_CONTENT.length)
+    i = stringEnd
+  }
+  return chars
+}
+
+/**
+ * The tokens of `"response_token_ids":[[...],...]` starting at `from` (at its `[`), counted without
+ * parsing them; `null` when a turn has none (`null`), as the run's summary counts only trajectories
+ * whose every turn has ids.
+ */
+const countTokens = (s: string, from: number): number | null => {
+  let depth = 0
+  let tokens = 0
+  let inArray = false
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c === 91) {
+      depth++
+      if (depth === 2) inArray = false
+    } else if (c === 93) {
+      depth--
+      if (depth === 0) return tokens
+    } else if (depth === 1 && c === 110) {
+      return null
+    } else if (depth === 2 && c !== 44 && c !== 32 && !inArray) {
+      inArray = true
+      tokens++
+    } else if (depth === 2 && c === 44) {
+      inArray = false
+    }
+  }
+  return null
+}
+
+/** The completion tokens of a parsed line's `response_token_ids`: `null` without them, or when a turn has none. */
+const tokensOf = (ids: unknown): number | null => {
+  if (!Array.isArray(ids) || ids.length === 0) return null
+  let tokens = 0
+  for (const turn of ids) {
+    if (!Array.isArray(turn)) return null
+    tokens += turn.length
+  }
+  return tokens
+}
+
+/**
+ * The line without its conversation (`messages` is `null`, `__completion_chars` the characters of
+ * the model's replies in it) and, when the cut is safe, without the token fields (replaced by
+ * `__token_ids`: whether they held token ids, and `__completion_tokens`); `undefined` when the line
  * is not in effect-gym's key order (then parse it whole).
  */
 export const skim = (s: string): Record<string, unknown> | undefined => {
@@ -52,17 +143,37 @@ export const skim = (s: string): Record<string, unknown> | undefined => {
   const t = k < 0 ? -1 : tailText.lastIndexOf(",\"timings\":")
   if (t > k) {
     const ids = HAS_IDS.test(tailText.slice(k, t))
-    tail = parseOrUndefined("{" + tailText.slice(0, k) + `,"__token_ids":${ids}` + tailText.slice(t))
+    const at = tailText.indexOf(TOKEN_KEYS[0], k)
+    const tokens = at < 0 || at >= t ? null : countTokens(tailText, at + TOKEN_KEYS[0].length)
+    tail = parseOrUndefined(
+      "{" + tailText.slice(0, k) + `,"__token_ids":${ids},"__completion_tokens":${tokens}` + tailText.slice(t)
+    )
   }
   if (!isObject(tail)) tail = parseOrUndefined("{" + tailText)
   if (!isObject(tail)) return undefined
   // Assigned, not spread: a new object per line costs more than parsing a small tail.
   for (const key in head) if (!(key in tail)) tail[key] = head[key]
   tail.messages = null
+  const chars = assistantChars(s, m, r)
+  if (chars === undefined) {
+    const messages = parseOrUndefined(s.slice(m + 12, r + 1))
+    tail.__completion_chars = Array.isArray(messages) ? charsOf(messages) : 0
+  } else {
+    tail.__completion_chars = chars
+  }
   return tail
 }
 
 const num = (u: unknown): number => (typeof u === "number" && Number.isFinite(u) ? u : 0)
+
+/** The characters of the assistant messages' text in a parsed conversation. */
+const charsOf = (messages: ReadonlyArray<unknown>): number => {
+  let chars = 0
+  for (const m of messages) {
+    if (isRecord(m) && m.role === "assistant" && typeof m.content === "string") chars += m.content.length
+  }
+  return chars
+}
 
 const MESSAGE_CHARS = 300
 
@@ -117,15 +228,33 @@ export const summarizeValue = (value: unknown, file: string, line: number): Summ
   if (!("messages" in value)) return field("messages", "missing")
   let modelMs = 0
   let envMs = 0
+  // (logs written before wait_ms have none: no waiting measured)
+  let waitMs = isRecord(timings) ? num(timings.reset_wait_ms) : 0
   if (isRecord(timings) && Array.isArray(timings.turns)) {
     for (const turn of timings.turns) {
       if (isRecord(turn)) {
         modelMs += num(turn.model_ms)
         envMs += num(turn.env_ms)
+        waitMs += num(turn.wait_ms)
       }
     }
   }
+  const stepInfos = Array.isArray(rollout_infos.step_infos) ? rollout_infos.step_infos : []
+  const lastInfo: unknown = stepInfos[stepInfos.length - 1]
+  const success = isRecord(lastInfo) ? lastInfo.is_success : undefined
+  const finishReasons = Array.isArray(value.finish_reasons) ? value.finish_reasons : []
   const failed = isRecord(error)
+  let rewards: Record<string, number> | null = null
+  if (!failed && isRecord(value.rewards)) {
+    rewards = value.rewards as Record<string, number>
+    // (copied only when a value is not a finite number, which a log written by effect-gym never has)
+    for (const column in rewards) {
+      if (num(rewards[column]) !== rewards[column]) {
+        rewards = Object.fromEntries(Object.entries(value.rewards).map(([c, x]) => [c, num(x)]))
+        break
+      }
+    }
+  }
   const message = failed && typeof error.message === "string" ? error.message : null
   return {
     line,
@@ -141,10 +270,26 @@ export const summarizeValue = (value: unknown, file: string, line: number): Summ
     totalMs: isRecord(timings) ? num(timings.total_ms) : 0,
     modelMs,
     envMs,
+    waitMs,
     errorTag: failed ? (error._tag as string) : null,
     errorMessage: message === null ? null : message.length > MESSAGE_CHARS ? message.slice(0, MESSAGE_CHARS) + "…" : message,
     tokens: value.__token_ids === true || Array.isArray(value.response_token_ids) || Array.isArray(value.token_ids),
-    config: JSON.stringify(value.env_config ?? null)
+    config: JSON.stringify(value.env_config ?? null),
+    solved: typeof success === "boolean" ? success && !failed : null,
+    rewards,
+    truncated: end_reason === "max_turns"
+      ? "max_turns"
+      : end_reason === "done" && finishReasons[finishReasons.length - 1] === "length"
+      ? "length"
+      : null,
+    completionTokens: "__completion_tokens" in value
+      ? (typeof value.__completion_tokens === "number" ? value.__completion_tokens : null)
+      : tokensOf(value.response_token_ids),
+    completionChars: typeof value.__completion_chars === "number"
+      ? value.__completion_chars
+      : Array.isArray(value.messages)
+      ? charsOf(value.messages)
+      : 0
   }
 }
 

@@ -42,13 +42,26 @@ export interface Summary {
   readonly turns: number
   readonly totalMs: number
   readonly modelMs: number
+  /** The time inside the env (`env_ms`), without waiting. */
   readonly envMs: number
+  /** Time spent waiting to be scheduled (`wait_ms`, `reset_wait_ms`; 0 in logs written before them). */
+  readonly waitMs: number
   readonly errorTag: string | null
   readonly errorMessage: string | null
   /** The line has token fields (`response_token_ids`). */
   readonly tokens: boolean
   /** `env_config` as JSON text, to tell whether two logs ran the same row. */
   readonly config: string
+  /** The env's `is_success` on the last step (a failed trajectory is not solved); `null`: the env did not say. */
+  readonly solved: boolean | null
+  /** The reward columns (`rewards`); `null` for a failed trajectory. */
+  readonly rewards: Readonly<Record<string, number>> | null
+  /** Cut off rather than finished: by `max_turns`, or its last reply ran out of tokens (`length`). */
+  readonly truncated: "max_turns" | "length" | null
+  /** Tokens of the model's replies, when every turn has token ids. */
+  readonly completionTokens: number | null
+  /** Characters of the model's replies. */
+  readonly completionChars: number
 }
 
 /**
@@ -329,6 +342,17 @@ export interface Overview {
   readonly groups: number
   readonly successes: number
   readonly successRate: number
+  /** Trajectories the env said were solved (`is_success`), over all; `null` when no env said either way. */
+  readonly solved: number | null
+  readonly solvedRate: number | null
+  /** Trajectories whose env said whether they were solved. */
+  readonly solvedReported: number
+  /** The mean of each reward column over the trajectories that did not fail, in the log's column order. */
+  readonly meanRewards: ReadonlyArray<{ readonly column: string; readonly mean: number }>
+  /** Trajectories cut off rather than finished (`max_turns`, or a last reply out of tokens). */
+  readonly truncated: { readonly maxTurns: number; readonly length: number; readonly rate: number }
+  /** Per trajectory: tokens of the model's replies (over those whose every turn has ids; `null`: none) and characters. */
+  readonly completion: { readonly meanTokens: number | null; readonly meanChars: number | null }
   /** Trajectories that did not fail: the means are over these, as in the run's summary. */
   readonly scored: number
   readonly meanReward: number | null
@@ -343,6 +367,8 @@ export interface Overview {
     readonly totalMs: number
     readonly modelMs: number
     readonly envMs: number
+    /** Waiting to be scheduled (not in `envMs`). */
+    readonly waitMs: number
     readonly meanTotalMs: number | null
   }
   readonly tokens: number
@@ -433,6 +459,15 @@ export const overview = (summaries: ReadonlyArray<Summary>): Overview => {
   const pairs = new Map<string, [number, number, number]>()
   const byTurns = new Map<number, Acc>()
   let successes = 0
+  let solved = 0
+  let solvedReported = 0
+  const rewardSums = new Map<string, number>()
+  let truncatedByMaxTurns = 0
+  let truncatedByLength = 0
+  let completionTokens = 0
+  let tokenTrajectories = 0
+  let completionChars = 0
+  let waitMs = 0
   let scored = 0
   let rewardSum = 0
   let envRewardSum = 0
@@ -453,7 +488,17 @@ export const overview = (summaries: ReadonlyArray<Summary>): Overview => {
     totalMs += s.totalMs
     modelMs += s.modelMs
     envMs += s.envMs
+    waitMs += s.waitMs
     if (s.tokens) tokens++
+    if (s.solved !== null) solvedReported++
+    if (s.solved === true) solved++
+    if (s.truncated === "max_turns") truncatedByMaxTurns++
+    else if (s.truncated === "length") truncatedByLength++
+    if (s.completionTokens !== null) {
+      tokenTrajectories++
+      completionTokens += s.completionTokens
+    }
+    completionChars += s.completionChars
     const envName = s.env ?? "(none)"
     let env = envs.get(envName)
     if (env === undefined) envs.set(envName, env = { ...acc(), count: 0 })
@@ -470,6 +515,9 @@ export const overview = (summaries: ReadonlyArray<Summary>): Overview => {
     }
     scored++
     if (isSuccess(s)) successes++
+    if (s.rewards !== null) {
+      for (const column in s.rewards) rewardSums.set(column, (rewardSums.get(column) ?? 0) + s.rewards[column])
+    }
     envRewardSum += s.envReward
     const reward = s.reward ?? 0
     rewardSum += reward
@@ -532,6 +580,19 @@ export const overview = (summaries: ReadonlyArray<Summary>): Overview => {
     groups: rows.size,
     successes,
     successRate: summaries.length === 0 ? 0 : successes / summaries.length,
+    solved: solvedReported === 0 ? null : solved,
+    solvedRate: solvedReported === 0 ? null : solved / summaries.length,
+    solvedReported,
+    meanRewards: [...rewardSums.entries()].map(([column, sum]) => ({ column, mean: sum / scored })),
+    truncated: {
+      maxTurns: truncatedByMaxTurns,
+      length: truncatedByLength,
+      rate: summaries.length === 0 ? 0 : (truncatedByMaxTurns + truncatedByLength) / summaries.length
+    },
+    completion: {
+      meanTokens: tokenTrajectories === 0 ? null : completionTokens / tokenTrajectories,
+      meanChars: summaries.length === 0 ? null : completionChars / summaries.length
+    },
     scored,
     meanReward: scored === 0 ? null : rewardSum / scored,
     meanEnvReward: scored === 0 ? null : envRewardSum / scored,
@@ -545,7 +606,7 @@ export const overview = (summaries: ReadonlyArray<Summary>): Overview => {
     failuresByTag: [...tags.entries()]
       .map(([tag, t]) => ({ tag, count: t.count, examples: t.examples }))
       .sort((a, b) => b.count - a.count || a.tag.localeCompare(b.tag)),
-    time: { totalMs, modelMs, envMs, meanTotalMs: summaries.length === 0 ? null : totalMs / summaries.length },
+    time: { totalMs, modelMs, envMs, waitMs, meanTotalMs: summaries.length === 0 ? null : totalMs / summaries.length },
     tokens,
     rewardHistogram: histogram,
     rewardByRow: series(rewardByRow),

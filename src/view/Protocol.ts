@@ -71,7 +71,13 @@ export type PackedSummary = readonly [
   errorTag: string | null,
   errorMessage: string | null,
   tokens: 0 | 1,
-  config: string
+  config: string,
+  waitMs: number,
+  solved: 0 | 1 | null,
+  rewards: Readonly<Record<string, number>> | null,
+  truncated: "max_turns" | "length" | null,
+  completionTokens: number | null,
+  completionChars: number
 ]
 
 /**
@@ -95,7 +101,13 @@ export const pack = (s: Summary): PackedSummary => [
   s.errorTag,
   s.errorMessage,
   s.tokens ? 1 : 0,
-  s.config
+  s.config,
+  s.waitMs,
+  s.solved === null ? null : s.solved ? 1 : 0,
+  s.rewards,
+  s.truncated,
+  s.completionTokens,
+  s.completionChars
 ]
 
 /**
@@ -119,7 +131,13 @@ export const unpack = (p: PackedSummary): Summary => ({
   errorTag: p[13],
   errorMessage: p[14],
   tokens: p[15] === 1,
-  config: p[16]
+  config: p[16],
+  waitMs: p[17],
+  solved: p[18] === null ? null : p[18] === 1,
+  rewards: p[19],
+  truncated: p[20],
+  completionTokens: p[21],
+  completionChars: p[22]
 })
 
 /**

@@ -247,8 +247,21 @@ export const parseSudoku = (text: string): Array<Array<number>> | undefined => {
 }
 
 /**
+ * Whether a turn's move was accepted, for step infos that do not say (`accepted`; logs of the OpenEnv
+ * flow written before it): the next observation's board shows the digit, or the move is among
+ * `rollout_infos.successful_moves` (the last turn has no next observation).
+ */
+const acceptedFrom = (line: CompletionLine, next: string | undefined, move: readonly [number, number, number]): boolean => {
+  const board = next === undefined ? undefined : parseSudoku(next)
+  if (board !== undefined) return board[move[0] - 1][move[1] - 1] === move[2]
+  const moves = isRecord(line.rollout_infos) ? line.rollout_infos.successful_moves : undefined
+  return Array.isArray(moves) && moves.includes(`[${move.join(" ")}]`)
+}
+
+/**
  * The Sudoku board: the puzzle from the reset's observation, each turn's move (read from the step's
- * `action` as the game reads it) marked valid (accepted) or invalid, accepted digits kept.
+ * `action` as the game reads it, or its `move` as the OpenEnv flow's `sudoku_scheduler` logs it)
+ * marked valid (accepted) or invalid, accepted digits kept.
  *
  * @since 0.1.0
  * @category renderers
@@ -285,9 +298,11 @@ export const sudokuBoard = (line: CompletionLine): Output => {
   draw(0, `reset: ${puzzle.flat().filter((d) => d === 0).length} empty cells`, undefined, [])
   for (let turn = 1; turn <= infos.length; turn++) {
     const info = infos[turn - 1]
-    const action = typeof info.action === "string" ? info.action : ""
-    const ok = info.accepted === true
+    const action = typeof info.action === "string" ? info.action : typeof info.move === "string" ? info.move : ""
     const move = Sudoku.parseMove(action)
+    const ok = typeof info.accepted === "boolean"
+      ? info.accepted
+      : move !== undefined && move.every((x) => x >= 1 && x <= 9) && acceptedFrom(line, obs[turn], move)
     const notes: Array<Note> = []
     const reason = typeof info.invalid_reason === "string" ? info.invalid_reason : undefined
     let marked: readonly [number, number, number, boolean] | undefined
@@ -322,6 +337,24 @@ export const builtins: Registry = new Map([
   ["frozen_lake", make({ name: "frozen_lake", description: "the board and the path walked", render: frozenLakeBoard })],
   ["sudoku", make({ name: "sudoku", description: "the board, each move valid or invalid", render: sudokuBoard })]
 ])
+
+/**
+ * The renderer of a line: the one registered under its env's name; else the built-in whose board is
+ * in the first observation (a Sudoku grid, then a FrozenLake one), for envs that do not name
+ * their game: an OpenEnv server's is logged as `openenv`, whatever it plays.
+ *
+ * @since 0.4.0
+ * @category registry
+ */
+export const pick = (registry: Registry, line: CompletionLine): Renderer | undefined => {
+  const named = typeof line.env === "string" ? registry.get(line.env) : undefined
+  if (named !== undefined) return named
+  const first = observations(line)[0]
+  if (first === undefined) return undefined
+  if (parseSudoku(first) !== undefined) return registry.get("sudoku")
+  if (parseLake(first) !== undefined) return registry.get("frozen_lake")
+  return undefined
+}
 
 /**
  * The built-ins plus the renderers of each plugin, in order (a later one replaces an earlier one of

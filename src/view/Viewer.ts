@@ -150,7 +150,7 @@ export const make = (options: Options): Effect.Effect<Viewer, LogIndex.LogError,
         }
         const record = value as Record<string, unknown>
         const problems = schemaProblems(record)
-        const renderer = typeof record.env === "string" ? renderers.get(record.env) : undefined
+        const renderer = Renderer.pick(renderers, record as unknown as CompletionLine)
         return {
           log: log.index,
           summary,

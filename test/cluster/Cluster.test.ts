@@ -556,10 +556,10 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
       stopped = true
     }
     expect(coordinator.err).toMatch(/bad row: .*poison\.jsonl:3: its group was started 3 times and never finished/)
-    const summary = JSON.parse(coordinator.out) as { badRows: number; groups: number; failuresByError: Record<string, number> }
-    expect(summary.badRows, coordinator.err).toBe(1)
+    const summary = JSON.parse(coordinator.out) as { bad_rows: number; groups: number; failures_by_error: Record<string, number> }
+    expect(summary.bad_rows, coordinator.err).toBe(1)
     expect(summary.groups).toBe(configs.length - 1)
-    expect(summary.failuresByError).toEqual({ Timeout: 2 })
+    expect(summary.failures_by_error).toEqual({ Timeout: 2 })
     const reference = linesOf(path.join(dir, "poison-local-out.jsonl"))
     expectSameAs(output, new Map([...reference].filter(([key]) => !key.startsWith("2/"))), configs.length - 1)
     expect(started.length).toBe(4)

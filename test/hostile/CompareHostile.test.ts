@@ -19,6 +19,12 @@ const summary = (over: Partial<Summary> & { line: number; row: number }): Summar
   errorMessage: null,
   tokens: false,
   config: "{}",
+  waitMs: 0,
+  solved: null,
+  rewards: null,
+  truncated: null,
+  completionTokens: null,
+  completionChars: 0,
   ...over
 })
 

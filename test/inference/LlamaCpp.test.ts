@@ -329,9 +329,9 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       )
       expect(stderr).toBe("")
       expect(code).toBe(0)
-      expect(JSON.parse(stdout).titoCheck).toMatchObject({ checked: 2, unavailable: 0 })
+      expect(JSON.parse(stdout).tito_check).toMatchObject({ checked: 2, unavailable: 0 })
       // the tool parser: the one the GGUF's own template writes calls for
-      expect(JSON.parse(stdout).toolParser).toEqual({ name: "hermes", chosenBy: "the chat template (it writes <tool_call>)" })
+      expect(JSON.parse(stdout).tool_parser).toEqual({ name: "hermes", chosen_by: "the chat template (it writes <tool_call>)" })
       const specs = Calculator.tools({}, new Set()).specs
       for (const line of readLines(output)) {
         const first = line.messages.slice(0, 2)
@@ -405,9 +405,9 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
       expect(stderr).toBe("")
       expect(code).toBe(0)
       const summary = JSON.parse(stdout)
-      console.log(`colocate on Qwen3's vocabulary: --tito-check ${JSON.stringify(summary.titoCheck)}`)
-      expect(summary.titoCheck).toMatchObject({ checked: 4, unavailable: 0 })
-      expect(summary.titoCheck.drifted).toBeGreaterThan(0)
+      console.log(`colocate on Qwen3's vocabulary: --tito-check ${JSON.stringify(summary.tito_check)}`)
+      expect(summary.tito_check).toMatchObject({ checked: 4, unavailable: 0 })
+      expect(summary.tito_check.drifted).toBeGreaterThan(0)
       const hf = Qwen3.tokenizer
       for (const line of readLines(output)) {
         const n = line.rollout_infos.num_turns

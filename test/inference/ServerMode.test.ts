@@ -67,7 +67,7 @@ describe("effect-gym run --mode server (in-process CLI against the loopback serv
       )
       expect(code).toBe(1)
       const summary = JSON.parse(stdout)
-      expect(summary).toMatchObject({ trajectories: 8, failures: 1, failuresByError: { InferenceError: 1 } })
+      expect(summary).toMatchObject({ trajectories: 8, failures: 1, failures_by_error: { InferenceError: 1 } })
       const failed = readLines(output).filter((l) => l.error !== null)
       expect(failed.length).toBe(1)
       expect(failed[0].error).toMatchObject({ _tag: "InferenceError", reason: "InvalidRequest", status: 400 })

@@ -113,10 +113,10 @@ describe("server mode token path on Qwen3's vocabulary", () => {
       expect(driftFree).toBe(turns - lines.length) // zero drift: every later prompt continues the previous one
       // a trainer re-tokenizing the conversations would get other tokens: non-zero drift
       console.log(`token path: ${turns - lines.length} later prompts, all continuing the previous tokens; --tito-check: ` +
-        `${summary.titoCheck.drifted} of ${summary.titoCheck.checked} trajectories would drift if re-tokenized`)
-      expect(summary.titoCheck.checked).toBe(12)
-      expect(summary.titoCheck.drifted).toBeGreaterThan(0)
-      expect(summary.titoCheck.first.turn).toBeGreaterThanOrEqual(1)
+        `${summary.tito_check.drifted} of ${summary.tito_check.checked} trajectories would drift if re-tokenized`)
+      expect(summary.tito_check.checked).toBe(12)
+      expect(summary.tito_check.drifted).toBeGreaterThan(0)
+      expect(summary.tito_check.first.turn).toBeGreaterThanOrEqual(1)
     }))
 
   live("the chat path on the same server: the server re-tokenizes the conversation, and the prompts drift", () =>

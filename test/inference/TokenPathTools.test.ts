@@ -132,15 +132,15 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
           line.loss_mask!.forEach((m, i) => expect(line.logprobs![i] === null).toBe(m === 0))
         }
         // the tool parser: from the local template, or from the server's rendering of a call
-        expect(summary.toolParser).toEqual({
+        expect(summary.tool_parser).toEqual({
           name: "hermes",
-          chosenBy: renderer === "local"
+          chosen_by: renderer === "local"
             ? "the chat template (it writes <tool_call>)"
             : "the server's chat template (its /tokenize rendering of a call) (it writes <tool_call>)"
         })
         // --tito-check re-renders the final conversations with their tools: the fake model's character-by-character
         // tokens differ from re-encoding, and the compact JSON it writes differs from the template's
-        expect(summary.titoCheck).toMatchObject({ checked: 4, unavailable: 0, drifted: 4 })
+        expect(summary.tito_check).toMatchObject({ checked: 4, unavailable: 0, drifted: 4 })
       }))
   }
 
@@ -155,9 +155,9 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
       const { code, stdout } = yield* cli(...runArgs(dir, output, server.baseUrl).map((a) => (a === "8" ? "2" : a)))
       expect(code).toBe(0)
       const summary = JSON.parse(stdout)
-      expect(summary.toolParser).toEqual({
+      expect(summary.tool_parser).toEqual({
         name: "llama3_json",
-        chosenBy: "the server's chat template (its /tokenize rendering of a call) (Llama 3.x: <|python_tag|>, Environment: ipython)"
+        chosen_by: "the server's chat template (its /tokenize rendering of a call) (Llama 3.x: <|python_tag|>, Environment: ipython)"
       })
       // the calls were read (by llama3_json) and answered; each prompt is Llama 3.1's, tools in the first user turn
       expect(summary.tools).toMatchObject({ calls: 8, malformed: 0 })
@@ -186,9 +186,9 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
       // Every call, result and prompt re-renders to the sequence's tokens; the first difference is Qwen3's empty
       // think block, which its template writes into the last reply when it re-renders it.
       const lines = readLines(output)
-      const drifted = lines.find((l) => l.id === summary.titoCheck.first.id)!
-      expect(summary.titoCheck.first.turn).toBe(drifted.rollout_infos.num_turns)
-      expect(Qwen3.text(summary.titoCheck.first.retokenized)).toContain("<think>")
+      const drifted = lines.find((l) => l.id === summary.tito_check.first.id)!
+      expect(summary.tito_check.first.turn).toBe(drifted.rollout_infos.num_turns)
+      expect(Qwen3.text(summary.tito_check.first.retokenized)).toContain("<think>")
       for (const line of lines) {
         const all = [...line.prompt_token_ids!, ...line.token_ids!]
         const lastReply = line.loss_mask!.lastIndexOf(0) + 1 + line.prompt_token_ids!.length

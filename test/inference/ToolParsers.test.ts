@@ -225,13 +225,13 @@ describe("the tool parser chosen from the chat template", () => {
       const chosen = yield* cli(...args("chosen.jsonl"))
       expect(chosen.code).toBe(0)
       const summary = JSON.parse(chosen.stdout)
-      expect(summary.toolParser).toEqual({
+      expect(summary.tool_parser).toEqual({
         name: "llama3_json",
-        chosenBy: "the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)"
+        chosen_by: "the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)"
       })
       expect(summary.tools).toEqual({ calls: 2, errors: 0, malformed: 0 })
       const record = JSON.parse(fs.readFileSync(path.join(dir, "chosen.jsonl.run.json"), "utf8"))
-      expect(record.tool_parser).toEqual({ name: "llama3_json", chosen_by: summary.toolParser.chosenBy })
+      expect(record.tool_parser).toEqual({ name: "llama3_json", chosen_by: summary.tool_parser.chosen_by })
       const text = yield* cli(...args("text.jsonl").filter((a) => a !== "--json"))
       expect(text.stdout).toContain("tool parser    llama3_json, from the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)")
       // the option wins: hermes finds no call in Llama's JSON
@@ -252,7 +252,7 @@ describe("the tool parser chosen from the chat template", () => {
         "--output", path.join(dir, "out.jsonl"), "--json"
       )
       expect(run.code).toBe(0)
-      expect(JSON.parse(run.stdout).toolParser).toBeUndefined()
+      expect(JSON.parse(run.stdout).tool_parser).toBeUndefined()
       expect(JSON.parse(fs.readFileSync(path.join(dir, "out.jsonl.run.json"), "utf8")).tool_parser)
         .toEqual({ name: "hermes", chosen_by: "the default (no chat template known here)" })
     }))

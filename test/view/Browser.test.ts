@@ -85,10 +85,34 @@ describe.runIf(chromium)("the viewer in Chromium", () => {
   it("the overview of a run: its summary's figures, end reasons, failures by tag with links, charts", async () => {
     const server = await serve(logs.mixed.file, "--plugin", Logs.viewPlugin)
     await open(server.url, "overview")
-    const summary = logs.mixed.summary as { trajectories: number; groups: number; failures: number; successRate: number }
+    const summary = logs.mixed.summary as {
+      trajectories: number
+      groups: number
+      failures: number
+      success_rate: number
+      solved: number
+      solved_rate: number
+      truncation_rate: number
+      truncated_by_max_turns: number
+      truncated_by_length: number
+      mean_completion_chars: number
+      mean_rewards: Record<string, number>
+    }
     expect(await text("[data-testid=stat-trajectories] .stat-value")).toBe(String(summary.trajectories))
     expect(await text("[data-testid=stat-trajectories] .stat-sub")).toBe(`${summary.groups} groups`)
-    expect(await text("[data-testid=stat-success] .stat-value")).toBe(`${(summary.successRate * 100).toFixed(1)}%`)
+    expect(await text("[data-testid=stat-success] .stat-value")).toBe(`${(summary.success_rate * 100).toFixed(1)}%`)
+    // issue 29: solved apart from a positive reward, truncation, completion length, each reward column's mean
+    expect(await text("[data-testid=stat-solved] .stat-value")).toBe(`${(summary.solved_rate * 100).toFixed(1)}%`)
+    expect(await text("[data-testid=stat-solved] .stat-sub")).toBe(`${summary.solved} of ${summary.trajectories}: the env's is_success`)
+    expect(await text("[data-testid=stat-truncated] .stat-value")).toBe(`${(summary.truncation_rate * 100).toFixed(1)}%`)
+    expect(await text("[data-testid=stat-truncated] .stat-sub")).toBe(
+      `max_turns ${summary.truncated_by_max_turns} · length ${summary.truncated_by_length}`
+    )
+    // (as the page writes numbers: whole ones without decimals)
+    const n = (x: number, digits: number) => (Number.isInteger(x) ? x.toLocaleString("en-US") : x.toFixed(digits))
+    expect(await text("[data-testid=stat-completion] .stat-value")).toBe(`${n(summary.mean_completion_chars, 1)} chars`)
+    const columns = await page.locator("[data-testid=reward-columns] tbody tr").allTextContents()
+    expect(columns).toEqual(Object.entries(summary.mean_rewards).map(([column, mean]) => `${column}${n(mean, 4)}`))
     expect(await text("[data-testid=stat-failures] .stat-value")).toBe(String(summary.failures))
     expect(await text("[data-testid=stat-time] .stat-value")).toMatch(/^\d+\.\d% model$/)
     // failures grouped by error tag, with an example message and links to each example

@@ -52,8 +52,48 @@ describe("a log line's summary", () => {
       errorTag: null,
       errorMessage: null,
       tokens: false,
-      config: "{\"seed\":3}"
+      config: "{\"seed\":3}",
+      waitMs: 0,
+      solved: null,
+      rewards: { gym_reward: 1 },
+      truncated: null,
+      completionTokens: null,
+      completionChars: "<action>up</action>".length
     })
+  })
+
+  it("solved, wait, reward columns, truncation and completion length: what the run's summary counts (issue 29)", () => {
+    const s = summary(JSON.stringify(line({
+      messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "a\n\"é✓\u0001" }, { role: "user", content: "x" }, {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{\"role\":\"assistant\"}" } }]
+      }],
+      rewards: { format: 0.5, gym_reward: 1 },
+      rollout_infos: { total_reward: 1, step_rewards: [0, 1], num_turns: 2, reset_info: null, step_infos: [{ is_success: false }, { is_success: true }] },
+      finish_reasons: ["stop", "length"],
+      response_token_ids: [[1, 2, 3], [40, 5]],
+      timings: { total_ms: 9, reset_ms: 1, reset_wait_ms: 2, turns: [{ model_ms: 1, env_ms: 1, wait_ms: 3 }, { model_ms: 1, env_ms: 0 }] }
+    })))
+    expect(s).toMatchObject({
+      waitMs: 5,
+      envMs: 1,
+      solved: true,
+      rewards: { format: 0.5, gym_reward: 1 },
+      truncated: "length",
+      completionTokens: 5,
+      completionChars: "a\n\"é✓\u0001".length
+    })
+    // a log written before wait_ms, a turn without ids, a failed trajectory (not solved, no columns)
+    const old = summary(JSON.stringify(line({ response_token_ids: [[1], null], end_reason: "max_turns" })))
+    expect([old.waitMs, old.completionTokens, old.truncated]).toEqual([0, null, "max_turns"])
+    const failed = summary(JSON.stringify(line({
+      reward: null,
+      end_reason: "error",
+      error: { _tag: "EnvError", message: "x" },
+      rollout_infos: { total_reward: null, step_rewards: null, num_turns: 1, reset_info: null, step_infos: [{ is_success: true }] }
+    })))
+    expect([failed.solved, failed.rewards]).toEqual([false, null])
   })
 
   it("a failed trajectory has no reward; its error's tag and message are kept", () => {
@@ -126,10 +166,10 @@ describe("a log line's summary", () => {
   const nested = Arbitrary.array(Arbitrary.all([key, value]), { maxLength: 4 }).pipe(
     Arbitrary.map((entries) => Object.fromEntries(entries))
   )
-  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, Schema.Literals([0, 1, 2, 3])], ([content, config, info, withTokens]) => {
+  it.prop("the fast path gives the summary of a whole parse", [text, nested, nested, Schema.Literals([0, 1, 2, 3, 4])], ([content, config, info, withTokens]) => {
     const value = line({
       env_config: config,
-      messages: [{ role: "user", content }, { role: "assistant", content: content + "!" }],
+      messages: [{ role: "user", content }, { role: "assistant", content: content + "!" }, { role: "assistant", content, tool_calls: [] }],
       rollout_infos: { gym_done: false, total_reward: 0.5, step_rewards: [0.5], num_turns: 1, reset_info: info, step_infos: [info] },
       error: { _tag: "EnvError", message: content, ...info },
       ...(withTokens === 1
@@ -138,6 +178,8 @@ describe("a log line's summary", () => {
         ? { prompt_token_ids: [5], token_ids: [1, 9, 2], loss_mask: [1, 0, 1], logprobs: [-1, null, -2] }
         : withTokens === 3
         ? { token_ids: null, token_ids_unavailable: "the backend gave no prompt ids" }
+        : withTokens === 4
+        ? { response_token_ids: [[1, 2], null, [-3, 40, 5]], rollout_logprobs: [[-1, -2], null, [-1, -2, -3]] }
         : {})
     })
     const text = JSON.stringify(value)
@@ -148,7 +190,9 @@ describe("a log line's summary", () => {
     const s = fast as Summary
     expect(s.errorMessage).toBe(content.length > 300 ? content.slice(0, 300) + "…" : content)
     expect(s.config).toBe(JSON.stringify(config))
-    expect(s.tokens).toBe(withTokens === 1 || withTokens === 2)
+    expect(s.tokens).toBe(withTokens === 1 || withTokens === 2 || withTokens === 4)
     expect(s.envReward).toBe(0.5)
+    expect(s.completionChars).toBe(content.length * 2 + 1)
+    expect(s.completionTokens).toBe(withTokens === 1 ? 2 : null)
   })
 })

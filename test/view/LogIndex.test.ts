@@ -34,12 +34,22 @@ describe("the log index", () => {
           groups: summary.groups,
           successes: summary.successes,
           failures: summary.failures,
-          endReasons: summary.endReasons,
-          failuresByError: summary.failuresByError
+          endReasons: summary.end_reasons,
+          failuresByError: summary.failures_by_error
         })
-        expect(o.meanReward ?? 0).toBeCloseTo(summary.meanReward as number, 10)
-        expect(o.meanEnvReward ?? 0).toBeCloseTo(summary.meanEnvReward as number, 10)
-        expect(o.meanTurns ?? 0).toBeCloseTo(summary.meanTurns as number, 10)
+        expect(o.meanReward ?? 0).toBeCloseTo(summary.mean_reward as number, 10)
+        expect(o.meanEnvReward ?? 0).toBeCloseTo(summary.mean_env_reward as number, 10)
+        expect(o.meanTurns ?? 0).toBeCloseTo(summary.mean_turns as number, 10)
+        // the figures added for issue 29: solved, each reward column's mean, truncation, completion length
+        expect([o.solved, o.solvedReported]).toEqual([summary.solved, summary.solved_reported])
+        expect(o.solvedRate).toBeCloseTo(summary.solved_rate as number, 10)
+        const columns = summary.mean_rewards as Record<string, number>
+        expect(o.meanRewards.map((c) => c.column)).toEqual(Object.keys(columns))
+        for (const c of o.meanRewards) expect(c.mean).toBeCloseTo(columns[c.column], 10)
+        expect([o.truncated.maxTurns, o.truncated.length]).toEqual([summary.truncated_by_max_turns, summary.truncated_by_length])
+        expect(o.truncated.rate).toBeCloseTo(summary.truncation_rate as number, 10)
+        expect(o.completion.meanChars ?? 0).toBeCloseTo(summary.mean_completion_chars as number, 10)
+        expect(o.completion.meanTokens).toBe(summary.mean_completion_tokens)
         // every line is read back exactly from its offset
         const lines = fs.readFileSync(file, "utf8").split("\n")
         for (const s of log.summaries) expect(yield* log.readLine(s.line)).toBe(lines[s.line - 1])

@@ -21,6 +21,12 @@ const summary = (over: Partial<Model.Summary>): Model.Summary => ({
   errorMessage: null,
   tokens: false,
   config: "{\"seed\":0}",
+  waitMs: 0,
+  solved: null,
+  rewards: null,
+  truncated: null,
+  completionTokens: null,
+  completionChars: 0,
   ...over
 })
 

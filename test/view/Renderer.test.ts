@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { CompletionLine } from "../../src/CompletionsLog.js"
@@ -10,6 +10,13 @@ import { cli } from "../cli.js"
 import type { Rendered } from "../../src/view/Detail.js"
 import * as Renderer from "../../src/view/Renderer.js"
 import * as Logs from "./logs.js"
+import sudokuPlugin from "../../examples/sudoku_scheduler.js"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
+import * as Sudoku from "../../src/envs/Sudoku.js"
+import * as Inference from "../../src/Inference.js"
+import * as Rollout from "../../src/Rollout.js"
+import { records, rows, runConfig } from "../helpers.js"
+import { serve } from "../openenv/helpers.js"
 
 const read = (file: string): Array<CompletionLine> => fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l))
 
@@ -89,6 +96,45 @@ describe("env renderers", () => {
       }
       expect(valid).toBeGreaterThan(0)
       expect(invalid).toBeGreaterThan(0)
+    }))
+
+  it.live("the OpenEnv flow's Sudoku (logged as env openenv): its boards are drawn, each move as the env judged it (issue 29)", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 8 })
+      const scheduler = sudokuPlugin.schedulers!.find((s) => s.name === "sudoku_scheduler")!
+      const solver = sudokuPlugin.policies!.find((p) => p.name === "sudoku-solver")!
+      const config = yield* runConfig({ scheduler, numGenerations: 4, maxTurns: 30, concurrency: 4 })
+      const policy = Layer.effect(Inference.Inference, Effect.orDie(solver.make({ epsilon: 0.2 })))
+      const all = records(yield* Effect.provide(Rollout.runAll(config, rows([{ env_config: { base_url: server.url } }, { env_config: { base_url: server.url } }])), policy))
+      let valid = 0
+      let invalid = 0
+      for (const record of all) {
+        const line = JSON.parse(CompletionsLog.encodeLine(record)) as CompletionLine
+        expect(line.env).toBe("openenv")
+        const renderer = Renderer.pick(Renderer.builtins, line)
+        expect(renderer?.name).toBe("sudoku")
+        const out = rendered(Renderer.run(renderer!, line))
+        const infos = line.rollout_infos.step_infos as ReadonlyArray<{ readonly move: string | null; readonly accepted?: boolean }>
+        expect(out.frames.length).toBe(infos.length + 1)
+        const marks = (frames: Rendered["frames"]) =>
+          frames.slice(1).map((f) => f.grid!.cells.flat().filter((c) => c.tone === "valid" || c.tone === "invalid").map((c) => c.tone))
+        const accepted = marks(out.frames).map((tones) => tones.includes("valid"))
+        expect(accepted).toEqual(infos.map((info) => info.accepted === true))
+        valid += accepted.filter(Boolean).length
+        invalid += accepted.filter((a) => !a).length
+        // a log written before `accepted`: the next board (or successful_moves, for the last move) says it
+        const old = {
+          ...line,
+          rollout_infos: { ...line.rollout_infos, step_infos: infos.map(({ accepted: _accepted, ...info }) => info) }
+        }
+        expect(marks(rendered(Renderer.run(renderer!, old)).frames)).toEqual(marks(out.frames))
+      }
+      expect(valid).toBeGreaterThan(0)
+      expect(invalid).toBeGreaterThan(0)
+      // a line whose env names its own renderer keeps it; one with no board has none
+      const first = JSON.parse(CompletionsLog.encodeLine(all[0])) as CompletionLine
+      expect(Renderer.pick(Renderer.builtins, { ...first, env: "frozen_lake" })?.name).toBe("frozen_lake")
+      expect(Renderer.pick(Renderer.builtins, { ...first, messages: [Message.user("hello")] })).toBeUndefined()
     }))
 
   it("a plugin renderer's output is checked: unknown tones dropped, texts capped, too many frames or a throw become an error", () => {

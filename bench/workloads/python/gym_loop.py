@@ -460,8 +460,8 @@ async def job(args: argparse.Namespace) -> Dict[str, Any]:
     seconds = time.perf_counter() - started
     trajectories = len(outputs)
     return {'trajectories': trajectories, 'turns': turns, 'successes': successes,
-            'meanTurns': turns / trajectories if trajectories else 0, 'seconds': seconds,
-            'turnsPerSecond': turns / seconds, 'trajectoriesPerSecond': trajectories / seconds}
+            'mean_turns': turns / trajectories if trajectories else 0, 'seconds': seconds,
+            'turns_per_second': turns / seconds, 'trajectories_per_second': trajectories / seconds}
 
 
 def check_against(ours: str, theirs: str) -> int:
@@ -514,7 +514,7 @@ def main() -> None:
     if args.check_against:
         summary['matched'] = check_against(args.output, args.check_against)
     if args.latency_ms > 0 and args.concurrency > 0:
-        summary['efficiency'] = summary['turnsPerSecond'] / (args.concurrency / (args.latency_ms / 1000))
+        summary['efficiency'] = summary['turns_per_second'] / (args.concurrency / (args.latency_ms / 1000))
     sys.stdout.write(json.dumps(summary) + '\n')
 
 

@@ -14,6 +14,7 @@ import { describe, stringify } from "../lift.js"
 import { nextTurn } from "../nextTurn.js"
 import { isReady } from "../ready.js"
 import { mixSeed } from "../seed.js"
+import { CurrentWaits, Waits } from "../waits.js"
 import { Accumulator } from "./observers.js"
 
 /**
@@ -105,6 +106,8 @@ export class Machine {
   startedAt = 0
   /** The fold of this trajectory's transitions. */
   readonly acc: Accumulator
+  /** Waiting noted by the env's adapters and pools, taken out of the env's time (see `internal/waits`). */
+  readonly waits: Waits
   /** The result, once the trajectory ended (kept while its scope closes). */
   result: TrajectoryResult | undefined = undefined
 
@@ -123,6 +126,7 @@ export class Machine {
     this.sampling = options.sampling ?? {}
     this.chatTemplateKwargs = options.chatTemplateKwargs
     this.acc = new Accumulator(request)
+    this.waits = new Waits(now)
   }
 
   stamp(started: number): number {
@@ -139,7 +143,7 @@ export class Machine {
    */
   startSession(): Effect.Effect<Session, TrajectoryError> {
     try {
-      return Scope.provide(this.scheduler.start(this.request), this.scope)
+      return Scope.provide(Effect.provideService(this.scheduler.start(this.request), CurrentWaits, this.waits), this.scope)
     } catch (defect) {
       return Effect.die(defect)
     }
@@ -179,10 +183,11 @@ export class Machine {
       this.messages = session.messages
       this.phase = Phase.Model
       this.turn = 1
-      const envMs = this.stamp(started)
-      acc.reset(session.info, envMs)
+      const waitMs = this.waited(this.stamp(started))
+      const envMs = this.phaseMs - waitMs
+      acc.reset(session.info, envMs, undefined, waitMs)
       acc.tools = session.tools
-      if (listener !== undefined) listener.reset(session.info, envMs, session.messages)
+      if (listener !== undefined) listener.reset(session.info, envMs, session.messages, waitMs)
       return this.resume(this.drained())
     }))
   }
@@ -293,9 +298,19 @@ export class Machine {
 
   /** Reports the env's answer to the turn (the Step transition). */
   private answered(turn: number, result: TurnResult, done: boolean, envStarted: number): void {
-    const envMs = this.stamp(envStarted)
-    this.acc.step(turn, result, done, envMs)
-    if (this.listener !== undefined) this.listener.step(turn, result, done, envMs)
+    const waitMs = this.waited(this.stamp(envStarted))
+    const envMs = this.phaseMs - waitMs
+    this.acc.step(turn, result, done, envMs, waitMs)
+    if (this.listener !== undefined) this.listener.step(turn, result, done, envMs, waitMs)
+  }
+
+  /** The last phase's milliseconds, set by {@link waited}. */
+  private phaseMs = 0
+
+  /** Of a phase that took `ms`, the waiting noted (see `internal/waits`); `phaseMs` is `ms`. */
+  private waited(ms: number): number {
+    this.phaseMs = ms
+    return Math.min(ms, this.waits.take())
   }
 
   private next(messages: ReadonlyArray<Message.Message>): void {

@@ -23,6 +23,7 @@ const EMPTY_INFO: Env.Info = Object.freeze({})
 export class Accumulator implements Observer {
   private resetInfo: Env.Info | undefined = undefined
   private resetMs = 0
+  private resetWaitMs = 0
   private total = 0
   private readonly stepRewards: Array<number> = []
   private readonly stepInfos: Array<Env.Info> = []
@@ -30,7 +31,7 @@ export class Accumulator implements Observer {
   /** Each turn's output only: a completion's prompt tokens are folded into `sequence`, not kept per turn. */
   private readonly outputs: Array<TurnOutput> = []
   private readonly sequence = new TokenSequence.Builder()
-  /** model and env milliseconds of each turn, flat: [model1, env1, model2, env2, ...] */
+  /** model, env and wait milliseconds of each turn, flat: [model1, env1, wait1, model2, ...] */
   private readonly times: Array<number> = []
   private last: End | undefined = undefined
   /** The tools the session offered (set once it started). */
@@ -41,13 +42,13 @@ export class Accumulator implements Observer {
   add(event: TurnEvent): void {
     switch (event._tag) {
       case "Reset":
-        this.reset(event.info, event.envMs)
+        this.reset(event.info, event.envMs, undefined, event.waitMs)
         break
       case "Completion":
         this.completion(event.turn, event.completion, event.modelMs)
         break
       case "Step":
-        this.fold(event.reward, event.info, event.rolloutInfos, event.envMs)
+        this.fold(event.reward, event.info, event.rolloutInfos, event.envMs, event.waitMs ?? 0)
         break
       case "End":
         this.last = event
@@ -55,9 +56,10 @@ export class Accumulator implements Observer {
     }
   }
 
-  reset(info: Env.Info, envMs: number): void {
+  reset(info: Env.Info, envMs: number, _messages?: ReadonlyArray<Message.Message>, waitMs = 0): void {
     this.resetInfo = info
     this.resetMs = envMs
+    this.resetWaitMs = waitMs
   }
 
   completion(_turn: number, completion: Completion, modelMs: number): void {
@@ -73,11 +75,11 @@ export class Accumulator implements Observer {
       completion.malformedToolCall === undefined ? output : { ...output, malformedToolCall: completion.malformedToolCall }
     )
     this.sequence.add(completion)
-    this.times.push(modelMs, 0)
+    this.times.push(modelMs, 0, 0)
   }
 
-  step(_turn: number, result: TurnResult, _done: boolean, envMs: number): void {
-    this.fold(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, envMs)
+  step(_turn: number, result: TurnResult, _done: boolean, envMs: number, waitMs = 0): void {
+    this.fold(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, envMs, waitMs)
   }
 
   end(end: End): void {
@@ -88,23 +90,29 @@ export class Accumulator implements Observer {
     reward: number,
     info: Env.Info,
     rolloutInfos: Readonly<Record<string, unknown>> | undefined,
-    envMs: number
+    envMs: number,
+    waitMs: number
   ): void {
     this.total += reward
     this.stepRewards.push(reward)
     this.stepInfos.push(info)
     if (rolloutInfos !== undefined) Object.assign(this.rolloutInfos, rolloutInfos)
-    if (this.times.length > 0) this.times[this.times.length - 1] = envMs
+    const n = this.times.length
+    if (n > 0) {
+      this.times[n - 2] = envMs
+      this.times[n - 1] = waitMs
+    }
   }
 
   result(): TrajectoryResult {
     const end = this.last
     if (end === undefined) throw new Error("Trajectory.Accumulator: result() before the End event")
-    let totalMs = this.resetMs
+    let totalMs = this.resetMs + this.resetWaitMs
     const timings: Array<TurnTiming> = []
-    for (let i = 0; i < this.times.length; i += 2) {
-      timings.push({ modelMs: this.times[i], envMs: this.times[i + 1] })
-      totalMs += this.times[i] + this.times[i + 1]
+    for (let i = 0; i < this.times.length; i += 3) {
+      const waitMs = this.times[i + 2]
+      timings.push(waitMs === 0 ? { modelMs: this.times[i], envMs: this.times[i + 1] } : { modelMs: this.times[i], envMs: this.times[i + 1], waitMs })
+      totalMs += this.times[i] + this.times[i + 1] + waitMs
     }
     return {
       id: this.request.id,
@@ -123,7 +131,9 @@ export class Accumulator implements Observer {
       turns: this.outputs,
       tokens: this.sequence.result(),
       ...(this.tools === undefined ? {} : { tools: this.tools }),
-      timings: { resetMs: this.resetMs, turns: timings, totalMs }
+      timings: this.resetWaitMs === 0
+        ? { resetMs: this.resetMs, turns: timings, totalMs }
+        : { resetMs: this.resetMs, resetWaitMs: this.resetWaitMs, turns: timings, totalMs }
     }
   }
 }
@@ -147,16 +157,16 @@ export class Emitter implements Listener {
     this.tags = { trajectoryId: request.id, row: request.row, generation: request.generation, attempt }
   }
 
-  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>): void {
+  reset(info: Env.Info, envMs: number, messages: ReadonlyArray<Message.Message>, waitMs = 0): void {
     const t = this.tags
-    this.emit({ _tag: "Reset", ...t, messages, info, envMs })
+    this.emit(waitMs === 0 ? { _tag: "Reset", ...t, messages, info, envMs } : { _tag: "Reset", ...t, messages, info, envMs, waitMs })
   }
 
   completion(turn: number, completion: Completion, modelMs: number): void {
     this.emit({ _tag: "Completion", ...this.tags, turn, completion, modelMs })
   }
 
-  step(turn: number, result: TurnResult, done: boolean, envMs: number): void {
+  step(turn: number, result: TurnResult, done: boolean, envMs: number, waitMs = 0): void {
     this.emit({
       _tag: "Step",
       ...this.tags,
@@ -166,7 +176,8 @@ export class Emitter implements Listener {
       observation: result.observation,
       info: result.info ?? EMPTY_INFO,
       rolloutInfos: result.rolloutInfos,
-      envMs
+      envMs,
+      ...(waitMs === 0 ? {} : { waitMs })
     })
   }
 

@@ -35,10 +35,27 @@ export const overview = async (ctx: Context, el: HTMLElement) => {
     { class: "stats" },
     stat("stat-trajectories", "trajectories", num(o.trajectories), `${num(o.groups)} groups`),
     stat("stat-success", "success rate", pct(o.successRate), `${num(o.successes)} done with a positive env reward`),
+    o.solved === null
+      ? null
+      : stat("stat-solved", "solved", pct(o.solvedRate), `${num(o.solved)} of ${num(o.trajectories)}: the env's is_success`),
     stat("stat-reward", "mean reward", num(o.meanReward, 4), `env ${num(o.meanEnvReward, 4)} · over ${num(o.scored)} not failed`),
     stat("stat-turns", "mean turns", num(o.meanTurns, 2)),
+    stat("stat-truncated", "truncated", pct(o.truncated.rate), `max_turns ${num(o.truncated.maxTurns)} · length ${num(o.truncated.length)}`),
+    stat(
+      "stat-completion",
+      "completion length",
+      o.completion.meanTokens === null ? `${num(o.completion.meanChars, 1)} chars` : `${num(o.completion.meanTokens, 1)} tokens`,
+      `per trajectory (the model's replies)${o.completion.meanTokens === null ? "" : ` · ${num(o.completion.meanChars, 1)} chars`}`
+    ),
     stat("stat-failures", "failures", num(o.failures), o.failures === 0 ? "none" : `${o.failuresByTag.length} error tags`),
-    stat("stat-time", "model vs env time", `${pct(modelShare)} model`, `model ${ms(o.time.modelMs)} · env ${ms(o.time.envMs)} · mean trajectory ${ms(o.time.meanTotalMs)}`),
+    stat(
+      "stat-time",
+      "model vs env time",
+      `${pct(modelShare)} model`,
+      `model ${ms(o.time.modelMs)} · env ${ms(o.time.envMs)}${
+        o.time.waitMs > 0 ? ` · waiting to be scheduled ${ms(o.time.waitMs)}` : ""
+      } · mean trajectory ${ms(o.time.meanTotalMs)}`
+    ),
     o.tokens > 0 ? stat("stat-tokens", "with token ids", num(o.tokens)) : null
   )
   const share = h(
@@ -59,6 +76,14 @@ export const overview = async (ctx: Context, el: HTMLElement) => {
       )
     )
   )
+  const columns = o.meanRewards.length > 0
+    ? h(
+      "table",
+      { class: "table", "data-testid": "reward-columns" },
+      h("thead", null, h("tr", null, h("th", null, "reward column"), h("th", null, "mean"))),
+      h("tbody", null, o.meanRewards.map((c) => h("tr", null, h("td", null, h("code", null, c.column)), h("td", { class: "n" }, num(c.mean, 4)))))
+    )
+    : null
   const envs = o.envs.length > 0
     ? h(
       "table",
@@ -117,7 +142,7 @@ export const overview = async (ctx: Context, el: HTMLElement) => {
     el,
     cards,
     share,
-    h("section", { class: "grid2" }, h("div", null, h("h2", null, "End reasons"), reasons), h("div", null, h("h2", null, "Envs"), envs)),
+    h("section", { class: "grid2" }, h("div", null, h("h2", null, "End reasons"), reasons), h("div", null, h("h2", null, "Envs"), envs, columns === null ? null : h("h2", null, "Reward columns (means over the trajectories not failed)"), columns)),
     failures,
     h("h2", null, "Charts"),
     h("section", { class: "charts" }, charts.map((c) => c.el))

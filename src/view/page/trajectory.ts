@@ -151,6 +151,7 @@ const conversation = (ctx: Context, detail: Detail, step: number, hasBoard: bool
               h("span", null, "finish ", String(finish[t] ?? "–")),
               h("span", null, "model ", ms(typeof timing?.model_ms === "number" ? timing.model_ms : null)),
               h("span", null, "env ", ms(typeof timing?.env_ms === "number" ? timing.env_ms : null)),
+              typeof timing?.wait_ms === "number" && timing.wait_ms > 0 ? h("span", null, "waiting ", ms(timing.wait_ms)) : null,
               info === undefined ? null : h("details", null, h("summary", null, "infos"), pretty(info))
             ]
             : h("span", { class: "muted" }, "the env did not answer this turn", detail.summary.errorTag === null ? "" : ` (${detail.summary.errorTag})`)
@@ -283,7 +284,9 @@ export const trajectory = async (ctx: Context, el: HTMLElement, line: number) =>
       h(
         "p",
         { class: "facts" },
-        `line ${s.line} · row ${s.row} · generation ${s.generation} · env ${s.env ?? "–"} · reward ${num(s.reward, 4)} · env reward ${num(s.envReward, 4)} · advantage ${num(s.advantage, 4)} · ${s.turns} turns · ${ms(s.totalMs)} (model ${ms(s.modelMs)}, env ${ms(s.envMs)})`
+        `line ${s.line} · row ${s.row} · generation ${s.generation} · env ${s.env ?? "–"} · reward ${num(s.reward, 4)} · env reward ${num(s.envReward, 4)} · advantage ${num(s.advantage, 4)} · ${s.turns} turns · ${ms(s.totalMs)} (model ${ms(s.modelMs)}, env ${ms(s.envMs)}${s.waitMs > 0 ? `, waiting to be scheduled ${ms(s.waitMs)}` : ""})${
+          s.solved === null ? "" : s.solved ? " · solved" : " · not solved"
+        }`
       ),
       h("p", null, link(href(["trajectories"], { log: ctx.log === 0 ? undefined : ctx.log, row: s.row }), `the other generations of row ${s.row}`))
     ),

@@ -1,0 +1,76 @@
+/**
+ * Time a trajectory spent waiting to be scheduled while its env answered: behind a limit on envs
+ * (an OpenEnv server's permits) or behind other trajectories' work on the one JavaScript thread.
+ * The trajectory loop provides one {@link Waits} per trajectory while the env is created; env
+ * adapters and pools that can tell waiting from working note it there, and the loop takes it out
+ * of the env's time (`env_ms`) and reports it apart (`wait_ms`). Internal.
+ */
+import { Context, Effect } from "effect"
+
+/** One trajectory's waiting, noted since the loop last took it. */
+export class Waits {
+  ms = 0
+  /** `now`: the trajectory's clock in milliseconds (the loop's own reading). */
+  constructor(readonly now: () => number) {}
+
+  take(): number {
+    const ms = this.ms
+    this.ms = 0
+    return ms
+  }
+}
+
+/** The current trajectory's {@link Waits}; `undefined` outside a trajectory (EnvCheck, the servers). */
+export const CurrentWaits = Context.Reference<Waits | undefined>("effect-gym/internal/Waits", {
+  defaultValue: () => undefined
+})
+
+/** `effect`, with the time until it starts noted as waiting (a permit, a slot). */
+export const waiting = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.service(CurrentWaits), (waits) => {
+    if (waits === undefined) return effect
+    const started = waits.now()
+    return Effect.map(effect, (a) => {
+      waits.ms += waits.now() - started
+      return a
+    })
+  })
+
+/**
+ * A Promise that user code returned, as an Effect, noting how long it waited to be taken up. A
+ * Promise already settled when it was returned (an `async` method that did not await) did its
+ * work in the call: the time until its callback runs is spent behind other trajectories' work
+ * queued before it, i.e. waiting. One that settles later is the env's own time (its I/O) to the
+ * end. Which it was is seen without reading the Promise's state: a settled Promise's callback is
+ * queued at once, so it runs before a microtask queued after it; a pending one's runs after.
+ */
+export const settled = <A, E>(
+  promise: PromiseLike<A>,
+  waits: Waits,
+  onError: (cause: unknown) => E
+): Effect.Effect<A, E> =>
+  Effect.callback<A, E>((resume) => {
+    const returned = waits.now()
+    let pending = false
+    const note = () => {
+      if (!pending) waits.ms += waits.now() - returned
+    }
+    try {
+      promise.then(
+        (a) => {
+          note()
+          resume(Effect.succeed(a))
+        },
+        (e) => {
+          note()
+          resume(Effect.suspend(() => Effect.fail(onError(e))))
+        }
+      )
+    } catch (e) {
+      resume(Effect.suspend(() => Effect.fail(onError(e))))
+      return
+    }
+    queueMicrotask(() => {
+      pending = true
+    })
+  })
