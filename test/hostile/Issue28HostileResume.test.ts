@@ -1,5 +1,5 @@
 /**
- * Issue 28's hostile pass (after the merge), item 17: --resume compared the digest of the --plugin
+ * Issue 28's hostile pass (after the merge), items 17 and 21 (advantages). Item 17: --resume compared the digest of the --plugin
  * file alone, so an env the plugin imports from another file could be edited and the run resumed,
  * mixing its old and new rewards (0.3 and 2.1) in one log, exit 0.
  */
@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Reward from "../../src/Reward.js"
 import { cli, tmp } from "../cli.js"
 
 const plugin = `import { Env, Plugin } from "effect-gym"
@@ -52,4 +53,20 @@ describe("issue 28 item 17, hostile: --resume checks the local files a plugin im
       expect(fs.readFileSync(output, "utf8")).toBe(half)
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
+})
+
+describe("issue 28 item 21, hostile: advantages at the ends of the doubles", () => {
+  // [1.7e308, -1.7e308] gave [0, 0] (the scaled std overflowed again); [1e308 x3, -1e308] gave NaN
+  // (null in the log: the running mean's r - mean overflowed).
+  it("rewards near the largest double get the advantages their scaled values get", () => {
+    const max = Number.MAX_VALUE
+    const close = (got: ReadonlyArray<number | undefined>, want: ReadonlyArray<number>) =>
+      got.forEach((g, i) => expect(g!, JSON.stringify(got)).toBeCloseTo(want[i], 12))
+    close(Reward.advantages([max, -max]), [Math.SQRT1_2, -Math.SQRT1_2])
+    close(Reward.advantages([1e308, 1e308, 1e308, -1e308]), [0.5, 0.5, 0.5, -1.5])
+    const unscored = Reward.advantages([max, 0.9 * -max, undefined])
+    close(unscored.slice(0, 2), [Math.SQRT1_2, -Math.SQRT1_2])
+    expect(unscored[2]).toBeUndefined()
+    close(Reward.advantages([1e154, -1e154]), [Math.SQRT1_2, -Math.SQRT1_2])
+  })
 })
