@@ -401,6 +401,9 @@ export const writeIdentity = (
     )
   }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })))
 
+/** Rows a log may name: a dataset line's index (2^31 lines, past any dataset a run reads). */
+const MAX_ROW = 2 ** 31
+
 /** A set of row indexes, as bits (a million rows take 125 KB). */
 export class RowSet {
   private bits = new Uint8Array(1024)
@@ -479,6 +482,16 @@ export const scanLog = (output: string, numGenerations: number) =>
         return
       }
       const [row, generation] = found
+      // (a row is a dataset line's index: a crafted 1e12 wrapped in the row set's 32-bit shift and was kept)
+      if (!Number.isSafeInteger(row) || row < 0 || row >= MAX_ROW) {
+        problem = `line ${lineNumber}: row ${row} is not a dataset line's index`
+        return
+      }
+      if (groupLines === 0 && done.has(row)) {
+        // a group written twice (a log appended to another) would train on its trajectories twice
+        problem = `line ${lineNumber}: the group of row ${row} again (complete at an earlier line)`
+        return
+      }
       if (groupLines > 0 && row !== groupRow) {
         problem = `line ${lineNumber}: the group of row ${groupRow} has ${groupLines} of ${numGenerations} lines`
         return
