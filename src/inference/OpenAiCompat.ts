@@ -222,12 +222,13 @@ export const REFUSABLE: ReadonlyArray<string> = ["top_k", "seed", "chat_template
 /**
  * The wire fields a call's sampling sets, by its parameter: with `rejectedFields: "refuse"` a call
  * the server rejects for one of them fails naming it too. (Not `logprobs`: server mode asks for them
- * by default and drops its own default; `/infer/` refuses a request that asked for them and got none.)
+ * by default and drops its own default; `/infer/` refuses a request that asked for them and got none.
+ * Nor `max_tokens`: a server names it when a long conversation leaves too little room, which fails
+ * that trajectory, not the request.)
  */
 const ASKED: ReadonlyArray<readonly [keyof SamplingParams, string]> = [
   ["temperature", "temperature"],
   ["topP", "top_p"],
-  ["maxTokens", "max_tokens"],
   ["stop", "stop"],
   ["presencePenalty", "presence_penalty"],
   ["frequencyPenalty", "frequency_penalty"],

@@ -41,7 +41,6 @@ describe("issue 28 item 2, hostile: /infer/ never answers without a field it was
         ["stop", { stop: ["x"] }],
         ["top_p", { top_p: 0.5 }],
         ["temperature", { temperature: 0.5 }],
-        ["max_tokens", { max_tokens: 16 }],
         ["top_k", { top_k: 5 }],
         ["seed", { seed: 3 }]
       ]
