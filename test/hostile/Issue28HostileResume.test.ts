@@ -1,7 +1,8 @@
 /**
- * Issue 28's hostile pass (after the merge), items 17 and 21 (advantages). Item 17: --resume compared the digest of the --plugin
+ * Issue 28's hostile pass (after the merge): item 17 (--resume compared the digest of the --plugin
  * file alone, so an env the plugin imports from another file could be edited and the run resumed,
- * mixing its old and new rewards (0.3 and 2.1) in one log, exit 0.
+ * mixing its old and new rewards, 0.3 and 2.1, in one log, exit 0) and item 21 (advantages at the
+ * ends of the doubles, lines out of place in a resumed log, dataset seeds past 2^53 - 1).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -99,4 +100,17 @@ describe("issue 28 item 21, hostile: --resume reads every line of the log whole"
       expect(huge.code).toBe(2)
       fs.rmSync(dir, { recursive: true, force: true })
     }), 60_000)
+})
+
+describe("issue 28 item 21, hostile: dataset's seeds stay exact", () => {
+  // --start-seed 9007199254740990 --rows 4 wrote seeds ...990, ...991, ...992, ...992 (exit 0).
+  it.live("a last seed past 2^53 - 1 is refused (exit 2); up to it is written", () =>
+    Effect.gen(function*() {
+      const past = yield* cli("dataset", "frozen-lake", "--rows", "4", "--start-seed", "9007199254740990")
+      expect(past.stderr).toContain("--start-seed: with --rows 4 the last seed would be past 9007199254740991")
+      expect(past.code).toBe(2)
+      const upTo = yield* cli("dataset", "frozen-lake", "--rows", "2", "--start-seed", "9007199254740990")
+      expect(upTo.code).toBe(0)
+      expect(upTo.stdout).toContain("\"seed\":9007199254740991")
+    }))
 })
