@@ -267,21 +267,25 @@ export const advantages = (
   let mean = sum / n
   if (!Number.isFinite(mean)) {
     // (a sum past the largest double: the mean as a running average instead)
+    // (each term divided first: r - mean itself overflows when they have opposite signs near the largest)
     mean = 0
     let k = 0
-    for (const r of rewards) if (r !== undefined) mean += (r - mean) / ++k
+    for (const r of rewards) if (r !== undefined) mean += r / ++k - mean / k
   }
   let sq = 0
   for (const r of rewards) if (r !== undefined) sq += (r - mean) * (r - mean)
-  let std = Math.sqrt(sq / (n - 1))
+  const std = Math.sqrt(sq / (n - 1))
   if (!Number.isFinite(std)) {
     // Squares past the largest double (rewards of about 1e154 and more) made std Infinity and
     // every advantage 0: the deviations are scaled by the largest first (same value, no overflow).
+    // Halved, as a deviation may pass the largest double (1.7e308 and -1.7e308), and kept scaled
+    // to the end, as the std may too.
     let scale = 0
-    for (const r of rewards) if (r !== undefined) scale = Math.max(scale, Math.abs(r - mean))
+    for (const r of rewards) if (r !== undefined) scale = Math.max(scale, Math.abs(r / 2 - mean / 2))
     let scaled = 0
-    for (const r of rewards) if (r !== undefined) scaled += ((r - mean) / scale) ** 2
-    std = scale * Math.sqrt(scaled / (n - 1))
+    for (const r of rewards) if (r !== undefined) scaled += ((r / 2 - mean / 2) / scale) ** 2
+    const unit = Math.sqrt(scaled / (n - 1)) + epsilon / (2 * scale)
+    return rewards.map((r) => (r === undefined ? undefined : ((r / 2 - mean / 2) / scale) / unit))
   }
   return rewards.map((r) => (r === undefined ? undefined : (r - mean) / (std + epsilon)))
 }

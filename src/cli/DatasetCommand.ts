@@ -83,8 +83,17 @@ const taken: Effect.Effect<boolean> = Effect.suspend(() => {
 const OPTION_OF_FIELD: Record<string, string> = { "env_config.size": "--size", "env_config.p": "-p", "env_config.seed": "--start-seed" }
 
 /** Checks the options as `run` checks a row's env_config (the first and the last seed). */
-const check = (options: DatasetOptions) =>
-  Effect.forEach([0, Math.max(0, options.rows - 1)], (i) => {
+const check = (options: DatasetOptions) => {
+  // (past 2^53 - 1, seed + 1 is seed again: the last rows would repeat a seed)
+  const last = (options.startSeed ?? 0) + Math.max(0, options.rows - 1)
+  if (!Number.isSafeInteger(last)) {
+    return Effect.fail(new OptionError({
+      option: "--start-seed",
+      detail: `with --rows ${options.rows} the last seed would be past ${Number.MAX_SAFE_INTEGER}, where whole numbers ` +
+        `are no longer exact and seeds repeat`
+    }))
+  }
+  return Effect.forEach([0, Math.max(0, options.rows - 1)], (i) => {
     const config = JSON.parse(line(options, i)).env_config as Record<string, unknown>
     return Result.match(FrozenLake.prepare(config), {
       onFailure: (error) =>
@@ -92,6 +101,7 @@ const check = (options: DatasetOptions) =>
       onSuccess: () => Effect.void
     })
   }, { discard: true })
+}
 
 /** The `dataset` command and its subcommands. */
 export const command = Command.make("dataset").pipe(

@@ -40,7 +40,7 @@ export interface Identity {
   readonly reward_funcs: ReadonlyArray<string>
   readonly reward_weights: ReadonlyArray<number>
   readonly plugins: ReadonlyArray<string>
-  /** The sha256 of each `--plugin` file's content, in order (a path alone let an edited env be resumed). */
+  /** The sha256 of each `--plugin` file's content and its local imports', in order (a path alone let an edited env be resumed). */
   readonly plugins_sha256: ReadonlyArray<string>
   readonly failed_groups: string
 }
@@ -87,18 +87,60 @@ export const identityOf = (
   reward_funcs: resolved.columns.names.slice(0, -1),
   reward_weights: resolved.columns.weights,
   plugins: args.plugins.map((plugin) => path.resolve(plugin)),
-  plugins_sha256: args.plugins.map(fileSha256),
+  plugins_sha256: args.plugins.map(pluginSha256),
   failed_groups: args.failedGroups
 })
 
-/** A file's sha256 (the plugins were loaded already: one that cannot be read now is said so). */
-const fileSha256 = (file: string): string => {
+/** Relative module specifiers (`./x`, `../y`) in static and dynamic imports, re-exports and requires. */
+const RELATIVE_IMPORT =
+  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)["'](\.{1,2}\/[^"'\n]+)["']/g
+
+/** The file a relative specifier names, as Node or tsx resolves it (`./x.js` may be `./x.ts`), if any. */
+const resolveLocal = (from: string, specifier: string): string | undefined => {
+  const base = path.resolve(path.dirname(from), specifier)
+  const swapped = base.replace(/\.(m|c)?js$/, (_, kind: string | undefined) => `.${kind ?? ""}ts`)
+  const candidates = [base, swapped, ...["ts", "mts", "cts", "js", "mjs", "cjs", "json"].map((ext) => `${base}.${ext}`),
+    ...["index.ts", "index.js", "index.mjs"].map((index) => path.join(base, index))]
+  return candidates.find((file) => {
+    try {
+      return NodeFs.statSync(file).isFile()
+    } catch {
+      return false
+    }
+  })
+}
+
+/**
+ * The sha256 of a plugin: its file's content alone when it imports no local file (as records have
+ * it); else of its content and every local file it imports, followed (by relative specifier, outside
+ * node_modules), each with its path from the plugin's folder: an edit to an env the plugin imports
+ * from another file changed nothing recorded, and --resume mixed its old and new rewards.
+ */
+const pluginSha256 = (file: string): string => {
+  const root = path.resolve(file)
+  const seen = new Set<string>([root])
+  const queue = [root]
+  const hash = createHash("sha256")
   try {
-    return createHash("sha256").update(NodeFs.readFileSync(file)).digest("hex")
+    for (let at = 0; at < queue.length; at++) {
+      const current = queue[at]
+      const content = NodeFs.readFileSync(current)
+      if (at > 0) hash.update(`\0${path.relative(path.dirname(root), current)}\0`)
+      hash.update(content)
+      if (/\.json$/.test(current)) continue
+      for (const match of content.toString("utf8").matchAll(RELATIVE_IMPORT)) {
+        const found = resolveLocal(current, match[1])
+        if (found === undefined || seen.has(found) || found.split(path.sep).includes("node_modules")) continue
+        seen.add(found)
+        queue.push(found)
+      }
+    }
   } catch (error) {
     return `unreadable: ${error instanceof Error ? error.message : String(error)}`
   }
+  return hash.digest("hex")
 }
+
 
 /** The option (or what) each identity field comes from, for messages. */
 const FIELD_NAMES: Record<keyof Identity, string> = {
@@ -119,7 +161,7 @@ const FIELD_NAMES: Record<keyof Identity, string> = {
   reward_funcs: "--reward-funcs",
   reward_weights: "--reward-weights",
   plugins: "--plugin",
-  plugins_sha256: "the content of --plugin (sha256)",
+  plugins_sha256: "the content of --plugin and the local files it imports (sha256)",
   failed_groups: "--failed-groups"
 }
 
@@ -183,7 +225,8 @@ export const differences = (
         text: then === undefined
           ? `the log's run recorded no digest of its plugins, so their content cannot be checked`
           : `the content of --plugin ${current.plugins[Math.max(0, changed)]} changed since the log was written ` +
-            `(sha256 ${show(before[Math.max(0, changed)])} then, ${show(current.plugins_sha256[Math.max(0, changed)])} now)`
+            `(sha256 ${show(before[Math.max(0, changed)])} then, ${show(current.plugins_sha256[Math.max(0, changed)])} now, ` +
+            `of it and the local files it imports)`
       })
     } else {
       out.push({ field: key, forceable, text: `${FIELD_NAMES[key]} is ${show(now)} here, ${show(then)} in the log's run` })
@@ -358,6 +401,9 @@ export const writeIdentity = (
     )
   }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })))
 
+/** Rows a log may name: a dataset line's index (2^31 lines, past any dataset a run reads). */
+const MAX_ROW = 2 ** 31
+
 /** A set of row indexes, as bits (a million rows take 125 KB). */
 export class RowSet {
   private bits = new Uint8Array(1024)
@@ -436,6 +482,16 @@ export const scanLog = (output: string, numGenerations: number) =>
         return
       }
       const [row, generation] = found
+      // (a row is a dataset line's index: a crafted 1e12 wrapped in the row set's 32-bit shift and was kept)
+      if (!Number.isSafeInteger(row) || row < 0 || row >= MAX_ROW) {
+        problem = `line ${lineNumber}: row ${row} is not a dataset line's index`
+        return
+      }
+      if (groupLines === 0 && done.has(row)) {
+        // a group written twice (a log appended to another) would train on its trajectories twice
+        problem = `line ${lineNumber}: the group of row ${row} again (complete at an earlier line)`
+        return
+      }
       if (groupLines > 0 && row !== groupRow) {
         problem = `line ${lineNumber}: the group of row ${groupRow} has ${groupLines} of ${numGenerations} lines`
         return

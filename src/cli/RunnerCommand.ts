@@ -4,6 +4,8 @@
  * point at its local model server, or run a scripted policy.
  */
 import { Effect, Fiber, Layer, Logger, Option, Schedule } from "effect"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { canonical } from "../internal/inspect.js"
 import { Command, Flag } from "effect/cli"
@@ -127,10 +129,28 @@ export const inferenceIdentity = (
       no_logprobs: args.noLogprobs,
       strict_openai: args.strictOpenai,
       token_path: Option.getOrElse(args.tokenPath, () => "auto"),
-      chat_template_kwargs: kwargs ?? null
+      chat_template_kwargs: kwargs ?? null,
+      // (how tool calls are read out of a reply, and the prompt tokens the token path renders: a
+      // runner with another parser or tokenizer makes other trajectories of the same samples)
+      tool_parser: Option.getOrElse(args.toolParser, () => "hermes"),
+      tokenizer: Option.match(args.tokenizer, { onNone: () => null, onSome: tokenizerDigest })
     }
   }
   return identity
+}
+
+/** A `--tokenizer` folder by the content of the files that render and tokenize (each node has its own path). */
+const tokenizerDigest = (folder: string): string => {
+  const hash = createHash("sha256")
+  for (const name of ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]) {
+    hash.update(`\0${name}\0`)
+    try {
+      hash.update(fs.readFileSync(path.join(folder, name)))
+    } catch {
+      hash.update("absent")
+    }
+  }
+  return hash.digest("hex")
 }
 
 /**

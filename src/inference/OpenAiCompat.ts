@@ -219,6 +219,33 @@ export const DROPPABLE: ReadonlyArray<string> = [
  */
 export const REFUSABLE: ReadonlyArray<string> = ["top_k", "seed", "chat_template_kwargs"]
 
+/**
+ * The wire fields a call's sampling sets, by its parameter: with `rejectedFields: "refuse"` a call
+ * the server rejects for one of them fails naming it too. (Not `logprobs`: server mode asks for them
+ * by default and drops its own default; `/infer/` refuses a request that asked for them and got none.
+ * Nor `max_tokens`: a server names it when a long conversation leaves too little room, which fails
+ * that trajectory, not the request.)
+ */
+const ASKED: ReadonlyArray<readonly [keyof SamplingParams, string]> = [
+  ["temperature", "temperature"],
+  ["topP", "top_p"],
+  ["stop", "stop"],
+  ["presencePenalty", "presence_penalty"],
+  ["frequencyPenalty", "frequency_penalty"],
+  ["minP", "min_p"],
+  ["repetitionPenalty", "repetition_penalty"]
+]
+
+const askedOf = (sampling: SamplingParams): ReadonlySet<string> => {
+  const asked = new Set<string>()
+  for (const [param, field] of ASKED) if (sampling[param] !== undefined) asked.add(field)
+  return asked
+}
+
+/** Whether an error's text names `field` as a word (`logprobs` is not named by `top_logprobs`). */
+const names = (detail: string, field: string): boolean =>
+  new RegExp(`(?<![A-Za-z0-9_])${field}(?![A-Za-z0-9_])`).test(detail)
+
 /** The sampling fields common to both APIs. */
 const samplingFields = (
   body: Record<string, unknown>,
@@ -640,11 +667,11 @@ const makeWith = (
     const warnOnce = (message: string): Effect.Effect<void> =>
       deferred === undefined ? warn(message) : Effect.sync(() => void deferred!.push(message))
     /** A droppable field of `body` that a 400/422 answer names, dropped (with one warning), or undefined. */
-    const dropRejected = (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
+    const dropRejected = (asked: ReadonlySet<string>) => (body: Record<string, unknown>, error: InferenceError): Effect.Effect<boolean> => {
       if (error.status !== 400 && error.status !== 422) return Effect.succeed(false)
       const field = DROPPABLE.find((key) => key in body && error.detail.includes(key))
       if (field === undefined) return Effect.succeed(false)
-      if (refuse && REFUSABLE.includes(field)) return Effect.succeed(false)
+      if (refuse && (REFUSABLE.includes(field) || asked.has(field))) return Effect.succeed(false)
       // Another call dropped it meanwhile: send again, without it.
       if (dropped.has(field)) return Effect.succeed(true)
       dropped.add(field)
@@ -658,9 +685,10 @@ const makeWith = (
     }
 
     /** Under `refuse`, a call's own field that the server rejected, named in the call's error. */
-    const refused = (body: Record<string, unknown>, error: InferenceError): InferenceError => {
+    const refused = (asked: ReadonlySet<string>, body: Record<string, unknown>, error: InferenceError): InferenceError => {
       if (!refuse || (error.status !== 400 && error.status !== 422)) return error
-      const field = REFUSABLE.find((key) => key in body && error.detail.includes(key))
+      const field = REFUSABLE.find((key) => key in body && error.detail.includes(key)) ??
+        [...asked].find((key) => key in body && names(error.detail, key))
       if (field === undefined) return error
       return new InferenceError({
         reason: "InvalidRequest",
@@ -676,11 +704,13 @@ const makeWith = (
     const send = <A>(
       url: string,
       body: () => Record<string, unknown>,
-      schema: Schema.Decoder<A>
+      schema: Schema.Decoder<A>,
+      sampling: SamplingParams = {}
     ): Effect.Effect<A, InferenceError> => {
       let sent: Record<string, unknown> = {}
       const built = () => (sent = body())
-      return Effect.mapError(transport.send(url, built, schema, dropRejected), (error) => refused(sent, error))
+      const asked = refuse ? askedOf(sampling) : new Set<string>()
+      return Effect.mapError(transport.send(url, built, schema, dropRejected(asked)), (error) => refused(asked, sent, error))
     }
 
     // top_k, min_p and repetition_penalty are vLLM's (and SGLang's) extra parameters; --strict-openai sends
@@ -714,7 +744,12 @@ const makeWith = (
       if (Result.isFailure(checked)) return Effect.fail(checked.failure)
       const sampling = checked.success
       return Effect.flatMap(
-        send(`${options.baseUrl}/chat/completions`, () => requestBody(options, request, sampling, dropped), ChatCompletion),
+        send(
+          `${options.baseUrl}/chat/completions`,
+          () => requestBody(options, request, sampling, dropped),
+          ChatCompletion,
+          sampling
+        ),
         (response) =>
           Effect.fromResult(
             Result.map(
@@ -785,7 +820,8 @@ const makeWith = (
           send(
             `${options.baseUrl}/completions`,
             () => completionsBody(options, request, sampling, prompt.tokenIds, room, dropped),
-            TextCompletion
+            TextCompletion,
+            sampling
           ),
           (response) => Effect.fromResult(toTokenCompletion(response, prompt))
         ))

@@ -44,9 +44,13 @@ export const MAX_JSON_DEPTH = 1000
  */
 export const nestsDeeper = (value: unknown, max: number = MAX_JSON_DEPTH): boolean => {
   const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  // each object once: a cycle or a shared object (an env's own data) is walked in linear time
+  const seen = new Set<object>()
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!
-    if (typeof v !== "object" || v === null) continue
+    // (a typed array holds no objects: not walked element by element)
+    if (typeof v !== "object" || v === null || seen.has(v) || ArrayBuffer.isView(v)) continue
+    seen.add(v)
     if (depth >= max) return true
     for (const child of Array.isArray(v) ? v : Object.values(v)) {
       if (typeof child === "object" && child !== null) stack.push([child, depth + 1])

@@ -111,14 +111,16 @@ const COUNTS = [
 const DURATIONS = ["connectTimeout", "replyTimeout", "closeTimeout", "capacityBackoff", "connectBackoff", "connectRetryBudget"] as const
 
 /** Host names that are this machine's loopback: one server whichever of them a URL says. */
+// (0.0.0.0 and [::] too: a client that connects to the unspecified address reaches this machine's loopback)
 const isLoopback = (hostname: string): boolean =>
   hostname === "localhost" || hostname.endsWith(".localhost") || hostname === "127.0.0.1" ||
-  hostname === "[::1]" || hostname === "[::ffff:7f00:1]"
+  hostname === "[::1]" || hostname === "[::ffff:7f00:1]" || hostname === "0.0.0.0" || hostname === "[::]"
 
 /**
  * The server a WebSocket URL names, as the pool's limits are keyed: scheme, host and port as
  * WHATWG URL normalizes them (case, default port, `127.1`), the loopback's names (`localhost`,
- * `*.localhost`, `127.0.0.1`, `[::1]`) as one, and the path. Two URLs with one key share a limit.
+ * `*.localhost`, `127.0.0.1`, `[::1]`, the unspecified `0.0.0.0` and `[::]`) as one, a name's
+ * final dot aside, and the path. Two URLs with one key share a limit.
  * Other names are not resolved: a name and its address are two keys.
  *
  * @since 0.1.0
@@ -133,7 +135,9 @@ export const serverKey = (url: string): string => {
   }
   const secure = parsed.protocol === "wss:" || parsed.protocol === "https:"
   const port = parsed.port !== "" ? parsed.port : secure ? "443" : "80"
-  const host = isLoopback(parsed.hostname) ? "loopback" : parsed.hostname
+  // a fully qualified name's final dot (`localhost.`, `host.example.`) names the same host
+  const hostname = parsed.hostname.endsWith(".") ? parsed.hostname.slice(0, -1) : parsed.hostname
+  const host = isLoopback(hostname) ? "loopback" : hostname
   return `${secure ? "wss" : "ws"}://${host}:${port}${parsed.pathname.replace(/\/+$/, "")}`
 }
 

@@ -4,6 +4,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { inferenceIdentity, type RunnerArgs } from "../../src/cli/RunnerCommand.js"
 import { canonical } from "../../src/internal/inspect.js"
 
@@ -18,6 +21,8 @@ const args = (over: Partial<RunnerArgs>): RunnerArgs =>
     noLogprobs: false,
     strictOpenai: false,
     tokenPath: Option.none(),
+    toolParser: Option.none(),
+    tokenizer: Option.none(),
     ...over
   }) as RunnerArgs
 
@@ -50,5 +55,26 @@ describe("a runner's inference identity", () => {
     expect(id({ mode: "scripted", policy: Option.some("random") })).not.toBe(id({ mode: "scripted", policy: Option.some("frozen-lake-solver") }))
     expect(id({ mode: "scripted", policy: Option.none() })).toBe(id({ mode: "scripted", policy: Option.some("random") }))
     expect(id({ mode: "scripted", policyOptions: { epsilon: "0.1" } })).not.toBe(id({ mode: "scripted" }))
+  })
+})
+
+describe("a runner's inference identity (issue 28 item 6, hostile)", () => {
+  // Runners with another --tool-parser, or a --tokenizer folder of another model, shared a run.
+  it("differs for the tool parser and the tokenizer's content, not the tokenizer's path", () => {
+    expect(id({ toolParser: Option.some("mistral") })).not.toBe(id({}))
+    expect(id({ toolParser: Option.some("hermes") })).toBe(id({}))
+    const folder = (tokenizer: string) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-tokenizer-"))
+      fs.writeFileSync(path.join(dir, "tokenizer.json"), tokenizer)
+      fs.writeFileSync(path.join(dir, "tokenizer_config.json"), "{}")
+      return dir
+    }
+    const a = folder("{\"model\": \"a\"}")
+    const sameAsA = folder("{\"model\": \"a\"}")
+    const b = folder("{\"model\": \"b\"}")
+    expect(id({ tokenizer: Option.some(a) })).toBe(id({ tokenizer: Option.some(sameAsA) }))
+    expect(id({ tokenizer: Option.some(a) })).not.toBe(id({ tokenizer: Option.some(b) }))
+    expect(id({ tokenizer: Option.some(a) })).not.toBe(id({}))
+    for (const dir of [a, sameAsA, b]) fs.rmSync(dir, { recursive: true, force: true })
   })
 })

@@ -10,6 +10,7 @@
 import { Cause, Effect, Exit, Option, Result, Scope } from "effect"
 import { parentPort, workerData } from "node:worker_threads"
 import type * as Env from "../../Env.js"
+import { MAX_JSON_DEPTH, nestsDeeper } from "../../internal/inspect.js"
 import { describe } from "../../internal/lift.js"
 import type * as Message from "../../Message.js"
 import * as PluginLoader from "../../node/PluginLoader.js"
@@ -117,6 +118,9 @@ const serve = (request: Exclude<Protocol.Request, { k: "interrupt" | "ping" }>):
   }
 }
 
+/** The levels of an outcome above an env's own data (`{ result: { info: ... } }`). */
+const OUTCOME_LEVELS = 3
+
 // Replies go out in one batch per turn of this thread's event loop.
 let outbox: Array<Protocol.Reply> = []
 let flushing = false
@@ -164,7 +168,20 @@ const onRequest = (request: Protocol.Request) => {
         onExit: (exit) => {
           finished = true
           running.delete(c)
-          if (Exit.isSuccess(exit)) return reply({ c, ok: true, value: exit.value })
+          if (Exit.isSuccess(exit)) {
+            // Structured clone writes deeper than it reads: a result a few thousand levels deep leaves
+            // this thread and overflows the main thread's deserializer, which loses the whole batch
+            // (every call answered with it). It fails here, alone; no log line could hold it anyway.
+            if (nestsDeeper(exit.value, MAX_JSON_DEPTH + OUTCOME_LEVELS)) {
+              return reply({
+                c,
+                ok: false,
+                failure: failure("?", request.k, `its result nests more than ${MAX_JSON_DEPTH} levels deep, ` +
+                  `deeper than a log line may hold (it cannot be sent from the worker thread)`)
+              })
+            }
+            return reply({ c, ok: true, value: exit.value })
+          }
           const failed = Cause.findErrorOption(exit.cause)
           // an interrupted call is answered too (the main thread has stopped waiting for it)
           reply({

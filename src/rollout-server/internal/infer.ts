@@ -65,7 +65,13 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
     if (Result.isFailure(planned)) return Result.fail(planned.failure)
     rows.push({ ...planned.success, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined })
   }
-  return Result.succeed({ rows, config, trajectories: rows.length, returnDetails: rc?.return_details === true })
+  return Result.succeed({
+    rows,
+    config,
+    trajectories: rows.length,
+    returnDetails: rc?.return_details === true,
+    logprobs: rc?.logprobs === true
+  })
 }
 
 /**
@@ -96,6 +102,22 @@ export const runInfer = (
           : `request_config.${field}`,
         detail: `this server's inference backend cannot honour it, so it is refused (${error.message})`
       })
+    }
+    // `logprobs: true` that the backend did not honour (it rejected the field, which server mode then
+    // drops as its own default, or gives none): refused, not answered with empty rollout_logprobs.
+    if (plan.logprobs === true) {
+      for (const row of plan.rows) {
+        const line = results.get(row.row.index)
+        if (line === undefined || line.error !== null || line.rollout_infos.num_turns === 0) continue
+        const lists = line.rollout_logprobs
+        if (lists !== undefined && lists.length === line.rollout_infos.num_turns && lists.every((l) => l !== null)) continue
+        return yield* new ApiError({
+          reason: "InvalidBody",
+          path: "request_config.logprobs",
+          detail: `this server's inference backend gave no logprobs for infer_requests[${row.row.index}] ` +
+            `(it rejected them, or does not return them), so the request is refused rather than answered without them`
+        })
+      }
     }
     if (policy.onFailure === "retry") {
       const failed = plan.rows.flatMap((row) => {

@@ -34,6 +34,8 @@ export interface Plan {
   readonly trajectories: number
   /** `/infer/`'s `return_details`: the last turn's token ids and prompt in `response`. */
   readonly returnDetails?: boolean | undefined
+  /** `/infer/`'s `logprobs: true`: a request answered without them is refused. */
+  readonly logprobs?: boolean | undefined
 }
 
 /** What a request gives about one row, in the server's terms. */
