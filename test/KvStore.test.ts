@@ -303,11 +303,11 @@ describe("kv_store from the command line", () => {
       expect(solved.code).toBe(0)
       // 3 instructions: 1 reply of gets, 3 sets, a commit
       const summary = JSON.parse(solved.stdout)
-      expect(summary).toMatchObject({ trajectories: 6, failures: 0, meanReward: 1, tools: { errors: 0, malformed: 0 } })
+      expect(summary).toMatchObject({ trajectories: 6, failures: 0, mean_reward: 1, tools: { errors: 0, malformed: 0 } })
       const lines = readLines(path.join(dir, "out.jsonl"))
       expect(lines.every((l) => l.rollout_infos.num_turns === 5)).toBe(true)
       const wrong = yield* cli(...args("wrong.jsonl", "--policy-option", "epsilon=1"))
-      expect(JSON.parse(wrong.stdout)).toMatchObject({ trajectories: 6, failures: 0, meanReward: 0 })
+      expect(JSON.parse(wrong.stdout)).toMatchObject({ trajectories: 6, failures: 0, mean_reward: 0 })
     }))
 
   it.live("check-env kv_store passes every check, tools included", () =>

@@ -98,7 +98,7 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
         expect(code).toBe(0)
         const summary = JSON.parse(stdout)
         // 2 items: 2 lookups, 2 products, 1 sum, then the answer
-        expect(summary).toMatchObject({ trajectories: 4, failures: 0, meanReward: 1, tools: { calls: 4 * 5, errors: 0, malformed: 0 } })
+        expect(summary).toMatchObject({ trajectories: 4, failures: 0, mean_reward: 1, tools: { calls: 4 * 5, errors: 0, malformed: 0 } })
         // every call went by /v1/completions with a token prompt, none by the chat API
         expect(server.state.requests.filter((r) => !Array.isArray(r.body.prompt))).toEqual([])
         for (const line of readLines(output)) {
@@ -182,7 +182,7 @@ describe("the token path with tools (calculator env, Qwen3's template)", () => {
       const { code, stdout } = yield* cli(...runArgs(dir, output, server.baseUrl, "--tokenizer", Qwen3.QWEN3_TOKENIZER))
       expect(code).toBe(0)
       const summary = JSON.parse(stdout)
-      expect(summary).toMatchObject({ trajectories: 4, meanReward: 1 })
+      expect(summary).toMatchObject({ trajectories: 4, mean_reward: 1 })
       // Every call, result and prompt re-renders to the sequence's tokens; the first difference is Qwen3's empty
       // think block, which its template writes into the last reply when it re-renders it.
       const lines = readLines(output)

@@ -236,7 +236,7 @@ describe("the tool parser chosen from the chat template", () => {
       expect(text.stdout).toContain("tool parser    llama3_json, from the chat template (Llama 3.x: <|python_tag|>, Environment: ipython)")
       // the option wins: hermes finds no call in Llama's JSON
       const given = yield* cli(...args("given.jsonl", "--tool-parser", "hermes"))
-      expect(JSON.parse(given.stdout)).toMatchObject({ toolParser: { name: "hermes", chosenBy: "--tool-parser" } })
+      expect(JSON.parse(given.stdout)).toMatchObject({ tool_parser: { name: "hermes", chosen_by: "--tool-parser" } })
       expect(JSON.parse(given.stdout).tools).toBeUndefined()
       expect(JSON.parse(fs.readFileSync(path.join(dir, "given.jsonl.run.json"), "utf8")).tool_parser)
         .toEqual({ name: "hermes", chosen_by: "--tool-parser" })
