@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -167,19 +168,32 @@ class ModelServer:
             def do_POST(self):
                 if self.path != "/v1/completions":
                     return self._send(404, {"error": {"message": "not found: %s" % self.path}})
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                prompt = body.get("prompt")
-                if not (isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt)):
-                    return self._send(400, {"error": {"message": "prompt must be a list of token ids"}})
-                self._send(200, server.complete(body, prompt))
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                except ValueError:
+                    return self._send(400, {"error": {"message": "the body is not JSON"}})
+                prompt = body.get("prompt") if isinstance(body, dict) else None
+                vocabulary = len(server.tokenizer)
+                if not (isinstance(prompt, list) and prompt and all(isinstance(i, int) and 0 <= i < vocabulary for i in prompt)):
+                    return self._send(400, {"error": {"message": "prompt must be a list of token ids below %d" % vocabulary}})
+                if len(prompt) >= server.max_model_len:
+                    return self._send(400, {"error": {"message": "the prompt fills max_model_len (%d)" % server.max_model_len}})
+                try:
+                    answer = server.complete(body, prompt)
+                except (TypeError, ValueError) as e:  # max_tokens, temperature or seed of the wrong type or range
+                    return self._send(400, {"error": {"message": str(e)}})
+                self._send(200, answer)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d/v1" % self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def complete(self, body, prompt):
-        max_tokens = int(body.get("max_tokens") or 16)
+        # At most what fits in the context, as vLLM's max_model_len bounds it.
+        max_tokens = max(1, min(int(body.get("max_tokens") or 16), self.max_model_len - len(prompt)))
         temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+        if not temperature >= 0:
+            raise ValueError("temperature must be >= 0, got %r" % body.get("temperature"))
         generator = torch.Generator()
         generator.manual_seed(int(body["seed"]) if body.get("seed") is not None else torch.seed() % 2**63)
         ids, logprobs, finish = [], [], "length"
@@ -273,14 +287,24 @@ class StepLog(TrainerCallback):
             )
 
 
+def at_least(low):
+    def parse(text):
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError("must be an integer >= %d, got %s" % (low, text))
+        return value
+
+    return parse
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=4, help="optimizer steps (default 4)")
-    parser.add_argument("--num-generations", type=int, default=4, help="trajectories per prompt, the GRPO group (default 4)")
-    parser.add_argument("--prompts-per-step", type=int, default=2, help="FrozenLake maps per step (default 2)")
-    parser.add_argument("--size", type=int, default=3, help="the FrozenLake map's side (default 3)")
-    parser.add_argument("--max-turns", type=int, default=6, help="turns per episode (default 6)")
-    parser.add_argument("--max-tokens", type=int, default=8, help="tokens per reply (default 8)")
+    parser.add_argument("--steps", type=at_least(1), default=4, help="optimizer steps (default 4)")
+    parser.add_argument("--num-generations", type=at_least(2), default=4, help="trajectories per prompt, the GRPO group (default 4)")
+    parser.add_argument("--prompts-per-step", type=at_least(1), default=2, help="FrozenLake maps per step (default 2)")
+    parser.add_argument("--size", type=at_least(2), default=3, help="the FrozenLake map's side (default 3)")
+    parser.add_argument("--max-turns", type=at_least(1), default=6, help="turns per episode (default 6)")
+    parser.add_argument("--max-tokens", type=at_least(1), default=8, help="tokens per reply (default 8)")
     parser.add_argument("--learning-rate", type=float, default=1e-2, help="AdamW's learning rate (default 1e-2)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the model, the maps' order and the sampling (default 0)")
     parser.add_argument("--effect-gym", default="node bin/effect-gym.js", help="how to run effect-gym, from the repository root")
@@ -348,6 +372,7 @@ def main():
         except subprocess.TimeoutExpired:
             process.kill()
         model_server.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def logprob_drift(model, out):
