@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -153,11 +154,14 @@ class ModelServer:
 
             def _send(self, status, value):
                 data = json.dumps(value).encode("utf-8")
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the caller gave up (effect-gym cut its trajectory): nobody to answer
 
             def do_GET(self):
                 if self.path == "/v1/models":
@@ -310,6 +314,9 @@ def main():
     parser.add_argument("--effect-gym", default="node bin/effect-gym.js", help="how to run effect-gym, from the repository root")
     args = parser.parse_args()
     started = time.monotonic()
+    # SIGTERM (a CI timeout, kill) ends the run as Ctrl-C does: through the finally below, which stops
+    # effect-gym serve (else it would outlive this process) and removes the temporary folder.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     # One thread: the model is tiny, and on a busy 2-core machine two threads made a call 25 times slower.
     torch.set_num_threads(1)
 
