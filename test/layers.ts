@@ -20,6 +20,7 @@ export const integration: ReadonlyArray<string> = [
   "test/FrozenLakeBudget.test.ts",
   "test/Launch.test.ts",
   "test/LaunchParity.test.ts",
+  "test/PythonDocs.test.ts",
   "test/PythonLoop.test.ts",
   "test/RunSafety.test.ts",
   "test/RunSafetyHostile.test.ts",
