@@ -47,7 +47,7 @@ interface Block {
 const blocksOf = (page: string): Array<Block> => {
   const text = fs.readFileSync(path.join(root, page), "utf8")
   const out: Array<Block> = []
-  for (const match of text.matchAll(/^```([a-z]*)\n([\s\S]*?)^```$/gm)) {
+  for (const match of text.matchAll(/^```([a-z]*)[^\n]*\n([\s\S]*?)^```$/gm)) {
     const lang = match[1]
     if (!RUN_LANGS.has(lang)) continue
     const body = match[2]
@@ -151,6 +151,11 @@ export default Plugin.make({ envs: [Env.make({ name: "my_env", create: () => ({
   "docs/server.md ts: import { NodeHttpClient } from \"@effect/platform-node\"": { kind: "typecheck" },
   "docs/trainers.md sh: # 1. the backend: vLLM inside ms-swift's rollout server, single-turn": { kind: "notRun", reason: "ms-swift and a GPU; --mode swift-rollout runs against a fake rollout server in test/rollout-server/Swift.test.ts" },
   "docs/trainers.md python: from effect_gym import Client, make_rollout_func": { kind: "ranBy", test: "test/clients/Python.test.ts", name: "" },
+  "docs/python.md sh: node bin/effect-gym.js openenv serve --env frozen_lake --port 8000 --max-sessions 8": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "the standard-library snippet plays FrozenLake over /mcp against openenv serve" },
+  "docs/python.md python: import json": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "the standard-library snippet plays FrozenLake over /mcp against openenv serve" },
+  "docs/python.md python: import asyncio": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "OpenEnv's GenericEnvClient snippet plays a step against openenv serve" },
+  "docs/python.md python: import random": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "effect-gym plays the page's Python OpenEnv env with --scheduler openenv" },
+  "docs/python.md sh: node bin/effect-gym.js run --dataset compass.jsonl --scheduler openenv --num-generations 4 --max-turns 4 \\": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "effect-gym plays the page's Python OpenEnv env with --scheduler openenv" },
   "docs/viewer.md sh: npm start && npx effect-gym view completions.jsonl": { kind: "shell", expect: [/completions {4}live\.jsonl/] }
 }
 
