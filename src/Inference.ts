@@ -253,6 +253,12 @@ export interface Service {
   readonly callRendering?: string | undefined
   /** How tool calls are read out of reply text (see `ToolParsers.wrap`), and what chose it. */
   readonly toolParser?: ToolParserChoice | undefined
+  /**
+   * A scripted policy (`Policy.define`), not a model: it samples no tokens, so it has no logprobs to
+   * give, and the rollout server does not refuse a request's `logprobs: true` for that (a trainer's
+   * dry run against a scripted server sends its defaults, which ask for them).
+   */
+  readonly scripted?: boolean | undefined
 }
 
 /**

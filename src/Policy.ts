@@ -66,7 +66,7 @@ export const define = <A, I>(options: {
             })
           )
         },
-        onSuccess: options.make
+        onSuccess: (decoded) => Effect.map(options.make(decoded), (service): Service => ({ ...service, scripted: true }))
       })
   }
 }

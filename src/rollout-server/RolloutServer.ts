@@ -536,7 +536,8 @@ const infer = (server: Server) => {
         )
       const byRow = yield* runInfer(plan, run, {
         onFailure: server.options.onFailure ?? "retry",
-        retries: server.options.inferRetries ?? 2
+        retries: server.options.inferRetries ?? 2,
+        hasLogprobs: server.inference.scripted !== true
       })
       const outputs = inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true)
       // Each output written on its own (its record's line was written: it can be), the array sent

@@ -83,7 +83,12 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
 export const runInfer = (
   plan: Plan,
   run: (plan: Plan) => Effect.Effect<ReadonlyArray<Api.RolloutResult>, ApiError>,
-  policy: { readonly onFailure: OnFailure; readonly retries: number }
+  policy: {
+    readonly onFailure: OnFailure
+    readonly retries: number
+    /** Whether the backend samples tokens (a model; not a scripted policy): `logprobs: true` must be met. */
+    readonly hasLogprobs: boolean
+  }
 ): Effect.Effect<Map<number, Api.RolloutResult>, ApiError> =>
   Effect.gen(function*() {
     const retried = policy.onFailure === "retry" ? { ...plan, config: { ...plan.config, retries: policy.retries } } : plan
@@ -105,7 +110,7 @@ export const runInfer = (
     }
     // `logprobs: true` that the backend did not honour (it rejected the field, which server mode then
     // drops as its own default, or gives none): refused, not answered with empty rollout_logprobs.
-    if (plan.logprobs === true) {
+    if (plan.logprobs === true && policy.hasLogprobs) {
       for (const row of plan.rows) {
         const line = results.get(row.row.index)
         if (line === undefined || line.error !== null || line.rollout_infos.num_turns === 0) continue
