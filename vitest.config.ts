@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { defineConfig } from "vitest/config"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
-import { all, heavy, integration } from "./test/layers.js"
+import { all, docs, heavy, integration } from "./test/layers.js"
 
 /**
  * Tests, examples and fixtures import the package by its public names (`effect-gym`,
@@ -14,8 +14,9 @@ import { all, heavy, integration } from "./test/layers.js"
  * Only the spawned `bin/effect-gym.js` (and `.mjs` plugins it imports) and the env worker threads run
  * the built `dist/`: the integration project builds it first when its inputs changed.
  *
- * Two projects, classified by file in test/layers.ts: `unit` (no build, no child process: `npm run
- * test:unit`) and `integration` (the built command line, other programs). `npm test` runs both at once.
+ * Three projects, classified by file in test/layers.ts: `unit` (no build, no child process: `npm run
+ * test:unit`) and `integration` (the built command line, other programs), which `npm test` runs at
+ * once, and `docs` (`npm run test:docs`: the docs' blocks run as written; CI runs it after npm test).
  */
 const root = import.meta.dirname
 const testTsconfig = path.join(root, "tsconfig.test.json")
@@ -61,7 +62,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: [...all],
-          exclude: [...integration],
+          exclude: [...integration, ...docs],
           setupFiles: ["test/setup/no-child-process.ts"]
         }
       },
@@ -70,6 +71,14 @@ export default defineConfig({
         test: {
           name: "integration",
           include: [...integration],
+          globalSetup: ["test/setup/built.ts"]
+        }
+      },
+      {
+        extends: true,
+        test: {
+          name: "docs",
+          include: [...docs],
           globalSetup: ["test/setup/built.ts"]
         }
       }

@@ -315,7 +315,7 @@ const PRELUDE = `set -eo pipefail -a
 npx() { if [ "$1" = effect-gym ]; then shift; node bin/effect-gym.js "$@"; else echo "npx $1: not run by the docs test" >&2; return 1; fi; }
 npm() {
   case "$*" in
-    ci|test|"run test:unit") echo "(npm $*: CI runs it, .ci/run)" ;;
+    ci|test|"run test:unit"|"run test:docs") echo "(npm $*: CI runs it, .ci/run)" ;;
     start) node bin/effect-gym.js run --dataset examples/frozen_lake.jsonl --env frozen_lake --policy frozen-lake-solver --num-generations 8 --max-turns 10 --output completions.jsonl --overwrite ;;
     "run start:tools") node bin/effect-gym.js run --dataset examples/calculator.jsonl --env calculator --policy calculator-solver --num-generations 4 --max-turns 8 --output completions-tools.jsonl --overwrite ;;
     *) echo "npm $*: not run by the docs test" >&2; return 1 ;;
