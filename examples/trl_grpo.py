@@ -45,8 +45,11 @@ sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 
 def at_least(low):
     def parse(text):
-        value = int(text)
-        if value < low:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
             raise argparse.ArgumentTypeError("must be an integer >= %d, got %s" % (low, text))
         return value
 

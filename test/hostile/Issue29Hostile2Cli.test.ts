@@ -46,6 +46,9 @@ describe("issue 29, hostile 2 (2026-12-04)", () => {
     const bad = spawnSync("python3", [script, "--steps", "0"], { encoding: "utf8" })
     expect(bad.status).toBe(2)
     expect(bad.stderr).toContain("--steps: must be an integer >= 1, got 0")
+    const word = spawnSync("python3", [script, "--max-turns", "abc"], { encoding: "utf8" })
+    expect(word.status).toBe(2)
+    expect(word.stderr).toContain("--max-turns: must be an integer >= 1, got abc") // was "invalid parse value: 'abc'"
     const run = spawnSync("python3", [script, "--steps", "1"], { encoding: "utf8" })
     expect(run.status).toBe(2)
     expect(run.stderr).toContain("bash .ci/trl-example")
