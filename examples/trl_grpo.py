@@ -43,15 +43,50 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 
+def at_least(low):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError("must be an integer >= %d, got %s" % (low, text))
+        return value
+
+    return parse
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=at_least(1), default=4, help="optimizer steps (default 4)")
+    parser.add_argument("--num-generations", type=at_least(2), default=4, help="trajectories per prompt, the GRPO group (default 4)")
+    parser.add_argument("--prompts-per-step", type=at_least(1), default=2, help="FrozenLake maps per step (default 2)")
+    parser.add_argument("--size", type=at_least(2), default=3, help="the FrozenLake map's side (default 3)")
+    parser.add_argument("--max-turns", type=at_least(1), default=6, help="turns per episode (default 6)")
+    parser.add_argument("--max-tokens", type=at_least(1), default=8, help="tokens per reply (default 8)")
+    parser.add_argument("--learning-rate", type=float, default=1e-2, help="AdamW's learning rate (default 1e-2)")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the model, the maps' order and the sampling (default 0)")
+    parser.add_argument("--effect-gym", default="node bin/effect-gym.js", help="how to run effect-gym, from the repository root")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    parse_args()  # --help and bad options answer before the imports below, which need torch and trl
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.13
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the model and tokenizer are built here
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM, TrainerCallback  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+try:
+    import torch  # noqa: E402
+    from datasets import Dataset  # noqa: E402
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM, TrainerCallback  # noqa: E402
+    from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+except ImportError as e:
+    sys.stderr.write("trl_grpo.py: %s: it needs torch, transformers, trl and datasets "
+                     "(bash .ci/trl-example installs them in .venv-trl; then .venv-trl/bin/python examples/trl_grpo.py)\n" % e)
+    sys.exit(2)
 
 from effect_gym import Client, make_rollout_func  # noqa: E402
 
@@ -258,13 +293,16 @@ def start_effect_gym(args, model_url, tokenizer_dir):
     reader = threading.Thread(target=read_url, daemon=True)
     reader.start()
     deadline = time.monotonic() + 120
-    while not found:
-        if process.poll() is not None:
-            raise SystemExit("effect-gym serve exited with %s before it listened (its messages are above)" % process.returncode)
-        if time.monotonic() > deadline:
-            process.kill()
-            raise SystemExit("effect-gym serve did not listen within 120 s")
-        time.sleep(0.05)
+    try:
+        while not found:
+            if process.poll() is not None:
+                raise SystemExit("effect-gym serve exited with %s before it listened (its messages are above)" % process.returncode)
+            if time.monotonic() > deadline:
+                raise SystemExit("effect-gym serve did not listen within 120 s")
+            time.sleep(0.05)
+    except BaseException:  # SIGTERM or Ctrl-C while it starts: the caller has no process to stop yet
+        stop(process)
+        raise
     return process, found[0]
 
 
@@ -291,28 +329,8 @@ class StepLog(TrainerCallback):
             )
 
 
-def at_least(low):
-    def parse(text):
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError("must be an integer >= %d, got %s" % (low, text))
-        return value
-
-    return parse
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=at_least(1), default=4, help="optimizer steps (default 4)")
-    parser.add_argument("--num-generations", type=at_least(2), default=4, help="trajectories per prompt, the GRPO group (default 4)")
-    parser.add_argument("--prompts-per-step", type=at_least(1), default=2, help="FrozenLake maps per step (default 2)")
-    parser.add_argument("--size", type=at_least(2), default=3, help="the FrozenLake map's side (default 3)")
-    parser.add_argument("--max-turns", type=at_least(1), default=6, help="turns per episode (default 6)")
-    parser.add_argument("--max-tokens", type=at_least(1), default=8, help="tokens per reply (default 8)")
-    parser.add_argument("--learning-rate", type=float, default=1e-2, help="AdamW's learning rate (default 1e-2)")
-    parser.add_argument("--seed", type=int, default=0, help="the seed of the model, the maps' order and the sampling (default 0)")
-    parser.add_argument("--effect-gym", default="node bin/effect-gym.js", help="how to run effect-gym, from the repository root")
-    args = parser.parse_args()
+    args = parse_args()
     started = time.monotonic()
     # SIGTERM (a CI timeout, kill) ends the run as Ctrl-C does: through the finally below, which stops
     # effect-gym serve (else it would outlive this process) and removes the temporary folder.
@@ -321,17 +339,20 @@ def main():
     torch.set_num_threads(1)
 
     work = tempfile.mkdtemp(prefix="trl-grpo-")
-    tokenizer_dir = os.path.join(work, "tokenizer")
-    tokenizer = build_tokenizer(tokenizer_dir)
-    model = build_model(tokenizer, args.seed)
-    print("model: Qwen3, %d parameters, vocabulary %d (built here)" % (sum(p.numel() for p in model.parameters()), len(tokenizer)))
-    before = {name: p.detach().clone() for name, p in model.named_parameters()}
-
-    model_server = ModelServer(model, tokenizer)
-    process, url = start_effect_gym(args, model_server.url, tokenizer_dir)
-    client = Client(url)
-    client.set_policy_version(0)
+    process, model_server = None, None
+    # Everything from here on inside the try: a SIGTERM or Ctrl-C while effect-gym serve starts (up to
+    # 120 s) or a failed first call still stops it and removes the folder.
     try:
+        tokenizer_dir = os.path.join(work, "tokenizer")
+        tokenizer = build_tokenizer(tokenizer_dir)
+        model = build_model(tokenizer, args.seed)
+        print("model: Qwen3, %d parameters, vocabulary %d (built here)" % (sum(p.numel() for p in model.parameters()), len(tokenizer)))
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+
+        model_server = ModelServer(model, tokenizer)
+        process, url = start_effect_gym(args, model_server.url, tokenizer_dir)
+        client = Client(url)
+        client.set_policy_version(0)
         maps = args.steps * args.prompts_per_step
         seeds = {"FrozenLake map %d" % s: s for s in range(maps)}
         dataset = Dataset.from_dict({"prompt": list(seeds)})
@@ -373,13 +394,19 @@ def main():
         trainer.train()
         return summarize(args, model, before, batches, log, started, model_server)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        model_server.close()
+        if process is not None:
+            stop(process)
+        if model_server is not None:
+            model_server.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def logprob_drift(model, out):

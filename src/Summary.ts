@@ -9,6 +9,7 @@ import type { Item } from "./Rollout.js"
 import type { TrajectoryResult } from "./Trajectory.js"
 import type { DriftReport } from "./TokenSequence.js"
 import { formatDrift } from "./TokenSequence.js"
+import { snakeCase } from "./internal/Json.js"
 
 /**
  * A signal that stops a run gracefully: Ctrl-C, a `kill`, or the terminal closing (a hangup).
@@ -288,9 +289,6 @@ export class Accumulator {
     }
   }
 }
-
-/** `turnsPerSecond` as `turns_per_second`. */
-const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
 
 /**
  * The summary as `--json` prints it: its keys in snake_case, as the completions log's

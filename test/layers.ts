@@ -33,6 +33,7 @@ export const integration: ReadonlyArray<string> = [
   "test/hostile/Issue27HostileNode.test.ts",
   "test/hostile/Issue28HostileIsolation.test.ts",
   "test/hostile/Issue28ServerCli.test.ts",
+  "test/hostile/Issue29Hostile2Cli.test.ts",
   "test/hostile/Issue29HostileBin.test.ts",
   "test/hostile/Issue29HostileNode.test.ts",
   "test/hostile/PythonHostile.test.ts",

@@ -60,6 +60,7 @@ export {
   Report,
   Skipped,
   Stats,
+  toCliJson,
   toJson,
   Warning
 } from "./internal/report.js"

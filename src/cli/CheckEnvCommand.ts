@@ -149,7 +149,7 @@ export const command = Command.make("check-env", documentedAll(checkEnvOptions))
     Effect.gen(function*() {
       const report = yield* checkEnvJob(args)
       const EnvCheck = yield* loadEnvCheck
-      yield* Console.log(args.json ? EnvCheck.toJson(report) : EnvCheck.format(report))
+      yield* Console.log(args.json ? EnvCheck.toCliJson(report) : EnvCheck.format(report))
       yield* setExitCode(report.ok ? 0 : 1)
     }))
 )

@@ -181,3 +181,6 @@ export const stringify = (value: unknown): string => {
   const escaped = JSON.stringify(marker).slice(1, -1).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
   return text.replace(new RegExp(`"${escaped}(-?\\d+)"`, "g"), "$1")
 }
+
+/** `maxSteps` as `max_steps`: the `--json` outputs' keys, as the completions log names its own. */
+export const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)

@@ -223,3 +223,23 @@ export const format = (report: Report): string => {
  * @category rendering
  */
 export const toJson = (report: Report): string => Json.stringify(Schema.encodeSync(Report)(report))
+
+/** A record's own keys in snake_case; `config` and `configs` are the env's data and stay as they are. */
+const snakeKeys = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(snakeKeys)
+  if (value === null || typeof value !== "object") return value
+  return Object.fromEntries(Object.entries(value).map(([key, v]) => [
+    Json.snakeCase(key),
+    key === "config" || key === "configs" ? v : snakeKeys(v)
+  ]))
+}
+
+/**
+ * The report as `check-env --json` prints it: {@link toJson}'s document with snake_case keys
+ * (`max_steps`, `stats.episodes_done`, `failures[].config_index`), as `run --json` and the
+ * completions log name theirs. The env_configs inside are data and stay as they are.
+ *
+ * @since 0.4.0
+ * @category rendering
+ */
+export const toCliJson = (report: Report): string => Json.stringify(snakeKeys(Schema.encodeSync(Report)(report)))
