@@ -104,3 +104,32 @@ sys.exit(trl_grpo.main())
     expect(code).toBe(143)
   }, 30_000)
 })
+
+describe("issue 29 item 6, hostile: env_ms with --isolate-envs (2026-12-04)", () => {
+  it("at concurrency 64, a FrozenLake step's env_ms is its time in the worker; the queueing is wait_ms (env_ms was 3.8 ms, wait_ms never written)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-isolated-wait-"))
+    try {
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, Array.from({ length: 64 }, (_, seed) => JSON.stringify({ env_config: { seed } })).join("\n") + "\n")
+      const output = path.join(dir, "out.jsonl")
+      const out = spawnSync(process.execPath, [
+        bin, "run", "--env", "frozen_lake", "--dataset", dataset, "--num-generations", "8", "--concurrency", "64",
+        "--isolate-envs", "--output", output
+      ], { cwd: root, encoding: "utf8", timeout: 120_000 })
+      expect(out.status, out.stderr).toBe(0)
+      const lines = fs.readFileSync(output, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      const turns = lines.flatMap((l) => l.timings.turns as Array<{ env_ms: number; wait_ms?: number }>)
+      const median = (xs: Array<number>) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+      const env = median(turns.map((t) => t.env_ms))
+      const wait = median(turns.map((t) => t.wait_ms ?? 0))
+      // (a step of FrozenLake is microseconds of work; 512 trajectories queue on a few worker threads)
+      expect(turns.filter((t) => (t.wait_ms ?? 0) > 0).length).toBeGreaterThan(turns.length / 2)
+      expect(wait).toBeGreaterThan(env)
+      expect(env).toBeLessThan(1)
+      // every turn still adds up: the waiting is apart, not lost
+      for (const t of turns) expect(t.env_ms).toBeGreaterThanOrEqual(0)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 150_000)
+})

@@ -50,9 +50,13 @@ export interface Outcome {
   readonly view?: View | undefined
 }
 
-/** The answer to call `c`. */
+/**
+ * The answer to call `c`; `ms`: how long the call ran in the worker, from its start to its end (the
+ * env's own time). The rest of the round trip (the batches' crossings, the call's turn behind others
+ * on either thread) is waiting, reported apart from the env's time (`wait_ms`).
+ */
 export type Reply =
-  | { readonly c: number; readonly ok: true; readonly value?: Outcome | undefined }
+  | { readonly c: number; readonly ok: true; readonly value?: Outcome | undefined; readonly ms?: number | undefined }
   | { readonly c: number; readonly ok: false; readonly failure: Failure }
 
 /** What a worker posts: a batch of replies, or (once, first) whether its plugins loaded. */

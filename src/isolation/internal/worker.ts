@@ -164,6 +164,7 @@ const onRequest = (request: Protocol.Request) => {
     default: {
       const c = request.c
       let finished = false
+      const started = performance.now()
       const interrupt = Effect.runCallback(serve(request), {
         onExit: (exit) => {
           finished = true
@@ -180,7 +181,7 @@ const onRequest = (request: Protocol.Request) => {
                   `deeper than a log line may hold (it cannot be sent from the worker thread)`)
               })
             }
-            return reply({ c, ok: true, value: exit.value })
+            return reply({ c, ok: true, value: exit.value, ms: performance.now() - started })
           }
           const failed = Cause.findErrorOption(exit.cause)
           // an interrupted call is answered too (the main thread has stopped waiting for it)
