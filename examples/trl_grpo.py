@@ -56,6 +56,17 @@ def at_least(low):
     return parse
 
 
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    # (nan and inf parse as floats: a learning rate of either trains nothing a trainer could use)
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError("must be a finite number > 0, got %s" % text)
+    return value
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=at_least(1), default=4, help="optimizer steps (default 4)")
@@ -64,7 +75,7 @@ def parse_args():
     parser.add_argument("--size", type=at_least(2), default=3, help="the FrozenLake map's side (default 3)")
     parser.add_argument("--max-turns", type=at_least(1), default=6, help="turns per episode (default 6)")
     parser.add_argument("--max-tokens", type=at_least(1), default=8, help="tokens per reply (default 8)")
-    parser.add_argument("--learning-rate", type=float, default=1e-2, help="AdamW's learning rate (default 1e-2)")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-2, help="AdamW's learning rate (default 1e-2)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the model, the maps' order and the sampling (default 0)")
     parser.add_argument("--effect-gym", default="node bin/effect-gym.js", help="how to run effect-gym, from the repository root")
     return parser.parse_args()

@@ -49,6 +49,11 @@ describe("issue 29, hostile 2 (2026-12-04)", () => {
     const word = spawnSync("python3", [script, "--max-turns", "abc"], { encoding: "utf8" })
     expect(word.status).toBe(2)
     expect(word.stderr).toContain("--max-turns: must be an integer >= 1, got abc") // was "invalid parse value: 'abc'"
+    for (const rate of ["nan", "inf", "-1", "0"]) {
+      const lr = spawnSync("python3", [script, "--learning-rate", rate], { encoding: "utf8" })
+      expect(lr.status, rate).toBe(2) // nan and inf were taken, and trained nothing
+      expect(lr.stderr).toContain(`--learning-rate: must be a finite number > 0, got ${rate}`)
+    }
     const run = spawnSync("python3", [script, "--steps", "1"], { encoding: "utf8" })
     expect(run.status).toBe(2)
     expect(run.stderr).toContain("bash .ci/trl-example")
