@@ -254,6 +254,18 @@ describe("a piped dataset's first row is checked as a file's is (issue 29, item 
     expect(out.stderr).toContain(`env_config.base_url ${base}: no OpenEnv server answers there (ECONNREFUSED)`)
   })
 
+  it("--dataset - reads standard input (it said \"no such file\")", () => {
+    const dir = makeTmp()
+    const output = path.join(dir, "out.jsonl")
+    const out = spawnSync(process.execPath, [path.join(root, "bin/effect-gym.js"), "run", "--dataset", "-", "--env", "frozen_lake", "--num-generations", "2", "--output", output], {
+      input: `{"env_config":{"seed":1}}\n`,
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    expect(out.status, out.stderr).toBe(0)
+    expect(fs.readFileSync(output, "utf8").trim().split("\n")).toHaveLength(2)
+  })
+
   it("good rows run as before", () => {
     const out = run(`{"env_config":{"seed":1}}\n{"env_config":{"seed":2}}\n`, "--env", "frozen_lake", "--num-generations", "2")
     expect(out.status, out.stderr).toBe(0)

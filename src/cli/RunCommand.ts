@@ -32,7 +32,11 @@ import * as RunLog from "./RunLog.js"
 import { documentedAll } from "./help.js"
 
 export const runOptions = {
-  dataset: Flag.String("dataset").pipe(Flag.withDescription("The dataset, one JSON row per line")),
+  dataset: Flag.String("dataset").pipe(
+    Flag.withDescription("The dataset, one JSON row per line (- reads standard input)"),
+    // ("-" is what other command-line tools take for standard input: it said "no such file")
+    Flag.map((file) => (file === "-" ? "/dev/stdin" : file))
+  ),
   ...RolloutOptions.options,
   isolateEnvs: RolloutOptions.isolateEnvs,
   ...InferenceOptions.options,
