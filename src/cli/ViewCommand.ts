@@ -146,6 +146,9 @@ export const viewJob = (args: ViewArgs) =>
     const running = yield* Server.serve({ viewer, port: args.port }).pipe(
       Effect.catchTag("ServeError", cannotListen("127.0.0.1", args.port))
     )
+    // Serving: a stop from here on is the viewer's ordinary end (0), also while the logs are still
+    // being read (a SIGTERM right after the URL exited 143: the code was set only after the reading)
+    yield* setExitCode(0)
     yield* Console.log(`view: ${running.url} (Ctrl-C to stop)`)
     yield* viewer.update.pipe(
       Effect.mapError((error) => new FileError({ option: "FILE.jsonl", file: error.file, detail: error.detail }))

@@ -138,3 +138,35 @@ describe("issue 29 item 6, hostile: env_ms with --isolate-envs (2026-12-04)", ()
     }
   }, 150_000)
 })
+
+describe("view stopped while it still reads its log (CI, 2026-12-04)", () => {
+  it("a SIGTERM right after the URL, while a 67 MB log is being read: exit 0, the viewer's ordinary end (it was 143)", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-view-early-"))
+    try {
+      const small = path.join(dir, "small.jsonl")
+      const ran = spawnSync(process.execPath, [
+        bin, "run", "--dataset", path.join(root, "examples/frozen_lake.jsonl"), "--env", "frozen_lake", "--output", small
+      ], { cwd: root, encoding: "utf8", timeout: 120_000 })
+      expect(ran.status, ran.stderr).toBe(0)
+      const big = path.join(dir, "big.jsonl")
+      const text = fs.readFileSync(small, "utf8")
+      fs.writeFileSync(big, text.repeat(40))
+      const child = spawn(process.execPath, [bin, "view", big, "--port", "0"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      let stderr = ""
+      child.stderr.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
+      const code = await new Promise<number | null>((resolve) => {
+        let sent = false
+        child.stdout.on("data", (chunk: Buffer) => {
+          if (!sent && /http:\/\/127\.0\.0\.1:\d+/.test(chunk.toString("utf8"))) {
+            sent = true
+            child.kill("SIGTERM")
+          }
+        })
+        child.on("close", (code) => resolve(code))
+      })
+      expect(code, stderr).toBe(0)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 150_000)
+})
