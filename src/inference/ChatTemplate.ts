@@ -34,6 +34,8 @@ import { Environment, Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
 import type { Message, ToolCall } from "../Message.js"
 import * as Tool from "../Tool.js"
+import * as PyJson from "./internal/pyJson.js"
+import { PyNumber } from "./internal/pyJson.js"
 
 /**
  * @since 0.2.0
@@ -277,55 +279,18 @@ const stripValue = (value: unknown, chars: unknown, side: "both" | "left" | "rig
 const STRIP_NAME = { both: "strip", left: "lstrip", right: "rstrip" } as const
 
 /**
- * Python's `repr` of a float (what `json.dumps` and `str` write): the shortest digits, as JavaScript's,
- * in fixed notation from 1e-4 up to 1e16 (`4.0`, `0.0001`), else in exponent notation with at least two
- * exponent digits (`1e-05`, `1e+16`).
+ * Python's `repr` of a float (see `internal/pyJson`).
+ *
+ * @since 0.3.0
+ * @category rendering
  */
-export const pyFloatRepr = (value: number): string => {
-  if (Number.isNaN(value)) return "NaN"
-  if (!Number.isFinite(value)) return value > 0 ? "Infinity" : "-Infinity"
-  if (Object.is(value, -0)) return "-0.0"
-  const [mantissa, exponent] = value.toExponential().split("e")
-  const e = Number(exponent)
-  if (e < -4 || e >= 16) return `${mantissa}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`
-  const fixed = String(value)
-  return Number.isInteger(value) ? `${fixed}.0` : fixed
-}
-
-/**
- * A JSON number as Python's `json.loads` reads it: a float when written with a fraction or an exponent
- * (`4.0` stays a float, and is written `4.0`), an int otherwise, exact beyond 2^53. Boxed, so that the
- * renderer can give the template a float or an int (see `toRuntime`), and JSON of it is Python's.
- */
-class PyNumber extends Number {
-  constructor(value: number, readonly float: boolean, private readonly source: string) {
-    super(value)
-  }
-  override toString(): string {
-    return this.float ? pyFloatRepr(this.valueOf()) : this.source
-  }
-  toJSON(): unknown {
-    return rawJSON(this.toString())
-  }
-}
-
-/** `JSON.rawJSON` (ES2025, Node 21+): a value `JSON.stringify` writes as the given text. */
-const rawJSON = (JSON as unknown as { readonly rawJSON: (text: string) => unknown }).rawJSON
-
-/** JSON text's value with its numbers as {@link PyNumber}s (`JSON.parse`'s reviver sees each number's source). */
-const parsePythonJson = (text: string): unknown =>
-  JSON.parse(text, (_key: string, value: unknown, context?: { readonly source?: string }) => {
-    if (typeof value !== "number" || context?.source === undefined) return value
-    const source = context.source
-    const float = /[.eE]/.test(source)
-    return float || !Number.isSafeInteger(value) ? new PyNumber(value, float, source) : value
-  })
+export const pyFloatRepr = PyJson.floatRepr
 
 /** A call's arguments as vLLM gives them to a template: the JSON text's value (`""`: `{}`), or the text when it is not JSON. */
 const callArguments = (text: string): unknown => {
   if (text === "") return {}
   try {
-    return parsePythonJson(text)
+    return PyJson.parse(text)
   } catch {
     return text
   }

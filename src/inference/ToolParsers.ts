@@ -16,6 +16,7 @@
 import { Effect } from "effect"
 import type { Completion, Service } from "../Inference.js"
 import type { ToolCall } from "../Message.js"
+import * as PyJson from "./internal/pyJson.js"
 
 /**
  * @since 0.3.0
@@ -44,10 +45,11 @@ export interface Parsed {
 
 /**
  * JSON as Python's `json.dumps` writes it (`", "` and `": "` separators, non-ASCII kept), which is
- * how vLLM's parsers re-serialise arguments. (A float with a zero fraction, `4.0`, is `4` here:
- * JavaScript has one number type.)
+ * how vLLM's parsers re-serialise arguments; numbers read by {@link tryJson} keep Python's float or
+ * int (`4.0` stays `4.0`, `1e-05` is written so, a big int exact).
  */
 export const pythonJson = (value: unknown): string => {
+  if (value instanceof PyJson.PyNumber) return value.toString()
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
   if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`
   return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pythonJson(v)}`).join(", ")}}`
@@ -59,15 +61,16 @@ const call = (id: string, name: string, args: string): ToolCall => ({
   function: { name, arguments: args }
 })
 
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+const isObject = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u) && !(u instanceof PyJson.PyNumber)
 
 const kept = (text: string, malformed: string): Parsed => ({ content: text, toolCalls: [], malformed })
 const plain = (text: string): Parsed => ({ content: text, toolCalls: [] })
 
-/** A JSON text's value, or `undefined` when it is not JSON. */
+/** A JSON text's value (its numbers as Python reads them), or `undefined` when it is not JSON. */
 const tryJson = (text: string): { readonly value: unknown } | undefined => {
   try {
-    return { value: JSON.parse(text) }
+    return { value: PyJson.parse(text) }
   } catch {
     return undefined
   }

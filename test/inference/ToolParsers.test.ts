@@ -105,6 +105,21 @@ describe("malformed tool calls", () => {
     expect(ToolParsers.parse("hermes", "no calls").malformed).toBeUndefined()
   })
 
+  it("a call's numbers are re-written as Python's json.dumps writes what json.loads read (4.0 stays 4.0: it was 4)", () => {
+    const args = "{\"a\":4.0,\"b\":1e-5,\"c\":12345678901234567890,\"d\":[2.50,-0.0,3]}"
+    // python3 -c 'import json; print(json.dumps(json.loads(ARGS), ensure_ascii=False))' (Python 3.11)
+    const python = "{\"a\": 4.0, \"b\": 1e-05, \"c\": 12345678901234567890, \"d\": [2.5, -0.0, 3]}"
+    const texts: ReadonlyArray<readonly [ToolParsers.Name, string]> = [
+      ["hermes", `<tool_call>\n{"name": "f", "arguments": ${args}}\n</tool_call>`],
+      ["llama3_json", `{"name": "f", "parameters": ${args}}`],
+      ["mistral", `[TOOL_CALLS] [{"name": "f", "arguments": ${args}}]`]
+    ]
+    for (const [parser, text] of texts) {
+      const parsed = ToolParsers.parse(parser, text)
+      expect(parsed.toolCalls.map((c) => c.function.arguments), parser).toEqual([python])
+    }
+  })
+
   it("pythonJson writes JSON as Python's json.dumps does", () => {
     expect(ToolParsers.pythonJson({ a: [1, 2.5, { b: null }], c: "é\"", d: {} , e: [] })).toBe(
       "{\"a\": [1, 2.5, {\"b\": null}], \"c\": \"é\\\"\", \"d\": {}, \"e\": []}"
