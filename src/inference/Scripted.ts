@@ -137,6 +137,16 @@ export const planMove = (grid: ReadonlyArray<string>): Move | undefined => {
   return undefined
 }
 
+/** The options of a solver that errs on purpose: `epsilon` (the rate of its mistakes), `latency_ms`. */
+const EpsilonOptions = Schema.Struct({
+  epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
+  latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0)))
+})
+
+/** Such a solver's backend name (`policy NAME`, with its epsilon when it errs). */
+const epsilonName = (name: string, epsilon: number): string =>
+  epsilon > 0 ? `policy ${name}, epsilon ${epsilon}` : `policy ${name}`
+
 /**
  * @since 0.1.0
  * @category policies
@@ -144,13 +154,10 @@ export const planMove = (grid: ReadonlyArray<string>): Move | undefined => {
 export const frozenLakeSolver: Policy.Definition = Policy.define({
   name: "frozen-lake-solver",
   description: "Plans a shortest safe path on the FrozenLake grid it is shown; options epsilon (random-move rate), latency_ms",
-  options: Schema.Struct({
-    epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
-    latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0)))
-  }),
+  options: EpsilonOptions,
   make: (options) =>
     withLatency(options.latency_ms, {
-      name: options.epsilon > 0 ? `policy frozen-lake-solver, epsilon ${options.epsilon}` : "policy frozen-lake-solver",
+      name: epsilonName("frozen-lake-solver", options.epsilon),
       chat: (request) =>
         Effect.sync(() => {
           const rng = new Rng(request.seed)
@@ -269,13 +276,10 @@ export const kvStoreReply = (messages: ReadonlyArray<Message.Message>, mistake =
 export const kvStoreSolver: Policy.Definition = Policy.define({
   name: "kv-store-solver",
   description: "Solves the kv_store env with its tools, calls written as <tool_call> text (hermes); options epsilon (ordering-mistake rate per turn), latency_ms",
-  options: Schema.Struct({
-    epsilon: Probability.pipe(Schema.withDecodingDefaultType(Effect.succeed(0))),
-    latency_ms: Latency.pipe(Schema.withDecodingDefaultType(Effect.succeed(0)))
-  }),
+  options: EpsilonOptions,
   make: (options) =>
     withLatency(options.latency_ms, {
-      name: options.epsilon > 0 ? `policy kv-store-solver, epsilon ${options.epsilon}` : "policy kv-store-solver",
+      name: epsilonName("kv-store-solver", options.epsilon),
       chat: (request) =>
         Effect.sync((): Completion => {
           const mistake = options.epsilon > 0 && new Rng(request.seed).next() < options.epsilon
