@@ -671,10 +671,15 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
       return Effect.suspend(() => {
         const issued = waits.now()
         return Effect.map(invoke(env, phase, request), (settled) => {
-          if (settled.ms !== undefined) waits.ms += Math.max(0, waits.now() - issued - settled.ms)
+          noteWaiting(waits, issued, settled.ms)
           return settled.value
         })
       })
+    }
+
+    /** Of a call issued at `issued` (the trajectory's clock) that ran `ms` in its worker: the rest of its round trip, as waiting. */
+    const noteWaiting = (waits: Waits, issued: number, ms: number | undefined) => {
+      if (ms !== undefined) waits.ms += Math.max(0, waits.now() - issued - ms)
     }
 
     /** The env's close: a close that fails or times out fails the scope's close, as in process. */
@@ -742,9 +747,7 @@ export const make = (options: Options): Effect.Effect<EnvWorkers, WorkerStartErr
         const settled = yield* send(handle, env, "create", (c) => ({ k: "create", c, id: env.id, env: name, config }), timeout)
         if (settled._tag === "failed") return yield* settled.error
         if (settled._tag === "moved") yield* relocate(env, "create")
-        else if (waits !== undefined && issued !== undefined && settled.ms !== undefined) {
-          waits.ms += Math.max(0, waits.now() - issued - settled.ms)
-        }
+        else if (waits !== undefined && issued !== undefined) noteWaiting(waits, issued, settled.ms)
         env.created = true
 
         let view: Protocol.View | undefined
