@@ -17,19 +17,22 @@ import { cli, readLines, tmp } from "./cli.js"
 import { records, rows, runConfig, solverPolicy } from "./helpers.js"
 import { serve } from "./openenv/helpers.js"
 
-const plugin = path.resolve(import.meta.dirname, "fixtures/plugins/async_noop.mjs")
+const plugins = {
+  async_noop: path.resolve(import.meta.dirname, "fixtures/plugins/async_noop.mjs"),
+  effect_noop: path.resolve(import.meta.dirname, "fixtures/plugins/effect_noop.mjs")
+}
 
 const median = (xs: ReadonlyArray<number>): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
-/** Every turn's env_ms and wait_ms (0 when absent) of a run of the do-nothing env at `concurrency`. */
-const run = (concurrency: number) =>
+/** Every turn's env_ms and wait_ms (0 when absent) of a run of a do-nothing env at `concurrency`. */
+const run = (concurrency: number, env: keyof typeof plugins = "async_noop") =>
   Effect.gen(function*() {
     const dir = tmp()
     const dataset = path.join(dir, "rows.jsonl")
     fs.writeFileSync(dataset, `${JSON.stringify({ messages: [{ role: "user", content: "x" }], env_config: {} })}\n`.repeat(64))
     const output = path.join(dir, "out.jsonl")
     const result = yield* cli(
-      "run", "--dataset", dataset, "--env", "async_noop", "--plugin", plugin, "--num-generations", "8",
+      "run", "--dataset", dataset, "--env", env, "--plugin", plugins[env], "--num-generations", "8",
       "--concurrency", `${concurrency}`, "--output", output, "--json"
     )
     expect(result.code, result.stderr).toBe(0)
@@ -49,6 +52,17 @@ describe("env_ms: the time inside the env, waiting apart", () => {
       // the env's own time does not grow with the trajectories around it (microseconds either way)
       expect(median(many.env)).toBeLessThan(median(one.env) * 5 + 0.02)
       // the waiting is there, reported apart
+      expect(median(many.wait)).toBeGreaterThan(median(many.env))
+    }), 60_000)
+
+  it.live("a do-nothing Effect-native env (Effect.promise answers) at concurrency 64: the same", () =>
+    Effect.gen(function*() {
+      const one = yield* run(1, "effect_noop")
+      const many = yield* run(64, "effect_noop")
+      console.log(
+        `median env_ms ${median(one.env)} ms at concurrency 1, ${median(many.env)} ms at 64 (wait_ms ${median(many.wait)} ms)`
+      )
+      expect(median(many.env)).toBeLessThan(median(one.env) * 5 + 0.02)
       expect(median(many.wait)).toBeGreaterThan(median(many.env))
     }), 60_000)
 

@@ -5,7 +5,7 @@
  * adapters and pools that can tell waiting from working note it there, and the loop takes it out
  * of the env's time (`env_ms`) and reports it apart (`wait_ms`). Internal.
  */
-import { Context, Effect } from "effect"
+import { Context, Effect, Fiber } from "effect"
 
 /** One trajectory's waiting, noted since the loop last took it. */
 export class Waits {
@@ -72,5 +72,37 @@ export const settled = <A, E>(
     }
     queueMicrotask(() => {
       pending = true
+    })
+  })
+
+/**
+ * An env's answer that was not ready at once (an Effect-native env's `Effect.promise`, a
+ * scheduler's hook), as {@link settled} does for a Promise: the answer runs at once as a child
+ * fiber until it suspends; if it was ready then (its resumption already queued, as an
+ * `Effect.promise` of a settled Promise is), the time until it runs is spent behind other
+ * trajectories' work, i.e. waiting; one that comes later is the env's own time to the end. Nothing
+ * is added when the answer's own adapters noted waiting (a Promise's {@link settled}, a pool's
+ * permit). A suspension by a yield (`Effect.yieldNow`) counts as the env's time.
+ */
+export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, waits: Waits): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.forkChild(effect, { startImmediately: true }), (fiber) => {
+    const done = fiber.pollUnsafe()
+    if (done !== undefined) return done
+    const suspended = waits.now()
+    const noted = waits.ms
+    let later = false
+    queueMicrotask(() => {
+      later = true
+    })
+    return Effect.callback<A, E>((resume) => {
+      const remove = fiber.addObserver((exit) => {
+        if (!later && waits.ms === noted) waits.ms += waits.now() - suspended
+        resume(exit)
+      })
+      // interrupted while the answer is under way: the answer is interrupted and waited for
+      return Effect.suspend(() => {
+        remove()
+        return Fiber.interrupt(fiber)
+      })
     })
   })

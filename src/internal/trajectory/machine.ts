@@ -14,7 +14,7 @@ import { describe, stringify } from "../lift.js"
 import { nextTurn } from "../nextTurn.js"
 import { isReady } from "../ready.js"
 import { mixSeed } from "../seed.js"
-import { CurrentWaits, Waits } from "../waits.js"
+import { CurrentWaits, timed, Waits } from "../waits.js"
 import { Accumulator } from "./observers.js"
 
 /**
@@ -143,7 +143,7 @@ export class Machine {
    */
   startSession(): Effect.Effect<Session, TrajectoryError> {
     try {
-      return Scope.provide(Effect.provideService(this.scheduler.start(this.request), CurrentWaits, this.waits), this.scope)
+      return timed(Scope.provide(Effect.provideService(this.scheduler.start(this.request), CurrentWaits, this.waits), this.scope), this.waits)
     } catch (defect) {
       return Effect.die(defect)
     }
@@ -249,7 +249,7 @@ export class Machine {
     const envStarted = this.mark
     const answer = this.session!.onTurnEnd(context)
     if (!isReady(answer)) {
-      return Effect.flatMap(answer, (result) => this.resume(this.onAnswer(context, result, envStarted)))
+      return Effect.flatMap(timed(answer, this.waits), (result) => this.resume(this.onAnswer(context, result, envStarted)))
     }
     return this.onAnswer(context, answer.value, envStarted)
   }
@@ -274,7 +274,7 @@ export class Machine {
       this.next(stepped.value)
       return this.drained()
     }
-    return Effect.flatMap(stepped, (messages) => {
+    return Effect.flatMap(timed(stepped, this.waits), (messages) => {
       this.answered(context.turn, result, false, envStarted)
       this.next(messages)
       return this.resume(this.drained())
