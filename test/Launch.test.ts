@@ -10,6 +10,9 @@ import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { NodeServices } from "@effect/platform-node"
+import { Console, Effect } from "effect"
+import { commandPaths, main } from "../src/cli/Cli.js"
 import { commandOf, readCache } from "../src/cli/launch.js"
 
 const root = path.resolve(import.meta.dirname, "..")
@@ -18,13 +21,17 @@ let copy = ""
 let bundle = ""
 let cacheFile = ""
 
-/** A fresh copy of the installation in a new folder inside `parent`; it becomes the tests' `copy`. */
-const makeCopy = (parent: string, prefix: string) => {
+/**
+ * A fresh copy of the installation in a new folder inside `parent`; it becomes the tests' `copy`.
+ * Without the help pages rendered ahead (dist/bundle/help.json) unless `pages`: the code cache's
+ * tests run `--help` through the bundle.
+ */
+const makeCopy = (parent: string, prefix: string, pages = false) => {
   copy = fs.mkdtempSync(path.join(parent, prefix))
   fs.cpSync(path.join(root, "bin"), path.join(copy, "bin"), { recursive: true })
   fs.cpSync(path.join(root, "dist/bundle"), path.join(copy, "dist/bundle"), {
     recursive: true,
-    filter: (source) => !source.endsWith(".cache")
+    filter: (source) => !source.endsWith(".cache") && (pages || path.basename(source) !== "help.json")
   })
   fs.copyFileSync(path.join(root, "package.json"), path.join(copy, "package.json"))
   bundle = path.join(copy, "dist/bundle/cli.cjs")
@@ -444,5 +451,105 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
       expect([["", "envs"], ["", "dataset"], ["", "envs", "dataset"], ["", "dataset", "envs"]]).toContainEqual(named)
       expect(tmpFiles()).toEqual([])
     }
+  }, 120_000)
+})
+
+describe("the help pages rendered ahead (dist/bundle/help.json, issue 27: --help at most 250 ms)", () => {
+  const pagesFile = () => path.join(copy, "dist/bundle/help.json")
+  beforeEach(() => {
+    fs.rmSync(copy, { recursive: true, force: true })
+    makeCopy(path.join(root, "scratch"), "pages-", true)
+  })
+  const asked = [[], ...commandPaths().flatMap((p) => [[...p, "--help"], [...p, "-h"]])]
+  const hasScript = spawnSync("script", ["--version"]).status === 0
+  /** `effect-gym ...args` on a terminal (script's pty), with `env`: what it printed there and its exit code. */
+  const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+    const line = [process.execPath, path.join(copy, "bin/effect-gym.js"), ...args].map((a) => `'${a}'`).join(" ")
+    const result = spawnSync("script", ["-qefc", line, "/dev/null"], {
+      encoding: "utf8",
+      timeout: 60_000,
+      env: { ...process.env, TERM: "xterm", NO_COLOR: "", ...env }
+    })
+    return { code: result.status, out: result.stdout }
+  }
+
+  /** What the command line (in this process) prints for `effect-gym ...args` off a terminal. */
+  const printed = (args: ReadonlyArray<string>) =>
+    Effect.runPromise(Effect.gen(function*() {
+      const out: Array<string> = []
+      const err: Array<string> = []
+      const console: Console.Console = {
+        ...globalThis.console,
+        log: (...xs: ReadonlyArray<unknown>) => void out.push(`${xs.join(" ")}\n`),
+        error: (...xs: ReadonlyArray<unknown>) => void err.push(`${xs.join(" ")}\n`)
+      }
+      const code = yield* main(["node", "effect-gym", ...args], undefined, undefined, false).pipe(
+        Effect.provideService(Console.Console, console)
+      )
+      return { code, stdout: out.join(""), stderr: err.join("") }
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it("every command's --help and -h, and no arguments: the same output and exit code as the command line prints, without running it", async () => {
+    expect(fs.existsSync(pagesFile())).toBe(true)
+    expect(asked.length).toBeGreaterThan(20)
+    for (const args of asked) {
+      const expected = await printed(args)
+      expect(expected.stdout.length, args.join(" ")).toBeGreaterThan(200)
+      expect(run(args), args.join(" ")).toEqual(expected)
+    }
+    // and as the bundle itself prints them
+    for (const args of [["--help"], ["run", "--help"], ["openenv", "serve", "-h"], []]) expect(run(args)).toEqual(without(args))
+    // printed from the pages: the bundle never ran, so no code cache was written
+    expect(fs.existsSync(cacheFile)).toBe(false)
+    // anything else runs the command line (and writes its cache)
+    expect(run(["run", "--bogus", "--help"])).toEqual(without(["run", "--bogus", "--help"]))
+    expect(run(["--version"])).toEqual(without(["--version"]))
+    expect(fs.existsSync(cacheFile)).toBe(true)
+  }, 240_000)
+
+  it.skipIf(!hasScript)("on a terminal: the coloured page, as the command line prints it; NO_COLOR and TERM=dumb: the plain one", () => {
+    for (const args of [["--help"], ["run", "--help"], ["openenv", "serve", "-h"]]) {
+      const colored = onTerminal(args)
+      expect(colored.code).toBe(0)
+      expect(colored.out).toContain("\u001b[")
+      expect(colored).toEqual(onTerminal(args, { EFFECT_GYM_CODE_CACHE: "off" }))
+      for (const env of [{ NO_COLOR: "1" }, { TERM: "dumb" }]) {
+        const plain = onTerminal(args, env)
+        expect(plain.out).not.toContain("\u001b[")
+        expect(plain).toEqual(onTerminal(args, { ...env, EFFECT_GYM_CODE_CACHE: "off" }))
+      }
+    }
+    expect(fs.existsSync(cacheFile)).toBe(false)
+  }, 240_000)
+
+  it("pages of another bundle, corrupt or odd ones are not used: the command line prints its help itself", () => {
+    const expected = without(["run", "--help"])
+    const good = fs.readFileSync(pagesFile(), "utf8")
+    const parsed = JSON.parse(good) as { bundle: string; pages: Record<string, { stdout: string }> }
+    const wrong = (pages: unknown) => JSON.stringify({ ...parsed, pages })
+    const corruptions = [
+      JSON.stringify({ ...parsed, bundle: "0".repeat(64), pages: { ...parsed.pages, ["plain\0run\0--help"]: { code: 0, stdout: "stale", stderr: "" } } }),
+      good.slice(0, good.length >> 1),
+      "garbage",
+      "null",
+      wrong(null),
+      wrong({ ...parsed.pages, ["plain\0run\0--help"]: { code: "0", stdout: 5, stderr: null } }),
+      wrong({ ...parsed.pages, ["plain\0run\0--help"]: undefined })
+    ]
+    for (const corrupt of corruptions) {
+      fs.writeFileSync(pagesFile(), corrupt)
+      expect(run(["run", "--help"])).toEqual(expected)
+    }
+    // the bundle changed since the pages were rendered (a rebuilt or edited cli.cjs)
+    fs.writeFileSync(pagesFile(), good)
+    fs.appendFileSync(bundle, "\n// changed\n")
+    const stale = JSON.parse(good) as { pages: Record<string, { stdout: string }> }
+    stale.pages["plain\0run\0--help"].stdout = "stale"
+    fs.writeFileSync(pagesFile(), JSON.stringify(stale))
+    expect(run(["run", "--help"])).toEqual(expected)
+    // a FIFO at its path is not read (it would block)
+    fs.rmSync(pagesFile())
+    spawnSync("mkfifo", [pagesFile()])
+    expect(run(["run", "--help"])).toEqual(expected)
   }, 120_000)
 })

@@ -41,6 +41,23 @@ const command = Command.make("effect-gym").pipe(
 )
 
 /**
+ * Every command's path below the top level (`[]`, `["run"]`, `["openenv", "serve"]`, ...), by name:
+ * the commands whose `--help` the build renders ahead for the launcher (scripts/help-pages.mjs).
+ *
+ * @since 0.3.0
+ * @category running
+ */
+export const commandPaths = (): ReadonlyArray<ReadonlyArray<string>> => {
+  const out: Array<ReadonlyArray<string>> = []
+  const walk = (at: Command.Command.Any, path: ReadonlyArray<string>): void => {
+    out.push(path)
+    for (const group of at.subcommands) for (const sub of group.commands) walk(sub, [...path, sub.name])
+  }
+  walk(command, [])
+  return out
+}
+
+/**
  * What the command line needs from the platform: files, paths, the terminal, standard input and
  * output, and a process spawner (effect/cli's `Command.Environment`).
  *
@@ -218,13 +235,17 @@ const refusingWizard = (onRefused: (error: OptionError) => void, which: string):
  * wrong; 3 the command stopped on an error of its own or of the system (with a message; a run
  * writes what finished first); 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
  *
+ * `color` decides colour instead of the terminal and the environment (the build's help pages, see
+ * {@link commandPaths}, are rendered both ways).
+ *
  * @since 0.1.0
  * @category running
  */
 export const main = (
   argv: ReadonlyArray<string>,
   onExitCode?: (code: number) => void,
-  signals?: Context.Service.Shape<typeof Signals>
+  signals?: Context.Service.Shape<typeof Signals>,
+  color?: boolean
 ): Effect.Effect<number, never, Environment> => {
   let exitCode = 0
   const withSignals = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -254,7 +275,7 @@ export const main = (
   const { args, noColor } = withoutNoColor(normalizeArgv(argv).slice(2))
   // colour only on a terminal, and never with NO_COLOR (any value but empty), --no-color or
   // TERM=dumb (a terminal that shows escapes as they are: Emacs' shell, some CI log viewers)
-  const color = terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
+  const colored = color ?? (terminal.stdout && !noColor && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb")
   const renamed = renamedOptions(args)
   const invoke = Effect.andThen(
     Effect.andThen(
@@ -266,7 +287,7 @@ export const main = (
   return (refusedRunner === undefined ? invoke : Effect.fail(refusedRunner)).pipe(
     Effect.provideService(CliConfig.CliConfig, builtIns(wizard)),
     Effect.provideService(CliOutput.Presenter, presenter),
-    Effect.provideService(CliOutput.Formatter, Help.formatter(CliOutput.defaultFormatter({ colors: color }), color)),
+    Effect.provideService(CliOutput.Formatter, Help.formatter(CliOutput.defaultFormatter({ colors: colored }), colored)),
     Effect.provideService(ExitCode, {
       set: (code) => {
         exitCode = code

@@ -18,7 +18,8 @@
  *   or never end); it is replaced like any other unusable cache;
  * - it is written atomically (a temporary file renamed), and where it cannot be written (a read-only
  *   installation) the command runs as without it;
- * - `EFFECT_GYM_CODE_CACHE=off` neither reads nor writes it.
+ * - `EFFECT_GYM_CODE_CACHE=off` neither reads nor writes it (nor prints the help pages rendered
+ *   ahead, see {@link helpPage}).
  * Without dist/bundle/cli.cjs it falls back to the ES module bundle (dist/bundle/bin.js).
  */
 import * as buffer from "node:buffer"
@@ -234,6 +235,60 @@ export const launch = (bundle: string, cache: boolean, command = ""): void => {
   run(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle), (specifier) => import(specifier))
 }
 
+/**
+ * The help pages the build rendered ahead (scripts/help-pages.mjs, dist/bundle/help.json): each
+ * command's `--help` and `-h` (and the bare `effect-gym`), plain and coloured, exactly as the
+ * command line prints them, with the SHA-256 of the bundle they were rendered with (its size and
+ * time would not do: npm's tarballs give every file one date). The command line took about 180 ms past Node's own start to print one (loading the bundle,
+ * building the commands); printed from here, a help page costs what reading one JSON file costs.
+ */
+interface HelpPages {
+  readonly format: 1
+  readonly bundle: string
+  readonly pages: Readonly<Record<string, { readonly code: number; readonly stdout: string; readonly stderr: string }>>
+}
+
+/** The key of a help page: its colour and its arguments (as `process.argv.slice(2)`). */
+export const helpKey = (color: boolean, args: ReadonlyArray<string>): string => [color ? "color" : "plain", ...args].join("\0")
+
+/**
+ * The page the command line would print for `argv`, when it asks for nothing but a command's help
+ * (`run --help`, `openenv serve -h`, no arguments at all) and the pages were rendered with `bundle`
+ * as it is; `undefined` otherwise (anything else, another flag, a page missing or unreadable), and
+ * the command line runs. Colour is decided as the command line decides it (see `Cli.main`).
+ */
+export const helpPage = (
+  bundle: string,
+  argv: ReadonlyArray<string>
+): { readonly code: number; readonly stdout: string; readonly stderr: string } | undefined => {
+  const args = argv.slice(2)
+  if (args.length > 0 && args[args.length - 1] !== "--help" && args[args.length - 1] !== "-h") return undefined
+  if (args.length > 4) return undefined
+  try {
+    const data = readRegularFile(path.join(path.dirname(bundle), "help.json"), 4 * 1024 * 1024)
+    if (data === undefined) return undefined
+    const pages = JSON.parse(data.toString("utf8")) as HelpPages
+    if (pages.format !== 1 || typeof pages.pages !== "object" || pages.pages === null) return undefined
+    if (pages.bundle !== sha256(fs.readFileSync(bundle))) return undefined
+    const color = process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
+    const page = Object.hasOwn(pages.pages, helpKey(color, args)) ? pages.pages[helpKey(color, args)] : undefined
+    return typeof page?.stdout === "string" && typeof page.stderr === "string" && typeof page.code === "number"
+      ? page
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Prints a help page and ends with its code, once the output has gone out (a reader gone: dropped). */
+const printPage = (page: { readonly code: number; readonly stdout: string; readonly stderr: string }): void => {
+  process.stdout.on("error", () => {})
+  process.stderr.on("error", () => {})
+  if (page.stderr !== "") process.stderr.write(page.stderr)
+  process.stdout.write(page.stdout)
+  process.exitCode = page.code
+}
+
 /** The oldest Node major the command line runs on (package.json's `engines`). */
 const NODE_MAJOR = 24
 
@@ -329,6 +384,9 @@ export const main = async (): Promise<void> => {
     return
   }
   const bundle = path.join(dir, "cli.cjs")
-  if (fs.existsSync(bundle)) launch(bundle, process.env.EFFECT_GYM_CODE_CACHE !== "off", commandOf(process.argv))
+  const cache = process.env.EFFECT_GYM_CODE_CACHE !== "off"
+  const page = cache && fs.existsSync(bundle) ? helpPage(bundle, process.argv) : undefined
+  if (page !== undefined) printPage(page)
+  else if (fs.existsSync(bundle)) launch(bundle, cache, commandOf(process.argv))
   else await import(pathToFileURL(path.join(dir, "bin.js")).href)
 }
