@@ -183,7 +183,6 @@ export class Accumulator {
   private addTurns(result: TrajectoryResult): void {
     for (const m of result.messages) {
       if (m.tool_calls !== undefined) this.toolCalls += m.tool_calls.length
-      else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
       if (m.role === "assistant" && typeof m.content === "string") this.completionChars += m.content.length
     }
     const turns = result.turns
@@ -191,6 +190,7 @@ export class Accumulator {
     let everyTurnHasIds = turns.length > 0
     for (const turn of turns) {
       if (turn.malformedToolCall !== undefined) this.malformedToolCalls++
+      if (turn.toolErrors !== undefined) this.toolErrors += turn.toolErrors
       if (turn.tokenIds === undefined) everyTurnHasIds = false
       else tokens += turn.tokenIds.length
     }

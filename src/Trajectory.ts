@@ -155,6 +155,12 @@ export interface TurnOutput {
   readonly policyVersion?: number | undefined
   /** Why the reply's text that looked like a tool call was kept as text (see `Completion.malformedToolCall`). */
   readonly malformedToolCall?: string | undefined
+  /**
+   * How many of the env's tool messages answering this turn's calls said what was wrong (begin
+   * `Error:`, as `Tool.toolkit` answers a bad call); absent: none. Counted also for the last turn,
+   * whose answer the conversation does not keep.
+   */
+  readonly toolErrors?: number | undefined
 }
 
 /**

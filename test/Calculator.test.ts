@@ -17,6 +17,7 @@ import { calculatorReply } from "../src/inference/Scripted.js"
 import * as ToolParsers from "../src/inference/ToolParsers.js"
 import type * as Message from "../src/Message.js"
 import * as Rollout from "../src/Rollout.js"
+import * as Summary from "../src/Summary.js"
 import { cli, readLines } from "./cli.js"
 import { records } from "./helpers.js"
 
@@ -32,6 +33,33 @@ const runWith = (service: Inference.Service, rows: ReadonlyArray<object>, maxTur
     Effect.map((items) => records(items).map(CompletionsLog.toLine)),
     Effect.provideService(Inference.Inference, service)
   )
+
+describe("calculator: the summary's tool errors", () => {
+  it.effect("every call answered with an error is counted, the last turn's too (its answer is not in the conversation)", () =>
+    Effect.gen(function*() {
+      // a model that calls a tool the env does not have, every turn
+      const wrong: Inference.Service = {
+        name: "wrong",
+        chat: (request) =>
+          Effect.succeed({
+            text: "",
+            finishReason: "tool_calls",
+            toolCalls: [{ id: `c${request.turn}`, type: "function", function: { name: "nope", arguments: "{}" } }]
+          })
+      }
+      const items = yield* Stream.fromIterable([{ env_config: { seed: 1 } }, { env_config: { seed: 2 } }]).pipe(
+        Rollout.run(Rollout.make({ envs: [Calculator.Calculator], numGenerations: 2, maxTurns: 3, seed: 3 })),
+        Stream.runCollect,
+        Effect.provideService(Inference.Inference, wrong)
+      )
+      const accumulator = new Summary.Accumulator()
+      for (const item of items) accumulator.add(item)
+      // 4 trajectories x 3 turns, each call answered "Error: ...", of which the conversation keeps 2 per trajectory
+      expect(accumulator.summary(1000).tools).toEqual({ calls: 12, errors: 12, malformed: 0 })
+      const kept = records(items).flatMap((r) => r.result.messages).filter((m) => m.role === "tool" && m.content.startsWith("Error:"))
+      expect(kept.length).toBe(8)
+    }))
+})
 
 describe("calculator: the task", () => {
   it("is seeded: the same seed gives the same order, prices and total; the total is the order's", () => {

@@ -79,7 +79,16 @@ export class Accumulator implements Observer {
   }
 
   step(_turn: number, result: TurnResult, _done: boolean, envMs: number, waitMs = 0): void {
+    if (result.toolMessages !== undefined) this.countToolErrors(result.toolMessages)
     this.fold(result.reward ?? 0, result.info ?? EMPTY_INFO, result.rolloutInfos, envMs, waitMs)
+  }
+
+  /** The turn's tool messages that said what was wrong, on its output (see `TurnOutput.toolErrors`). */
+  private countToolErrors(messages: ReadonlyArray<Message.Message>): void {
+    let errors = 0
+    for (const m of messages) if (m.role === "tool" && m.content.startsWith("Error:")) errors++
+    const last = this.outputs.length - 1
+    if (errors > 0 && last >= 0) this.outputs[last] = { ...this.outputs[last], toolErrors: errors }
   }
 
   end(end: End): void {
