@@ -269,9 +269,10 @@ describe("openenv env: bad tool calls", () => {
 
 /**
  * A raw OpenEnv server on loopback: answers `reset`, and each MCP request with `answer(request)`
- * (a JSON-RPC response without its id, or "close" to drop the connection, or "silent").
+ * (a JSON-RPC response without its id; "close" to drop the connection, "silent", or other text: the
+ * `result`'s JSON text as it is).
  */
-const rawServer = (answer: (rpc: { readonly method: string; readonly params: any }) => object | "close" | "silent") =>
+const rawServer = (answer: (rpc: { readonly method: string; readonly params: any }, text: string) => object | string) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly server: WebSocketServer }>((resolve) => {
@@ -284,9 +285,13 @@ const rawServer = (answer: (rpc: { readonly method: string; readonly params: any
             } else if (frame.type === "close") {
               ws.close()
             } else if (frame.type === "mcp") {
-              const out = answer(frame.data)
+              const out = answer(frame.data, String(data))
               if (out === "close") ws.terminate()
-              else if (out !== "silent") ws.send(JSON.stringify({ type: "mcp", data: { jsonrpc: "2.0", id: frame.data.id, ...out } }))
+              else if (typeof out === "string" && out !== "silent") {
+                ws.send(`{"type":"mcp","data":{"jsonrpc":"2.0","id":${frame.data.id},"result":${out}}}`)
+              } else if (typeof out !== "string") {
+                ws.send(JSON.stringify({ type: "mcp", data: { jsonrpc: "2.0", id: frame.data.id, ...out } }))
+              }
             } else {
               ws.send(JSON.stringify({ type: "observation", data: { observation: { prompt: "bye" }, reward: 0.5, done: true } }))
             }
@@ -333,6 +338,38 @@ describe("openenv env: what a server may answer", () => {
       ])
       // no step result from this server: no reward from the calls
       expect(line.rollout_infos.step_rewards).toEqual([0, 0.5])
+    }))
+
+  it.live("odd results: null, no content, 2 MB of text, a part nested 100,000 deep, a big integer in the arguments: tool messages, no crash", () =>
+    Effect.gen(function*() {
+      const deep = "[".repeat(100_000) + "1" + "]".repeat(100_000)
+      const sent: Array<string> = []
+      const { url } = yield* rawServer((rpc, text) => {
+        if (rpc.method === "tools/list") return TOOLS
+        const mode = rpc.params.arguments.mode
+        sent.push(text)
+        if (mode === "null") return { result: null }
+        if (mode === "empty") return { result: { content: [], structured_content: { n: 1 } } }
+        if (mode === "big") return { result: { content: [{ type: "text", text: "y".repeat(2_000_000) }] } }
+        return `{"content":[{"type":"deep","value":${deep}}]}`
+      })
+      const [record] = yield* runRows([{ env_config: { base_url: url, mcp_tools: true } }]).pipe(
+        Effect.provide(scripted((turn) =>
+          turn === 1
+            ? [
+              ...["null", "empty", "big", "deep"].map((mode) => call(mode, "echo", { mode })),
+              call("n", "echo", "{\"mode\": \"null\", \"id\": 123456789012345678901234567890}")
+            ]
+            : []
+        ))
+      )
+      expect(record.error).toBeUndefined()
+      const contents = CompletionsLog.toLine(record).messages.filter((m) => m.role === "tool").map((m) => m.content)
+      expect(contents.slice(0, 2)).toEqual(["null", "{\"n\":1}"])
+      expect(contents[2].length).toBe(2_000_000)
+      expect(contents[3]).toBe("(an object nested deeper than 1000 levels)")
+      // the model's long integer reaches the server as it wrote it
+      expect(sent.at(-1)).toContain("\"arguments\":{\"mode\":\"null\",\"id\":123456789012345678901234567890}")
     }))
 
   it.live("a server killed mid-call, a reply with another id, no answer: typed errors, never a hang", () =>

@@ -54,19 +54,26 @@ const stepOf = (result: Readonly<Record<string, unknown>>): OpenEnvProtocol.Obse
   return { observation: data.observation, reward: reward ?? null, done: data.done }
 }
 
+/** A value as JSON text; one nested past any real one (JSON.stringify would overflow the stack) says so instead. */
+const jsonText = (value: unknown): string =>
+  typeof value === "string"
+    ? value
+    : nestsDeeper(value)
+    ? `(${Array.isArray(value) ? "an array" : "an object"} nested deeper than ${MAX_JSON_DEPTH} levels)`
+    : describe(value)
+
 /** A tools/call result as the tool message's text: its text content (other content as JSON), else its value as JSON. */
 const textOf = (result: unknown): string => {
-  if (typeof result === "string") return result
   if (isRecord(result) && Array.isArray(result.content) && result.content.length > 0) {
     return result.content
-      .map((part: unknown) => isRecord(part) && part.type === "text" && typeof part.text === "string" ? part.text : describe(part))
+      .map((part: unknown) => isRecord(part) && part.type === "text" && typeof part.text === "string" ? part.text : jsonText(part))
       .join("\n")
   }
   if (isRecord(result)) {
     const value = result.structuredContent ?? result.structured_content ?? result.data
-    if (value !== undefined && value !== null) return typeof value === "string" ? value : describe(value)
+    if (value !== undefined && value !== null) return jsonText(value)
   }
-  return describe(result)
+  return jsonText(result)
 }
 
 /**
