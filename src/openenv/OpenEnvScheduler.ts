@@ -19,11 +19,13 @@
  * Row `env_config`: `base_url` (`http(s)://host:port`, the WebSocket is `ws(s)://host:port/ws`),
  * `reset_kwargs` (an object, default `{}`; `seed` defaults to the row's seed and `episode_id` to the
  * trajectory id), `system_message` (optional system prompt), `mcp_tools` (default `false`; `true`:
- * the server's MCP tools are the model's tools, see below).
+ * the server's MCP tools are the model's tools, see below), `mcp_via` (`mcp`, the default, or `step`).
  *
- * With `mcp_tools`, each reset is followed by a `tools/list` on the session (a `{"type":"mcp"}`
+ * With `mcp_tools`, each reset is followed by a `tools/list` on the session: a `{"type":"mcp"}`
  * JSON-RPC frame on its `/ws` connection, which OpenEnv's Python server and `openenv serve` answer
- * with the session's own env); the listed tools (but `act`, `restart` and OpenEnv's reserved names)
+ * with the session's own env, or with `mcp_via: "step"` the `list_tools` / `call_tool` step actions
+ * OpenEnv's `MCPToolClient` sends (the Python `MCPEnvironment`'s step, with its reward and done;
+ * `openenv serve` does not take them). The listed tools (but `act`, `restart` and OpenEnv's reserved names)
  * are offered to the model for the episode. A reply with tool calls is answered call by call, in
  * order, each a `tools/call` on the same session, under the same permit: one `tool` message per
  * call (`tool_call_id` the call's). A bad call (unknown tool, arguments not a JSON object or over
@@ -100,7 +102,8 @@ export const EnvConfig = Schema.Struct({
   base_url: Schema.String,
   reset_kwargs: OpenEnvProtocol.JsonObject.pipe(Schema.withDecodingDefaultType(Effect.sync(() => ({})))),
   system_message: Schema.optional(Schema.NullOr(Schema.String)),
-  mcp_tools: Schema.Boolean.pipe(Schema.withDecodingDefaultType(Effect.succeed(false)))
+  mcp_tools: Schema.Boolean.pipe(Schema.withDecodingDefaultType(Effect.succeed(false))),
+  mcp_via: Schema.Literals(["mcp", "step"]).pipe(Schema.withDecodingDefaultType(Effect.succeed("mcp" as const)))
 })
 
 /**
@@ -298,22 +301,20 @@ const connect = (
     let ended = false
     const callOptions = (names: ReadonlySet<string>): McpTools.CallOptions => ({
       offered: names,
+      via: envConfig.mcp_via,
       timeout: pool.toolTimeout,
       maxArgumentsLength: options.maxArgumentsLength ?? 65_536
     })
 
     /** The session's MCP tools as the episode's tools (`tools/list` on the session). */
     const listTools = (session: OpenEnvClient.Session): Effect.Effect<ReadonlyArray<Tool.Spec>, Env.EnvError> =>
-      session.mcp("tools/list").pipe(
+      McpTools.list(session, envConfig.mcp_via).pipe(
         Effect.mapError(toEnvError("reset")),
-        Effect.flatMap((reply) => {
-          const specs = reply._tag === "Error"
-            ? Result.fail(`${reply.message} (JSON-RPC error ${reply.code})`)
-            : McpTools.specsOf(reply.result)
-          return Result.isSuccess(specs)
+        Effect.flatMap((specs) =>
+          Result.isSuccess(specs)
             ? Effect.succeed(specs.success)
             : Effect.fail(new Env.EnvError({ env: name, phase: "reset", detail: `env_config.mcp_tools: tools/list: ${specs.failure}` }))
-        })
+        )
       )
 
     /**
@@ -340,31 +341,32 @@ const connect = (
               detail: "the episode is over: the call was not sent"
             }))
             : McpTools.call(session, toolCall, callOptions(names))
-          const out = yield* Effect.result(answered)
-          if (Result.isFailure(out)) {
-            const error = out.failure
-            const lost = !session.isOpen()
-            if (lost && error.reason === "Timeout") pool.orphaned(session.url)
-            if (lost || options.onBadCall === "fail") {
-              return yield* new Env.EnvError({
-                env: name,
-                phase: "step",
-                detail: lost ? `${error.message} (the session is closed)` : error.message,
-                details: { reason: error.reason, tool: error.tool, tool_call_id: error.toolCallId },
-                cause: error
-              })
-            }
-            errors.push(error)
-            messages.push(Message.tool(toolCall.id, toolCall.function.name, Tool.errorContent(error)))
-            continue
-          }
-          messages.push(Message.tool(toolCall.id, toolCall.function.name, out.success.content))
-          const step = out.success.step
+          // a failed call has no step; a call_tool step the server refused has one (its reward counts)
+          const out: McpTools.Answer = yield* Effect.catch(answered, (error) => Effect.succeed({ content: "", step: undefined, error }))
+          const step = out.step
           if (step !== undefined) {
             last = step
             if (step.reward !== null) reward = (reward ?? 0) + step.reward
             if (step.done) ended = true
           }
+          const error = out.error
+          if (error === undefined) {
+            messages.push(Message.tool(toolCall.id, toolCall.function.name, out.content))
+            continue
+          }
+          const lost = !session.isOpen()
+          if (lost && error.reason === "Timeout") pool.orphaned(session.url)
+          if (lost || options.onBadCall === "fail") {
+            return yield* new Env.EnvError({
+              env: name,
+              phase: "step",
+              detail: lost ? `${error.message} (the session is closed)` : error.message,
+              details: { reason: error.reason, tool: error.tool, tool_call_id: error.toolCallId },
+              cause: error
+            })
+          }
+          errors.push(error)
+          messages.push(Message.tool(toolCall.id, toolCall.function.name, Tool.errorContent(error)))
         }
         const info: Record<string, unknown> = {
           tool_calls: calls.length,

@@ -8,6 +8,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { WebSocketServer } from "ws"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Env from "../../src/Env.js"
@@ -272,7 +274,10 @@ describe("openenv env: bad tool calls", () => {
  * (a JSON-RPC response without its id; "close" to drop the connection, "silent", or other text: the
  * `result`'s JSON text as it is).
  */
-const rawServer = (answer: (rpc: { readonly method: string; readonly params: any }, text: string) => object | string) =>
+const rawServer = (
+  answer: (rpc: { readonly method: string; readonly params: any }, text: string) => object | string,
+  step?: (data: any) => string
+) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly server: WebSocketServer }>((resolve) => {
@@ -292,6 +297,8 @@ const rawServer = (answer: (rpc: { readonly method: string; readonly params: any
               } else if (typeof out !== "string") {
                 ws.send(JSON.stringify({ type: "mcp", data: { jsonrpc: "2.0", id: frame.data.id, ...out } }))
               }
+            } else if (step !== undefined) {
+              ws.send(step(frame.data))
             } else {
               ws.send(JSON.stringify({ type: "observation", data: { observation: { prompt: "bye" }, reward: 0.5, done: true } }))
             }
@@ -410,5 +417,77 @@ describe("openenv env: what a server may answer", () => {
       expect(other.error?.message).toContain("tools/list: tools[0].name is not a non-empty string")
       const wrong = yield* runRows([{ env_config: { base_url: url, mcp_tools: "yes" } }]).pipe(Effect.provide(scripted(() => [])))
       expect(wrong[0].error?.message).toContain("env_config.mcp_tools")
+    }))
+})
+
+/**
+ * The step frames of OpenEnv's `MCPToolClient` as the Python echo env answered them
+ * (test/fixtures/openenv/echo-ws-errors.txt: openenv-core 0.2.3, fastmcp 4.0.10): each recorded
+ * request's data and its reply frame.
+ */
+const recorded = (): Array<{ readonly data: unknown; readonly reply: string }> => {
+  const lines = fs.readFileSync(path.resolve(import.meta.dirname, "../fixtures/openenv/echo-ws-errors.txt"), "utf8").split("\n")
+  const out: Array<{ data: unknown; reply: string }> = []
+  for (let i = 0; i + 1 < lines.length; i++) {
+    if (!lines[i].startsWith(">> {") || !lines[i + 1].startsWith("<< ")) continue
+    const frame = JSON.parse(lines[i].slice(3))
+    if (frame.type === "step" && frame.data?.type !== undefined) out.push({ data: frame.data, reply: lines[i + 1].slice(3) })
+  }
+  return out
+}
+
+describe("openenv env: mcp_via step, the step actions of OpenEnv's MCPToolClient", () => {
+  it.live("list_tools and call_tool steps, answered with the Python echo env's recorded frames; its error_type names the reason", () =>
+    Effect.gen(function*() {
+      const frames = recorded()
+      expect(frames.length).toBe(4)
+      const seenSteps: Array<string> = []
+      const { url } = yield* rawServer(() => "silent", (data) => {
+        seenSteps.push(JSON.stringify(data))
+        const match = frames.find((f) => JSON.stringify(f.data) === JSON.stringify(data))
+        if (match !== undefined) return match.reply
+        if (data.type === "call_tool") {
+          const error = data.arguments.message === "slow"
+            ? { error_type: "timeout", message: "Tool 'echo_message' timed out after 30 seconds" }
+            : { error_type: "invalid_args", message: "missing message" }
+          return JSON.stringify({ type: "observation", data: { observation: { tool_name: data.tool_name, result: null, error }, reward: 0.5, done: false } })
+        }
+        return JSON.stringify({ type: "error", data: { message: "Invalid message", code: "VALIDATION_ERROR", errors: [] } })
+      })
+      const offered: Array<ReadonlyArray<string>> = []
+      const [record] = yield* runRows([{ env_config: { base_url: url, mcp_tools: true, mcp_via: "step" } }]).pipe(
+        Effect.provide(scripted((turn) =>
+          turn === 1
+            ? [
+              call("a", "echo_message", { message: "hello" }),
+              call("b", "echo_with_length", { message: "Test" }),
+              call("c", "echo_message", {}),
+              call("d", "echo_message", { message: "slow" })
+            ]
+            : [], offered))
+      )
+      expect(offered[0]).toEqual(["echo_message", "echo_with_length"])
+      expect(seenSteps[0]).toBe("{\"type\":\"list_tools\"}")
+      expect(seenSteps[1]).toBe("{\"type\":\"call_tool\",\"tool_name\":\"echo_message\",\"arguments\":{\"message\":\"hello\"}}")
+      const line = CompletionsLog.toLine(record)
+      expect(line.messages.filter((m) => m.role === "tool").map((m) => m.content)).toEqual([
+        "hello",
+        "{\"message\":\"Test\",\"length\":4}",
+        "Error: InvalidArguments: missing message (invalid_args)",
+        "Error: Timeout: Tool 'echo_message' timed out after 30 seconds (timeout)"
+      ])
+      // the step's own reward counts (null in the recorded frames, 0.5 in the two made here)
+      expect(line.rollout_infos.step_infos[0]).toMatchObject({ tool_calls: 4, openenv_reward: 1 })
+      // then the text reply: a text step (here refused by the server: a typed error)
+      expect(record.error?.message).toContain("ValidationError")
+    }))
+
+  it.live("against openenv serve (which takes no call_tool action), mcp_via step fails the reset with the server's validation error", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: Toolbox, maxConcurrentEnvs: 1 })
+      const [record] = yield* runRows([{ env_config: { base_url: server.url, mcp_tools: true, mcp_via: "step" } }]).pipe(
+        Effect.provide(scripted(() => []))
+      )
+      expect(record.error?.message).toMatch(/reset failed: openenv .*: ValidationError/)
     }))
 })

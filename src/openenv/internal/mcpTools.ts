@@ -1,8 +1,10 @@
 /**
  * The client side of OpenEnv's MCP tools: a session's `tools/list` as the model's tools, and each of
- * the model's tool calls as one `tools/call` on the same session (a `{"type":"mcp"}` JSON-RPC frame
- * on its `/ws` connection), so the call acts on the session's own env and runs under the permit the
- * session holds. Internal.
+ * the model's tool calls as one `tools/call` on the same session, so the call acts on the session's
+ * own env and runs under the permit the session holds. Two ways on the session's `/ws` connection:
+ * `mcp`, JSON-RPC in `{"type":"mcp"}` frames (OpenEnv's Python server and `openenv serve`), and
+ * `step`, the `list_tools` / `call_tool` step actions of OpenEnv's `MCPToolClient` (the Python
+ * server's `MCPEnvironment.step`, whose observation carries the env's reward and done). Internal.
  */
 import { Duration, Effect, Result } from "effect"
 import { isRecord, MAX_JSON_DEPTH, nestsDeeper } from "../../internal/inspect.js"
@@ -77,28 +79,55 @@ const textOf = (result: unknown): string => {
 }
 
 /**
- * @since 0.3.0
+ * How the requests go: `{"type":"mcp"}` JSON-RPC frames, or `list_tools` / `call_tool` step actions.
  */
+export type Via = "mcp" | "step"
+
+/** The session's tools: a `tools/list` result's specs, or what is wrong with the answer. */
+export const list = (
+  session: OpenEnvClient.Session,
+  via: Via
+): Effect.Effect<Result.Result<ReadonlyArray<Tool.Spec>, string>, OpenEnvProtocol.OpenEnvError> =>
+  via === "step"
+    ? Effect.map(session.step({ type: "list_tools" }), (out) => specsOf(out.observation))
+    : Effect.map(session.mcp("tools/list"), (reply) =>
+      reply._tag === "Error" ? Result.fail(`${reply.message} (JSON-RPC error ${reply.code})`) : specsOf(reply.result))
+
+/** The reasons of OpenEnv's `ToolError.error_type` (a `call_tool` step's `observation.error`). */
+const STEP_ERRORS: Readonly<Record<string, Tool.ToolError["reason"]>> = {
+  tool_not_found: "UnknownTool",
+  invalid_args: "InvalidArguments",
+  timeout: "Timeout",
+  execution_error: "Failed",
+  transport_error: "Failed"
+}
+
 export interface CallOptions {
   /** The tool names offered in this episode. */
   readonly offered: ReadonlySet<string>
+  readonly via: Via
   readonly timeout: Duration.Duration
   readonly maxArgumentsLength: number
 }
 
-/** A call's answer: the tool message's text, and the step's result when the server sent one. */
+/**
+ * A call's answer: the tool message's text, and the step's result when the server sent one. A
+ * `call_tool` step the server refused is still a step (its reward counts): its `error` is set.
+ */
 export interface Answer {
   readonly content: string
   readonly step: OpenEnvProtocol.ObservationData | undefined
+  readonly error?: Tool.ToolError | undefined
 }
 
 /**
  * One tool call as a `tools/call` on the session. The arguments are checked here first (an unknown
  * tool, arguments over the limit, not a JSON object, nested past any real one: not sent). Every
  * failure is a `ToolError`: the server's JSON-RPC error (`-32602` "Tool not found": `UnknownTool`,
- * other `-32602`: `InvalidArguments`, others: `Failed`), a result marked `isError` (`Failed`), no
- * answer within the timeout (`Timeout`; the session is then dropped, as a late reply cannot be told
- * from the next one), a lost connection (`Failed`).
+ * other `-32602`: `InvalidArguments`, others: `Failed`) or a `call_tool` step's `error` (by its
+ * `error_type`), a result marked `isError` (`Failed`), an error frame or a lost connection
+ * (`Failed`), no answer within the timeout (`Timeout`; the session is then dropped, as a late reply
+ * cannot be told from the next one).
  */
 export const call = (
   session: OpenEnvClient.Session,
@@ -127,22 +156,38 @@ export const call = (
     }
     if (!isRecord(args)) return bad("MalformedArguments", `the arguments must be a JSON object, got ${describe(args).slice(0, 100)}`)
     if (nestsDeeper(args)) return bad("MalformedArguments", `the arguments nest deeper than ${MAX_JSON_DEPTH} levels`)
-    return session.mcp("tools/call", { name, arguments: args }).pipe(
+    /** A tools/call result (JSON-RPC's, or a call_tool step's `observation.result`) as the answer. */
+    const answer = (result: unknown, step: OpenEnvProtocol.ObservationData | undefined): Effect.Effect<Answer, Tool.ToolError> => {
+      const content = textOf(result)
+      if (isRecord(result) && (result.isError === true || result.is_error === true)) return bad("Failed", content)
+      return Effect.succeed({ content, step: step ?? (isRecord(result) ? stepOf(result) : undefined) })
+    }
+    const sent: Effect.Effect<Answer, Tool.ToolError | OpenEnvProtocol.OpenEnvError> = options.via === "step"
+      ? Effect.flatMap(session.step({ type: "call_tool", tool_name: name, arguments: args }), (out) => {
+        const error = out.observation.error
+        if (isRecord(error)) {
+          const type = typeof error.error_type === "string" ? error.error_type : ""
+          const refused = new Tool.ToolError({
+            tool: name,
+            toolCallId,
+            reason: STEP_ERRORS[type] ?? "Failed",
+            detail: `${jsonText(error.message)} (${type === "" ? "error" : type})`
+          })
+          return Effect.succeed({ content: Tool.errorContent(refused), step: out, error: refused })
+        }
+        return answer(out.observation.result, out)
+      })
+      : Effect.flatMap(session.mcp("tools/call", { name, arguments: args }), (reply) => {
+        if (reply._tag === "Result") return answer(reply.result, undefined)
+        const detail = `${reply.message} (JSON-RPC error ${reply.code})`
+        if (reply.code === -32602) return bad(reply.message.startsWith("Tool not found") ? "UnknownTool" : "InvalidArguments", detail)
+        return bad("Failed", detail)
+      })
+    return sent.pipe(
       Effect.timeoutOrElse({
         duration: options.timeout,
         orElse: () => bad("Timeout", `no answer within ${Duration.format(options.timeout)}`)
       }),
-      Effect.catchTag("OpenEnvError", (error) => bad("Failed", error.message, error)),
-      Effect.flatMap((reply): Effect.Effect<Answer, Tool.ToolError> => {
-        if (reply._tag === "Error") {
-          const detail = `${reply.message} (JSON-RPC error ${reply.code})`
-          if (reply.code === -32602) return bad(reply.message.startsWith("Tool not found") ? "UnknownTool" : "InvalidArguments", detail)
-          return bad("Failed", detail)
-        }
-        const result = reply.result
-        const content = textOf(result)
-        if (isRecord(result) && (result.isError === true || result.is_error === true)) return bad("Failed", content)
-        return Effect.succeed({ content, step: isRecord(result) ? stepOf(result) : undefined })
-      })
+      Effect.catchTag("OpenEnvError", (error) => bad("Failed", error.message, error))
     )
   })
