@@ -44,6 +44,7 @@ export const integration: ReadonlyArray<string> = [
   "test/isolation/Freeze.test.ts",
   "test/isolation/Neighbours.test.ts",
   "test/openenv/Cli.test.ts",
+  "test/openenv/McpCli.test.ts",
   "test/openenv/OpenEnvScheduler.test.ts",
   "test/openenv/Shutdown.test.ts",
   "test/rollout-server/Cli.test.ts",

@@ -60,10 +60,35 @@ export interface Session {
   /** Sends one action (the action object itself, e.g. `{ message: "[1 2 3]" }`). */
   readonly step: (action: OpenEnvProtocol.JsonObject) => Effect.Effect<OpenEnvProtocol.ObservationData, OpenEnvError>
   readonly state: Effect.Effect<OpenEnvProtocol.StateData, OpenEnvError>
+  /**
+   * One MCP JSON-RPC request on the session (a `{"type":"mcp"}` frame: `tools/list`, `tools/call`),
+   * answered on the session's own env. A JSON-RPC error is a reply like any other (`error`); a reply
+   * whose `id` is not the request's is a `MalformedFrame`, and drops the session.
+   */
+  readonly mcp: (method: string, params?: OpenEnvProtocol.JsonObject) => Effect.Effect<McpReply, OpenEnvError>
   /** Closes the session now (it is closed with its scope anyway). Idempotent, never fails. */
   readonly close: Effect.Effect<void>
   /** Whether the session can still be used. */
   readonly isOpen: () => boolean
+}
+
+/**
+ * A JSON-RPC response to {@link Session.mcp}: its `result`, or its `error`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type McpReply =
+  | { readonly _tag: "Result"; readonly result: unknown }
+  | { readonly _tag: "Error"; readonly code: number; readonly message: string; readonly data: unknown }
+
+/** The JSON-RPC response with `id`, or `undefined` for anything else. */
+const mcpReplyOf = (data: unknown, id: number): McpReply | undefined => {
+  if (!isObject(data) || data.id !== id) return undefined
+  if ("result" in data && !("error" in data)) return { _tag: "Result", result: data.result }
+  const error = data.error
+  if (!isObject(error) || typeof error.code !== "number" || typeof error.message !== "string") return undefined
+  return { _tag: "Error", code: error.code, message: error.message, data: error.data ?? null }
 }
 
 /** How the connection ended: the close event's code and reason, and the error event before it, if any. */
@@ -413,12 +438,22 @@ export const connect = (
         })
       })
 
+    let rpcId = 0
     return {
       url,
       reset: (kwargs = {}) =>
         request({ type: "reset", data: kwargs }, observationOf, "observation"),
       step: (action) => request({ type: "step", data: action }, observationOf, "observation"),
       state: request({ type: "state" }, (m) => (m.type === "state" ? m.data : undefined), "state"),
+      mcp: (method, params = {}) =>
+        Effect.suspend(() => {
+          const id = ++rpcId
+          return request(
+            { type: "mcp", data: { jsonrpc: "2.0", method, params, id } },
+            (m) => (m.type === "mcp" ? mcpReplyOf(m.data, id) : undefined),
+            `mcp (a JSON-RPC response with id ${id})`
+          )
+        }),
       close,
       isOpen: () => dropped === undefined && !closing
     }

@@ -53,6 +53,8 @@ export interface Settings {
   readonly orphanCapacityRetries?: number | undefined
   /** The WebSocket implementation (default Node's). */
   readonly webSocketConstructor?: Socket.WebSocketConstructor["Service"] | undefined
+  /** Each MCP tool call's limit (default 30 s, as `Tool.toolkit`'s); a call past it ends its session. */
+  readonly toolTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -78,6 +80,8 @@ export interface Service {
   /** A session of this run to `url` was dropped after a reply timeout (the server may still hold it). */
   readonly orphaned: (url: string) => void
   readonly webSocketConstructor: Socket.WebSocketConstructor["Service"]
+  /** Each MCP tool call's limit. */
+  readonly toolTimeout: Duration.Duration
 }
 
 /**
@@ -108,7 +112,15 @@ const COUNTS = [
   ["connectRetries", 0],
   ["orphanCapacityRetries", 0]
 ] as const
-const DURATIONS = ["connectTimeout", "replyTimeout", "closeTimeout", "capacityBackoff", "connectBackoff", "connectRetryBudget"] as const
+const DURATIONS = [
+  "connectTimeout",
+  "replyTimeout",
+  "closeTimeout",
+  "capacityBackoff",
+  "connectBackoff",
+  "connectRetryBudget",
+  "toolTimeout"
+] as const
 
 /** Host names that are this machine's loopback: one server whichever of them a URL says. */
 // (0.0.0.0 and [::] too: a client that connects to the unspecified address reaches this machine's loopback)
@@ -229,7 +241,8 @@ export const make = (settings: Settings = {}): Effect.Effect<Service, SettingsEr
         if (list === undefined) orphans.set(key, [at])
         else list.push(at)
       },
-      webSocketConstructor
+      webSocketConstructor,
+      toolTimeout: Duration.fromInputUnsafe(settings.toolTimeout ?? Duration.seconds(30))
     } satisfies Service
   })
 

@@ -18,14 +18,29 @@
  *
  * Row `env_config`: `base_url` (`http(s)://host:port`, the WebSocket is `ws(s)://host:port/ws`),
  * `reset_kwargs` (an object, default `{}`; `seed` defaults to the row's seed and `episode_id` to the
- * trajectory id), `system_message` (optional system prompt).
+ * trajectory id), `system_message` (optional system prompt), `mcp_tools` (default `false`; `true`:
+ * the server's MCP tools are the model's tools, see below), `mcp_via` (`mcp`, the default, or `step`).
+ *
+ * With `mcp_tools`, each reset is followed by a `tools/list` on the session: a `{"type":"mcp"}`
+ * JSON-RPC frame on its `/ws` connection, which OpenEnv's Python server and `openenv serve` answer
+ * with the session's own env, or with `mcp_via: "step"` the `list_tools` / `call_tool` step actions
+ * OpenEnv's `MCPToolClient` sends (the Python `MCPEnvironment`'s step, with its reward and done;
+ * `openenv serve` does not take them). The listed tools (but `act`, `restart` and OpenEnv's reserved names)
+ * are offered to the model for the episode. A reply with tool calls is answered call by call, in
+ * order, each a `tools/call` on the same session, under the same permit: one `tool` message per
+ * call (`tool_call_id` the call's). A bad call (unknown tool, arguments not a JSON object or over
+ * the limit, the server's JSON-RPC error or `isError` result) follows `onBadCall`: a tool message
+ * `Error: <reason>: <detail>` (default) or an `EnvError` whose cause is the `ToolError`. A call that
+ * does not answer within `tool_timeout_s` or loses the connection ends the session (the protocol
+ * cannot skip a late reply), so it is always an `EnvError`. A reply without calls is a text step.
  *
  * Scheduler options (`--scheduler-option key=value`, and `--max-concurrent-envs N`):
  * `max_concurrent_envs` (4), `connect_timeout_s` (10), `reply_timeout_s` (60), `close_timeout_s` (5),
  * `capacity_retries` (0: a full server fails the trajectory; N: reconnect and reset up to N times
  * with exponential backoff from `capacity_backoff_ms`, 500), `connect_retry_budget_s` (60: a
  * connection refused, timed out or lost is retried for this long, as a server restarts),
- * `connect_retries` (at most N of those; default: no limit but the budget).
+ * `connect_retries` (at most N of those; default: no limit but the budget), `tool_timeout_s` (30:
+ * each MCP tool call).
  *
  * {@link make} builds variants: other `parseAction` / `formatObservation`, and per-trajectory
  * `session` overrides that see the live OpenEnv session (the Sudoku scheduler of the examples is
@@ -38,6 +53,8 @@ import * as Socket from "effect/socket/Socket"
 import * as Env from "../Env.js"
 import { isRecord } from "../internal/inspect.js"
 import * as Issue from "../internal/issue.js"
+import * as Tool from "../Tool.js"
+import * as McpTools from "./internal/mcpTools.js"
 import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
@@ -84,7 +101,9 @@ export const formatObservation = (reply: OpenEnvProtocol.ObservationData): strin
 export const EnvConfig = Schema.Struct({
   base_url: Schema.String,
   reset_kwargs: OpenEnvProtocol.JsonObject.pipe(Schema.withDecodingDefaultType(Effect.sync(() => ({})))),
-  system_message: Schema.optional(Schema.NullOr(Schema.String))
+  system_message: Schema.optional(Schema.NullOr(Schema.String)),
+  mcp_tools: Schema.Boolean.pipe(Schema.withDecodingDefaultType(Effect.succeed(false))),
+  mcp_via: Schema.Literals(["mcp", "step"]).pipe(Schema.withDecodingDefaultType(Effect.succeed("mcp" as const)))
 })
 
 /**
@@ -114,7 +133,8 @@ export const RunOptions = Schema.Struct({
   connect_retries: Schema.optionalKey(count(0)),
   connect_retry_budget_s: positive("a budget").pipe(Schema.withDecodingDefaultType(Effect.succeed(60))),
   connect_backoff_ms: positive("a backoff").pipe(Schema.withDecodingDefaultType(Effect.succeed(250))),
-  orphan_capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(20)))
+  orphan_capacity_retries: count(0).pipe(Schema.withDecodingDefaultType(Effect.succeed(20))),
+  tool_timeout_s: positive("a timeout").pipe(Schema.withDecodingDefaultType(Effect.succeed(30)))
 })
 
 /**
@@ -164,6 +184,10 @@ export interface Options {
   readonly defaults?: Partial<Record<keyof RunOptions, number>> | undefined
   /** The WebSocket implementation (default Node's). */
   readonly webSocketConstructor?: Socket.WebSocketConstructor["Service"] | undefined
+  /** A bad MCP tool call (rows with `mcp_tools`): a tool message saying what is wrong (default) or an `EnvError`. */
+  readonly onBadCall?: "message" | "fail" | undefined
+  /** The longest tool-call arguments text sent (default 65,536 characters, as `Tool.toolkit`). */
+  readonly maxArgumentsLength?: number | undefined
 }
 
 const decodeRunOptions = Schema.decodeUnknownResult(RunOptions, { ...Issue.parseOptions, onExcessProperty: "error" })
@@ -210,6 +234,10 @@ export interface EnvOptions {
   readonly parseAction?: ((text: string) => OpenEnvProtocol.JsonObject) | undefined
   /** An observation reply to the next user message (default {@link formatObservation}). */
   readonly formatObservation?: ((reply: OpenEnvProtocol.ObservationData) => string) | undefined
+  /** A bad MCP tool call (rows with `mcp_tools`): a tool message saying what is wrong (default) or an `EnvError`. */
+  readonly onBadCall?: "message" | "fail" | undefined
+  /** The longest tool-call arguments text sent (default 65,536 characters, as `Tool.toolkit`). */
+  readonly maxArgumentsLength?: number | undefined
 }
 
 /**
@@ -230,7 +258,7 @@ export const env = (options: EnvOptions = {}): Env.Definition<OpenEnvPool.OpenEn
     name,
     description: options.description ??
       "An OpenEnv server over WebSocket (env_config: base_url, reset_kwargs, system_message); one shared limit per server",
-    make: (raw) => Effect.flatMap(OpenEnvPool.OpenEnvPool, (pool) => connect(name, raw, pool, parse, format))
+    make: (raw) => Effect.flatMap(OpenEnvPool.OpenEnvPool, (pool) => connect(name, raw, pool, parse, format, options))
   })
 }
 
@@ -239,7 +267,8 @@ const connect = (
   raw: Env.EnvConfig,
   pool: OpenEnvPool.Service,
   parse: (text: string) => OpenEnvProtocol.JsonObject,
-  format: (reply: OpenEnvProtocol.ObservationData) => string
+  format: (reply: OpenEnvProtocol.ObservationData) => string,
+  options: EnvOptions
 ): Effect.Effect<OpenEnvInstance, Env.EnvError, Scope.Scope> =>
   Effect.gen(function*() {
     const createError = (detail: string, cause?: unknown) =>
@@ -266,6 +295,89 @@ const connect = (
     }
 
     let live: { readonly session: OpenEnvClient.Session; readonly reset: OpenEnvProtocol.ObservationData; readonly config: EnvConfig } | undefined
+    /** The MCP tools offered in this episode (rows with `mcp_tools`), once listed. */
+    let offered: ReadonlySet<string> | undefined
+    /** Whether a tool call's step said done: later calls are answered here, not sent. */
+    let ended = false
+    const callOptions = (names: ReadonlySet<string>): McpTools.CallOptions => ({
+      offered: names,
+      via: envConfig.mcp_via,
+      timeout: pool.toolTimeout,
+      maxArgumentsLength: options.maxArgumentsLength ?? 65_536
+    })
+
+    /** The session's MCP tools as the episode's tools (`tools/list` on the session). */
+    const listTools = (session: OpenEnvClient.Session): Effect.Effect<ReadonlyArray<Tool.Spec>, Env.EnvError> =>
+      McpTools.list(session, envConfig.mcp_via).pipe(
+        Effect.mapError(toEnvError("reset")),
+        Effect.flatMap((specs) =>
+          Result.isSuccess(specs)
+            ? Effect.succeed(specs.success)
+            : Effect.fail(new Env.EnvError({ env: name, phase: "reset", detail: `env_config.mcp_tools: tools/list: ${specs.failure}` }))
+        )
+      )
+
+    /**
+     * A reply's tool calls, one `tools/call` each, in order. A call that leaves the session unusable
+     * (a timeout, a lost connection) fails the step, whatever `onBadCall` says: nothing more can be
+     * sent on it.
+     */
+    const toolStep = (
+      session: OpenEnvClient.Session,
+      calls: ReadonlyArray<Message.ToolCall>,
+      names: ReadonlySet<string>
+    ): Effect.Effect<Env.StepResult, Env.EnvError> =>
+      Effect.gen(function*() {
+        const messages: Array<Message.Message> = []
+        const errors: Array<Tool.ToolError> = []
+        let reward: number | null = null
+        let last: OpenEnvProtocol.ObservationData | undefined
+        for (const toolCall of calls) {
+          const answered = ended
+            ? Effect.fail(new Tool.ToolError({
+              tool: toolCall.function.name,
+              toolCallId: toolCall.id,
+              reason: "Failed",
+              detail: "the episode is over: the call was not sent"
+            }))
+            : McpTools.call(session, toolCall, callOptions(names))
+          // a failed call has no step; a call_tool step the server refused has one (its reward counts)
+          const out: McpTools.Answer = yield* Effect.catch(answered, (error) => Effect.succeed({ content: "", step: undefined, error }))
+          const step = out.step
+          if (step !== undefined) {
+            last = step
+            if (step.reward !== null) reward = (reward ?? 0) + step.reward
+            if (step.done) ended = true
+          }
+          const error = out.error
+          if (error === undefined) {
+            messages.push(Message.tool(toolCall.id, toolCall.function.name, out.content))
+            continue
+          }
+          const lost = !session.isOpen()
+          if (lost && error.reason === "Timeout") pool.orphaned(session.url)
+          if (lost || options.onBadCall === "fail") {
+            return yield* new Env.EnvError({
+              env: name,
+              phase: "step",
+              detail: lost ? `${error.message} (the session is closed)` : error.message,
+              details: { reason: error.reason, tool: error.tool, tool_call_id: error.toolCallId },
+              cause: error
+            })
+          }
+          errors.push(error)
+          messages.push(Message.tool(toolCall.id, toolCall.function.name, Tool.errorContent(error)))
+        }
+        const info: Record<string, unknown> = {
+          tool_calls: calls.length,
+          tool_errors: errors.map((e) => e.reason),
+          openenv_reward: reward
+        }
+        const extra = last?.observation.info
+        if (isRecord(extra) && Object.keys(extra).length > 0) info.observation_info = extra
+        return { observation: "", reward: reward ?? 0, done: ended, info, toolMessages: messages }
+      })
+
     return {
       live: () => live,
       reset: (reset) =>
@@ -279,11 +391,18 @@ const connect = (
           Effect.mapError(toEnvError("reset")),
           Effect.flatMap(({ observation, session }) => {
             live = { session, reset: observation, config: envConfig }
-            return Effect.map(Env.lift(name, "reset", () => format(observation)), (text): Env.ResetResult => ({
-              observation: text,
-              info: infoOf(observation),
-              systemPrompt: envConfig.system_message ?? undefined
-            }))
+            ended = false
+            offered = undefined
+            const tools = envConfig.mcp_tools ? listTools(session) : Effect.succeed(undefined)
+            return Effect.flatMap(tools, (specs) => {
+              if (specs !== undefined) offered = new Set(specs.map((t) => t.name))
+              return Effect.map(Env.lift(name, "reset", () => format(observation)), (text): Env.ResetResult => ({
+                observation: text,
+                info: infoOf(observation),
+                systemPrompt: envConfig.system_message ?? undefined,
+                ...(specs === undefined ? {} : { tools: specs })
+              }))
+            })
           })
         ),
       step: (messages) =>
@@ -292,6 +411,9 @@ const connect = (
           if (current === undefined) {
             return Effect.fail(new Env.EnvError({ env: name, phase: "step", detail: "step before reset" }))
           }
+          const newest = messages.at(-1)
+          const calls = newest?.role === "assistant" ? newest.tool_calls ?? [] : []
+          if (offered !== undefined && calls.length > 0) return toolStep(current.session, calls, offered)
           const reply = Message.lastOf(messages, "assistant") ?? ""
           return Env.lift(name, "step", () => parse(reply)).pipe(
             Effect.flatMap((action) => Effect.mapError(current.session.step(action), toEnvError("step"))),
@@ -323,7 +445,8 @@ const poolSettings = (
   connectRetryBudget: Duration.seconds(settings.connect_retry_budget_s),
   connectBackoff: Duration.millis(settings.connect_backoff_ms),
   orphanCapacityRetries: settings.orphan_capacity_retries,
-  webSocketConstructor
+  webSocketConstructor,
+  toolTimeout: Duration.seconds(settings.tool_timeout_s)
 })
 
 /**
@@ -339,7 +462,9 @@ export const make = (options: Options = {}): Scheduler.Definition => {
   const definition = env({
     name: "openenv",
     parseAction: options.parseAction,
-    formatObservation: options.formatObservation
+    formatObservation: options.formatObservation,
+    onBadCall: options.onBadCall,
+    maxArgumentsLength: options.maxArgumentsLength
   })
   return Scheduler.define({
     name,
