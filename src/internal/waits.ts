@@ -83,6 +83,10 @@ export const settled = <A, E>(
  * trajectories' work, i.e. waiting; one that comes later is the env's own time to the end. Nothing
  * is added when the answer's own adapters noted waiting (a Promise's {@link settled}, a pool's
  * permit). A suspension by a yield (`Effect.yieldNow`) counts as the env's time.
+ *
+ * A measured hot spot, on every answer that is not ready at once: the child's `pollUnsafe` and
+ * `addObserver` cost 0.93 us per answer over running it in place (64 fibers, 200,000 `Effect.promise`
+ * answers), where `Fiber.join` with `Effect.onInterrupt` cost 1.29 us.
  */
 export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, waits: Waits): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.forkChild(effect, { startImmediately: true }), (fiber) => {
