@@ -236,6 +236,9 @@ const ASKED: ReadonlyArray<readonly [keyof SamplingParams, string]> = [
   ["repetitionPenalty", "repetition_penalty"]
 ]
 
+/** A call's tool fields: never dropped (the model would not see its tools), named when the server rejects them. */
+const TOOL_FIELDS: ReadonlyArray<string> = ["tool_choice", "tools"]
+
 const askedOf = (sampling: SamplingParams): ReadonlySet<string> => {
   const asked = new Set<string>()
   for (const [param, field] of ASKED) if (sampling[param] !== undefined) asked.add(field)
@@ -688,7 +691,7 @@ const makeWith = (
     const refused = (asked: ReadonlySet<string>, body: Record<string, unknown>, error: InferenceError): InferenceError => {
       if (!refuse || (error.status !== 400 && error.status !== 422)) return error
       const field = REFUSABLE.find((key) => key in body && error.detail.includes(key)) ??
-        [...asked].find((key) => key in body && names(error.detail, key))
+        [...asked, ...TOOL_FIELDS].find((key) => key in body && names(error.detail, key))
       if (field === undefined) return error
       return new InferenceError({
         reason: "InvalidRequest",
