@@ -412,7 +412,8 @@ const makeWith = (
         return Effect.fail(new InferenceError({
           reason: "InvalidRequest",
           backend: BACKEND,
-          detail: "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+          field: "tools",
+          detail: "the call offers tools (the env's or the request's), and swift-rollout mode does not pass tools to /infer/ yet"
         }))
       }
       const checked = checkSampling(request.sampling)

@@ -221,7 +221,7 @@ describe("swift-rollout mode with tools", () => {
       const refused = yield* Effect.flip(swift.service.chat(request()))
       expect([refused.reason, refused.detail]).toEqual([
         "InvalidRequest",
-        "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+        "the call offers tools (the env's or the request's), and swift-rollout mode does not pass tools to /infer/ yet"
       ])
       expect(fake.state.infers.length).toBe(infers)
       yield* swift.service.chat(request({ tools: undefined, toolChoice: undefined, messages: [Message.user("hi")] }))

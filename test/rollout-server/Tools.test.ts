@@ -12,11 +12,13 @@ import * as Builtins from "../../src/Builtins.js"
 import * as Env from "../../src/Env.js"
 import type { Service } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
+import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
 import * as ToolParsers from "../../src/inference/ToolParsers.js"
 import * as Message from "../../src/Message.js"
 import * as Registry from "../../src/Registry.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import * as Qwen3 from "../inference/qwen3.js"
+import * as FakeSwift from "./FakeSwift.js"
 import { Api, errorOf, request, resultsOf, start } from "./helpers.js"
 
 const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: true })
@@ -347,5 +349,22 @@ describe("hostile tools", () => {
         expect([bad.status, errorOf(bad).path], path).toEqual([400, path])
       }
       expect(fake.state.requests.length).toBe(0)
+    }))
+})
+
+describe("POST /infer/ tools with --mode swift-rollout", () => {
+  it.live("a request's tools are a 400 naming them (the backend is not sent them yet), not failed trajectories", () =>
+    Effect.gen(function*() {
+      const fake = yield* FakeSwift.make
+      const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 }).pipe(Effect.provide(httpClient), Effect.orDie)
+      const server = yield* start({ policy: swift.service, control: swift.control })
+      const infers = fake.state.infers.length
+      const reply = yield* infer(server.url, [{ data_dict: { env_config: { seed: 3 } } }, { data_dict: { env_config: { seed: 3 } }, tools: [lookup] }])
+      expect(reply.status, reply.text).toBe(400)
+      const error = errorOf(reply)
+      expect(error.path).toBe("infer_requests[1].tools")
+      expect(error.message).toContain("swift-rollout mode does not pass tools to /infer/ yet")
+      // (the request without tools ran: only that one reached the backend)
+      expect(fake.state.infers.slice(infers).every((body) => JSON.stringify(body).includes("\"tools\":null"))).toBe(true)
     }))
 })
