@@ -5,68 +5,16 @@
  * conversation with each reply's calls in its text); bad tools are 400s naming the field and index.
  * Against the loopback fake OpenAI server (chat path, and its token path with Qwen3's tokenizer).
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import * as Builtins from "../../src/Builtins.js"
-import * as Env from "../../src/Env.js"
 import type { Service } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
-import * as ToolParsers from "../../src/inference/ToolParsers.js"
-import * as Message from "../../src/Message.js"
-import * as Registry from "../../src/Registry.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import * as Qwen3 from "../inference/qwen3.js"
 import * as FakeSwift from "./FakeSwift.js"
 import { Api, errorOf, request, resultsOf, start } from "./helpers.js"
-
-const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: true })
-
-/** The tools of the requests, as ms-swift's trainer sends a dataset's `tools` column (OpenAI's format). */
-const lookup = {
-  type: "function",
-  function: {
-    name: "lookup",
-    description: "Looks a key up",
-    parameters: { type: "object", properties: { key: { type: "string" } }, required: ["key"] }
-  }
-}
-
-/**
- * An env that offers no tools of its own and answers the reply's calls (as ms-swift's gym envs
- * answer what their requests' tools let the model call): `lookup` gives the key's value, any other
- * name says so; a reply without calls ends the episode, rewarded when it says the value.
- */
-const answering = Env.make({
-  name: "answering",
-  create: () => ({
-    reset: () => ({ observation: "What is the value of a?", info: {} }),
-    step: (messages: ReadonlyArray<Message.Message>) => {
-      const reply = messages.at(-1)!
-      if (reply.tool_calls === undefined) {
-        return { observation: "", reward: reply.content.includes("value-of-a") ? 1 : 0, done: true, info: {} }
-      }
-      return {
-        observation: "",
-        reward: 0,
-        done: false,
-        info: {},
-        toolMessages: reply.tool_calls.map((c) =>
-          Message.tool(
-            c.id,
-            c.function.name,
-            c.function.name === "lookup"
-              ? `value-of-${(JSON.parse(c.function.arguments) as { key: string }).key}`
-              : `no tool named ${c.function.name}`
-          )
-        )
-      }
-    }
-  })
-})
-
-const registry = Registry.add(Builtins.registry, { envs: [answering] })
+import { HERMES_CALL, httpClient, lookup, registry, tokenPath } from "./toolServer.js"
 
 /** The fake model: calls `name` (lookup by default) on the user's question, then says the tool's answer. */
 const callingModel = (state: FakeOpenAi.FakeServerState, name = "lookup") => {
@@ -83,7 +31,7 @@ const callingModel = (state: FakeOpenAi.FakeServerState, name = "lookup") => {
 }
 
 /** A rollout server (env `answering`) over server mode against the fake OpenAI server. */
-const setup = (options: Partial<OpenAiCompat.Options> = {}, parse = false, maxTurns?: number) =>
+const setup = (options: Partial<OpenAiCompat.Options> = {}, maxTurns?: number) =>
   Effect.gen(function*() {
     const fake = yield* FakeOpenAi.make
     const client: Service = yield* OpenAiCompat.make({
@@ -94,8 +42,7 @@ const setup = (options: Partial<OpenAiCompat.Options> = {}, parse = false, maxTu
       ...options
     })
       .pipe(Effect.provide(httpClient), Effect.orDie)
-    const policy = parse ? ToolParsers.wrap(client, "hermes") : client
-    const server = yield* start({ policy, registry, defaultEnv: "answering", ...(maxTurns === undefined ? {} : { maxTurns }) })
+    const server = yield* start({ policy: client, registry, defaultEnv: "answering", ...(maxTurns === undefined ? {} : { maxTurns }) })
     return { fake, server }
   })
 
@@ -108,8 +55,6 @@ const infer = (url: string, requests: ReadonlyArray<Record<string, unknown>>, co
   })
 
 const outputsOf = (text: string) => Schema.decodeUnknownSync(Schema.Array(Api.InferOutput))(JSON.parse(text))
-
-const HERMES_CALL = "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"a\"}}\n</tool_call>"
 
 describe("POST /infer/ with ms-swift's tools", () => {
   it.live("the tools reach the backend on every call; the output carries the calls as ms-swift's trainer reads them", () =>
@@ -140,7 +85,7 @@ describe("POST /infer/ with ms-swift's tools", () => {
 
   it.live("a last reply that made calls: response's message has them as tool_calls, its content the whole text, finish_reason stop", () =>
     Effect.gen(function*() {
-      const { fake, server } = yield* setup({}, false, 1)
+      const { fake, server } = yield* setup({}, 1)
       callingModel(fake.state)
       fake.state.reply = () => "Let me look."
       const reply = yield* infer(server.url, [{ tools: [lookup] }], { return_details: true })
@@ -245,26 +190,6 @@ describe("POST /infer/ tools the backend or the env cannot take", () => {
         { role: "tool", content: "no tool named delete_everything", tool_call_id: "call_1", name: "delete_everything" }
       ])
     }))
-})
-
-/** A fake vLLM with Qwen3's tokenizer: the token path, its replies' calls parsed out of their text (hermes). */
-const tokenPath = Effect.gen(function*() {
-  const fake = yield* FakeOpenAi.make
-  fake.state.tokenizer = Qwen3.fake
-  fake.state.maxModelLen = 8192
-  fake.state.reply = (body) => {
-    const prompt = Qwen3.text(body.prompt as ReadonlyArray<number>)
-    return prompt.includes("<tool_response>") ? "It is value-of-a." : HERMES_CALL
-  }
-  const client = yield* OpenAiCompat.make({
-    baseUrl: fake.baseUrl,
-    model: "tiny",
-    tokenizer: Qwen3.QWEN3_TOKENIZER,
-    rejectedFields: "refuse",
-    onWarning: () => Effect.void
-  }).pipe(Effect.provide(httpClient), Effect.orDie)
-  const server = yield* start({ policy: ToolParsers.wrap(client, "hermes"), registry, defaultEnv: "answering" })
-  return { fake, server }
 })
 
 describe("tools on the token path", () => {
