@@ -424,7 +424,9 @@ export type InferBody = typeof InferBody.Type
  * One output of `POST /infer/` (the reference's `RolloutOutput`): the whole conversation, per-turn
  * token ids, loss masks and logprobs (empty lists when some turn's backend gave none: the trainer
  * then tokenizes the messages itself), `rollout_infos` (`total_reward`, `step_rewards`, `num_turns`,
- * ...), and `response`, an OpenAI chat completion of the last turn.
+ * ...), and `response`, an OpenAI chat completion of the last turn. With tool calls, `messages` is in
+ * the reference's form: each reply's calls written in its text, no `tool_calls` (the reference's
+ * template would render them twice).
  *
  * @since 0.1.0
  * @category schemas

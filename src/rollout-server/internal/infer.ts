@@ -4,7 +4,7 @@
  * the edge: the requests are planned and run as a `/v1/rollouts` batch of one generation each.
  *
  * - Every `RequestConfig` field is honoured or refused with a 400 naming it (see `Api.RequestConfig`);
- *   each request's `chat_template_kwargs` reaches its calls.
+ *   each request's `chat_template_kwargs` and `tools` reach its calls (see `tools.ts`).
  * - A failed trajectory must not reach the trainer as a reward-0 sample (it cannot tell it from a
  *   real zero): by default (`retry`) a trajectory that failed with a transient error is run again
  *   with a fresh env (the same seed: the engine's trajectory retries, `Rollout.Config.retries`,
