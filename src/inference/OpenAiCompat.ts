@@ -40,6 +40,7 @@ import * as Redact from "../internal/redact.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
 import * as Transport from "./internal/transport.js"
+import { toolCallsOf, WireToolCall } from "./internal/wireToolCalls.js"
 
 /**
  * @since 0.1.0
@@ -130,16 +131,6 @@ const TokenLogprob = Schema.Struct({
   logprob: Schema.optional(Schema.NullOr(Schema.Number)),
   prob: Schema.optional(Schema.NullOr(Schema.Number)),
   id: Schema.optional(Schema.NullOr(Schema.Int))
-})
-
-/** A tool call as servers send it: `arguments` JSON text (some send an object), `id` sometimes missing. */
-const WireToolCall = Schema.Struct({
-  id: Schema.optional(Schema.NullOr(Schema.String)),
-  type: Schema.optional(Schema.NullOr(Schema.String)),
-  function: Schema.Struct({
-    name: Schema.String,
-    arguments: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)])))
-  })
 })
 
 const Choice = Schema.Struct({
@@ -504,18 +495,7 @@ export const toCompletion = (
     toolCalls?: ReadonlyArray<ToolCall>
   } = { text: choice.message?.content ?? "", finishReason: finishReasonOf(choice.finish_reason) }
   const calls = choice.message?.tool_calls
-  if (calls != null && calls.length > 0) {
-    completion.toolCalls = calls.map((call, i): ToolCall => ({
-      id: call.id ?? `${idPrefix}_${i}`,
-      type: "function",
-      function: {
-        name: call.function.name,
-        arguments: typeof call.function.arguments === "string"
-          ? call.function.arguments
-          : JSON.stringify(call.function.arguments ?? {})
-      }
-    }))
-  }
+  if (calls != null && calls.length > 0) completion.toolCalls = toolCallsOf(calls, idPrefix)
   const tokenIds = tokenIdsOf(choice)
   if (tokenIds !== undefined) completion.tokenIds = tokenIds
   const logprobs = logprobsOf(choice)

@@ -277,19 +277,71 @@ describe("hostile tools", () => {
     }))
 })
 
-describe("POST /infer/ tools with --mode swift-rollout", () => {
-  it.live("a request's tools are a 400 naming them (the backend is not sent them yet), not failed trajectories", () =>
+describe("tools with --mode swift-rollout", () => {
+  /** effect-gym serve --mode swift-rollout (env `answering`) in front of the fake backend, whose model calls lookup. */
+  const swiftSetup = Effect.gen(function*() {
+    const fake = yield* FakeSwift.make
+    fake.state.reply = (messages) => {
+      const last = messages.at(-1)!
+      return last.role === "tool" ? `It is ${last.content}.` : HERMES_CALL
+    }
+    const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 }).pipe(Effect.provide(httpClient), Effect.orDie)
+    const server = yield* start({ policy: swift.service, control: swift.control, registry, defaultEnv: "answering" })
+    return { fake, server }
+  })
+
+  it.live("/infer/: the tools reach the backend's /infer/, its calls reach the env, and the output is what ms-swift's own rollout gives", () =>
     Effect.gen(function*() {
-      const fake = yield* FakeSwift.make
-      const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 }).pipe(Effect.provide(httpClient), Effect.orDie)
-      const server = yield* start({ policy: swift.service, control: swift.control })
-      const infers = fake.state.infers.length
-      const reply = yield* infer(server.url, [{ data_dict: { env_config: { seed: 3 } } }, { data_dict: { env_config: { seed: 3 } }, tools: [lookup] }])
+      const { fake, server } = yield* swiftSetup
+      const before = fake.state.infers.length
+      const reply = yield* infer(server.url, [{ tools: [lookup] }], { logprobs: true, return_details: true })
+      expect(reply.status, reply.text).toBe(200)
+      const sent = fake.state.infers.slice(before).map((b) => (b.infer_requests as Array<Record<string, unknown>>)[0])
+      expect(sent.map((r) => r.tools)).toEqual([[lookup], [lookup]])
+      // the reply goes back as the backend wrote it (its calls in its text, which ms-swift's template
+      // would write again from tool_calls), the tool's answer as a tool message
+      expect(sent[1].messages).toEqual([
+        { role: "user", content: "What is the value of a?" },
+        { role: "assistant", content: HERMES_CALL },
+        { role: "tool", content: "value-of-a" }
+      ])
+      const [output] = outputsOf(reply.text)
+      expect(output.rollout_infos).toMatchObject({ total_reward: 1, num_turns: 2, end_reason: "done" })
+      expect(output.messages).toEqual([
+        { role: "user", content: "What is the value of a?" },
+        { role: "assistant", content: HERMES_CALL },
+        { role: "tool", content: "value-of-a", tool_call_id: "toolcall-0f0e1d2c3b4a5968778695a4b3c2d1e0f", name: "lookup" },
+        { role: "assistant", content: "It is value-of-a." }
+      ])
+      // each turn's tokens are what the backend sampled: the reply's whole text and its end
+      expect(output.response_token_ids.map((ids) => new TextDecoder().decode(new Uint8Array(ids)))).toEqual([
+        `${HERMES_CALL}${FakeSwift.END}`,
+        `It is value-of-a.${FakeSwift.END}`
+      ])
+    }))
+
+  it.live("/v1/rollouts: each prompt the backend renders continues the previous tokens across the tool turn: one sequence", () =>
+    Effect.gen(function*() {
+      const { server } = yield* swiftSetup
+      const [line] = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ tools: [lookup] }], seed: 1 } }))
+      expect(line.error).toBeNull()
+      expect(line.messages[1].tool_calls?.map((c) => [c.function.name, c.function.arguments])).toEqual([["lookup", "{\"key\": \"a\"}"]])
+      expect(line.finish_reasons).toEqual(["tool_calls", "stop"])
+      expect(line.token_ids_unavailable).toBeUndefined()
+      const text = new TextDecoder().decode(new Uint8Array(line.token_ids!))
+      const masked = new TextDecoder().decode(new Uint8Array(line.token_ids!.filter((_, i) => line.loss_mask![i] === 0)))
+      expect(text).toContain(HERMES_CALL)
+      expect(masked).toBe(`\n<|im_start|>user\n<tool_response>\nvalue-of-a\n</tool_response>${FakeSwift.END}\n<|im_start|>assistant\n`)
+    }))
+
+  it.live("a tool_choice other than auto is a 400 naming it: ms-swift's /infer/ takes none", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* swiftSetup
+      const before = fake.state.infers.length
+      const reply = yield* infer(server.url, [{ tools: [lookup], tool_choice: "required" }])
       expect(reply.status, reply.text).toBe(400)
-      const error = errorOf(reply)
-      expect(error.path).toBe("infer_requests[1].tools")
-      expect(error.message).toContain("swift-rollout mode does not pass tools to /infer/ yet")
-      // (the request without tools ran: only that one reached the backend)
-      expect(fake.state.infers.slice(infers).every((body) => JSON.stringify(body).includes("\"tools\":null"))).toBe(true)
+      expect(errorOf(reply)).toMatchObject({ path: "infer_requests[0].tool_choice" })
+      expect(errorOf(reply).message).toContain("not supported in swift-rollout mode")
+      expect(fake.state.infers.length).toBe(before)
     }))
 })

@@ -16,7 +16,7 @@ import { Effect, Result } from "effect"
 import type { Service } from "../../Inference.js"
 import { InferenceError } from "../../Inference.js"
 import * as PyJson from "../../inference/internal/pyJson.js"
-import { pythonJson } from "../../inference/ToolParsers.js"
+import { AGENT_TEMPLATE, pythonJson } from "../../inference/ToolParsers.js"
 import { isRecord } from "../../internal/inspect.js"
 import { nestedDeeperThan, schemaProblem } from "../../internal/jsonSchema.js"
 import { stringify } from "../../internal/lift.js"
@@ -153,8 +153,11 @@ export const offering = (service: Service, tools: ReadonlyArray<Tool.Spec>, choi
   }
 })
 
-/** How a reply's calls are written in its text: the backend's tool parser's format (hermes by default). */
-export type CallFormat = "hermes" | "llama3_json" | "mistral"
+/**
+ * How a reply's calls are written in its text: the backend's tool parser's format (hermes by
+ * default), or `in-text` for a backend whose replies keep their calls in their text (swift-rollout).
+ */
+export type CallFormat = "hermes" | "llama3_json" | "mistral" | "in-text"
 
 /** A call's arguments as a value (Python's numbers kept), or the text itself when it is not JSON. */
 const argumentsOf = (call: ToolCall): unknown => {
@@ -170,7 +173,7 @@ const argumentsOf = (call: ToolCall): unknown => {
  * call): hermes `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>` per call, llama3
  * `{"name": ..., "parameters": ...}` per call, one a line; mistral `[TOOL_CALLS]` and a JSON list.
  */
-export const callsText = (format: CallFormat, calls: ReadonlyArray<ToolCall>): string => {
+export const callsText = (format: Exclude<CallFormat, "in-text">, calls: ReadonlyArray<ToolCall>): string => {
   const objects = calls.map((c) =>
     format === "llama3_json"
       ? { name: c.function.name, parameters: argumentsOf(c) }
@@ -186,26 +189,36 @@ export const callsText = (format: CallFormat, calls: ReadonlyArray<ToolCall>): s
   }
 }
 
-/** An assistant message's text with its calls written in (a newline between, as Qwen's template writes it). */
+/**
+ * An assistant message's text with its calls written in (a newline between, as Qwen's template
+ * writes it); with `in-text`, its text as it is (the whole reply).
+ */
 export const replyText = (format: CallFormat, message: Message): string => {
   const calls = message.tool_calls
-  if (calls === undefined || calls.length === 0) return message.content
+  if (calls === undefined || calls.length === 0 || format === "in-text") return message.content
   const text = callsText(format, calls)
   return message.content === "" ? text : `${message.content}\n${text}`
 }
 
-/** The conversation as ms-swift's trainer reads it: replies with their calls in their text, no `tool_calls`. */
+/**
+ * The conversation as ms-swift's trainer reads it: replies with their calls in their text, no
+ * `tool_calls`. With `in-text`, a message with empty text keeps its `tool_calls` (not a reply of the
+ * backend: ms-swift's template writes them, as the backend's did).
+ */
 export const swiftMessages = (format: CallFormat, messages: ReadonlyArray<Message>): ReadonlyArray<Message> =>
   messages.some((m) => m.tool_calls !== undefined)
     ? messages.map((m) => {
-      if (m.tool_calls === undefined) return m
+      if (m.tool_calls === undefined || (format === "in-text" && m.content === "")) return m
       const { tool_calls: _calls, ...rest } = m
       return { ...rest, content: replyText(format, m) }
     })
     : messages
 
-/** The format of a backend's tool parser (`none` or unknown: hermes, ms-swift's default for Qwen). */
+/**
+ * The format of a backend's tool parser (`none` or unknown: hermes, ms-swift's default for Qwen);
+ * `in-text` for swift-rollout's agent template.
+ */
 export const formatOf = (service: Service): CallFormat => {
   const name = service.toolParser?.name
-  return name === "llama3_json" || name === "mistral" ? name : "hermes"
+  return name === "llama3_json" || name === "mistral" ? name : name === AGENT_TEMPLATE.name ? "in-text" : "hermes"
 }
