@@ -345,3 +345,55 @@ describe("tools with --mode swift-rollout", () => {
       expect(fake.state.infers.length).toBe(before)
     }))
 })
+
+describe("tools: more than one request, odd calls, ms-swift's own roles", () => {
+  it.live("requests with different tools in one body and in concurrent bodies: each call carries its own request's tools and choice", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* setup()
+      callingModel(fake.state)
+      const other = { ...lookup, function: { ...lookup.function, name: "search", description: "Searches" } }
+      const named = { type: "function", function: { name: "lookup" } }
+      const bodies = [
+        [{ tools: [lookup] }, { tools: [other, lookup], tool_choice: named }],
+        [{ tools: [other, lookup], tool_choice: named }, {}]
+      ]
+      const replies = yield* Effect.forEach(bodies, (body) => infer(server.url, body), { concurrency: "unbounded" })
+      expect(replies.map((r) => r.status)).toEqual([200, 200])
+      const seen = fake.state.requests.map((r) => JSON.stringify([r.body.tools ?? null, r.body.tool_choice ?? null]))
+      const count = (tools: unknown, choice: unknown) => seen.filter((s) => s === JSON.stringify([tools, choice])).length
+      // (each trajectory makes two calls: the lookup, then the answer; the fake calls lookup even unoffered)
+      expect([count([lookup], "auto"), count([other, lookup], named), count(null, null)]).toEqual([2, 4, 2])
+      expect(seen.length).toBe(8)
+    }))
+
+  it.live("a call whose arguments are not JSON is written as ms-swift would: the arguments as a string", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* setup({}, 1)
+      fake.state.toolCalls = () => [{ id: "call_1", type: "function", function: { name: "lookup", arguments: "{not json" } }]
+      fake.state.reply = () => ""
+      const reply = yield* infer(server.url, [{ tools: [lookup] }])
+      expect(reply.status, reply.text).toBe(200)
+      const [output] = outputsOf(reply.text)
+      const content = "<tool_call>\n{\"name\": \"lookup\", \"arguments\": \"{not json\"}\n</tool_call>"
+      expect(output.messages[1]).toEqual({ role: "assistant", content })
+      expect(output.response.choices[0].message.tool_calls?.[0].function.arguments).toBe("{not json")
+    }))
+
+  it.live("ms-swift's dataset roles tool_call and tool_response are a 400 naming the message (only OpenAI's roles are taken)", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const reply = yield* request(`${server.url}/infer/`, {
+        body: {
+          infer_requests: [{
+            messages: [
+              { role: "user", content: "a?" },
+              { role: "tool_call", content: "{\"name\": \"lookup\", \"arguments\": {\"key\": \"a\"}}" }
+            ],
+            tools: [lookup]
+          }]
+        }
+      })
+      expect(reply.status).toBe(400)
+      expect(errorOf(reply).path).toBe("infer_requests[0].messages[1].role")
+    }))
+})

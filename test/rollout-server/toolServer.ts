@@ -50,9 +50,11 @@ export const answering = Env.make({
           Message.tool(
             c.id,
             c.function.name,
-            c.function.name === "lookup"
-              ? `value-of-${(JSON.parse(c.function.arguments) as { key: string }).key}`
-              : `no tool named ${c.function.name}`
+            c.function.name !== "lookup"
+              ? `no tool named ${c.function.name}`
+              : /^\{"key": "(\w+)"\}$/.test(c.function.arguments)
+              ? `value-of-${/"key": "(\w+)"/.exec(c.function.arguments)![1]}`
+              : `bad arguments: ${c.function.arguments}`
           )
         )
       }
