@@ -10,6 +10,7 @@ import { Effect, Schema } from "effect"
 import type { Service } from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
+import * as RolloutClient from "../../src/rollout-server/RolloutClient.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import * as Qwen3 from "../inference/qwen3.js"
 import * as FakeSwift from "./FakeSwift.js"
@@ -395,5 +396,20 @@ describe("tools: more than one request, odd calls, ms-swift's own roles", () => 
       })
       expect(reply.status).toBe(400)
       expect(errorOf(reply).path).toBe("infer_requests[0].messages[1].role")
+    }))
+})
+
+describe("RolloutClient with tools", () => {
+  it.live("sends a row's and a request's tools; decodes results and outputs that carry the calls", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* setup({}, 1)
+      callingModel(fake.state)
+      const rollouts = yield* RolloutClient.make({ baseUrl: server.url }).pipe(Effect.provide(httpClient))
+      const [line] = yield* rollouts.run({ requests: [{ tools: [lookup], tool_choice: "auto" }] })
+      expect(line.messages[1].tool_calls?.[0].function.name).toBe("lookup")
+      const [output] = yield* rollouts.infer({ infer_requests: [{ messages: [], tools: [lookup] }] })
+      expect(output.response.choices[0].message.tool_calls?.[0].function).toEqual({ name: "lookup", arguments: "{\"key\": \"a\"}" })
+      const refused = yield* Effect.flip(rollouts.infer({ infer_requests: [{ messages: [], tools: [{ name: "x" }] }] }))
+      expect(refused.message).toContain("infer_requests[0].tools[0].description")
     }))
 })
