@@ -11,7 +11,7 @@
 import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
-import { Messages, ToolCall } from "../Message.js"
+import { Message, Messages, Role, ToolCall } from "../Message.js"
 import { isWhole } from "../internal/whole.js"
 import { stringify } from "../internal/lift.js"
 
@@ -337,6 +337,19 @@ const MustBeEmpty = Schema.Unknown.check(
 )
 
 /**
+ * The messages of an `/infer/` request: OpenAI's roles, and the reference's agent format (its
+ * dataset's `tool_call` messages, whose content is a call's JSON, and `tool_response`, a tool's
+ * answer), which the request's plan turns into OpenAI's form.
+ *
+ * @since 0.3.0
+ * @category schemas
+ */
+export const InferMessages = Schema.Array(Schema.Struct({
+  ...Message.fields,
+  role: Schema.Literals([...Role.literals, "tool_call", "tool_response"])
+}))
+
+/**
  * One request of `POST /infer/` (the reference's `RolloutInferRequest`). Unknown fields are ignored,
  * as the reference's server ignores them.
  *
@@ -344,7 +357,7 @@ const MustBeEmpty = Schema.Unknown.check(
  * @category schemas
  */
 export const InferRequest = Schema.Struct({
-  messages: Messages,
+  messages: InferMessages,
   data_dict: optionalJsonObject,
   uuid: optionalNullable(Schema.String),
   /** Variables of the model's chat template for this request's calls (over the server's). */

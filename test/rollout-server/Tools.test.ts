@@ -347,7 +347,7 @@ describe("tools with --mode swift-rollout", () => {
     }))
 })
 
-describe("tools: more than one request, odd calls, ms-swift's own roles", () => {
+describe("tools: more than one request, odd calls, ms-swift's agent format", () => {
   it.live("requests with different tools in one body and in concurrent bodies: each call carries its own request's tools and choice", () =>
     Effect.gen(function*() {
       const { fake, server } = yield* setup()
@@ -380,22 +380,47 @@ describe("tools: more than one request, odd calls, ms-swift's own roles", () => 
       expect(output.response.choices[0].message.tool_calls?.[0].function.arguments).toBe("{not json")
     }))
 
-  it.live("ms-swift's dataset roles tool_call and tool_response are a 400 naming the message (only OpenAI's roles are taken)", () =>
+  it.live("ms-swift's agent format (tool_call, tool_response messages) reaches the env in OpenAI's form; a bad call is a 400 naming it", () =>
     Effect.gen(function*() {
-      const { server } = yield* setup()
-      const reply = yield* request(`${server.url}/infer/`, {
-        body: {
-          infer_requests: [{
-            messages: [
-              { role: "user", content: "a?" },
-              { role: "tool_call", content: "{\"name\": \"lookup\", \"arguments\": {\"key\": \"a\"}}" }
-            ],
-            tools: [lookup]
-          }]
-        }
+      const { fake, server } = yield* setup()
+      callingModel(fake.state)
+      const call = (key: string) => `{"name": "lookup", "arguments": {"key": "${key}", "n": 1.0}}`
+      const messages = [
+        { role: "user", content: "a and b?" },
+        { role: "assistant", content: "Looking." },
+        { role: "tool_call", content: call("a") },
+        { role: "tool_call", content: call("b") },
+        { role: "tool_response", content: "value-of-a" },
+        { role: "tool", content: "value-of-b" },
+        { role: "tool_call", content: call("c") },
+        { role: "tool_response", content: "value-of-c" },
+        { role: "user", content: "and now?" }
+      ]
+      const reply = yield* infer(server.url, [{ messages, tools: [lookup] }])
+      expect(reply.status, reply.text).toBe(200)
+      const [output] = outputsOf(reply.text)
+      const openAi = (id: string, key: string) => ({
+        id,
+        type: "function",
+        function: { name: "lookup", arguments: `{"key": "${key}", "n": 1.0}` }
       })
-      expect(reply.status).toBe(400)
-      expect(errorOf(reply).path).toBe("infer_requests[0].messages[1].role")
+      expect((output.rollout_infos.reset_info as { given: unknown }).given).toEqual([
+        { role: "user", content: "a and b?" },
+        { role: "assistant", content: "Looking.", tool_calls: [openAi("call_2", "a"), openAi("call_3", "b")] },
+        { role: "tool", content: "value-of-a", tool_call_id: "call_2", name: "lookup" },
+        { role: "tool", content: "value-of-b", tool_call_id: "call_3", name: "lookup" },
+        { role: "assistant", content: "", tool_calls: [openAi("call_6", "c")] },
+        { role: "tool", content: "value-of-c", tool_call_id: "call_6", name: "lookup" },
+        { role: "user", content: "and now?" }
+      ])
+      for (const [content, detail] of [["lookup(a)", "lookup(a)"], ["{\"name\": \"lookup\"}", "{\"name\": \"lookup\"}"]] as const) {
+        const bad = yield* infer(server.url, [{ messages: [{ role: "user", content: "a?" }, { role: "tool_call", content }] }])
+        expect(bad.status).toBe(400)
+        expect(errorOf(bad).path).toBe("infer_requests[0].messages[1].content")
+        expect(errorOf(bad).message).toContain(`a call's JSON, {"name": ..., "arguments": {...}}; got ${JSON.stringify(detail)}`)
+      }
+      const unknownRole = yield* infer(server.url, [{ messages: [{ role: "function", content: "x" }] }])
+      expect([unknownRole.status, errorOf(unknownRole).path]).toEqual([400, "infer_requests[0].messages[0].role"])
     }))
 })
 

@@ -35,7 +35,8 @@ export const lookup = {
 export const answering = Env.make({
   name: "answering",
   create: () => ({
-    reset: () => ({ observation: "What is the value of a?", info: {} }),
+    // (the request's messages, as the env gets them, in the reset info)
+    reset: (r: Env.ResetRequest) => ({ observation: "What is the value of a?", info: { given: r.messages } }),
     step: (messages: ReadonlyArray<Message.Message>) => {
       const reply = messages.at(-1)!
       if (reply.tool_calls === undefined) {

@@ -16,7 +16,7 @@ import { Effect, Result } from "effect"
 import * as Api from "../Api.js"
 import type { Message } from "../../Message.js"
 import { ApiError, decodeBody } from "./http.js"
-import { type CallFormat, replyText, swiftMessages } from "./tools.js"
+import { type CallFormat, fromAgentFormat, replyText, swiftMessages } from "./tools.js"
 import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, toolsOf, unsupported } from "./planning.js"
 
 // The reference's clients send fields this server has no use for (metrics, use_tqdm, ...).
@@ -54,9 +54,11 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
     if (hasKwargs && !(planner.honours?.has("chatTemplateKwargs") ?? false)) {
       return Result.fail(unsupported(planner, `infer_requests[${i}].chat_template_kwargs`))
     }
+    const messages = fromAgentFormat(r.messages, `infer_requests[${i}].messages`)
+    if (Result.isFailure(messages)) return Result.fail(messages.failure)
     const planned = planRow(planner, config, i, {
       prefix: `infer_requests[${i}]`,
-      messages: r.messages,
+      messages: messages.success,
       envConfig: undefined,
       dataDict: r.data_dict,
       // The trainer's request id (`chatcmpl-<hex>`); one of the same shape when it gives none.

@@ -8,6 +8,8 @@
  * - {@link offering}: the backend with the request's tools offered on every call of its
  *   trajectories (next to the env's own), so that they reach the model as the env's do: OpenAI's
  *   `tools` in server mode, the chat template's `tools` on the token path and in colocate mode.
+ * - {@link fromAgentFormat}: a request's messages in ms-swift's agent format (`tool_call`,
+ *   `tool_response`) in OpenAI's form.
  * - {@link swiftMessages}: a conversation in the form ms-swift's trainer reads: each reply's calls
  *   written in its text, as ms-swift's agent templates write them, and no `tool_calls` key (its
  *   template renders an assistant's `tool_calls` again after the reply's own tokens).
@@ -221,4 +223,70 @@ export const swiftMessages = (format: CallFormat, messages: ReadonlyArray<Messag
 export const formatOf = (service: Service): CallFormat => {
   const name = service.toolParser?.name
   return name === "llama3_json" || name === "mistral" ? name : name === AGENT_TEMPLATE.name ? "in-text" : "hermes"
+}
+
+/** A message of an `/infer/` request: OpenAI's roles, or ms-swift's agent format's. */
+type AgentMessage = Omit<Message, "role"> & { readonly role: Message["role"] | "tool_call" | "tool_response" }
+
+/**
+ * A request's messages with ms-swift's agent format in OpenAI's form, as ms-swift's template reads
+ * them (`swift/template/template_inputs.py`, `base.py`): a `tool_response` is a `tool` message; a run
+ * of `tool_call` messages (each a JSON `{"name", "arguments"}`, or `parameters`) is one assistant
+ * message's `tool_calls`, the previous assistant message's when it has none (ms-swift joins them);
+ * the `tool` messages that follow answer the calls in order (their `tool_call_id` and `name`).
+ */
+export const fromAgentFormat = (
+  messages: ReadonlyArray<AgentMessage>,
+  path: string
+): Result.Result<ReadonlyArray<Message>, ApiError> => {
+  if (!messages.some((m) => m.role === "tool_call" || m.role === "tool_response")) {
+    return Result.succeed(messages as ReadonlyArray<Message>)
+  }
+  const out: Array<Message> = []
+  const unanswered: Array<ToolCall> = []
+  for (let j = 0; j < messages.length; j++) {
+    const m = messages[j]
+    if (m.role === "tool_call") {
+      let call: unknown
+      try {
+        call = PyJson.parse(m.content)
+      } catch {
+        call = undefined
+      }
+      const args = isRecord(call) ? call.arguments ?? call.parameters : undefined
+      if (!isRecord(call) || typeof call.name !== "string" || args === undefined) {
+        return invalid(
+          `${path}[${j}].content`,
+          `a tool_call message's content is a call's JSON, {"name": ..., "arguments": {...}}; got ${shown(m.content)}`
+        )
+      }
+      const toolCall: ToolCall = {
+        id: `call_${j}`,
+        type: "function",
+        function: { name: call.name, arguments: typeof args === "string" ? args : pythonJson(args) }
+      }
+      unanswered.push(toolCall)
+      const last = out.at(-1)
+      if (last !== undefined && last.role === "assistant") {
+        out[out.length - 1] = { ...last, tool_calls: [...(last.tool_calls ?? []), toolCall] }
+      } else {
+        out.push({ role: "assistant", content: "", tool_calls: [toolCall] })
+      }
+      continue
+    }
+    if (m.role === "tool" || m.role === "tool_response") {
+      // (a tool message that names its call answers that one; else the first call not yet answered)
+      const at = m.tool_call_id === undefined ? 0 : unanswered.findIndex((c) => c.id === m.tool_call_id)
+      const answered = at < 0 ? undefined : unanswered.splice(at, 1)[0]
+      const { role: _role, ...rest } = m
+      out.push(
+        answered === undefined || m.tool_call_id !== undefined
+          ? { ...rest, role: "tool" }
+          : { ...rest, role: "tool", tool_call_id: answered.id, name: answered.function.name }
+      )
+      continue
+    }
+    out.push(m as Message)
+  }
+  return Result.succeed(out)
 }
