@@ -278,6 +278,33 @@ describe("hostile tools", () => {
     }))
 })
 
+describe("hostile calls", () => {
+  // (2,000 levels: JSON.parse reads them, a recursive writer overflows the stack; deeper, JSON.parse's reviver does)
+  const deep = (depth: number) => `${"{\"a\":".repeat(depth)}1${"}".repeat(depth)}`
+
+  it.live("a tool_call message nested past any real call is a 400 naming it, not a stack overflow", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* setup()
+      const content = `{"name": "lookup", "arguments": ${deep(2_000)}}`
+      const reply = yield* infer(server.url, [{ messages: [{ role: "user", content: "a?" }, { role: "tool_call", content }] }])
+      expect(reply.status, reply.text.slice(0, 300)).toBe(400)
+      expect(errorOf(reply).path).toBe("infer_requests[0].messages[1].content")
+      expect(fake.state.requests.length).toBe(0)
+    }))
+
+  it.live("a model's call with arguments nested past any real call is written back as their text, not a stack overflow", () =>
+    Effect.gen(function*() {
+      const { fake, server } = yield* setup({}, 1)
+      const args = deep(2_000)
+      fake.state.toolCalls = () => [{ id: "call_1", type: "function", function: { name: "lookup", arguments: args } }]
+      fake.state.reply = () => ""
+      const reply = yield* infer(server.url, [{ tools: [lookup] }])
+      expect(reply.status, reply.text.slice(0, 300)).toBe(200)
+      const [output] = outputsOf(reply.text)
+      expect(output.messages[1].content).toBe(`<tool_call>\n{"name": "lookup", "arguments": ${JSON.stringify(args)}}\n</tool_call>`)
+    }))
+})
+
 describe("tools with --mode swift-rollout", () => {
   /** effect-gym serve --mode swift-rollout (env `answering`) in front of the fake backend, whose model calls lookup. */
   const swiftSetup = Effect.gen(function*() {

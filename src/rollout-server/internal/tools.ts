@@ -161,13 +161,21 @@ export const offering = (service: Service, tools: ReadonlyArray<Tool.Spec>, choi
  */
 export type CallFormat = "hermes" | "llama3_json" | "mistral" | "in-text"
 
-/** A call's arguments as a value (Python's numbers kept), or the text itself when it is not JSON. */
-const argumentsOf = (call: ToolCall): unknown => {
+/** JSON text's value (Python's numbers kept), or `undefined` when it is not JSON or nests deeper than {@link MAX_DEPTH}. */
+const jsonOf = (text: string): { readonly value: unknown } | undefined => {
+  let value: unknown
   try {
-    return PyJson.parse(call.function.arguments)
+    value = PyJson.parse(text)
   } catch {
-    return call.function.arguments
+    return undefined
   }
+  return nestedDeeperThan(value, MAX_DEPTH) ? undefined : { value }
+}
+
+/** A call's arguments as a value, or the text itself when it is not JSON (or too deep to write back). */
+const argumentsOf = (call: ToolCall): unknown => {
+  const parsed = jsonOf(call.function.arguments)
+  return parsed === undefined ? call.function.arguments : parsed.value
 }
 
 /**
@@ -247,12 +255,7 @@ export const fromAgentFormat = (
   for (let j = 0; j < messages.length; j++) {
     const m = messages[j]
     if (m.role === "tool_call") {
-      let call: unknown
-      try {
-        call = PyJson.parse(m.content)
-      } catch {
-        call = undefined
-      }
+      const call = jsonOf(m.content)?.value
       const args = isRecord(call) ? call.arguments ?? call.parameters : undefined
       if (!isRecord(call) || typeof call.name !== "string" || args === undefined) {
         return invalid(
