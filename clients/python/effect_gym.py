@@ -5,7 +5,12 @@
 - ``make_rollout_func(...)`` is a TRL-style ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``:
   it returns ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` taken from each
   result's token sequence (``prompt_token_ids``, ``token_ids``, ``loss_mask``, ``logprobs``), with no
-  re-tokenization, plus ``env_reward`` (and ``policy_version``) for the reward functions.
+  re-tokenization, plus ``env_reward`` (and ``policy_version``) for the reward functions, and
+  ``tool_calls``: each trajectory's calls with their answers (``tool_calls(result)``).
+- A row may offer tools (``"tools"``: OpenAI's ``{"type": "function", "function": {...}}`` specs, and
+  ``"tool_choice"``) on every call of its trajectories; a result's ``messages`` carry the calls
+  (an assistant's ``tool_calls``, each answered by a ``tool`` message with its ``tool_call_id``), and
+  its token sequence the calls' tokens (``loss_mask`` 1) and the answers' (0).
 
 Copy this file next to your training script; it needs Python 3.8+ and nothing else.
 """
@@ -14,7 +19,7 @@ import http.client
 import json
 import urllib.parse
 
-__all__ = ["Client", "EffectGymError", "make_rollout_func", "mark_truncation", "token_fields", "truncation"]
+__all__ = ["Client", "EffectGymError", "make_rollout_func", "mark_truncation", "token_fields", "tool_calls", "truncation"]
 
 NDJSON = "application/x-ndjson"
 TRAJECTORIES_HEADER = "x-effect-gym-trajectories"
@@ -81,7 +86,8 @@ class Client:
         """Yields each result (a completions-log line plus ``uuid``) as the server streams it.
 
         ``requests`` are rows: ``{"env_config": {...}, "messages": [...], "data_dict": {...},
-        "num_generations": N, "max_turns": N, "sampling": {...}, "uuid": "..."}``. Results come in
+        "num_generations": N, "max_turns": N, "sampling": {...}, "uuid": "...", "tools": [...],
+        "tool_choice": "auto"}``. Results come in
         completion order, each with its ``row`` index and ``generation``. Raises ``EffectGymError``
         when the server refuses the batch, cuts the stream (it is shutting down), or the stream ends
         with fewer results than it admitted.
@@ -160,6 +166,32 @@ def token_fields(result):
     )
 
 
+def tool_calls(result):
+    """A result's tool calls in order, each with its answer: ``{"turn", "id", "name", "arguments",
+    "result"}`` (``turn`` counts the model's replies from 1; ``arguments`` is the JSON text the model
+    wrote; ``result`` the content of the ``tool`` message that answered it, None when none did)."""
+    answers = {}
+    for message in result.get("messages") or []:
+        if message.get("role") == "tool" and message.get("tool_call_id") is not None:
+            answers.setdefault(message["tool_call_id"], message.get("content"))
+    calls = []
+    turn = 0
+    for message in result.get("messages") or []:
+        if message.get("role") != "assistant":
+            continue
+        turn += 1
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            calls.append({
+                "turn": turn,
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+                "result": answers.get(call.get("id")),
+            })
+    return calls
+
+
 def truncation(result):
     """How a result's episode was cut: ``"length"`` (its last reply hit the token limit),
     ``"max_turns"`` (the env had not finished), or ``None`` (it finished: the env said done)."""
@@ -217,18 +249,21 @@ def _default_row(prompt, index):
     raise TypeError("cannot make a row of prompt %r: pass row=" % (prompt,))
 
 
-def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns=None):
+def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns=None, tools=None, tool_choice=None):
     """A TRL ``rollout_func(prompts, trainer)`` that plays each prompt on effect-gym's server.
 
     TRL hands it the process's prompts, each already repeated ``num_generations`` times; each one
     becomes a row of one trajectory (``row(prompt, index)`` builds it: by default the prompt as the
     row's ``messages``; give your own to set ``env_config``). Each call uses the next batch seed
     (``seed``, ``seed + 1``, ...), so the copies of a prompt and the calls differ, reproducibly.
+    ``tools`` (and ``tool_choice``) are offered on every row that does not give its own.
 
     Returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (one entry per prompt, in
     order) and, for the reward functions, ``env_reward`` (the env's total reward), ``num_turns``,
     ``truncated`` (``"length"``, ``"max_turns"`` or None: see ``truncation``) and ``policy_version``
-    (the oldest version a turn was sampled with, or None). With the trainer's tokenizer (TRL passes
+    (the oldest version a turn was sampled with, or None) and ``tool_calls`` (see ``tool_calls``).
+    The model's tool calls are in ``completion_ids`` with ``env_mask`` 1, the tools' answers with 0
+    (the server's token sequence). With the trainer's tokenizer (TRL passes
     the trainer), each completion's last id says whether it was truncated as TRL reads it (see
     ``mark_truncation``). A trajectory that failed raises ``EffectGymError`` naming it: a failure is
     not a reward-0 sample.
@@ -240,7 +275,7 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
     def rollout_func(prompts, trainer=None):
         out = {
             "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-            "env_reward": [], "num_turns": [], "truncated": [], "policy_version": [],
+            "env_reward": [], "num_turns": [], "truncated": [], "policy_version": [], "tool_calls": [],
         }
         if len(prompts) == 0:
             return out
@@ -250,6 +285,10 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
             request.setdefault("num_generations", 1)
             if max_turns is not None:
                 request.setdefault("max_turns", max_turns)
+            if tools is not None and "tools" not in request:
+                request["tools"] = tools
+                if tool_choice is not None:
+                    request["tool_choice"] = tool_choice
             requests.append(request)
         batch_seed = seed + calls[0]
         calls[0] += 1
@@ -277,6 +316,7 @@ def make_rollout_func(client, row=_default_row, seed=0, sampling=None, max_turns
             out["num_turns"].append(result["rollout_infos"]["num_turns"])
             versions = [v for v in result.get("policy_versions") or [] if v is not None]
             out["policy_version"].append(min(versions) if versions else None)
+            out["tool_calls"].append(tool_calls(result))
         return out
 
     return rollout_func

@@ -523,10 +523,15 @@ export const makeEngine = (options: Options): Effect.Effect<Engine, InferenceErr
         // The template renders the tools; nothing here can make the model call one (or none).
         const choice = request.toolChoice
         if (request.tools !== undefined && request.tools.length > 0 && choice !== undefined && choice !== "auto") {
-          return Effect.fail(invalid(
-            `tool_choice ${JSON.stringify(choice)} is not supported in colocate mode (only "auto": the model's ` +
-              "template renders the tools, and nothing constrains the reply)"
-          ))
+          return Effect.fail(
+            new InferenceError({
+              reason: "InvalidRequest",
+              backend: BACKEND,
+              field: "tool_choice",
+              detail: `tool_choice ${JSON.stringify(choice)} is not supported in colocate mode (only "auto": the ` +
+                "model's template renders the tools, and nothing constrains the reply)"
+            })
+          )
         }
         const stops = { tokens: wrapperStops.tokenStops, text: [...wrapperStops.textStops, ...(sampling.stop ?? [])] }
         return Effect.flatMap(PromptTokens.prompt(renderer, request, request.chatTemplateKwargs), (prompt) => {

@@ -40,6 +40,7 @@ import * as Redact from "../internal/redact.js"
 import * as Sampling from "./Sampling.js"
 import { optionProblem } from "../internal/whole.js"
 import * as Transport from "./internal/transport.js"
+import { toolCallsOf, WireToolCall } from "./internal/wireToolCalls.js"
 
 /**
  * @since 0.1.0
@@ -130,16 +131,6 @@ const TokenLogprob = Schema.Struct({
   logprob: Schema.optional(Schema.NullOr(Schema.Number)),
   prob: Schema.optional(Schema.NullOr(Schema.Number)),
   id: Schema.optional(Schema.NullOr(Schema.Int))
-})
-
-/** A tool call as servers send it: `arguments` JSON text (some send an object), `id` sometimes missing. */
-const WireToolCall = Schema.Struct({
-  id: Schema.optional(Schema.NullOr(Schema.String)),
-  type: Schema.optional(Schema.NullOr(Schema.String)),
-  function: Schema.Struct({
-    name: Schema.String,
-    arguments: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)])))
-  })
 })
 
 const Choice = Schema.Struct({
@@ -235,6 +226,9 @@ const ASKED: ReadonlyArray<readonly [keyof SamplingParams, string]> = [
   ["minP", "min_p"],
   ["repetitionPenalty", "repetition_penalty"]
 ]
+
+/** A call's tool fields: never dropped (the model would not see its tools), named when the server rejects them. */
+const TOOL_FIELDS: ReadonlyArray<string> = ["tool_choice", "tools"]
 
 const askedOf = (sampling: SamplingParams): ReadonlySet<string> => {
   const asked = new Set<string>()
@@ -501,18 +495,7 @@ export const toCompletion = (
     toolCalls?: ReadonlyArray<ToolCall>
   } = { text: choice.message?.content ?? "", finishReason: finishReasonOf(choice.finish_reason) }
   const calls = choice.message?.tool_calls
-  if (calls != null && calls.length > 0) {
-    completion.toolCalls = calls.map((call, i): ToolCall => ({
-      id: call.id ?? `${idPrefix}_${i}`,
-      type: "function",
-      function: {
-        name: call.function.name,
-        arguments: typeof call.function.arguments === "string"
-          ? call.function.arguments
-          : JSON.stringify(call.function.arguments ?? {})
-      }
-    }))
-  }
+  if (calls != null && calls.length > 0) completion.toolCalls = toolCallsOf(calls, idPrefix)
   const tokenIds = tokenIdsOf(choice)
   if (tokenIds !== undefined) completion.tokenIds = tokenIds
   const logprobs = logprobsOf(choice)
@@ -688,7 +671,7 @@ const makeWith = (
     const refused = (asked: ReadonlySet<string>, body: Record<string, unknown>, error: InferenceError): InferenceError => {
       if (!refuse || (error.status !== 400 && error.status !== 422)) return error
       const field = REFUSABLE.find((key) => key in body && error.detail.includes(key)) ??
-        [...asked].find((key) => key in body && names(error.detail, key))
+        [...asked, ...TOOL_FIELDS].find((key) => key in body && names(error.detail, key))
       if (field === undefined) return error
       return new InferenceError({
         reason: "InvalidRequest",

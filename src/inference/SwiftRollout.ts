@@ -16,6 +16,11 @@
  *   prompt and the sampled tokens, the trajectory is one token sequence (as on the token path);
  *   when it does not (a template that re-renders earlier replies, a reply that re-tokenizes
  *   differently), the sequence stops there and says why, while each turn keeps its sampled tokens.
+ * - Tools: a call's tools go in the request's `tools` (OpenAI's format); the backend's agent template
+ *   renders them and reads the reply's calls (`tool_calls`, taken only when the call offered tools),
+ *   and the reply keeps its whole text, calls included, as ms-swift gives it. A reply goes back
+ *   without its `tool_calls` (they are in its text), a tool's answer as a `tool` message. ms-swift's
+ *   request has no `tool_choice`: only `auto`, else the call fails naming it.
  * - {@link Control} forwards the trainer's control endpoints (weights, caches, communicator) to the
  *   same backend, unchanged: see the rollout server's `internal/swift.ts`.
  *
@@ -28,8 +33,12 @@ import { HttpClientRequest } from "effect/http"
 import type { HttpClient } from "effect/http"
 import type { ChatRequest, Completion, Feature, FinishReason, PromptTokens, SamplingParams, Service } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
+import type { Message, ToolCall } from "../Message.js"
+import * as Tool from "../Tool.js"
 import { optionProblem } from "../internal/whole.js"
 import * as Transport from "./internal/transport.js"
+import { toolCallsOf, WireToolCall } from "./internal/wireToolCalls.js"
+import { AGENT_TEMPLATE } from "./ToolParsers.js"
 import * as Redact from "../internal/redact.js"
 import * as Sampling from "./Sampling.js"
 
@@ -138,7 +147,10 @@ export interface SwiftRollout {
 // ---------------------------------------------------------------------------------------------
 
 const Choice = Schema.Struct({
-  message: Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.Unknown)) }),
+  message: Schema.Struct({
+    content: Schema.optional(Schema.NullOr(Schema.Unknown)),
+    tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+  }),
   finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
   logprobs: Schema.optional(Schema.NullOr(Schema.Struct({
     content: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({ logprob: Schema.Number }))))
@@ -224,11 +236,11 @@ export const inferBody = (
   sampling: SamplingParams
 ): Record<string, unknown> => ({
   infer_requests: [{
-    messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
+    messages: request.messages.map(wireMessage),
     images: [],
     audios: [],
     videos: [],
-    tools: null,
+    tools: request.tools === undefined || request.tools.length === 0 ? null : request.tools.map(Tool.toOpenAi),
     objects: {},
     chat_template_kwargs: mergeKwargs(options.chatTemplateKwargs, request.chatTemplateKwargs),
     data_dict: {},
@@ -237,6 +249,18 @@ export const inferBody = (
   request_config: requestConfig(options, request, sampling),
   use_tqdm: false
 })
+
+/**
+ * A message as the backend takes it. A reply of this backend keeps its calls in its text (its
+ * `content` is the whole reply, see {@link toCompletion}): its `tool_calls` are left out, since
+ * ms-swift's template renders an assistant's `tool_calls` after its text, which would write the
+ * calls twice. An assistant message whose calls are not in its text (empty content: a prompt's)
+ * keeps them, for the backend's agent template to write.
+ */
+const wireMessage = (m: Message): Record<string, unknown> =>
+  m.tool_calls !== undefined && m.tool_calls.length > 0 && m.content === ""
+    ? { role: m.role, content: m.content, tool_calls: m.tool_calls }
+    : { role: m.role, content: m.content }
 
 const finishReasonOf = (raw: string | null | undefined): FinishReason =>
   raw === "length" ? "length" : raw === "abort" ? "abort" : "stop"
@@ -303,7 +327,15 @@ export const toCompletion = (
     promptTokens?: number
     prompt?: PromptTokens
     tokensUnavailable?: string
+    toolCalls?: ReadonlyArray<ToolCall>
   } = { text: content, finishReason: finishReasonOf(choice.finish_reason) }
+  // The backend's agent template reads calls out of every reply; they are the reply's only when the
+  // call offered tools. `content` stays the whole reply, calls included, as the backend gives it.
+  const calls = choice.message.tool_calls
+  if (calls != null && calls.length > 0 && request.tools !== undefined && request.tools.length > 0) {
+    completion.toolCalls = toolCallsOf(calls, `call_${request.trajectoryId}_${request.turn}`)
+    if (completion.finishReason === "stop") completion.finishReason = "tool_calls"
+  }
   if (tokenIds !== undefined) completion.tokenIds = tokenIds
   if (logprobs !== undefined) completion.logprobs = logprobs
   const promptTokens = promptIds?.length ?? output.response.usage?.prompt_tokens ?? undefined
@@ -406,13 +438,15 @@ const makeWith = (
     const defaults: SamplingParams = { logprobs: true, ...options.sampling }
     const checkSampling = Sampling.checker(BACKEND, defaults)
     const chat = (request: ChatRequest): Effect.Effect<Completion, InferenceError> => {
-      // ms-swift's /infer/ has a `tools` field with its own agent templates; until they are followed, an
-      // env's tools are refused here, not dropped (the model would never see them).
-      if (request.tools !== undefined && request.tools.length > 0) {
+      // ms-swift's request has no tool_choice: its agent template renders the tools, nothing constrains the reply.
+      const choice = request.toolChoice
+      if (request.tools !== undefined && request.tools.length > 0 && choice !== undefined && choice !== "auto") {
         return Effect.fail(new InferenceError({
           reason: "InvalidRequest",
           backend: BACKEND,
-          detail: "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+          field: "tool_choice",
+          detail: `tool_choice ${JSON.stringify(choice)} is not supported in swift-rollout mode (only "auto": ms-swift's ` +
+            "/infer/ takes tools but no tool_choice)"
         }))
       }
       const checked = checkSampling(request.sampling)
@@ -462,7 +496,13 @@ const makeWith = (
       )
     }
 
-    const service: Service = { name: `swift rollout ${root}`, chat, halted: transport.halted, honours: HONOURS }
+    const service: Service = {
+      name: `swift rollout ${root}`,
+      chat,
+      halted: transport.halted,
+      honours: HONOURS,
+      toolParser: AGENT_TEMPLATE
+    }
     return { service, control: { name: `swift rollout ${root}`, baseUrl: root, engine, forward } }
   })
 

@@ -201,6 +201,18 @@ export const parse = (name: Name, text: string, idOf: (index: number) => string 
 export const defaultFor = (template: string | undefined): Name => chooseFor(template).name
 
 /**
+ * The choice of a backend whose calls are read by ms-swift's agent template (`swift rollout
+ * --agent_template`, swift-rollout mode), each reply keeping its calls in its text: no parser here.
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const AGENT_TEMPLATE = {
+  name: "agent_template",
+  chosenBy: "the swift rollout backend (its agent template reads the calls; a reply keeps them in its text)"
+} as const
+
+/**
  * {@link defaultFor} with what decided it, for the run's record and summary.
  *
  * @since 0.3.0

@@ -11,7 +11,7 @@
 import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
-import { Messages } from "../Message.js"
+import { Message, Messages, Role, ToolCall } from "../Message.js"
 import { isWhole } from "../internal/whole.js"
 import { stringify } from "../internal/lift.js"
 
@@ -42,6 +42,16 @@ const optionalNullable = <S extends Schema.Top>(schema: S) => Schema.optional(Sc
 
 /** An optional JSON object: the message is the field's, whatever the union of null and absent says. */
 const optionalJsonObject = optionalNullable(JsonObject).annotate({ message: "expected a JSON object" })
+
+/**
+ * Tools offered to the model, each OpenAI's `{"type": "function", "function": {"name", "description",
+ * "parameters"}}` or the function object alone (as ms-swift's `wrap_tool` takes both); each is
+ * checked when the request is planned, with errors that name it.
+ */
+const Tools = optionalNullable(Schema.Array(Schema.Unknown)).annotate({ message: "expected a list of tools, or null" })
+
+/** OpenAI's `tool_choice`: `"auto"`, `"none"`, `"required"` or `{"type": "function", "function": {"name"}}`. */
+const ToolChoice = optionalNullable(Schema.Unknown)
 
 const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `${actual}` : `${stringify(actual)}`
 
@@ -164,7 +174,11 @@ export const RolloutRequest = Schema.Struct({
   /** Default: the server's `--max-turns`. */
   max_turns: optionalNullable(WholeNumber),
   /** Over the batch's and the server's sampling parameters. */
-  sampling: optionalNullable(SamplingOverrides)
+  sampling: optionalNullable(SamplingOverrides),
+  /** Tools offered to the model on every call of this row's trajectories, next to the env's own. */
+  tools: Tools,
+  /** How the model may use them (default `auto`); only with `tools`. */
+  tool_choice: ToolChoice
 })
 
 /**
@@ -313,14 +327,27 @@ export type Info = typeof Info.Type
 // POST /infer/: the reference's shape
 // ---------------------------------------------------------------------------------------------
 
-/** Multimodal inputs and tools are not supported; Python clients send them empty. */
+/** Multimodal inputs are not supported; Python clients send them empty. */
 const MustBeEmpty = Schema.Unknown.check(
   Schema.makeFilter((value) =>
     value === null || (Array.isArray(value) && value.length === 0) ||
     (typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0) ||
-    "not supported by this server (text only: no images, audios, videos, tools or objects)"
+    "not supported by this server (text only: no images, audios, videos or objects)"
   )
 )
+
+/**
+ * The messages of an `/infer/` request: OpenAI's roles, and the reference's agent format (its
+ * dataset's `tool_call` messages, whose content is a call's JSON, and `tool_response`, a tool's
+ * answer), which the request's plan turns into OpenAI's form.
+ *
+ * @since 0.3.0
+ * @category schemas
+ */
+export const InferMessages = Schema.Array(Schema.Struct({
+  ...Message.fields,
+  role: Schema.Literals([...Role.literals, "tool_call", "tool_response"])
+}))
 
 /**
  * One request of `POST /infer/` (the reference's `RolloutInferRequest`). Unknown fields are ignored,
@@ -330,7 +357,7 @@ const MustBeEmpty = Schema.Unknown.check(
  * @category schemas
  */
 export const InferRequest = Schema.Struct({
-  messages: Messages,
+  messages: InferMessages,
   data_dict: optionalJsonObject,
   uuid: optionalNullable(Schema.String),
   /** Variables of the model's chat template for this request's calls (over the server's). */
@@ -338,7 +365,10 @@ export const InferRequest = Schema.Struct({
   images: Schema.optional(MustBeEmpty),
   audios: Schema.optional(MustBeEmpty),
   videos: Schema.optional(MustBeEmpty),
-  tools: Schema.optional(MustBeEmpty),
+  /** Tools offered to the model on every call of the trajectory, next to the env's own. */
+  tools: Tools,
+  /** Not a field of the reference's request (it has none): how the model may use `tools` (default `auto`). */
+  tool_choice: ToolChoice,
   objects: Schema.optional(MustBeEmpty)
 })
 
@@ -407,7 +437,9 @@ export type InferBody = typeof InferBody.Type
  * One output of `POST /infer/` (the reference's `RolloutOutput`): the whole conversation, per-turn
  * token ids, loss masks and logprobs (empty lists when some turn's backend gave none: the trainer
  * then tokenizes the messages itself), `rollout_infos` (`total_reward`, `step_rewards`, `num_turns`,
- * ...), and `response`, an OpenAI chat completion of the last turn.
+ * ...), and `response`, an OpenAI chat completion of the last turn. With tool calls, `messages` is in
+ * the reference's form: each reply's calls written in its text, no `tool_calls` (the reference's
+ * template would render them twice).
  *
  * @since 0.1.0
  * @category schemas
@@ -420,7 +452,15 @@ export const InferOutput = Schema.Struct({
     model: Schema.String,
     choices: Schema.Array(Schema.Struct({
       index: Schema.Number,
-      message: Schema.Struct({ role: Schema.Literal("assistant"), content: Schema.String }),
+      /**
+       * The last reply, as the reference's `ChatMessage`: `content` is its whole text (calls written
+       * in it), `tool_calls` its calls, when it made some.
+       */
+      message: Schema.Struct({
+        role: Schema.Literal("assistant"),
+        content: Schema.String,
+        tool_calls: Schema.optional(Schema.Array(ToolCall))
+      }),
       finish_reason: Schema.NullOr(Schema.Literals(["stop", "length"])),
       logprobs: Schema.Null,
       token_ids: Schema.NullOr(Schema.Array(Schema.Number))

@@ -59,6 +59,7 @@ import * as HttpGuard from "../http/HttpGuard.js"
 import { ApiError, decodeBody, errorResponse, json, readBody, shuttingDown } from "./internal/http.js"
 import { decodeInfer, inferOutputs, type OnFailure, planInfer, runInfer } from "./internal/infer.js"
 import { type Plan, planBatch, type Planner, runGroups } from "./internal/planning.js"
+import { formatOf, offering } from "./internal/tools.js"
 import * as Swift from "./internal/swift.js"
 
 export {
@@ -291,8 +292,11 @@ const runPlan = (
 ): Stream.Stream<Array<Sent>, ApiError> => {
   const uuids = new Map<number, string>()
   for (const planned of plan.rows) uuids.set(planned.row.index, planned.uuid)
-  const streams = runGroups(plan, server.settings.spec.sampling).map(({ config, rows, trajectories }) =>
-    Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows)
+  // (a group whose requests offer tools runs on the backend with them offered on every call)
+  const streams = runGroups(plan, server.settings.spec.sampling).map(({ config, rows, toolChoice, tools, trajectories }) =>
+    Rollout.streamPrepared({ ...config, concurrency: trajectories }, rows).pipe(
+      Stream.provideService(Inference, tools === undefined ? server.inference : offering(server.inference, tools, toolChoice))
+    )
   )
   const encoded = (item: Rollout.Group): Array<Sent> => {
     const uuid = uuids.get(item.row.index) ?? ""
@@ -335,8 +339,7 @@ const runPlan = (
           )
         )
         : Stream.fail(error)
-    ),
-    Stream.provideService(Inference, server.inference)
+    )
   )
 }
 
@@ -539,7 +542,12 @@ const infer = (server: Server) => {
         retries: server.options.inferRetries ?? 2,
         hasLogprobs: server.inference.scripted !== true
       })
-      const outputs = inferOutputs(plan, byRow, model, Math.floor(Date.now() / 1000), plan.returnDetails === true)
+      const outputs = inferOutputs(plan, byRow, {
+        model,
+        created: Math.floor(Date.now() / 1000),
+        returnDetails: plan.returnDetails === true,
+        callFormat: formatOf(server.inference)
+      })
       // Each output written on its own (its record's line was written: it can be), the array sent
       // in chunks, as /v1/rollouts sends its own.
       const items: Array<Uint8Array> = []

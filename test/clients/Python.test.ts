@@ -12,9 +12,11 @@ import { promisify } from "node:util"
 import * as SwiftRollout from "../../src/inference/SwiftRollout.js"
 import * as FakeSwift from "../rollout-server/FakeSwift.js"
 import { type Api, request, resultsOf, start, withoutTimings } from "../rollout-server/helpers.js"
+import { lookup, tokenPath } from "../rollout-server/toolServer.js"
 
 const python = spawnSync("python3", ["--version"]).status === 0
 const driver = path.resolve(import.meta.dirname, "../fixtures/python/drive_client.py")
+const toolsDriver = path.resolve(import.meta.dirname, "../fixtures/python/drive_tools.py")
 const run = promisify(execFile)
 const httpClient = NodeHttpClient.layerNodeHttpOptions({ keepAlive: false })
 
@@ -103,4 +105,31 @@ describe.skipIf(!python)("clients/python/effect_gym.py", () => {
       expect(out.version).toEqual({ version: 3, previous: 0 })
       expect(out.versioned).toEqual([3])
     }).pipe(Effect.scoped))
+})
+
+describe.skipIf(!python)("clients/python/effect_gym.py with tools", () => {
+  it.live("rows offer tools; results, tool_calls(result) and rollout_func carry the calls, their answers and the masked token sequence", () =>
+    Effect.gen(function*() {
+      const { server } = yield* tokenPath
+      const { stdout } = yield* Effect.promise(() =>
+        run("python3", [toolsDriver, server.url, JSON.stringify([lookup])], { timeout: 120_000 })
+      )
+      const out = JSON.parse(stdout) as Record<string, any>
+      const [line] = resultsOf(yield* request(`${server.url}/v1/rollouts`, { body: { requests: [{ tools: [lookup] }], seed: 1 } }))
+      expect(out.streamed.map(comparable)).toEqual([comparable(line as unknown as Record<string, unknown>)])
+      const call = line.messages[1].tool_calls![0]
+      const calls = [{ turn: 1, id: call.id, name: "lookup", arguments: "{\"key\": \"a\"}", result: "value-of-a" }]
+      expect(out.tool_calls).toEqual([calls])
+      // rollout_func: the tools offered on its rows; the calls for the reward functions; the token
+      // fields are the server's sequence, the tool's answer masked out (env_mask 0)
+      const got = out.rollout_func
+      expect(got.tool_calls).toEqual([calls])
+      expect(got.completion_ids).toEqual([line.token_ids])
+      expect(got.env_mask).toEqual([line.loss_mask])
+      expect(got.env_mask[0].filter((m: number) => m === 0).length).toBeGreaterThan(0)
+      expect(got.env_reward).toEqual([1])
+      // a bad tool: the server's 400, naming it, as the client's error
+      expect(out.refused).toMatchObject({ status: 400, path: "requests[0].tools[0].function.description" })
+      expect(out.refused.message).toContain("requests[0].tools[0].function.description")
+    }))
 })

@@ -213,18 +213,33 @@ describe("server mode with tools: a whole run against the fake server", () => {
 })
 
 describe("swift-rollout mode with tools", () => {
-  live("refuses a call that offers tools with InvalidRequest (not sent, not dropped); text calls go on", () =>
+  live("sends the tools in ms-swift's request and reads its tool_calls back; the reply keeps its calls in its text", () =>
     Effect.gen(function*() {
       const fake = yield* FakeSwift.make
       const swift = yield* SwiftRollout.make({ baseUrl: fake.url, retries: 0 })
-      const infers = fake.state.infers.length
-      const refused = yield* Effect.flip(swift.service.chat(request()))
-      expect([refused.reason, refused.detail]).toEqual([
-        "InvalidRequest",
-        "the env offers tools, and swift-rollout mode does not pass tools to /infer/ yet"
+      expect(swift.service.toolParser?.name).toBe("agent_template")
+      const written = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 40}}\n</tool_call>"
+      fake.state.reply = () => written
+      const completion = yield* swift.service.chat(request())
+      const sent = (fake.state.infers.at(-1)!.infer_requests as Array<Record<string, unknown>>)[0]
+      expect(sent.tools).toEqual([{ type: "function", function: add.spec }])
+      // a prompt's assistant message whose calls are not in its text keeps them, for ms-swift's agent template
+      expect(sent.messages).toEqual([
+        { role: "user", content: "2 + 40?" },
+        { role: "assistant", content: "", tool_calls: [call("call_a", "add", "{\"a\":2,\"b\":40}")] },
+        { role: "tool", content: "42" }
       ])
+      expect(completion.text).toBe(written)
+      expect(completion.finishReason).toBe("tool_calls")
+      expect(completion.toolCalls).toEqual([call("toolcall-0f0e1d2c3b4a5968778695a4b3c2d1e0f", "add", "{\"a\": 2, \"b\": 40}")])
+      // without tools, the backend's calls are not the reply's (its agent template reads every reply)
+      const text = yield* swift.service.chat(request({ tools: undefined, toolChoice: undefined, messages: [Message.user("hi")] }))
+      expect([text.toolCalls, text.finishReason, (fake.state.infers.at(-1)!.infer_requests as Array<Record<string, unknown>>)[0].tools])
+        .toEqual([undefined, "stop", null])
+      // ms-swift's request has no tool_choice: only auto, else refused naming it (never sent)
+      const infers = fake.state.infers.length
+      const refused = yield* Effect.flip(swift.service.chat(request({ toolChoice: "required" })))
+      expect([refused.reason, refused.field]).toEqual(["InvalidRequest", "tool_choice"])
       expect(fake.state.infers.length).toBe(infers)
-      yield* swift.service.chat(request({ tools: undefined, toolChoice: undefined, messages: [Message.user("hi")] }))
-      expect(fake.state.infers.length).toBe(infers + 1)
     }))
 })

@@ -10,10 +10,16 @@
  * bytes of its text and of `<|im_end|>`, so a later prompt begins with the earlier prompt and the
  * sampled tokens, unless `dropEarlierReplies` makes its template render earlier replies differently
  * (as Qwen3's drops their reasoning).
+ *
+ * With a request's `tools` it acts as ms-swift's hermes agent template: the tools in a system block,
+ * a `tool` message as a user turn of `<tool_response>`, an assistant's OpenAI `tool_calls` written as
+ * `<tool_call>` blocks after its text; and, tools or not, each `<tool_call>` block of the reply read
+ * back as `tool_calls` (`toolcall-<hex>` ids), its `content` the whole reply.
  */
 import * as http from "node:http"
 import { Effect } from "effect"
 import type { Scope } from "effect"
+import { pythonJson } from "../../src/inference/ToolParsers.js"
 import { frozenLakeReply } from "../inference/FakeOpenAi.js"
 
 export interface Recorded {
@@ -36,6 +42,8 @@ export class FakeSwiftState {
   dropEarlierReplies = false
   /** Weight syncs seen (a process_weights_after_loading or an adapter update). */
   syncs = 0
+  /** The reply to a request's messages; by default the FrozenLake move. */
+  reply: (messages: ReadonlyArray<WireMessage>) => string = (messages) => frozenLakeReply({ messages })
   get infers(): Array<Record<string, unknown>> {
     return this.requests.filter((r) => r.path === "/infer/").map((r) => JSON.parse(r.body) as Record<string, unknown>)
   }
@@ -48,15 +56,45 @@ export const END = "<|im_end|>"
 const encoder = new TextEncoder()
 export const bytes = (text: string): Array<number> => Array.from(encoder.encode(text))
 
-/** The toy template: ChatML, then the generation prompt. */
-export const render = (messages: ReadonlyArray<{ role: string; content: string }>, dropEarlier: boolean): string => {
-  let text = ""
+/** A message as the backend takes it (an assistant's `tool_calls` in OpenAI's format). */
+export interface WireMessage {
+  readonly role: string
+  readonly content: string
+  readonly tool_calls?: ReadonlyArray<{ readonly function: { readonly name: string; readonly arguments: string } }>
+}
+
+/** A call as ms-swift's hermes agent template writes it (`json.dumps` of name and arguments). */
+const hermesCall = (name: string, args: unknown) => `<tool_call>\n${pythonJson({ name, arguments: args })}\n</tool_call>`
+
+/** The toy template: ChatML (tools in a system block, as the hermes agent template), then the generation prompt. */
+export const render = (messages: ReadonlyArray<WireMessage>, dropEarlier: boolean, tools?: ReadonlyArray<unknown> | null): string => {
+  let text = tools === undefined || tools === null || tools.length === 0
+    ? ""
+    : `<|im_start|>system\n# Tools\n<tools>\n${tools.map((t) => JSON.stringify(t)).join("\n")}\n</tools>${END}\n`
   messages.forEach((m, i) => {
-    const content = dropEarlier && m.role === "assistant" && i < messages.length - 1 ? `(earlier) ${m.content}` : m.content
-    text += `<|im_start|>${m.role}\n${content}${END}\n`
+    let content = dropEarlier && m.role === "assistant" && i < messages.length - 1 ? `(earlier) ${m.content}` : m.content
+    if (m.tool_calls !== undefined) {
+      const calls = m.tool_calls.map((c) => hermesCall(c.function.name, JSON.parse(c.function.arguments))).join("\n")
+      content = content === "" ? calls : `${content}\n${calls}`
+    }
+    text += m.role === "tool"
+      ? `<|im_start|>user\n<tool_response>\n${content}\n</tool_response>${END}\n`
+      : `<|im_start|>${m.role}\n${content}${END}\n`
   })
   return text + "<|im_start|>assistant\n"
 }
+
+/** The calls of a reply, as ms-swift's hermes agent template reads them (`get_toolcall`). */
+const callsOf = (reply: string) =>
+  [...reply.matchAll(/<tool_call>(.+?)<\/tool_call>/gs)].map((match, i) => {
+    const call = JSON.parse(match[1]) as { name: string; arguments: unknown }
+    return {
+      // (ms-swift's Function writes the arguments with json.dumps)
+      function: { name: call.name, arguments: pythonJson(call.arguments) },
+      type: "function",
+      id: `toolcall-${i}f0e1d2c3b4a5968778695a4b3c2d1e0f`
+    }
+  })
 
 const message = (text: string) => JSON.stringify({ message: text })
 
@@ -107,9 +145,9 @@ const answer = (state: FakeSwiftState, method: string, path: string, body: strin
 const infer = (state: FakeSwiftState, body: Record<string, unknown>) => {
   const config = (body.request_config ?? {}) as Record<string, unknown>
   const details = config.return_details === true
-  return (body.infer_requests as Array<{ messages: Array<{ role: string; content: string }>; uuid: string | null }>).map(
+  return (body.infer_requests as Array<{ messages: Array<WireMessage>; uuid: string | null; tools: Array<unknown> | null }>).map(
     (request) => {
-      const reply = frozenLakeReply({ messages: request.messages })
+      const reply = state.reply(request.messages)
       let ids = bytes(reply + END)
       let finish = "stop"
       const max = typeof config.max_tokens === "number" ? config.max_tokens : undefined
@@ -117,13 +155,15 @@ const infer = (state: FakeSwiftState, body: Record<string, unknown>) => {
         ids = ids.slice(0, max)
         finish = "length"
       }
-      const prompt = bytes(render(request.messages, state.dropEarlierReplies))
+      const prompt = bytes(render(request.messages, state.dropEarlierReplies, request.tools))
+      // (ms-swift's engine reads calls out of every reply, tools or not)
+      const calls = callsOf(reply)
       return {
         response: {
           model: "fake-swift",
           choices: [{
             index: 0,
-            message: { role: "assistant", content: reply, tool_calls: null, reasoning_content: null },
+            message: { role: "assistant", content: reply, tool_calls: calls.length === 0 ? null : calls, reasoning_content: null },
             finish_reason: finish,
             logprobs: config.logprobs === true
               ? { content: ids.map((id, i) => ({ token: String.fromCharCode(id), logprob: -(i + 1) / 100, bytes: [id] })) }

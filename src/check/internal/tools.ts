@@ -11,53 +11,13 @@ import type { Scope } from "effect"
 import type * as Env from "../../Env.js"
 import { describe } from "../../internal/lift.js"
 import { isRecord } from "../../internal/inspect.js"
+import { schemaProblem } from "../../internal/jsonSchema.js"
 import type * as Message from "../../Message.js"
 import * as Scheduler from "../../Scheduler.js"
 import type { Scenario, Settings } from "./lifecycle.js"
 import type { Collector } from "./inspection.js"
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/
-const TYPES = new Set(["string", "number", "integer", "boolean", "object", "array", "null"])
-
-/** What is wrong with a JSON Schema (the parts tools use), at `path`. */
-const schemaProblem = (schema: unknown, path: string): string | undefined => {
-  if (typeof schema === "boolean") return undefined
-  if (!isRecord(schema)) return `${path} must be a JSON Schema object`
-  const type = schema.type
-  if (type !== undefined) {
-    const types = Array.isArray(type) ? type : [type]
-    const bad = types.find((t) => typeof t !== "string" || !TYPES.has(t))
-    if (bad !== undefined || types.length === 0) return `${path}.type ${JSON.stringify(type)} is not a JSON Schema type`
-  }
-  const properties = schema.properties
-  if (properties !== undefined) {
-    if (!isRecord(properties)) return `${path}.properties must be an object`
-    for (const [key, value] of Object.entries(properties)) {
-      const problem = schemaProblem(value, `${path}.properties.${key}`)
-      if (problem !== undefined) return problem
-    }
-  }
-  const required = schema.required
-  if (required !== undefined) {
-    if (!Array.isArray(required) || required.some((r) => typeof r !== "string")) return `${path}.required must be a list of names`
-    const missing = required.find((r) => !isRecord(properties) || !(r in properties))
-    if (missing !== undefined) return `${path}.required names ${JSON.stringify(missing)}, which is not in its properties`
-  }
-  if (schema.items !== undefined) return schemaProblem(schema.items, `${path}.items`)
-  for (const key of ["anyOf", "oneOf", "allOf"] as const) {
-    const list = schema[key]
-    if (list === undefined) continue
-    if (!Array.isArray(list) || list.length === 0) return `${path}.${key} must be a non-empty list of schemas`
-    for (let i = 0; i < list.length; i++) {
-      const problem = schemaProblem(list[i], `${path}.${key}[${i}]`)
-      if (problem !== undefined) return problem
-    }
-  }
-  if (schema.enum !== undefined && (!Array.isArray(schema.enum) || schema.enum.length === 0)) {
-    return `${path}.enum must be a non-empty list`
-  }
-  return undefined
-}
 
 /**
  * What is wrong with an env's tool specs, or `undefined`.

@@ -4,7 +4,7 @@
  * the edge: the requests are planned and run as a `/v1/rollouts` batch of one generation each.
  *
  * - Every `RequestConfig` field is honoured or refused with a 400 naming it (see `Api.RequestConfig`);
- *   each request's `chat_template_kwargs` reaches its calls.
+ *   each request's `chat_template_kwargs` and `tools` reach its calls (see `tools.ts`).
  * - A failed trajectory must not reach the trainer as a reward-0 sample (it cannot tell it from a
  *   real zero): by default (`retry`) a trajectory that failed with a transient error is run again
  *   with a fresh env (the same seed: the engine's trajectory retries, `Rollout.Config.retries`,
@@ -14,8 +14,10 @@
  */
 import { Effect, Result } from "effect"
 import * as Api from "../Api.js"
+import type { Message } from "../../Message.js"
 import { ApiError, decodeBody } from "./http.js"
-import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, unsupported } from "./planning.js"
+import { type CallFormat, fromAgentFormat, replyText, swiftMessages } from "./tools.js"
+import { type Plan, type PlannedRow, type Planner, planRow, samplingProblem, toolsOf, unsupported } from "./planning.js"
 
 // The reference's clients send fields this server has no use for (metrics, use_tqdm, ...).
 export const decodeInfer = decodeBody(Api.InferBody, { excess: "ignore" })
@@ -52,9 +54,11 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
     if (hasKwargs && !(planner.honours?.has("chatTemplateKwargs") ?? false)) {
       return Result.fail(unsupported(planner, `infer_requests[${i}].chat_template_kwargs`))
     }
+    const messages = fromAgentFormat(r.messages, `infer_requests[${i}].messages`)
+    if (Result.isFailure(messages)) return Result.fail(messages.failure)
     const planned = planRow(planner, config, i, {
       prefix: `infer_requests[${i}]`,
-      messages: r.messages,
+      messages: messages.success,
       envConfig: undefined,
       dataDict: r.data_dict,
       // The trainer's request id (`chatcmpl-<hex>`); one of the same shape when it gives none.
@@ -63,7 +67,9 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
       maxTurns: undefined
     })
     if (Result.isFailure(planned)) return Result.fail(planned.failure)
-    rows.push({ ...planned.success, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined })
+    const tools = toolsOf(`infer_requests[${i}]`, r)
+    if (Result.isFailure(tools)) return Result.fail(tools.failure)
+    rows.push({ ...planned.success, sampling, chatTemplateKwargs: hasKwargs ? kwargs : undefined, ...tools.success })
   }
   return Result.succeed({
     rows,
@@ -73,6 +79,9 @@ export const planInfer = (planner: Planner, body: Api.InferBody): Result.Result<
     logprobs: rc?.logprobs === true
   })
 }
+
+/** The fields a backend may refuse that are a request's own, not `request_config`'s. */
+const REQUEST_FIELDS: ReadonlySet<string> = new Set(["chat_template_kwargs", "tools", "tool_choice"])
 
 /**
  * Runs the plan under the failure policy: the results by row index, or the 500 listing the
@@ -100,11 +109,11 @@ export const runInfer = (
       const error = results.get(row.row.index)?.error
       const field = error?._tag === "InferenceError" && typeof error.field === "string" ? error.field : undefined
       if (field === undefined || error === undefined || error === null) continue
+      // (the env's own tools, refused by the backend, fail their trajectories: the request gave none)
+      if ((field === "tools" || field === "tool_choice") && row.tools === undefined) continue
       return yield* new ApiError({
         reason: "InvalidBody",
-        path: field === "chat_template_kwargs"
-          ? `infer_requests[${row.row.index}].chat_template_kwargs`
-          : `request_config.${field}`,
+        path: REQUEST_FIELDS.has(field) ? `infer_requests[${row.row.index}].${field}` : `request_config.${field}`,
         detail: `this server's inference backend cannot honour it, so it is refused (${error.message})`
       })
     }
@@ -145,15 +154,21 @@ export const runInfer = (
     return results
   })
 
+/** How the outputs of a plan are written. */
+export interface OutputOptions {
+  readonly model: string
+  readonly created: number
+  readonly returnDetails: boolean
+  /** How a reply's tool calls are written in its text (the backend's tool parser's format). */
+  readonly callFormat: CallFormat
+}
+
 /** The results of a plan, in request order, in the reference's shape. */
 export const inferOutputs = (
   plan: Plan,
   byRow: ReadonlyMap<number, Api.RolloutResult>,
-  model: string,
-  created: number,
-  returnDetails: boolean
-): Array<Api.InferOutput> =>
-  plan.rows.map((planned) => toInferOutput(byRow.get(planned.row.index)!, model, created, returnDetails))
+  options: OutputOptions
+): Array<Api.InferOutput> => plan.rows.map((planned) => toInferOutput(byRow.get(planned.row.index)!, options))
 
 /** The prompt of the last turn, from a line's token sequence: the first prompt and all before the last reply. */
 const lastPrompt = (line: Api.RolloutResult): Array<number> | undefined => {
@@ -166,26 +181,26 @@ const lastPrompt = (line: Api.RolloutResult): Array<number> | undefined => {
   return start < 0 ? undefined : [...prompt, ...ids.slice(0, start)]
 }
 
-/** A result in the reference's `RolloutOutput` shape. */
-const toInferOutput = (
-  line: Api.RolloutResult,
-  model: string,
-  created: number,
-  returnDetails: boolean
-): Api.InferOutput => {
+/**
+ * A result in the reference's `RolloutOutput` shape. A conversation with tool calls is in the
+ * reference's form (see `swiftMessages`); the last reply's calls are also `tool_calls` in
+ * `response`, as the reference's engine gives them, and a reply that ended with calls finished with
+ * `stop` (the reference's finish reasons are vLLM's: `stop`, `length`).
+ */
+const toInferOutput = (line: Api.RolloutResult, options: OutputOptions): Api.InferOutput => {
+  const { created, model, returnDetails } = options
   const turns = line.finish_reasons.length
   const complete = <A>(lists: ReadonlyArray<ReadonlyArray<A> | null> | undefined): Array<ReadonlyArray<A>> =>
     lists !== undefined && lists.length === turns && lists.every((l) => l !== null)
       ? lists as Array<ReadonlyArray<A>>
       : []
   const lastIds = turns === 0 ? null : line.response_token_ids?.[turns - 1] ?? null
-  let reply = ""
-  for (let i = line.messages.length - 1; i >= 0; i--) {
-    if (line.messages[i].role === "assistant") {
-      reply = line.messages[i].content
-      break
-    }
+  let last: Message | undefined
+  for (let i = line.messages.length - 1; i >= 0 && last === undefined; i--) {
+    if (line.messages[i].role === "assistant") last = line.messages[i]
   }
+  const reply = last === undefined ? "" : replyText(options.callFormat, last)
+  const calls = last?.tool_calls
   const finish = turns === 0 ? undefined : line.finish_reasons[turns - 1]
   const completionTokens = lastIds?.length ?? 0
   const promptIds = returnDetails ? lastPrompt(line) : undefined
@@ -209,15 +224,17 @@ const toInferOutput = (
       model,
       choices: [{
         index: 0,
-        message: { role: "assistant", content: reply },
-        finish_reason: finish === "stop" || finish === "length" ? finish : null,
+        message: calls === undefined || calls.length === 0
+          ? { role: "assistant", content: reply }
+          : { role: "assistant", content: reply, tool_calls: calls },
+        finish_reason: finish === "stop" || finish === "length" ? finish : finish === "tool_calls" ? "stop" : null,
         logprobs: null,
         token_ids: returnDetails ? lastIds : null
       }],
       usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
       ...(promptIds === undefined ? {} : { prompt_token_ids: promptIds })
     },
-    messages: line.messages,
+    messages: swiftMessages(options.callFormat, line.messages),
     response_token_ids: complete(line.response_token_ids),
     response_loss_mask: complete(line.response_loss_mask),
     rollout_infos: infos as Api.InferOutput["rollout_infos"],

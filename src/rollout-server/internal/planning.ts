@@ -11,8 +11,10 @@ import * as Json from "../../internal/Json.js"
 import type * as Registry from "../../Registry.js"
 import * as Rollout from "../../Rollout.js"
 import * as Row from "../../Row.js"
+import type * as Tool from "../../Tool.js"
 import * as Api from "../Api.js"
 import { ApiError } from "./http.js"
+import { decodeToolChoice, decodeTools } from "./tools.js"
 
 /** One row of a request, checked, with how it runs. */
 export interface PlannedRow {
@@ -25,6 +27,9 @@ export interface PlannedRow {
   readonly sampling: SamplingParams | undefined
   /** Variables of the model's chat template for this row's calls (an `/infer/` request's own). */
   readonly chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined
+  /** Tools the request offers on every call of this row's trajectories (next to the env's own). */
+  readonly tools?: ReadonlyArray<Tool.Spec> | undefined
+  readonly toolChoice?: Tool.Choice | undefined
 }
 
 export interface Plan {
@@ -130,6 +135,17 @@ export const planRow = (
   })
 }
 
+/** A request's `tools` and `tool_choice`, checked (at `prefix`), as a planned row's fields. */
+export const toolsOf = (
+  prefix: string,
+  request: { readonly tools?: ReadonlyArray<unknown> | null | undefined; readonly tool_choice?: unknown }
+): Result.Result<Pick<PlannedRow, "tools" | "toolChoice">, ApiError> =>
+  Result.flatMap(decodeTools(request.tools, `${prefix}.tools`), (tools) =>
+    Result.map(
+      decodeToolChoice(request.tool_choice, tools, `${prefix}.tool_choice`),
+      (toolChoice) => (tools === undefined ? {} : { tools, toolChoice })
+    ))
+
 /** A `POST /v1/rollouts` batch, every row checked. */
 export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Result.Result<Plan, ApiError> => {
   const config = planner.baseConfig(batch.seed ?? planner.seed)
@@ -153,17 +169,22 @@ export const planBatch = (planner: Planner, batch: Api.RolloutBatch): Result.Res
     const rowSampling = Api.toSamplingParams(r.sampling)
     const badRow = samplingProblem(planner, `requests[${i}].sampling`, rowSampling)
     if (badRow !== undefined) return Result.fail(badRow)
-    rows.push({ ...planned.success, sampling: Sampling.merge(batchSampling, rowSampling) })
+    const tools = toolsOf(`requests[${i}]`, r)
+    if (Result.isFailure(tools)) return Result.fail(tools.failure)
+    rows.push({ ...planned.success, sampling: Sampling.merge(batchSampling, rowSampling), ...tools.success })
     trajectories += planned.success.numGenerations
   }
   return Result.succeed({ rows, config, trajectories })
 }
 
-/** Rows of a plan that run alike (generations, turns, sampling): one `Rollout` run each. */
+/** Rows of a plan that run alike (generations, turns, sampling, tools): one `Rollout` run each. */
 export interface RunGroup {
   readonly config: Rollout.Config
   readonly rows: Array<Result.Result<Rollout.PreparedRow, Row.RowError>>
   trajectories: number
+  /** The tools the rows' requests offer (their calls go to the backend with them). */
+  readonly tools: ReadonlyArray<Tool.Spec> | undefined
+  readonly toolChoice: Tool.Choice | undefined
 }
 
 /** The plan's rows grouped by how they run, with the server's sampling under each row's. */
@@ -174,7 +195,7 @@ export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<Run
     const kwargs = planned.chatTemplateKwargs
     const key = `${planned.numGenerations}|${planned.maxTurns}|${Json.stringify(sampling)}|${
       kwargs === undefined ? "" : Json.stringify(kwargs)
-    }`
+    }|${planned.tools === undefined ? "" : Json.stringify([planned.tools, planned.toolChoice ?? null])}`
     let group = groups.get(key)
     if (group === undefined) {
       group = {
@@ -186,7 +207,9 @@ export const runGroups = (plan: Plan, serverSampling: SamplingParams): Array<Run
           chatTemplateKwargs: kwargs
         },
         rows: [],
-        trajectories: 0
+        trajectories: 0,
+        tools: planned.tools,
+        toolChoice: planned.toolChoice
       }
       groups.set(key, group)
     }
