@@ -33,7 +33,7 @@ describe.skipIf(!python)("clients/python/effect_gym.py, hostile input", () => {
       const out = JSON.parse(stdout) as Record<string, any>
       expect(out.empty_stream).toEqual([])
       expect(out.empty_func).toEqual({
-        prompt_ids: [], completion_ids: [], logprobs: [], env_mask: [], env_reward: [], num_turns: [], policy_version: [], truncated: []
+        prompt_ids: [], completion_ids: [], logprobs: [], env_mask: [], env_reward: [], num_turns: [], policy_version: [], truncated: [], tool_calls: []
       })
       expect(out.bad).toMatch(/^HTTP 400: requests\[0\]\.env_config\.size: must be/)
       expect(out.bad.split("requests[0].env_config.size").length).toBe(2)
