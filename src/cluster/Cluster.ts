@@ -278,12 +278,6 @@ export const database = (
         connectTimeout: PROBE_TIMEOUT,
         maxConnections: options.maxConnections ?? 8,
         applicationName: "effect-gym",
-        // A process frozen (SIGSTOP, a paused VM) inside a transaction kept its row locks for good:
-        // the shard locks' rows taken FOR UPDATE, so the other runners' takeover of its shards waited
-        // behind them and the run never ended. The server ends such a session after the shard lease.
-        startupParameters: {
-          idle_in_transaction_session_timeout: `${Duration.toMillis(shardingConfig.shardLockExpiration!)}`
-        },
         // a stored group carries its dataset row: as large as PostgreSQL takes a value (1 GiB), not
         // the driver's 16 MiB
         maxMessageSize: 1024 * 1024 * 1024
