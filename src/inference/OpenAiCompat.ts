@@ -132,13 +132,17 @@ const TokenLogprob = Schema.Struct({
   id: Schema.optional(Schema.NullOr(Schema.Int))
 })
 
-/** A tool call as servers send it: `arguments` JSON text (some send an object), `id` sometimes missing. */
+/**
+ * A tool call as servers send it: `arguments` JSON text (some send an object; any other JSON value is
+ * kept as its JSON text, which the env's toolkit answers as malformed arguments rather than the whole
+ * reply failing), `id` sometimes missing or empty.
+ */
 const WireToolCall = Schema.Struct({
   id: Schema.optional(Schema.NullOr(Schema.String)),
   type: Schema.optional(Schema.NullOr(Schema.String)),
   function: Schema.Struct({
     name: Schema.String,
-    arguments: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)])))
+    arguments: Schema.optional(Schema.Unknown)
   })
 })
 
@@ -503,7 +507,8 @@ export const toCompletion = (
   const calls = choice.message?.tool_calls
   if (calls != null && calls.length > 0) {
     completion.toolCalls = calls.map((call, i): ToolCall => ({
-      id: call.id ?? `${idPrefix}_${i}`,
+      // An empty id answers no call: the tool message's tool_call_id "" would match any other empty one.
+      id: call.id == null || call.id === "" ? `${idPrefix}_${i}` : call.id,
       type: "function",
       function: {
         name: call.function.name,

@@ -2,8 +2,18 @@
  * A third hostile pass on issue 30 (tool calls): adversarial text for the tool parsers, odd
  * `tool_calls` from a server, and tools that misbehave.
  */
+import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Schema, Stream } from "effect"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
+import * as Env from "../../src/Env.js"
+import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as ToolParsers from "../../src/inference/ToolParsers.js"
+import type * as Message from "../../src/Message.js"
+import * as Rollout from "../../src/Rollout.js"
+import * as Tool from "../../src/Tool.js"
+import { records } from "../helpers.js"
+import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 
 const MB = 1_000_000
 
@@ -34,4 +44,83 @@ describe("tool parsers on adversarial text", () => {
     const text = "{".repeat(1000) + " {\"name\": \"add\", \"parameters\": {\"a\": 1}}"
     expect(ToolParsers.parse("llama3_json", text).toolCalls.map((c) => c.function)).toEqual([{ name: "add", arguments: "{\"a\": 1}" }])
   })
+})
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Echoes a text",
+  parameters: Schema.Struct({ text: Schema.String }),
+  run: ({ text }) => Effect.succeed(`${text.length}:${text}`)
+})
+
+const echoEnv = Env.make({
+  name: "echo_env",
+  create: () => {
+    const kit = Tool.toolkit([echo])
+    return {
+      reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
+      step: (messages: ReadonlyArray<Message.Message>) => {
+        const reply = messages.at(-1)!
+        if (reply.tool_calls === undefined) return { observation: "", reward: 1, done: true, info: {} }
+        return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
+          observation: "",
+          reward: 0,
+          done: false,
+          info: { errors: handled.errors.map((e) => e.reason) },
+          toolMessages: handled.messages
+        }))
+      }
+    }
+  }
+})
+
+/** One trajectory against the fake server, whose first reply carries `calls` as its `tool_calls`. */
+const serverRun = (calls: ReadonlyArray<Record<string, unknown>>) =>
+  Effect.gen(function*() {
+    const server = yield* FakeOpenAi.make
+    let n = 0
+    server.state.toolCalls = () => (n++ === 0 ? calls : undefined)
+    const lines = yield* Stream.make({}).pipe(
+      Rollout.run(Rollout.make({ envs: [echoEnv], numGenerations: 1, maxTurns: 3, concurrency: 1 })),
+      Stream.runCollect,
+      Effect.map((items) => records(items).map(CompletionsLog.toLine)),
+      Effect.provide(Layer.fresh(OpenAiCompat.layer({ baseUrl: server.baseUrl, model: "tiny", retries: 0 })))
+    )
+    return { line: lines[0], requests: server.state.requests }
+  })
+
+const live = (name: string, f: () => Effect.Effect<void, unknown, import("effect").Scope.Scope | import("effect/http").HttpClient.HttpClient>) =>
+  it.live(name, () => Effect.scoped(f()).pipe(Effect.provide(NodeHttpClient.layerNodeHttpOptions({ keepAlive: true }))))
+
+describe("server mode: odd tool_calls from the server", () => {
+  live("arguments that are a JSON array, number or boolean are a malformed call answered by a tool message, not a failed reply", () =>
+    Effect.gen(function*() {
+      for (const args of [[1, 2], 42, true]) {
+        const { line } = yield* serverRun([{ id: "a", function: { name: "echo", arguments: args } }])
+        expect([line.error, line.reward, line.rollout_infos.step_infos[0]]).toEqual([null, 1, { errors: ["MalformedArguments"] }])
+        expect(line.messages[2]).toMatchObject({
+          role: "tool",
+          tool_call_id: "a",
+          content: `Error: MalformedArguments: the arguments must be a JSON object, got ${JSON.stringify(args)}`
+        })
+      }
+    }))
+
+  live("an empty call id is replaced as a missing one is, so the tool message names its call", () =>
+    Effect.gen(function*() {
+      const { line, requests } = yield* serverRun([
+        { id: "", function: { name: "echo", arguments: "{\"text\":\"x\"}" } },
+        { id: "", function: { name: "echo", arguments: "{\"text\":\"y\"}" } }
+      ])
+      expect(line.error).toBe(null)
+      const ids = line.messages[1].tool_calls?.map((c) => c.id)
+      expect(ids).toEqual(["call_r0-g0_1_0", "call_r0-g0_1_1"])
+      expect(line.messages.filter((m) => m.role === "tool").map((m) => [m.tool_call_id, m.content])).toEqual([
+        ["call_r0-g0_1_0", "1:x"],
+        ["call_r0-g0_1_1", "1:y"]
+      ])
+      // the next request carries the ids the tool messages answer
+      const sent = requests[1].body.messages as Array<{ role: string; tool_call_id?: string }>
+      expect(sent.filter((m) => m.role === "tool").map((m) => m.tool_call_id)).toEqual(ids)
+    }))
 })
