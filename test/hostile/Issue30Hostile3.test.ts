@@ -14,6 +14,7 @@ import * as Rollout from "../../src/Rollout.js"
 import * as Tool from "../../src/Tool.js"
 import { records } from "../helpers.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
+import { serve } from "../openenv/helpers.js"
 
 const MB = 1_000_000
 
@@ -122,5 +123,77 @@ describe("server mode: odd tool_calls from the server", () => {
       // the next request carries the ids the tool messages answer
       const sent = requests[1].body.messages as Array<{ role: string; tool_call_id?: string }>
       expect(sent.filter((m) => m.role === "tool").map((m) => m.tool_call_id)).toEqual(ids)
+    }))
+})
+
+describe("openenv serve: an env's tools over POST /mcp, attacked", () => {
+  /** Each step's view of the conversation: how many messages it was given. */
+  const seen: Array<number> = []
+  const slow = Tool.make({
+    name: "slow",
+    description: "Answers after 50 ms",
+    parameters: Schema.Struct({}),
+    run: () => Effect.as(Effect.sleep("50 millis"), "ok")
+  })
+  const slowEnv = Env.make({
+    name: "slow_env",
+    create: () => {
+      const kit = Tool.toolkit([slow])
+      return {
+        reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
+        step: (messages: ReadonlyArray<Message.Message>) => {
+          seen.push(messages.length)
+          return Effect.map(kit.handle(messages.at(-1)!), (handled): Env.StepResult => ({
+            observation: "",
+            reward: 0,
+            done: false,
+            info: {},
+            toolMessages: handled.messages
+          }))
+        }
+      }
+    }
+  })
+  const rpcAt = (url: string) => (method: string, params: Record<string, unknown>, id = 1) =>
+    Effect.promise(async () => {
+      const response = await fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", method, params, id })
+      })
+      return (await response.json()) as { result?: { session_id?: string; content?: Array<{ text: string }> }; error?: unknown }
+    })
+
+  it.live("concurrent tools/call on one session step one after another, each on the conversation the one before left", () =>
+    Effect.gen(function*() {
+      seen.length = 0
+      const server = yield* serve({ env: slowEnv, maxConcurrentEnvs: 2 })
+      const rpc = rpcAt(server.url)
+      const session = (yield* rpc("openenv/session/create", {})).result!.session_id!
+      const answers = yield* Effect.all(
+        Array.from({ length: 5 }, (_, i) => rpc("tools/call", { session_id: session, name: "slow", arguments: {} }, 10 + i)),
+        { concurrency: "unbounded" }
+      )
+      expect(answers.map((a) => a.result?.content?.[0].text)).toEqual(["ok", "ok", "ok", "ok", "ok"])
+      // opening (system-less user message) + reply, then each step adds its tool message and the next reply
+      expect(seen).toEqual([2, 4, 6, 8, 10])
+    }))
+
+  it.live("tools/call with arguments that are not an object is refused with -32602, not run on {}", () =>
+    Effect.gen(function*() {
+      seen.length = 0
+      const server = yield* serve({ env: slowEnv, maxConcurrentEnvs: 2 })
+      const rpc = rpcAt(server.url)
+      for (const args of [[1, 2], "x", 3, true]) {
+        expect((yield* rpc("tools/call", { name: "slow", arguments: args })).error).toEqual({
+          code: -32602,
+          message: "Invalid params - 'arguments' must be an object",
+          data: null
+        })
+      }
+      expect(seen).toEqual([])
+      // none, or null, is no arguments
+      expect((yield* rpc("tools/call", { name: "slow", arguments: null })).result?.content?.[0].text).toBe("ok")
+      expect((yield* rpc("tools/call", { name: "slow" })).result?.content?.[0].text).toBe("ok")
     }))
 })
