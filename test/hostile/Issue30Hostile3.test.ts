@@ -197,3 +197,39 @@ describe("openenv serve: an env's tools over POST /mcp, attacked", () => {
       expect((yield* rpc("tools/call", { name: "slow" })).result?.content?.[0].text).toBe("ok")
     }))
 })
+
+describe("Tool.toolkit: tools that misbehave", () => {
+  const returning = (name: string, value: () => unknown) =>
+    Tool.make({ name, description: "", parameters: Schema.Struct({}), run: () => Effect.sync(value) })
+  const answer = (kit: Tool.Toolkit, name: string) =>
+    Effect.map(kit.handle({ role: "assistant", content: "", tool_calls: [{ id: "c", type: "function", function: { name, arguments: "{}" } }] }), (h) => ({
+      content: h.messages[0].content,
+      errors: h.errors.map((e) => e.reason)
+    }))
+
+  it.effect("a 100 MB result is answered TooLarge (it would be the next prompt); maxResultLength sets the limit", () =>
+    Effect.gen(function*() {
+      const big = returning("big", () => "x".repeat(100_000_000))
+      expect(yield* answer(Tool.toolkit([big]), "big")).toEqual({
+        content: "Error: TooLarge: the result is 100000000 characters; the limit is 1048576",
+        errors: ["TooLarge"]
+      })
+      const small = returning("small", () => "x".repeat(11))
+      expect((yield* answer(Tool.toolkit([small], { maxResultLength: 10 }), "small")).errors).toEqual(["TooLarge"])
+      expect((yield* answer(Tool.toolkit([small], { maxResultLength: 11 }), "small")).content).toBe("x".repeat(11))
+    }))
+
+  it.effect("a result that is not text is sent as JSON (NaN as null), or described when JSON cannot write it", () =>
+    Effect.gen(function*() {
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      const kit = Tool.toolkit([
+        returning("nan", () => ({ a: Number.NaN, b: [Infinity] })),
+        returning("bigint", () => 10n),
+        returning("cyclic", () => cyclic)
+      ])
+      expect((yield* answer(kit, "nan")).content).toBe("{\"a\":null,\"b\":[null]}")
+      expect((yield* answer(kit, "bigint")).content).toBe("10")
+      expect(yield* answer(kit, "cyclic")).toEqual({ content: "[object Object]", errors: [] })
+    }))
+})
