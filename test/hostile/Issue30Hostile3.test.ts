@@ -5,6 +5,7 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
+import * as EnvCheck from "../../src/check/EnvCheck.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Env from "../../src/Env.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
@@ -231,5 +232,44 @@ describe("Tool.toolkit: tools that misbehave", () => {
       expect((yield* answer(kit, "nan")).content).toBe("{\"a\":null,\"b\":[null]}")
       expect((yield* answer(kit, "bigint")).content).toBe("10")
       expect(yield* answer(kit, "cyclic")).toEqual({ content: "[object Object]", errors: [] })
+    }))
+})
+
+describe("check-env on a tool that hangs or answers too much", () => {
+  const envOf = (tool: Tool.Tool) =>
+    Env.define({
+      name: `tool_${tool.spec.name}`,
+      make: () =>
+        Effect.sync((): Env.Env => {
+          const kit = Tool.toolkit([tool], { timeout: "200 millis" })
+          return {
+            reset: () => Effect.succeed({ observation: "go", info: {}, tools: kit.specs }),
+            step: (messages) => {
+              const reply = messages.at(-1)!
+              if (reply.tool_calls === undefined) return Effect.succeed({ observation: "", reward: 1, done: true, info: {} })
+              return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
+                observation: "",
+                reward: 0,
+                done: false,
+                info: {},
+                toolMessages: handled.messages
+              }))
+            }
+          }
+        })
+    })
+
+  it.live("a tool that never answers, or returns 2 MB, fails the round trip (the toolkit's Error tool message passed before)", () =>
+    Effect.gen(function*() {
+      const hang = Tool.make({ name: "hang", description: "", parameters: Schema.Struct({}), run: () => Effect.never })
+      const flood = Tool.make({ name: "flood", description: "", parameters: Schema.Struct({}), run: () => "x".repeat(2_000_000) })
+      const hung = yield* EnvCheck.check(envOf(hang), { seeds: 1, runs: 1 })
+      expect(hung.failures.find((f) => f.check === "tools")?.message).toBe(
+        "a call of hang with arguments valid by its schema ({}) was answered Error: Timeout: no answer within 200ms"
+      )
+      const flooded = yield* EnvCheck.check(envOf(flood), { seeds: 1, runs: 1 })
+      expect(flooded.failures.find((f) => f.check === "tools")?.message).toBe(
+        "a call of flood with arguments valid by its schema ({}) was answered Error: TooLarge: the result is 2000000 characters; the limit is 1048576"
+      )
     }))
 })
