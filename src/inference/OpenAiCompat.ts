@@ -33,6 +33,7 @@ import type {
 } from "../Inference.js"
 import { Inference, InferenceError } from "../Inference.js"
 import type { Message, ToolCall } from "../Message.js"
+import { MAX_JSON_DEPTH, nestsDeeper } from "../internal/inspect.js"
 import * as Tool from "../Tool.js"
 import * as HfTokenizer from "./HfTokenizer.js"
 import * as PromptTokens from "./PromptTokens.js"
@@ -145,6 +146,18 @@ const WireToolCall = Schema.Struct({
     arguments: Schema.optional(Schema.Unknown)
   })
 })
+
+/**
+ * A wire call's arguments as JSON text. Arguments nested past any real ones become text that is
+ * not JSON (the toolkit answers it as malformed): JSON.stringify overflowed the stack on 10,000
+ * levels, and the trajectory ended with an UnexpectedError.
+ */
+const argumentsText = (args: unknown): string =>
+  typeof args === "string"
+    ? args
+    : nestsDeeper(args)
+    ? `(arguments nested deeper than ${MAX_JSON_DEPTH} levels)`
+    : JSON.stringify(args ?? {})
 
 const Choice = Schema.Struct({
   message: Schema.optional(Schema.NullOr(Schema.Struct({
@@ -512,9 +525,7 @@ export const toCompletion = (
       type: "function",
       function: {
         name: call.function.name,
-        arguments: typeof call.function.arguments === "string"
-          ? call.function.arguments
-          : JSON.stringify(call.function.arguments ?? {})
+        arguments: argumentsText(call.function.arguments)
       }
     }))
   }

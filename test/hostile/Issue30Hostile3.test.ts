@@ -108,6 +108,26 @@ describe("server mode: odd tool_calls from the server", () => {
       }
     }))
 
+  live("arguments nested 10,000 deep (JSON.stringify's stack overflows) are a malformed call, not a crash", () =>
+    Effect.gen(function*() {
+      for (const [open, close] of [["[", "]"], ["{\"a\":", "}"]]) {
+        const server = yield* FakeOpenAi.make
+        const deep = open.repeat(10_000) + "1" + close.repeat(10_000)
+        server.state.faults.push({
+          kind: "status",
+          status: 200,
+          body: `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"a","function":{"name":"echo","arguments":${deep}}}]},"finish_reason":"tool_calls"}]}`
+        })
+        const lines = yield* Stream.make({}).pipe(
+          Rollout.run(Rollout.make({ envs: [echoEnv], numGenerations: 1, maxTurns: 3, concurrency: 1 })),
+          Stream.runCollect,
+          Effect.map((items) => records(items).map(CompletionsLog.toLine)),
+          Effect.provide(Layer.fresh(OpenAiCompat.layer({ baseUrl: server.baseUrl, model: "tiny", retries: 0 })))
+        )
+        expect([lines[0].error, lines[0].reward, lines[0].rollout_infos.step_infos[0]]).toEqual([null, 1, { errors: ["MalformedArguments"] }])
+      }
+    }))
+
   live("an empty call id is replaced as a missing one is, so the tool message names its call", () =>
     Effect.gen(function*() {
       const { line, requests } = yield* serverRun([
