@@ -37,10 +37,10 @@ describe("tool parsers on adversarial text", () => {
         const started = performance.now()
         const parsed = ToolParsers.parse(parser, text)
         const ms = performance.now() - started
-        expect([parser, label, parsed.toolCalls.length, parsed.content?.length, ms < 15_000]).toEqual([parser, label, 0, text.length, true])
+        expect([parser, label, parsed.toolCalls.length, parsed.content?.length, ms < 30_000]).toEqual([parser, label, 0, text.length, true])
       }
     }
-  }, 120_000)
+  }, 600_000)
 
   it("llama3_json still reads the calls of a reply with many braces in prose before them", () => {
     const text = "{".repeat(1000) + " {\"name\": \"add\", \"parameters\": {\"a\": 1}}"
