@@ -64,7 +64,7 @@ export const choiceToOpenAi = (choice: Choice): string | { readonly type: "funct
  * - `UnknownTool`: no tool of that name is offered.
  * - `MalformedArguments`: the arguments are not a JSON object.
  * - `InvalidArguments`: the tool's Schema refused them (`detail` names the field).
- * - `TooLarge`: the arguments are longer than the toolkit's limit.
+ * - `TooLarge`: the arguments, or the tool's result, are longer than the toolkit's limit.
  * - `Failed`: the tool failed or threw.
  * - `Timeout`: the tool took longer than the toolkit's timeout.
  *
@@ -95,8 +95,20 @@ export interface Tool<R = never> {
   readonly run: (args: unknown, toolCallId: string) => Effect.Effect<string, ToolError, R>
 }
 
-/** A tool's result as the content of its message: text as it is, anything else as JSON. */
-const contentOf = (value: unknown): string => typeof value === "string" ? value : describe(value)
+/**
+ * A tool's result as the content of its message: text as it is, anything else as JSON (NaN is
+ * `null`, as JSON has it: `{"a":NaN}` was sent before), or as text when JSON cannot write it.
+ */
+const contentOf = (value: unknown): string => {
+  if (typeof value === "string") return value
+  try {
+    const json = JSON.stringify(value)
+    if (json !== undefined) return json
+  } catch {
+    // a BigInt or a cycle: described below
+  }
+  return describe(value)
+}
 
 /**
  * The JSON Schema of a Schema, with its definitions (if any) inlined as `$defs`. An empty
@@ -196,6 +208,11 @@ export interface ToolkitOptions {
   readonly timeout?: Duration.Input | undefined
   /** The longest arguments text taken, in characters (default 65,536). */
   readonly maxArgumentsLength?: number | undefined
+  /**
+   * The longest result sent back, in characters (default 1,048,576): a longer one is answered
+   * `TooLarge`, as it would be the model's next prompt (a tool that returned 100 MB was sent whole).
+   */
+  readonly maxResultLength?: number | undefined
 }
 
 /**
@@ -235,6 +252,7 @@ export const toolkit: {
   for (const tool of tools) if (!byName.has(tool.spec.name)) byName.set(tool.spec.name, tool)
   const timeout = Duration.fromInputUnsafe(options.timeout ?? "30 seconds")
   const maxLength = options.maxArgumentsLength ?? 65_536
+  const maxResult = options.maxResultLength ?? 1_048_576
   const failWith = options.onBadCall === "fail"
   const names = [...byName.keys()].join(", ")
 
@@ -264,7 +282,11 @@ export const toolkit: {
         duration: timeout,
         orElse: () => bad("Timeout", `no answer within ${Duration.format(timeout)}`)
       }),
-      Effect.map((content) => Message.tool(id, name, content))
+      Effect.flatMap((content) =>
+        content.length > maxResult
+          ? bad("TooLarge", `the result is ${content.length} characters; the limit is ${maxResult}`)
+          : Effect.succeed(Message.tool(id, name, content))
+      )
     )
   }
 

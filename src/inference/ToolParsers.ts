@@ -105,27 +105,60 @@ const hermes = (text: string, idOf: (i: number) => string): Parsed => {
 
 // ---- llama3_json ----------------------------------------------------------------------------------
 
-/** The end (exclusive) of the JSON object that starts at `from` (a `{`), braces counted outside strings. */
-const objectEnd = (text: string, from: number): number | undefined => {
-  let depth = 0
-  let inString = false
-  for (let i = from; i < text.length; i++) {
-    const ch = text[i]
-    if (inString) {
-      if (ch === "\\") i++
-      else if (ch === "\"") inString = false
-    } else if (ch === "\"") inString = true
-    else if (ch === "{") depth++
-    else if (ch === "}" && --depth === 0) return i + 1
+/**
+ * The ends (exclusive) of JSON objects, braces counted outside strings: `end(from)` for a `{` at
+ * `from`, `undefined` when it is never closed. Every `{` a scan passes outside strings is answered
+ * by it too (an object inside another is read the same on its own), and a later scan jumps over
+ * what is known, so that trying each `{` of the text, as vLLM does, scans it a few times rather
+ * than once from every brace (200 KB of `{` took 78 s before).
+ */
+const objectEnds = (text: string) => {
+  // per position: 0 not known, -1 never closed, else the end (a Map of 5 M entries took 4 s)
+  const known = new Int32Array(text.length + 1)
+  return (from: number): number | undefined => {
+    if (known[from] !== 0) return known[from] < 0 ? undefined : known[from]
+    const open: Array<number> = []
+    let inString = false
+    for (let i = from; i < text.length; i++) {
+      const ch = text[i]
+      if (inString) {
+        if (ch === "\\") i++
+        else if (ch === "\"") inString = false
+      } else if (ch === "\"") inString = true
+      else if (ch === "{") {
+        const end = known[i]
+        if (end < 0) break
+        if (end > 0) i = end - 1
+        else open.push(i)
+      } else if (ch === "}") {
+        const at = open.pop()!
+        known[at] = i + 1
+        if (open.length === 0) return i + 1
+      }
+    }
+    for (const at of open) known[at] = -1
+    known[from] = -1
+    return undefined
   }
-  return undefined
 }
+
+/**
+ * How many characters of JSON llama3_json may hand to the JSON parser per character of text:
+ * objects nested in an object that is not JSON are each tried (`{{{...}}}`), which would be
+ * quadratic. Real replies use about one.
+ */
+const LLAMA3_JSON_PER_CHAR = 8
 
 const llama3Json = (text: string, idOf: (i: number) => string): Parsed => {
   const calls: Array<ToolCall> = []
+  const objectEnd = objectEnds(text)
+  let budget = LLAMA3_JSON_PER_CHAR * text.length + 65_536
   let i = text.indexOf("{")
   while (i >= 0) {
-    const end = objectEnd(text, i)
+    const end = objectEnd(i)
+    if (end !== undefined && (budget -= end - i) < 0) {
+      return kept(text, `its objects nest too deep to read as calls (over ${LLAMA3_JSON_PER_CHAR} times its length to parse)`)
+    }
     const parsed = end === undefined ? undefined : tryJson(text.slice(i, end))
     if (parsed === undefined || end === undefined) {
       i = text.indexOf("{", i + 1)

@@ -9,7 +9,7 @@
  * (a `seed` that is not an integer seeds by its text). `requireReset` and `strictReset` are the
  * stricter variants. Each call has `callTimeout`: a call that does not answer ends the session.
  */
-import { Cause, Duration, Effect, Exit, Random, Result, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Random, Result, Scope, Semaphore } from "effect"
 import * as Env from "../../Env.js"
 import { errorMessage } from "../../internal/lift.js"
 import { isWhole } from "../../internal/whole.js"
@@ -103,6 +103,15 @@ export class Episode {
   private closed = false
   /** The tools the env offered at its last reset (none for a text env). */
   tools: ReadonlyArray<Tool.Spec> = []
+  /**
+   * One call at a time: `POST /mcp` requests on one session may come together, and each step
+   * extends the conversation the one before left (five concurrent `tools/call`s all stepped the
+   * opening conversation, under one call id, before this).
+   */
+  private readonly lock = Semaphore.makeUnsafe(1)
+  private serial<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Semaphore.withPermit(this.lock, effect)
+  }
 
   constructor(readonly settings: Settings) {}
 
@@ -164,7 +173,7 @@ export class Episode {
 
   /** Creates and resets a new env; the previous one is closed first. */
   reset(kwargs: OpenEnvProtocol.JsonObject): Effect.Effect<OpenEnvProtocol.ObservationData, Failure> {
-    return Effect.gen({ self: this }, function*() {
+    return this.serial(Effect.gen({ self: this }, function*() {
       if (this.closed) return yield* fail("SESSION_ERROR", "the session is closed", undefined, true)
       const { episode_id: episodeKwarg, seed: seedKwarg, ...overrides } = kwargs
       if (this.settings.strictReset) {
@@ -200,7 +209,7 @@ export class Episode {
         : JSON.stringify(episodeKwarg)
       yield* this.start(prepared.success, config, { ...kwargs, env_config: config }, seed, episodeId)
       return { observation: this.lastObservation!, reward: 0, done: false }
-    })
+    }))
   }
 
   private lastObservation: OpenEnvProtocol.JsonObject | undefined
@@ -265,7 +274,7 @@ export class Episode {
 
   /** Steps with the model's text (the action's `message`). */
   step(message: string): Effect.Effect<OpenEnvProtocol.ObservationData, Failure> {
-    return Effect.flatMap(this.prime("step"), () => {
+    return this.serial(Effect.flatMap(this.prime("step"), () => {
       const live = this.env!
       const messages = Scheduler.withReply(this.conversation, message)
       return Effect.flatMap(this.timed("step", live.step(messages)), (result) => {
@@ -279,7 +288,7 @@ export class Episode {
         const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
         return Effect.succeed({ observation, reward, done: result.done })
       })
-    })
+    }))
   }
 
   /**
@@ -290,7 +299,7 @@ export class Episode {
     { readonly content: string; readonly data: OpenEnvProtocol.ObservationData },
     Failure
   > {
-    return Effect.flatMap(this.prime("step"), () => {
+    return this.serial(Effect.flatMap(this.prime("step"), () => {
       const live = this.env!
       const id = `mcp_${this.stepCount + 1}`
       const call: Message.ToolCall = { id, type: "function", function: { name, arguments: JSON.stringify(args) } }
@@ -310,18 +319,18 @@ export class Episode {
         const reward = typeof result.reward === "number" && Number.isFinite(result.reward) ? result.reward : null
         return Effect.succeed({ content: answer.content, data: { observation, reward, done: result.done } })
       })
-    })
+    }))
   }
 
   /** Opens the episode as the Python server opens a session: an env created and reset, unless `requireReset`. */
   get open(): Effect.Effect<void, Failure> {
-    return this.settings.requireReset ? Effect.void : this.prime("state")
+    return this.settings.requireReset ? Effect.void : this.serial(this.prime("state"))
   }
 
   /** `episode_id`, `step_count`, then the env's own state fields (before any reset: an error with `requireReset`). */
   get state(): Effect.Effect<OpenEnvProtocol.StateData, Failure> {
     return Effect.map(
-      this.prime("state"),
+      this.serial(this.prime("state")),
       () => ({ episode_id: this.episodeId, step_count: this.stepCount, ...(this.view?.state() ?? {}) })
     )
   }

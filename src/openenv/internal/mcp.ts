@@ -192,6 +192,10 @@ export const handle = (
     }
     const name = params.name
     if (typeof name !== "string" || name === "") return error(id, INVALID_PARAMS, "Missing 'name' in params")
+    // (arguments that are not an object were taken as none: a tool then ran on {})
+    if (params.arguments != null && !isRecord(params.arguments)) {
+      return error(id, INVALID_PARAMS, "Invalid params - 'arguments' must be an object")
+    }
     const args = isRecord(params.arguments) ? params.arguments : {}
     const run = (target: Episode): Effect.Effect<object, Failure> => {
       if (name === "act") {
