@@ -5,7 +5,7 @@
  * adapters and pools that can tell waiting from working note it there, and the loop takes it out
  * of the env's time (`env_ms`) and reports it apart (`wait_ms`). Internal.
  */
-import { Context, Effect, Fiber } from "effect"
+import { Cause, Context, Effect, Exit, Fiber } from "effect"
 
 /** One trajectory's waiting, noted since the loop last took it. */
 export class Waits {
@@ -91,7 +91,7 @@ export const settled = <A, E>(
 export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, waits: Waits): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.forkChild(effect, { startImmediately: true }), (fiber) => {
     const done = fiber.pollUnsafe()
-    if (done !== undefined) return done
+    if (done !== undefined) return selfInterrupted(done)
     const suspended = waits.now()
     const noted = waits.ms
     let later = false
@@ -101,7 +101,7 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, waits: Waits): Ef
     return Effect.callback<A, E>((resume) => {
       const remove = fiber.addObserver((exit) => {
         if (!later && waits.ms === noted) waits.ms += waits.now() - suspended
-        resume(exit)
+        resume(selfInterrupted(exit))
       })
       // interrupted while the answer is under way: the answer is interrupted and waited for
       return Effect.suspend(() => {
@@ -110,3 +110,15 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, waits: Waits): Ef
       })
     })
   })
+
+/**
+ * The answer's exit, where the answer interrupted itself (an `Effect.interrupt` in the env or a
+ * tool: nothing else interrupts the child, whose observer is removed before the trajectory
+ * interrupts it) as a defect saying so. Passed on as an interruption, it ended the trajectory as if
+ * the run were stopping: the run gave no record of it and no error.
+ */
+const selfInterrupted = <A, E>(exit: Exit.Exit<A, E>): Effect.Effect<A, E> =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? Effect.die(new Error(SELF_INTERRUPTED)) : exit
+
+/** What a trajectory that interrupted itself fails with (as an `UnexpectedError`). */
+export const SELF_INTERRUPTED = "interrupted itself (an Effect.interrupt in the env, a tool, the policy or a hook)"

@@ -8,6 +8,7 @@ import { Effect, Layer, Schema, Stream } from "effect"
 import * as EnvCheck from "../../src/check/EnvCheck.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import * as Env from "../../src/Env.js"
+import * as Inference from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import * as ToolParsers from "../../src/inference/ToolParsers.js"
 import type * as Message from "../../src/Message.js"
@@ -291,5 +292,62 @@ describe("check-env on a tool that hangs or answers too much", () => {
       expect(flooded.failures.find((f) => f.check === "tools")?.message).toBe(
         "a call of flood with arguments valid by its schema ({}) was answered Error: TooLarge: the result is 2000000 characters; the limit is 1048576"
       )
+    }))
+})
+
+describe("code that interrupts itself (Effect.interrupt) fails its trajectory; the run does not take it for its stop", () => {
+  const calling: Inference.Service = {
+    name: "calling",
+    chat: (request) =>
+      Effect.succeed({
+        text: "",
+        finishReason: "tool_calls",
+        toolCalls: [{ id: `c${request.turn}`, type: "function", function: { name: "quit", arguments: "{}" } }]
+      })
+  }
+  const quitting = Tool.make({ name: "quit", description: "Interrupts itself", parameters: Schema.Struct({}), run: () => Effect.interrupt })
+  const envWith = (step: "tool" | "step" | "sync-step") =>
+    Env.make({
+      name: `self_interrupt_${step}`,
+      create: () => {
+        const kit = Tool.toolkit([quitting])
+        return {
+          reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
+          step: (messages: ReadonlyArray<Message.Message>) =>
+            step === "tool"
+              ? Effect.map(kit.handle(messages.at(-1)!), (handled): Env.StepResult => ({
+                observation: "",
+                reward: 0,
+                done: false,
+                info: {},
+                toolMessages: handled.messages
+              }))
+              : step === "step"
+              ? Effect.andThen(Effect.promise(() => Promise.resolve()), Effect.interrupt)
+              : Effect.interrupt
+        }
+      }
+    })
+  const run = (env: Env.Definition, policy: Inference.Service) =>
+    Stream.make({}, {}).pipe(
+      Rollout.run(Rollout.make({ envs: [env], numGenerations: 2, maxTurns: 3 })),
+      Stream.runCollect,
+      Effect.map((items) => records(items)),
+      Effect.provideService(Inference.Inference, policy)
+    )
+
+  it.effect("a tool, an env's step (after a suspension or at once), a policy: each trajectory's error, every row recorded", () =>
+    Effect.gen(function*() {
+      for (const step of ["tool", "step", "sync-step"] as const) {
+        const all = yield* run(envWith(step), calling)
+        expect(all.length, step).toBe(4)
+        for (const r of all) {
+          expect(r.error?._tag, step).toBe("UnexpectedError")
+          expect(r.error?.message, step).toContain("interrupted itself")
+        }
+      }
+      const quitter: Inference.Service = { name: "quitter", chat: () => Effect.interrupt }
+      const all = yield* run(envWith("tool"), quitter)
+      expect(all.map((r) => r.error?._tag)).toEqual(["UnexpectedError", "UnexpectedError", "UnexpectedError", "UnexpectedError"])
     }))
 })

@@ -14,7 +14,7 @@ import { describe, stringify } from "../lift.js"
 import { nextTurn } from "../nextTurn.js"
 import { isReady } from "../ready.js"
 import { mixSeed } from "../seed.js"
-import { CurrentWaits, timed, Waits } from "../waits.js"
+import { CurrentWaits, SELF_INTERRUPTED, timed, Waits } from "../waits.js"
 import { Accumulator } from "./observers.js"
 
 /**
@@ -401,12 +401,22 @@ export class Machine {
     return result
   }
 
-  /** Turns a failure or defect into the `End`; interruption goes through. */
+  /**
+   * Turns a failure or defect into the `End`; interruption from outside goes through. An
+   * interruption by the trajectory's own fiber (an `Effect.interrupt` in a policy or a hook) is its
+   * error: passed on, the run took it for its own stop and gave no record of the trajectory.
+   */
   guard<A>(effect: Effect.Effect<A, TrajectoryError>): Effect.Effect<A | End> {
-    return Effect.catchCause(effect, (cause) =>
-      Cause.hasInterrupts(cause)
-        ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause))))
+    return Effect.catchCause(effect, (cause) => {
+      const ended = (cause: Cause.Cause<unknown>) => Effect.sync(() => this.end("error", toTrajectoryError(this.phaseName, cause)))
+      if (!Cause.hasInterrupts(cause)) return ended(cause)
+      return Effect.flatMap(Effect.fiberId, (self) => {
+        const by = Cause.interruptors(cause)
+        return Cause.hasInterruptsOnly(cause) && by.size > 0 && [...by].every((id) => id === self)
+          ? ended(Cause.die(new Error(SELF_INTERRUPTED)))
+          : Effect.failCause(cause as Cause.Cause<never>)
+      })
+    })
   }
 
   /**
