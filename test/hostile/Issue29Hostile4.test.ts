@@ -1,0 +1,85 @@
+/**
+ * Issue 29 ("the first hour") under a fourth hostile user, 2026-12-04: the repros of the defects
+ * found, each failing before its fix. Unit layer: the command line runs in-process, no child process.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as net from "node:net"
+import * as path from "node:path"
+import { cli, tmp } from "../cli.js"
+
+/** A web server that is not OpenEnv's: 404 for everything (`python3 -m http.server`, a proxy that answers every address). */
+const notOpenEnv = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ readonly server: http.Server; readonly port: number; readonly paths: Array<string> }>((resolve) => {
+      const paths: Array<string> = []
+      const server = http.createServer((request, response) => {
+        paths.push(request.url ?? "")
+        response.writeHead(404).end()
+      })
+      server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as net.AddressInfo).port, paths }))
+    })
+  ),
+  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+)
+
+const openEnvRows = (dir: string, envConfig: Record<string, unknown>, rows = 4): string => {
+  const dataset = path.join(dir, "rows.jsonl")
+  fs.writeFileSync(dataset, `${JSON.stringify({ messages: [{ role: "user", content: "Play" }], env_config: { name: "openenv", ...envConfig } })}\n`.repeat(rows))
+  return dataset
+}
+
+describe("issue 29, hostile 4 (2026-12-04): the run's preflight of an OpenEnv row", () => {
+  it.live("a web server that is not OpenEnv's (404 for /health and /ws) is refused in seconds, exit 2 (it passed, and the run retried: 66 s for 2 trajectories, exit 1)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { paths, port } = yield* notOpenEnv
+      const dir = tmp()
+      const base = `http://127.0.0.1:${port}`
+      const dataset = openEnvRows(dir, { base_url: base })
+      const output = path.join(dir, "out.jsonl")
+      const started = Date.now()
+      const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", output, "--num-generations", "2")
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain(
+        `env_config.base_url ${base}: no OpenEnv server answers there (HTTP 404 for /health, HTTP 404 for a WebSocket at /ws: ` +
+          "a web server, but not an OpenEnv one)"
+      )
+      expect(Date.now() - started).toBeLessThan(10_000)
+      expect(fs.existsSync(output)).toBe(false)
+      expect(paths).toEqual(["/health", "/ws"])
+    })), 30_000)
+
+  it.live("a base_url with a path: /health and /ws are looked for under it, as the scheduler connects (the check asked the origin's /health)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { paths, port } = yield* notOpenEnv
+      const dir = tmp()
+      const dataset = openEnvRows(dir, { base_url: `http://127.0.0.1:${port}/sudoku/` })
+      const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", path.join(dir, "out.jsonl"))
+      expect(run.code, run.stderr).toBe(2)
+      expect(paths).toEqual(["/sudoku/health", "/sudoku/ws"])
+    })), 30_000)
+
+  it.effect("a base_url that is not an OpenEnv URL (ftp://, no scheme, a query, empty) or is missing: one error, exit 2 (each trajectory failed on it, exit 1)", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
+        [{ base_url: "ftp://127.0.0.1:8000" }, `env_config.base_url "ftp://127.0.0.1:8000": not an http(s):// or ws(s):// URL`],
+        [{ base_url: "127.0.0.1:8000" }, `env_config.base_url "127.0.0.1:8000": not an http(s):// or ws(s):// URL`],
+        [{ base_url: "" }, `env_config.base_url "": not an http(s):// or ws(s):// URL`],
+        [{ base_url: "http://127.0.0.1:8000/?key=s3cr3t" }, `env_config.base_url "http://127.0.0.1:8000/?key=***": not an http(s)`],
+        [{}, "env_config.base_url is missing: the OpenEnv scheduler needs its server's URL"],
+        [{ base_url: 8000 }, "env_config.base_url: 8000 is not a string"]
+      ]
+      for (const [envConfig, expected] of cases) {
+        const dir = tmp()
+        const dataset = openEnvRows(dir, envConfig)
+        const output = path.join(dir, "out.jsonl")
+        const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", output)
+        expect(run.code, `${JSON.stringify(envConfig)}: ${run.stderr}`).toBe(2)
+        expect(run.stderr).toContain(`${dataset}:1: ${expected}`)
+        expect(run.stderr).not.toContain("s3cr3t")
+        expect(fs.existsSync(output)).toBe(false)
+      }
+    }))
+})
