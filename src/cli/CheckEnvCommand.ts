@@ -10,7 +10,7 @@ import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
-import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, setExitCode, toggle } from "./common.js"
+import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, secondsText, setExitCode, toggle } from "./common.js"
 import { documentedAll } from "./help.js"
 
 // The checker is loaded when the command runs (startup of the other commands stays light).
@@ -31,7 +31,7 @@ export const checkEnvOptions = {
     Flag.withDescription("Fresh envs played per env_config, compared for determinism"),
     Flag.withDefault(3)
   ),
-  timeout: Flag.String("timeout").pipe(
+  timeout: secondsText("timeout").pipe(
     Flag.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
     Flag.withDefault("10")
   ),

@@ -123,10 +123,14 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
       return `Expected to find option: '--${error.option}'`
     case "MissingArgument":
       return `Missing argument <${error.argument}>`
-    case "UnrecognizedOption":
-      return error.suggestions.length > 0
-        ? `The flag '${error.option}' is not recognized. Did you mean '${error.suggestions[0]}'?`
+    case "UnrecognizedOption": {
+      // (effect/cli suggests among the command's own options only: `--hlp`, `--verison` got none)
+      const global = error.option.startsWith("--") ? Help.closest(error.option.slice(2), GLOBAL_OPTIONS) : undefined
+      const meant = error.suggestions[0] ?? (global === undefined ? undefined : `--${global}`)
+      return meant !== undefined
+        ? `The flag '${error.option}' is not recognized. Did you mean '${meant}'?`
         : `Received unknown argument: '${error.option}'`
+    }
     case "UnexpectedArgument":
       return `Received unknown argument: '${error.arguments[0]}'`
     case "UnknownSubcommand": {
@@ -153,6 +157,9 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
       return error.message
   }
 }
+
+/** The options every command takes (effect/cli's built-ins, and `--no-color`). */
+const GLOBAL_OPTIONS = ["help", "wizard", "version", "completions", "log-level", "no-color"]
 
 /** The subcommands of the command at `path` (`["effect-gym", "dataset"]`). */
 const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => {

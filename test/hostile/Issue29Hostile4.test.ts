@@ -83,3 +83,61 @@ describe("issue 29, hostile 4 (2026-12-04): the run's preflight of an OpenEnv ro
       }
     }))
 })
+
+/** The help line of `flag` in a command's help (its description may go on the next line). */
+const helpLine = (help: string, flag: string): string => {
+  const lines = help.split("\n")
+  const at = lines.findIndex((line) => line.startsWith(`  ${flag} `) || line.startsWith(`  ${flag},`))
+  expect(at, `${flag} in help`).toBeGreaterThanOrEqual(0)
+  return /\s{2}\S/.test(lines[at].slice(2)) ? lines[at] : `${lines[at]} ${lines[at + 1].trim()}`
+}
+
+describe("issue 29, hostile 4 (2026-12-04): help", () => {
+  it.effect("--cors-origin, repeatable and optional, is not marked required (serve and openenv serve said '(repeatable; * for any) (required)')", () =>
+    Effect.gen(function*() {
+      for (const command of [["serve"], ["openenv", "serve"]]) {
+        const help = yield* cli(...command, "--help")
+        expect(help.code).toBe(0)
+        expect(helpLine(help.stdout, "--cors-origin")).toContain("(repeatable; * for any)")
+        expect(helpLine(help.stdout, "--cors-origin")).not.toContain("(required)")
+        expect(helpLine(help.stdout, "--allow-host")).not.toContain("(required)")
+      }
+    }))
+
+  it.effect("every option says its default, and numbers and seconds say so (--temperature was a 'string' with no default; --max-concurrent-envs had none; --top-k said >= 1 but takes -1)", () =>
+    Effect.gen(function*() {
+      const run = (yield* cli("run", "--help")).stdout
+      for (const flag of ["--temperature", "--top-p", "--top-k", "--max-tokens", "--presence-penalty", "--frequency-penalty"]) {
+        expect(helpLine(run, flag)).toContain("(default: the server's; colocate ")
+      }
+      expect(helpLine(run, "--temperature")).toMatch(/^ {2}--temperature number /)
+      expect(helpLine(run, "--top-k")).toContain("or -1 for no limit")
+      expect(helpLine(run, "--max-concurrent-envs")).toContain("(default: the scheduler's, 4 for openenv)")
+      expect(helpLine(run, "--request-timeout")).toMatch(/^ {2}--request-timeout seconds /)
+      const serve = (yield* cli("serve", "--help")).stdout
+      for (const flag of ["--header-timeout", "--body-timeout", "--write-timeout", "--shutdown-grace", "--env-timeout"]) {
+        expect(helpLine(serve, flag)).toMatch(new RegExp(`^ {2}${flag} seconds `))
+      }
+      expect(helpLine((yield* cli("check-env", "--help")).stdout, "--timeout")).toMatch(/^ {2}--timeout seconds /)
+      expect(helpLine((yield* cli("openenv", "serve", "--help")).stdout, "--idle-timeout")).toMatch(/^ {2}--idle-timeout seconds /)
+    }))
+
+  it.effect("a mistyped global option gets a did-you-mean at every level (--hlp, run --hlp, --verison, envs --log-levl: 'Received unknown argument')", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["--hlp"], "--help"],
+        [["run", "--hlp"], "--help"],
+        [["openenv", "serve", "--hlp"], "--help"],
+        [["--verison"], "--version"],
+        [["envs", "--log-levl", "debug"], "--log-level"],
+        [["envs", "--no-colr"], "--no-color"]
+      ]
+      for (const [args, meant] of cases) {
+        const typed = yield* cli(...args)
+        expect(typed.code, args.join(" ")).toBe(2)
+        expect(typed.stderr).toContain(`The flag '${args.find((a) => a.startsWith("--"))}' is not recognized. Did you mean '${meant}'?`)
+      }
+      // (nothing near: as before)
+      expect((yield* cli("envs", "--xyz")).stderr).toBe("Received unknown argument: '--xyz'")
+    }))
+})
