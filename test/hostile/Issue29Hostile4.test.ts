@@ -141,3 +141,18 @@ describe("issue 29, hostile 4 (2026-12-04): help", () => {
       expect((yield* cli("envs", "--xyz")).stderr).toBe("Received unknown argument: '--xyz'")
     }))
 })
+
+describe("issue 29, hostile 4 (2026-12-04): honest figures", () => {
+  it.effect("the summary calls any positive env reward 'positive reward', not 'success rate' (Sudoku's 93.8% 'success rate' beside 42.2% solved still read as solved)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const run = yield* cli(
+        "run", "--dataset", path.resolve(import.meta.dirname, "../../examples/frozen_lake.jsonl"), "--env", "frozen_lake",
+        "--policy", "random", "--num-generations", "2", "--output", path.join(dir, "out.jsonl")
+      )
+      expect(run.code, run.stderr).toBe(0)
+      expect(run.stdout).toMatch(/^positive reward \d+\.\d% \(\d+ ended done with a positive env reward\)$/m)
+      expect(run.stdout).toMatch(/^solved {9}\d+\.\d% /m)
+      expect(run.stdout).not.toContain("success rate")
+    }))
+})
