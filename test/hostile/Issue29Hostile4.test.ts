@@ -156,3 +156,20 @@ describe("issue 29, hostile 4 (2026-12-04): honest figures", () => {
       expect(run.stdout).not.toContain("success rate")
     }))
 })
+
+describe("issue 29, hostile 4 (2026-12-04): one vocabulary", () => {
+  it.effect("check-env takes the env as --env NAME too, as every other command (it was 'Received unknown argument: --env')", () =>
+    Effect.gen(function*() {
+      const byFlag = yield* cli("check-env", "--env", "frozen_lake", "--seeds", "1", "--runs", "1", "--json")
+      expect(byFlag.code, byFlag.stderr).toBe(0)
+      const byName = yield* cli("check-env", "frozen_lake", "--seeds", "1", "--runs", "1", "--json")
+      expect(JSON.parse(byFlag.stdout).env).toBe("frozen_lake")
+      expect(JSON.parse(byFlag.stdout).ok).toBe(JSON.parse(byName.stdout).ok)
+      const both = yield* cli("check-env", "frozen_lake", "--env", "sudoku")
+      expect(both.code).toBe(2)
+      expect(both.stderr).toContain("--env: sudoku and NAME frozen_lake disagree: give the env once")
+      const none = yield* cli("check-env")
+      expect(none.code).toBe(2)
+      expect(none.stderr).toContain("the env to check (effect-gym check-env NAME, or --env NAME)")
+    }))
+})
