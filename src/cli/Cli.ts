@@ -14,7 +14,7 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
+import { currentName, elsewhere, normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
@@ -124,9 +124,13 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
     case "MissingArgument":
       return `Missing argument <${error.argument}>`
     case "UnrecognizedOption": {
+      const where = (error.command ?? []).slice(1).join(" ")
+      const other = elsewhere(error.option, where)
+      if (other !== undefined) return `The flag '${error.option}' is not recognized. Did you mean '${other.meant}'? (${other.why})`
       // (effect/cli suggests among the command's own options only: `--hlp`, `--verison` got none)
       const global = error.option.startsWith("--") ? Help.closest(error.option.slice(2), GLOBAL_OPTIONS) : undefined
-      const meant = error.suggestions[0] ?? (global === undefined ? undefined : `--${global}`)
+      const suggested = error.suggestions[0] ?? (global === undefined ? undefined : `--${global}`)
+      const meant = suggested === undefined ? undefined : currentName(suggested, where)
       return meant !== undefined
         ? `The flag '${error.option}' is not recognized. Did you mean '${meant}'?`
         : `Received unknown argument: '${error.option}'`

@@ -122,7 +122,7 @@ describe("issue 29, hostile 4 (2026-12-04): help", () => {
       expect(helpLine((yield* cli("openenv", "serve", "--help")).stdout, "--idle-timeout")).toMatch(/^ {2}--idle-timeout seconds /)
     }))
 
-  it.effect("a mistyped global option gets a did-you-mean at every level (--hlp, run --hlp, --verison, envs --log-levl: 'Received unknown argument')", () =>
+  it.effect("a mistyped global option gets a did-you-mean at every level (--hlp, run --hlp, --verison, envs --log-levl: 'Received unknown argument'); run --max-sessions gets --max-concurrent-envs (nothing), --gym_env gets --env (it got the old --gym-env)", () =>
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
         [["--hlp"], "--help"],
@@ -137,6 +137,15 @@ describe("issue 29, hostile 4 (2026-12-04): help", () => {
         expect(typed.code, args.join(" ")).toBe(2)
         expect(typed.stderr).toContain(`The flag '${args.find((a) => a.startsWith("--"))}' is not recognized. Did you mean '${meant}'?`)
       }
+      // another command's word: its name here; an old name's near-miss: the new name
+      const sessions = yield* cli("run", "--dataset", "x.jsonl", "--max-sessions", "8")
+      expect(sessions.stderr).toContain("The flag '--max-sessions' is not recognized. Did you mean '--max-concurrent-envs'? (--max-sessions is openenv serve's cap")
+      expect((yield* cli("serve", "--max-sessions", "8")).stderr).toContain("Did you mean '--max-concurrent-envs'?")
+      expect((yield* cli("run", "--dataset", "x.jsonl", "--gym_env", "frozen_lake")).stderr).toContain("Did you mean '--env'?")
+      expect((yield* cli("run", "--dataset", "x.jsonl", "--api_key_env", "K")).stderr).toContain("Did you mean '--model-api-key-env'?")
+      // (on serve --api-key-env is the server's own key, not an old name)
+      expect((yield* cli("serve", "--api_key_env", "K")).stderr).toContain("Did you mean '--api-key-env'?")
+      expect((yield* cli("openenv", "serve", "--env", "frozen_lake", "--max_concurrent_envs", "3")).stderr).toContain("Did you mean '--max-sessions'?")
       // (nothing near: as before)
       expect((yield* cli("envs", "--xyz")).stderr).toBe("Received unknown argument: '--xyz'")
     }))
