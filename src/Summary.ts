@@ -10,6 +10,7 @@ import type { TrajectoryResult } from "./Trajectory.js"
 import type { DriftReport } from "./TokenSequence.js"
 import { formatDrift } from "./TokenSequence.js"
 import { snakeCase } from "./internal/Json.js"
+import { replyChars } from "./internal/replyChars.js"
 
 /**
  * A signal that stops a run gracefully: Ctrl-C, a `kill`, or the terminal closing (a hangup).
@@ -184,7 +185,7 @@ export class Accumulator {
     for (const m of result.messages) {
       if (m.tool_calls !== undefined) this.toolCalls += m.tool_calls.length
       else if (m.role === "tool" && m.content.startsWith("Error:")) this.toolErrors++
-      if (m.role === "assistant" && typeof m.content === "string") this.completionChars += m.content.length
+      this.completionChars += replyChars(m)
     }
     const turns = result.turns
     let tokens = 0

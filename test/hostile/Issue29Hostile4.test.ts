@@ -8,6 +8,8 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as net from "node:net"
 import * as path from "node:path"
+import * as LogIndex from "../../src/view/LogIndex.js"
+import * as Model from "../../src/view/Model.js"
 import { cli, tmp } from "../cli.js"
 
 /** A web server that is not OpenEnv's: 404 for everything (`python3 -m http.server`, a proxy that answers every address). */
@@ -180,5 +182,32 @@ describe("issue 29, hostile 4 (2026-12-04): one vocabulary", () => {
       const none = yield* cli("check-env")
       expect(none.code).toBe(2)
       expect(none.stderr).toContain("the env to check (effect-gym check-env NAME, or --env NAME)")
+    }))
+})
+
+describe("issue 29, hostile 4 (2026-12-04): completion length of replies that call tools", () => {
+  it.effect("a reply of tool calls counts its calls' names and arguments, in the summary and in the viewer (kv_store's solver showed 0.0 characters per trajectory)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const output = path.join(dir, "kv.jsonl")
+      const run = yield* cli(
+        "run", "--dataset", path.resolve(import.meta.dirname, "../../examples/kv_store.jsonl"), "--env", "kv_store",
+        "--policy", "kv-store-solver", "--num-generations", "1", "--max-turns", "8", "--output", output, "--json"
+      )
+      expect(run.code, run.stderr).toBe(0)
+      const summary = JSON.parse(run.stdout) as { mean_completion_chars: number; trajectories: number }
+      // what the model wrote: the calls (its text is empty)
+      let chars = 0
+      for (const line of fs.readFileSync(output, "utf8").split("\n").filter((l) => l.startsWith("{\"row\""))) {
+        for (const m of (JSON.parse(line) as { messages: ReadonlyArray<{ role: string; content: string; tool_calls?: ReadonlyArray<{ function: { name: string; arguments: string } }> }> }).messages) {
+          if (m.role !== "assistant") continue
+          chars += m.content.length + (m.tool_calls ?? []).reduce((n, c) => n + c.function.name.length + c.function.arguments.length, 0)
+        }
+      }
+      expect(chars).toBeGreaterThan(0)
+      expect(summary.mean_completion_chars).toBeCloseTo(chars / summary.trajectories, 10)
+      const log = yield* LogIndex.make({ file: output })
+      yield* log.update
+      expect(Model.overview(log.summaries).completion.meanChars).toBeCloseTo(summary.mean_completion_chars, 10)
     }))
 })
