@@ -173,16 +173,33 @@ export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError>
   })
 
 /**
- * Both checks of a run's first row: the env it names (none with no `--env`: refused), and its OpenEnv
- * server (when its env is the scheduler's `openenv` and this process connects: not on a cluster).
+ * The checks of a run's first row: the env it names (none with no `--env`, or one that is not
+ * registered: refused), and its OpenEnv server (when its env is the scheduler's `openenv` and this
+ * process connects: not on a cluster). `unknownEnv` says why a name is not an env of this run
+ * (`undefined`: it is one); on a cluster the runners' plugins decide, and it is not given.
  */
 export const checkFirstRow = (
   row: Row.Row,
-  context: { readonly defaultEnv: string | undefined; readonly openEnvBrought: boolean; readonly connects: boolean }
+  context: {
+    readonly defaultEnv: string | undefined
+    readonly openEnvBrought: boolean
+    readonly connects: boolean
+    readonly unknownEnv?: ((name: string) => string | undefined) | undefined
+  }
 ): Effect.Effect<void, OptionError> =>
   Effect.gen(function*() {
     if (context.defaultEnv === undefined) yield* rowNamesAnEnv(row)
-    const env = typeof row.envConfig.name === "string" ? row.envConfig.name : context.defaultEnv
+    // (a mistyped name, or a plugin's env without --plugin: one bad row per line and exit 1, as
+    // forgetting --env was)
+    const named = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
+    const unknown = named === undefined ? undefined : context.unknownEnv?.(named)
+    if (unknown !== undefined) {
+      return yield* new OptionError({
+        option: "--dataset",
+        detail: `${row.file}:${row.index + 1}: env_config.name: ${unknown} (a plugin's env needs its --plugin FILE)`
+      })
+    }
+    const env = named ?? context.defaultEnv
     if (env === "openenv" && context.openEnvBrought && context.connects) yield* openEnvReachable(row)
   })
 

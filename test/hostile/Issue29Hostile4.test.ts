@@ -211,3 +211,25 @@ describe("issue 29, hostile 4 (2026-12-04): completion length of replies that ca
       expect(Model.overview(log.summaries).completion.meanChars).toBeCloseTo(summary.mean_completion_chars, 10)
     }))
 })
+
+describe("issue 29, hostile 4 (2026-12-04): rows that name an env that is not there", () => {
+  it.effect("a first row naming an unknown env (a typo, a plugin's env without --plugin): one error, exit 2 (it gave 128 bad-row lines and exit 1)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const dataset = path.join(dir, "rows.jsonl")
+      fs.writeFileSync(dataset, `{"env_config":{"name":"frozn_lake"}}\n`.repeat(128))
+      const output = path.join(dir, "out.jsonl")
+      const run = yield* cli("run", "--dataset", dataset, "--output", output)
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toBe(
+        `error: --dataset: ${dataset}:1: env_config.name: unknown env "frozn_lake"; registered: calculator, frozen_lake, ` +
+          "kv_store, sudoku (a plugin's env needs its --plugin FILE)"
+      )
+      expect(fs.existsSync(output)).toBe(false)
+      // the plugin's env, with its plugin: it runs
+      const plugin = path.resolve(import.meta.dirname, "../fixtures/plugins/async_noop.mjs")
+      fs.writeFileSync(dataset, `{"env_config":{"name":"async_noop"}}\n`)
+      const withPlugin = yield* cli("run", "--dataset", dataset, "--plugin", plugin, "--output", output, "--num-generations", "2")
+      expect(withPlugin.code, withPlugin.stderr).toBe(0)
+    }))
+})
