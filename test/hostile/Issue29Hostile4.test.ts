@@ -233,3 +233,18 @@ describe("issue 29, hostile 4 (2026-12-04): rows that name an env that is not th
       expect(withPlugin.code, withPlugin.stderr).toBe(0)
     }))
 })
+
+describe("issue 29, hostile 4 (2026-12-04): npm ci in a fresh clone", () => {
+  it("every dependency with an install script is approved in package.json's allowScripts (npm 11 warned of 3 'not yet covered', and npm blocks unapproved ones by default: node@24's preinstall is the clone's Node 24)", () => {
+    const root = path.resolve(import.meta.dirname, "../..")
+    const lock = JSON.parse(fs.readFileSync(path.join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { hasInstallScript?: boolean }>
+    }
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { allowScripts?: Record<string, boolean> }
+    const withScripts = Object.entries(lock.packages)
+      .filter(([, entry]) => entry.hasInstallScript === true)
+      .map(([at]) => at.replace(/^.*node_modules\//, ""))
+    expect(withScripts).toContain("node")
+    for (const name of withScripts) expect(pkg.allowScripts?.[name], name).toBe(true)
+  })
+})
