@@ -235,7 +235,7 @@ describe("issue 29, hostile 4 (2026-12-04): rows that name an env that is not th
 })
 
 describe("issue 29, hostile 4 (2026-12-04): npm ci in a fresh clone", () => {
-  it("every dependency with an install script is approved in package.json's allowScripts (npm 11 warned of 3 'not yet covered', and npm blocks unapproved ones by default: node@24's preinstall is the clone's Node 24)", () => {
+  it("every dependency with an install script is approved in package.json's allowScripts (npm 11.19 warned of 3 'not yet covered', and its docs say unapproved ones are blocked by default: node@24's preinstall is the clone's Node 24)", () => {
     const root = path.resolve(import.meta.dirname, "../..")
     const lock = JSON.parse(fs.readFileSync(path.join(root, "package-lock.json"), "utf8")) as {
       packages: Record<string, { hasInstallScript?: boolean }>
