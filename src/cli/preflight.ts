@@ -62,10 +62,10 @@ type Answer = { readonly status: number } | { readonly problem: string }
 
 /**
  * One request to `url` (`GET`; with `upgrade`, a WebSocket opening handshake) within the timeout.
- * Only whether and how a server answers is read: no credentials are sent, a self-signed
- * certificate is accepted, and an upgraded connection is closed at once.
+ * Only whether and how a server answers is read: a self-signed certificate is accepted, and an
+ * upgraded connection is closed at once. `authorization`: the base_url's credentials, if any.
  */
-const ask = (url: URL, upgrade: boolean): Effect.Effect<Answer> =>
+const ask = (url: URL, upgrade: boolean, authorization?: string): Effect.Effect<Answer> =>
   Effect.callback<Answer>((resume) => {
     let finished = false
     const secure = url.protocol === "https:" || url.protocol === "wss:"
@@ -76,14 +76,17 @@ const ask = (url: URL, upgrade: boolean): Effect.Effect<Answer> =>
       method: "GET",
       rejectUnauthorized: false,
       agent: false as const,
-      headers: upgrade
-        ? {
-          Connection: "Upgrade",
-          Upgrade: "websocket",
-          "Sec-WebSocket-Version": "13",
-          "Sec-WebSocket-Key": NodeCrypto.randomBytes(16).toString("base64")
-        }
-        : {}
+      headers: {
+        ...(authorization === undefined ? {} : { Authorization: authorization }),
+        ...(upgrade
+          ? {
+            Connection: "Upgrade",
+            Upgrade: "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": NodeCrypto.randomBytes(16).toString("base64")
+          }
+          : {})
+      }
     }
     const request = (secure ? NodeHttps : NodeHttp).request(options)
     const done = (answer: Answer) => {
@@ -111,18 +114,17 @@ const ask = (url: URL, upgrade: boolean): Effect.Effect<Answer> =>
     })
   })
 
-/** An answer of an OpenEnv server that is there: `/health`'s 2xx, `/ws`'s upgrade, or a refusal of credentials. */
-const isThere = (status: number): boolean => (status >= 200 && status < 300) || status === 101 || status === 401 || status === 403
 
 /**
- * Whether an OpenEnv server answers at `ws` (its `/ws` URL, as the scheduler connects): its
- * `GET /health` (beside `/ws`) answers 2xx, or, for a server without it, `/ws` takes a WebSocket
- * (401 and 403 are a server that is there and wants credentials); the problem's text if not. Any
- * HTTP answer was taken as a server: a web server that is not OpenEnv's (a 404 for `/ws`, or a proxy
- * that answers every address) passed, and the run then retried each row's connection (66 s for 2
+ * Whether an OpenEnv server answers at `ws` (its `/ws` URL, as the scheduler connects): `/ws` takes
+ * a WebSocket (the connection is closed at once; with the base_url's credentials, if any); the
+ * problem's text if not (a 401 or 403: the server wants a key). `GET /health` beside it is asked
+ * first, for the problem of a server that is not there. Any HTTP answer was taken as a server: a web server that is not
+ * OpenEnv's (a 404 for `/ws`, effect-gym's own rollout server on the same port 8000, a proxy that
+ * answers every address) passed, and the run then retried each row's connection (66 s for 2
  * trajectories).
  */
-const openEnvAnswers = (ws: URL): Effect.Effect<string | undefined> =>
+const openEnvAnswers = (ws: URL, authorization: string | undefined): Effect.Effect<string | undefined> =>
   Effect.gen(function*() {
     const http = new URL(ws.href)
     http.protocol = ws.protocol === "wss:" ? "https:" : "http:"
@@ -130,13 +132,26 @@ const openEnvAnswers = (ws: URL): Effect.Effect<string | undefined> =>
     health.pathname = `${http.pathname.replace(/\/ws$/, "")}/health`
     const first = yield* ask(health, false)
     if ("problem" in first) return first.problem
-    if (isThere(first.status)) return undefined
-    const second = yield* ask(http, true)
+    const second = yield* ask(http, true, authorization)
     if ("problem" in second) return second.problem
-    if (isThere(second.status)) return undefined
+    if (second.status === 101) return undefined
+    if (second.status === 401 || second.status === 403) {
+      return `HTTP ${second.status} for a WebSocket at ${http.pathname}: the server wants a key${
+        authorization === undefined ? "" : ", and refuses this base_url's"
+      }`
+    }
     return `HTTP ${first.status} for ${health.pathname}, HTTP ${second.status} for a WebSocket at ${http.pathname}: ` +
       "a web server, but not an OpenEnv one"
   })
+
+/** A URL's percent-encoded part, decoded (as it is when it is not valid percent-encoding). */
+const decoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
 
 /**
  * The first row's OpenEnv server (its `env_config.base_url`; the row's env is OpenEnv's scheduler's) must
@@ -164,7 +179,12 @@ export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError>
           "(e.g. http://127.0.0.1:8000)"
       )
     }
-    const problem = yield* openEnvAnswers(new URL(ws))
+    // (its user name and password, as a Python client sends them: Basic)
+    const parsed = new URL(base)
+    const authorization = parsed.username === "" && parsed.password === ""
+      ? undefined
+      : `Basic ${Buffer.from(`${decoded(parsed.username)}:${decoded(parsed.password)}`).toString("base64")}`
+    const problem = yield* openEnvAnswers(new URL(ws), authorization)
     if (problem === undefined) return
     return yield* refuse(
       ` ${Redact.url(base)}: no OpenEnv server answers there (${problem}): ` +

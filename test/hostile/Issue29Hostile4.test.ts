@@ -12,14 +12,18 @@ import * as LogIndex from "../../src/view/LogIndex.js"
 import * as Model from "../../src/view/Model.js"
 import { cli, tmp } from "../cli.js"
 
-/** A web server that is not OpenEnv's: 404 for everything (`python3 -m http.server`, a proxy that answers every address). */
-const notOpenEnv = Effect.acquireRelease(
+/**
+ * A web server that is not OpenEnv's: 404 for everything (`python3 -m http.server`, a proxy that
+ * answers every address), or with `health`, 200 for `/health` (effect-gym's rollout server).
+ */
+const webServer = (health = false) => Effect.acquireRelease(
   Effect.promise(() =>
     new Promise<{ readonly server: http.Server; readonly port: number; readonly paths: Array<string> }>((resolve) => {
       const paths: Array<string> = []
       const server = http.createServer((request, response) => {
         paths.push(request.url ?? "")
-        response.writeHead(404).end()
+        if (health && request.url === "/health") response.writeHead(200, { "content-type": "application/json" }).end("{\"status\":\"ok\"}")
+        else response.writeHead(404).end()
       })
       server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as net.AddressInfo).port, paths }))
     })
@@ -36,7 +40,7 @@ const openEnvRows = (dir: string, envConfig: Record<string, unknown>, rows = 4):
 describe("issue 29, hostile 4 (2026-12-04): the run's preflight of an OpenEnv row", () => {
   it.live("a web server that is not OpenEnv's (404 for /health and /ws) is refused in seconds, exit 2 (it passed, and the run retried: 66 s for 2 trajectories, exit 1)", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { paths, port } = yield* notOpenEnv
+      const { paths, port } = yield* webServer()
       const dir = tmp()
       const base = `http://127.0.0.1:${port}`
       const dataset = openEnvRows(dir, { base_url: base })
@@ -53,9 +57,48 @@ describe("issue 29, hostile 4 (2026-12-04): the run's preflight of an OpenEnv ro
       expect(paths).toEqual(["/health", "/ws"])
     })), 30_000)
 
+  it.live("a web server whose /health answers 200 but that takes no WebSocket at /ws (effect-gym serve on the same port 8000): refused, exit 2 (it passed, and the run retried)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { paths, port } = yield* webServer(true)
+      const dir = tmp()
+      const base = `http://127.0.0.1:${port}`
+      const run = yield* cli("run", "--dataset", openEnvRows(dir, { base_url: base }), "--scheduler", "openenv", "--output", path.join(dir, "out.jsonl"))
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain(`${base}: no OpenEnv server answers there (HTTP 200 for /health, HTTP 404 for a WebSocket at /ws`)
+      expect(paths).toEqual(["/health", "/ws"])
+    })), 30_000)
+
+  it.live("a server that refuses the WebSocket without a key (401): refused, exit 2, the key sent as a Python client sends it (Basic) and never printed", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const seen: Array<string | undefined> = []
+      const { port } = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ readonly server: http.Server; readonly port: number }>((resolve) => {
+            const server = http.createServer((request, response) => {
+              if (request.url === "/ws") seen.push(request.headers.authorization)
+              response.writeHead(request.url === "/health" ? 200 : 401).end()
+            })
+            server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as net.AddressInfo).port }))
+          })
+        ),
+        ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      )
+      for (const [base, expected] of [
+        [`http://127.0.0.1:${port}`, "HTTP 401 for a WebSocket at /ws: the server wants a key)"],
+        [`http://any:s3cr3t@127.0.0.1:${port}`, "HTTP 401 for a WebSocket at /ws: the server wants a key, and refuses this base_url's)"]
+      ] as const) {
+        const dir = tmp()
+        const run = yield* cli("run", "--dataset", openEnvRows(dir, { base_url: base }), "--scheduler", "openenv", "--output", path.join(dir, "out.jsonl"))
+        expect(run.code, run.stderr).toBe(2)
+        expect(run.stderr).toContain(expected)
+        expect(run.stderr).not.toContain("s3cr3t")
+      }
+      expect(seen).toEqual([undefined, `Basic ${Buffer.from("any:s3cr3t").toString("base64")}`])
+    })), 30_000)
+
   it.live("a base_url with a path: /health and /ws are looked for under it, as the scheduler connects (the check asked the origin's /health)", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { paths, port } = yield* notOpenEnv
+      const { paths, port } = yield* webServer()
       const dir = tmp()
       const dataset = openEnvRows(dir, { base_url: `http://127.0.0.1:${port}/sudoku/` })
       const run = yield* cli("run", "--dataset", dataset, "--scheduler", "openenv", "--output", path.join(dir, "out.jsonl"))
