@@ -153,7 +153,7 @@ describe("CLI (the built binary, as a user runs it)", () => {
     ], dir)
     expect(code).toBe(0)
     expect(stdout).toMatch(/trajectories +256 \(128 groups\)/)
-    expect(stdout).toMatch(/success rate +100\.0%/)
+    expect(stdout).toMatch(/positive reward +100\.0%/)
     expect(stderr).toBe("")
     expect(fs.readFileSync(output, "utf8").trim().split("\n").length).toBe(256)
   })

@@ -1,5 +1,5 @@
 /**
- * Every command and code block of the docs (README.md and docs/*.md), run as it is written (issue 29,
+ * Every command and code block of the docs (README.md, docs/*.md and examples/ms_swift.md), run as it is written (issue 29,
  * item 2: "every command in the docs is run by a test").
  *
  * Each shell, TypeScript and Python block has a plan below, keyed by its page and first line; a block
@@ -33,7 +33,12 @@ import * as Postgres from "./cluster/postgres.js"
 import * as FakeOpenAi from "./inference/FakeOpenAi.js"
 
 const root = path.resolve(import.meta.dirname, "..")
-const pages = ["README.md", ...fs.readdirSync(path.join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)]
+// (examples/ms_swift.md too: the README sends ms-swift users there for its commands)
+const pages = [
+  "README.md",
+  ...fs.readdirSync(path.join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`),
+  "examples/ms_swift.md"
+]
 const RUN_LANGS = new Set(["sh", "bash", "ts", "python"])
 
 interface Block {
@@ -47,10 +52,12 @@ interface Block {
 const blocksOf = (page: string): Array<Block> => {
   const text = fs.readFileSync(path.join(root, page), "utf8")
   const out: Array<Block> = []
-  for (const match of text.matchAll(/^```([a-z]*)[^\n]*\n([\s\S]*?)^```$/gm)) {
-    const lang = match[1]
+  // (a block may be indented, inside a list item: its lines lose that indentation)
+  for (const match of text.matchAll(/^( *)```([a-z]*)[^\n]*\n([\s\S]*?)^\1```$/gm)) {
+    const lang = match[2]
     if (!RUN_LANGS.has(lang)) continue
-    const body = match[2]
+    const indent = match[1].length
+    const body = match[3].split("\n").map((l) => l.slice(Math.min(indent, l.length - l.trimStart().length))).join("\n")
     const line = text.slice(0, match.index).split("\n").length
     out.push({ page, lang, line, body, key: `${page} ${lang}: ${body.split("\n")[0].trim()}` })
   }
@@ -156,7 +163,12 @@ export default Plugin.make({ envs: [Env.make({ name: "my_env", create: () => ({
   "docs/python.md python: import asyncio": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "OpenEnv's GenericEnvClient snippet plays a step against openenv serve" },
   "docs/python.md python: import random": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "effect-gym plays the page's Python OpenEnv env with --scheduler openenv" },
   "docs/python.md sh: node bin/effect-gym.js run --dataset compass.jsonl --scheduler openenv --num-generations 4 --max-turns 4 \\": { kind: "ranBy", test: "test/PythonDocs.test.ts", name: "effect-gym plays the page's Python OpenEnv env with --scheduler openenv" },
-  "docs/viewer.md sh: npm start && npx effect-gym view completions.jsonl": { kind: "shell", expect: [/completions {4}live\.jsonl/] }
+  "docs/viewer.md sh: npm start && npx effect-gym view completions.jsonl": { kind: "shell", expect: [/completions {4}live\.jsonl/] },
+  "examples/ms_swift.md sh: # 1. the backend: vLLM inside ms-swift's rollout server, single-turn (no --use_gym_env, no scheduler:": { kind: "notRun", reason: "ms-swift, vLLM and a GPU (the page says what was run); --mode swift-rollout runs against a fake rollout server in test/rollout-server/Swift.test.ts" },
+  "examples/ms_swift.md sh: node bin/effect-gym.js serve --port 18777 --env frozen_lake --policy frozen-lake-solver --max-turns 10": {
+    kind: "shell",
+    expect: [/"enable_multi_turn":true,"use_gym_env":true/, /"id":"chatcmpl-1"/, /"total_reward":1,"step_rewards":\[0,0,0,1\],"num_turns":4/]
+  }
 }
 
 const planOf = (block: Block): Plan => PLANS[block.key]

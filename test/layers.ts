@@ -36,6 +36,7 @@ export const integration: ReadonlyArray<string> = [
   "test/hostile/Issue29Hostile2Cli.test.ts",
   "test/hostile/Issue29HostileBin.test.ts",
   "test/hostile/Issue29HostileNode.test.ts",
+  "test/hostile/Issue29Hostile4Node.test.ts",
   "test/hostile/PythonHostile.test.ts",
   "test/hostile/TerminalRun.test.ts",
   "test/hostile/ViewHostile.test.ts",

@@ -10,14 +10,19 @@ import * as PluginLoader from "../node/PluginLoader.js"
 import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import { isRecord } from "../internal/inspect.js"
-import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, setExitCode, toggle } from "./common.js"
+import { FileError, integer, OptionError, parseNumber, plugins, readText, repeated, secondsText, setExitCode, toggle } from "./common.js"
 import { documentedAll } from "./help.js"
 
 // The checker is loaded when the command runs (startup of the other commands stays light).
 const loadEnvCheck = Effect.promise(() => import("../check/EnvCheck.js"))
 
 export const checkEnvOptions = {
-  name: Argument.String("NAME").pipe(Argument.withDescription("The env to check (a built-in, or one a plugin registers)")),
+  name: Argument.String("NAME").pipe(
+    Argument.withDescription("The env to check (a built-in, or one a plugin registers); or give it as --env NAME"),
+    Argument.optional
+  ),
+  // (`--env` names the env on every other command: `check-env --env frozen_lake` was "Received unknown argument")
+  env: Flag.String("env").pipe(Flag.withDescription("The env to check, as NAME"), Flag.optional),
   plugins,
   configs: Flag.String("configs").pipe(
     Flag.withDescription("A JSONL file of env_configs to try (a line may also be a dataset row: its env_config is used)"),
@@ -31,7 +36,7 @@ export const checkEnvOptions = {
     Flag.withDescription("Fresh envs played per env_config, compared for determinism"),
     Flag.withDefault(3)
   ),
-  timeout: Flag.String("timeout").pipe(
+  timeout: secondsText("timeout").pipe(
     Flag.withDescription("Seconds a create, reset, step or close may take before it counts as hung"),
     Flag.withDefault("10")
   ),
@@ -109,6 +114,17 @@ const readConfigs = (definition: Env.Definition, file: string) =>
     return configs
   })
 
+/** The env to check: NAME or `--env NAME` (one of them; both only when they agree). */
+const envName = (args: CheckEnvArgs): Effect.Effect<string, OptionError> => {
+  const names = [...new Set([Option.getOrUndefined(args.name), Option.getOrUndefined(args.env)])].filter((n) => n !== undefined)
+  if (names.length === 1) return Effect.succeed(names[0])
+  return Effect.fail(
+    names.length === 0
+      ? new OptionError({ option: "NAME", detail: "missing: the env to check (effect-gym check-env NAME, or --env NAME)" })
+      : new OptionError({ option: "--env", detail: `${names[1]} and NAME ${names[0]} disagree: give the env once` })
+  )
+}
+
 /**
  * The `check-env` job: the report of one env (for reuse by tests and other front ends).
  *
@@ -124,8 +140,9 @@ export const checkEnvJob = (args: CheckEnvArgs) =>
     if (seconds <= 0) {
       return yield* new OptionError({ option: "--timeout", detail: `must be > 0 seconds, got ${args.timeout}` })
     }
+    const name = yield* envName(args)
     const registry = yield* PluginLoader.registry(args.plugins)
-    const definition = yield* Effect.fromResult(Registry.env(registry, args.name))
+    const definition = yield* Effect.fromResult(Registry.env(registry, name))
     const configs = Option.isSome(args.configs) ? yield* readConfigs(definition, args.configs.value) : undefined
     const EnvCheck = yield* loadEnvCheck
     return yield* EnvCheck.check(definition, {

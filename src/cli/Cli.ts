@@ -14,7 +14,7 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, ConfigProvider, Console, Context, Effect, type FileSystem, Layer, Logger, type Path, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
-import { normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
+import { currentName, elsewhere, normalizeArgv, oldNamesOf, renamedOptions, withoutNoColor } from "./argv.js"
 import { ExitCode, OptionError, signalExitCode, Signals, version } from "./common.js"
 import * as CheckEnvCommand from "./CheckEnvCommand.js"
 import * as DatasetCommand from "./DatasetCommand.js"
@@ -140,10 +140,18 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
       return `Expected to find option: '--${error.option}'`
     case "MissingArgument":
       return `Missing argument <${error.argument}>`
-    case "UnrecognizedOption":
-      return error.suggestions.length > 0
-        ? `The flag '${error.option}' is not recognized. Did you mean '${error.suggestions[0]}'?`
+    case "UnrecognizedOption": {
+      const where = (error.command ?? []).slice(1).join(" ")
+      const other = elsewhere(error.option, where)
+      if (other !== undefined) return `The flag '${error.option}' is not recognized. Did you mean '${other.meant}'? (${other.why})`
+      // (effect/cli suggests among the command's own options only: `--hlp`, `--verison` got none)
+      const global = error.option.startsWith("--") ? Help.closest(error.option.slice(2), GLOBAL_OPTIONS) : undefined
+      const suggested = error.suggestions[0] ?? (global === undefined ? undefined : `--${global}`)
+      const meant = suggested === undefined ? undefined : currentName(suggested, where)
+      return meant !== undefined
+        ? `The flag '${error.option}' is not recognized. Did you mean '${meant}'?`
         : `Received unknown argument: '${error.option}'`
+    }
     case "UnexpectedArgument":
       return `Received unknown argument: '${error.arguments[0]}'`
     case "UnknownSubcommand": {
@@ -170,6 +178,9 @@ const usageError = (error: CliError.NonShowHelpErrors): string => {
       return error.message
   }
 }
+
+/** The options every command takes (effect/cli's built-ins, and `--no-color`). */
+const GLOBAL_OPTIONS = ["help", "wizard", "version", "completions", "log-level", "no-color"]
 
 /** The subcommands of the command at `path` (`["effect-gym", "dataset"]`). */
 const subcommandNames = (path: ReadonlyArray<string>): ReadonlyArray<string> => {

@@ -20,8 +20,12 @@ import type { Summary } from "../Summary.js"
 import { DriftCheck } from "../TokenSequence.js"
 import { choice, integer, OptionError, parseNumber, repeated, toggle } from "./common.js"
 
-const number = (name: string, description: string) =>
-  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
+/** A number option (checked when the run starts), shown in help as `number`, or as its unit (`seconds`). */
+const number = (name: string, description: string, metavar = "number") =>
+  Flag.String(name).pipe(Flag.withMetavar(metavar), Flag.withDescription(description), Flag.optional)
+
+/** What help says of a sampling option nobody gives: the server's own default, or colocate's. */
+const serversDefault = (colocate: string) => ` (default: the server's; colocate ${colocate})`
 
 /**
  * @since 0.1.0
@@ -62,7 +66,7 @@ export const options = {
     "no-logprobs",
     "Server mode: do not ask for token ids and logprobs"
   ),
-  requestTimeout: number("request-timeout", "Server mode: seconds per request attempt (default 600)"),
+  requestTimeout: number("request-timeout", "Server mode: seconds per request attempt (default 600)", "seconds"),
   retries: integer("retries").pipe(
     Flag.withDescription("Server mode: retries of a transient failure (default 3)"),
     Flag.optional
@@ -85,14 +89,17 @@ export const options = {
     Flag.withDescription("Colocate mode: CPU threads (default: the cores but one)"),
     Flag.optional
   ),
-  temperature: number("temperature", "Sampling temperature (>= 0)"),
-  topP: number("top-p", "Nucleus sampling: keep the smallest set of tokens with this much probability, in (0, 1]"),
+  temperature: number("temperature", `Sampling temperature (>= 0)${serversDefault("1")}`),
+  topP: number(
+    "top-p",
+    `Nucleus sampling: keep the smallest set of tokens with this much probability, in (0, 1]${serversDefault("1")}`
+  ),
   topK: integer("top-k").pipe(
-    Flag.withDescription("Sample among the k most likely tokens (>= 1)"),
+    Flag.withDescription(`Sample among the k most likely tokens (>= 1, or -1 for no limit)${serversDefault("no limit")}`),
     Flag.optional
   ),
   maxTokens: integer("max-tokens").pipe(
-    Flag.withDescription("Tokens per completion (per turn)"),
+    Flag.withDescription(`Tokens per completion (per turn)${serversDefault("the context left")}`),
     Flag.optional
   ),
   stop: repeated("stop", "A stop string (repeatable)"),
@@ -137,8 +144,8 @@ export const options = {
     ),
     Flag.optional
   ),
-  presencePenalty: number("presence-penalty", "Presence penalty in [-2, 2]"),
-  frequencyPenalty: number("frequency-penalty", "Frequency penalty in [-2, 2]")
+  presencePenalty: number("presence-penalty", `Presence penalty in [-2, 2]${serversDefault("0")}`),
+  frequencyPenalty: number("frequency-penalty", `Frequency penalty in [-2, 2]${serversDefault("0")}`)
 }
 
 /**

@@ -25,6 +25,7 @@ import {
   parseNumber,
   plugins,
   port,
+  secondsText,
   secret,
   setExitCode,
   toggle
@@ -52,7 +53,7 @@ const serve = Command.make("serve", documentedAll({
     Flag.withDescription("Sessions at once; more get CAPACITY_REACHED (--max-concurrent-envs: its old name)"),
     Flag.withDefault(8)
   ),
-  idleTimeout: Flag.String("idle-timeout").pipe(
+  idleTimeout: secondsText("idle-timeout").pipe(
     Flag.withDescription("Seconds without a message after which a session is ended (0: never, as the Python server)"),
     Flag.withDefault("0")
   ),

@@ -13,7 +13,7 @@ import * as Registry from "../Registry.js"
 import * as Reward from "../Reward.js"
 import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
-import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, repeated, seconds, toggle } from "./common.js"
+import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, repeated, seconds, secondsText, toggle } from "./common.js"
 
 /** `--env-timeout`'s default (seconds). */
 export const ENV_TIMEOUT_DEFAULT = "60"
@@ -35,7 +35,9 @@ export const options = {
   ),
   schedulerOptions: keyValues("scheduler-option", "key=value options for the scheduler (repeatable)"),
   maxConcurrentEnvs: integer("max-concurrent-envs").pipe(
-    Flag.withDescription("Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs)"),
+    Flag.withDescription(
+      "Sessions per OpenEnv server at once (the scheduler option max_concurrent_envs) (default: the scheduler's, 4 for openenv)"
+    ),
     Flag.optional
   ),
   policy: Flag.String("policy").pipe(
@@ -74,7 +76,7 @@ export function isolationOptions() {
       Flag.withDescription("Worker threads that run isolated envs (default: the machine's cores)"),
       Flag.optional
     ),
-    envTimeout: Flag.String("env-timeout").pipe(
+    envTimeout: secondsText("env-timeout").pipe(
       Flag.withDescription(
         "Seconds an isolated env's create, reset or step may take; then that env fails and its worker is replaced"
       ),

@@ -19,6 +19,7 @@ import { canonical } from "../internal/inspect.js"
 import * as Json from "../internal/Json.js"
 import * as Rollout from "../Rollout.js"
 import * as RunSpec from "../RunSpec.js"
+import * as Registry from "../Registry.js"
 import * as Row from "../Row.js"
 import * as Summary from "../Summary.js"
 import { choice, errorDetail, FileError, integer, OptionError, setExitCode, signalExitCode, Signals, toggle, version } from "./common.js"
@@ -165,7 +166,12 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
         defaultEnv: resolved.defaultEnv ?? definition.envs?.[0]?.name,
         openEnvBrought: (definition.envs ?? []).some((brought) => brought.name === "openenv"),
         // (on a cluster the runners connect, not this process)
-        connects: Option.isNone(args.cluster)
+        connects: Option.isNone(args.cluster),
+        // (the scheduler's own envs first, then the registry's, as a row's env is found)
+        unknownEnv: Option.isSome(args.cluster) ? undefined : (name: string) =>
+          (definition.envs ?? []).some((brought) => brought.name === name)
+            ? undefined
+            : Result.match(Registry.env(registry, name), { onFailure: (error) => error.message, onSuccess: () => undefined })
       })
     if (first !== undefined) yield* checkFirst(first)
     const existing = yield* RunLog.checkOutput(args.dataset, args.output, mode)

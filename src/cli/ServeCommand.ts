@@ -21,6 +21,7 @@ import {
   OptionError,
   parseNumber,
   port,
+  secondsText,
   secret,
   setExitCode,
   version
@@ -90,11 +91,11 @@ export const serveOptions = {
     ),
     Flag.withDefault(512 * 1024 * 1024)
   ),
-  writeTimeout: Flag.String("write-timeout").pipe(
+  writeTimeout: secondsText("write-timeout").pipe(
     Flag.withDescription("Seconds a client may read nothing while its results wait before its response is cut"),
     Flag.withDefault("60")
   ),
-  shutdownGrace: Flag.String("shutdown-grace").pipe(
+  shutdownGrace: secondsText("shutdown-grace").pipe(
     Flag.withDescription("Seconds trajectories in flight may run on after SIGTERM/SIGINT before they are cut"),
     Flag.withDefault("30")
   ),

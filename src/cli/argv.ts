@@ -78,3 +78,28 @@ export const renamedOptions = (args: ReadonlyArray<string>): Array<string> => {
 /** The old names of an option (`env` → `--gym-env`), on any command. */
 export const oldNamesOf = (option: string): Array<string> =>
   [...new Set(RENAMED.filter((r) => r.now === `--${option}`).map((r) => r.old))]
+
+/**
+ * The name to suggest for `option` (`--gym-env`) on `command` (`run`, `openenv serve`): its new
+ * name when it is an old one there (a did-you-mean pointed at the old name: `--gym_env` got
+ * `--gym-env`), else itself.
+ */
+export const currentName = (option: string, command: string): string =>
+  RENAMED.find((r) => r.old === option && r.commands.includes(command))?.now ?? option
+
+/**
+ * Options of one command given to another, where the other has its own word for it: `--max-sessions`
+ * (openenv serve's cap) on run and serve, whose limit per OpenEnv server is `--max-concurrent-envs`.
+ */
+const ELSEWHERE: ReadonlyArray<{ readonly option: string; readonly commands: ReadonlyArray<string>; readonly meant: string; readonly why: string }> = [
+  {
+    option: "--max-sessions",
+    commands: ["run", "serve"],
+    meant: "--max-concurrent-envs",
+    why: "--max-sessions is openenv serve's cap; here the limit of sessions per OpenEnv server is --max-concurrent-envs"
+  }
+]
+
+/** What `option`, unknown on `command`, is called there, and why, when it is another command's word for it. */
+export const elsewhere = (option: string, command: string): { readonly meant: string; readonly why: string } | undefined =>
+  ELSEWHERE.find((e) => e.option === option && e.commands.includes(command))

@@ -6,7 +6,8 @@
  *   are written and the summary is printed) or interrupts the others (`serve` shuts down
  *   gracefully); an interrupted command exits with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
  *   unless it set its own code while stopping (`serve` sets 0).
- * - A second SIGINT or SIGTERM exits at once, with the first signal's code. A SIGHUP never does: a
+ * - A second SIGINT or SIGTERM exits at once, with the first signal's code (the same signal within
+ *   100 ms of the one before is that one: `timeout` and systemd send it to the process and its group). A SIGHUP never does: a
  *   closing terminal sends it more than once (the kernel, then the shell to its jobs), and no one is
  *   left at that terminal to ask for a hard stop.
  * - SIGHUP is the terminal closing (an SSH session dropped); without a listener Node's default ends
@@ -60,7 +61,19 @@ process.on("exit", () => {
   }
 })
 
+// One signal can come twice at once: GNU `timeout` and systemd (KillMode=control-group) signal the
+// process and then its whole group, and under the launcher (src/cli/launch.ts) the group's signal
+// comes passed on too. Taken as two, `timeout 600 node bin/effect-gym.js run ...` exited at once
+// without its summary ("SIGTERM again", 4 runs in 4 on the system's Node 20). The same signal
+// within SAME_SIGNAL_MS of the one before is that one (no one presses Ctrl-C twice that fast).
+const SAME_SIGNAL_MS = 100
+const lastAt = new Map<Signal, number>()
+
 const onSignal = (signal: Signal) => {
+  const now = Date.now()
+  const previous = lastAt.get(signal)
+  if (previous !== undefined && now - previous < SAME_SIGNAL_MS) return
+  lastAt.set(signal, now)
   if (first !== undefined) {
     if (signal === "SIGHUP") return
     process.stderr.write(`\n${signal} ${signal === first ? "again" : `after ${first}`}: exiting now\n`)

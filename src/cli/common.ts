@@ -88,6 +88,9 @@ export const parseInteger = (option: string, text: string): Effect.Effect<number
 export const integer = (name: string): Flag.Flag<number> =>
   Flag.String(name).pipe(Flag.withMetavar("integer"), Flag.mapEffect((text) => parseInteger(`--${name}`, text)))
 
+/** A number of seconds given as text (its command checks it), shown in help as `seconds`. */
+export const secondsText = (name: string): Flag.Flag<string> => Flag.String(name).pipe(Flag.withMetavar("seconds"))
+
 /** An option with a fixed set of values whose parse errors name it. */
 export const choice = <const A extends string>(name: string, values: ReadonlyArray<A>): Flag.Flag<A> =>
   Flag.String(name).pipe(
@@ -243,11 +246,11 @@ export const networkOptions = {
     Flag.withDescription("Connections open at once; more are dropped"),
     Flag.withDefault(1024)
   ),
-  headerTimeout: Flag.String("header-timeout").pipe(
+  headerTimeout: secondsText("header-timeout").pipe(
     Flag.withDescription("Seconds a client has to send a request's headers"),
     Flag.withDefault("30")
   ),
-  bodyTimeout: Flag.String("body-timeout").pipe(
+  bodyTimeout: secondsText("body-timeout").pipe(
     Flag.withDescription("Seconds a client has to send a request's body after its headers"),
     Flag.withDefault("30")
   )

@@ -166,8 +166,9 @@ const flagRows = (flags: ReadonlyArray<HelpDoc.FlagDoc>, style: Style): Array<re
     const type = flag.type === "boolean" ? "" : ` ${flag.type}`
     const left = names.join(", ") + type
     const description = clean(Option.getOrElse(flag.description, () => ""))
-    // (effect/cli calls a repeatable option required: it may be given no times)
-    const required = flag.required && !description.includes("(repeatable)") ? " (required)" : ""
+    // (effect/cli calls a repeatable option required: it may be given no times; its description says
+    // so, "(repeatable)" or "(repeatable; ...)": --cors-origin's was shown as required)
+    const required = flag.required && !/\(repeatable\b/.test(description) ? " (required)" : ""
     return [style.green(names.join(", ")) + (type === "" ? "" : style.dim(type)), description + required, width(left)] as const
   })
 

@@ -6,9 +6,11 @@
  * the run reports the others as it meets them (a later row's server that drops is retried).
  */
 import { Effect, FileSystem, Option, Result, Stream } from "effect"
+import * as NodeCrypto from "node:crypto"
 import * as NodeHttp from "node:http"
 import * as NodeHttps from "node:https"
 import * as Redact from "../internal/redact.js"
+import * as OpenEnvProtocol from "../openenv/OpenEnvProtocol.js"
 import * as Row from "../Row.js"
 import { FileError, fileProblem, OptionError } from "./common.js"
 
@@ -55,39 +57,55 @@ export const rowNamesAnEnv = (row: Row.Row): Effect.Effect<void, OptionError> =>
 /** How long the first row's OpenEnv server has to answer an HTTP request. */
 const REACH_TIMEOUT_MS = 3_000
 
+/** What came back of one request: its status (101 for an upgrade to a WebSocket), or the problem's text. */
+type Answer = { readonly status: number } | { readonly problem: string }
+
 /**
- * Whether an HTTP server answers `GET /health` at `url`'s origin within the timeout (any status:
- * a 401 or a 404 is a server that is there); the problem's text if not. A TCP connection alone
- * was not enough: something that accepts connections and never speaks (a black-holing proxy, the
- * wrong service's port) passed, and the run then retried each row for minutes.
+ * One request to `url` (`GET`; with `upgrade`, a WebSocket opening handshake) within the timeout.
+ * Only whether and how a server answers is read: a self-signed certificate is accepted, and an
+ * upgraded connection is closed at once. `authorization`: the base_url's credentials, if any.
  */
-const answers = (url: URL, secure: boolean): Effect.Effect<string | undefined> =>
-  Effect.callback<string | undefined>((resume) => {
+const ask = (url: URL, upgrade: boolean, authorization?: string): Effect.Effect<Answer> =>
+  Effect.callback<Answer>((resume) => {
     let finished = false
-    const port = url.port === "" ? (secure ? 443 : 80) : Number(url.port)
+    const secure = url.protocol === "https:" || url.protocol === "wss:"
     const options = {
       host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-      port,
-      path: "/health",
+      port: url.port === "" ? (secure ? 443 : 80) : Number(url.port),
+      path: url.pathname,
       method: "GET",
-      // (only whether a server is there: no credentials are sent, and a self-signed certificate is one)
       rejectUnauthorized: false,
-      agent: false as const
+      agent: false as const,
+      headers: {
+        ...(authorization === undefined ? {} : { Authorization: authorization }),
+        ...(upgrade
+          ? {
+            Connection: "Upgrade",
+            Upgrade: "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": NodeCrypto.randomBytes(16).toString("base64")
+          }
+          : {})
+      }
     }
     const request = (secure ? NodeHttps : NodeHttp).request(options)
-    const done = (problem: string | undefined) => {
+    const done = (answer: Answer) => {
       if (finished) return
       finished = true
       clearTimeout(timer)
       request.destroy()
-      resume(Effect.succeed(problem))
+      resume(Effect.succeed(answer))
     }
-    const timer = setTimeout(() => done(`no answer in ${REACH_TIMEOUT_MS / 1000} s`), REACH_TIMEOUT_MS)
+    const timer = setTimeout(() => done({ problem: `no answer in ${REACH_TIMEOUT_MS / 1000} s` }), REACH_TIMEOUT_MS)
     request.once("response", (response) => {
       response.resume()
-      done(undefined)
+      done({ status: response.statusCode ?? 0 })
     })
-    request.once("error", (error: NodeJS.ErrnoException) => done(error.code ?? error.message))
+    request.once("upgrade", (_response, socket) => {
+      socket.destroy()
+      done({ status: 101 })
+    })
+    request.once("error", (error: NodeJS.ErrnoException) => done({ problem: error.code ?? error.message }))
     request.end()
     return Effect.sync(() => {
       finished = true
@@ -96,44 +114,112 @@ const answers = (url: URL, secure: boolean): Effect.Effect<string | undefined> =
     })
   })
 
+
+/**
+ * Whether an OpenEnv server answers at `ws` (its `/ws` URL, as the scheduler connects): `/ws` takes
+ * a WebSocket (the connection is closed at once; with the base_url's credentials, if any); the
+ * problem's text if not (a 401 or 403: the server wants a key). `GET /health` beside it is asked
+ * first, for the problem of a server that is not there. Any HTTP answer was taken as a server: a web server that is not
+ * OpenEnv's (a 404 for `/ws`, effect-gym's own rollout server on the same port 8000, a proxy that
+ * answers every address) passed, and the run then retried each row's connection (66 s for 2
+ * trajectories).
+ */
+const openEnvAnswers = (ws: URL, authorization: string | undefined): Effect.Effect<string | undefined> =>
+  Effect.gen(function*() {
+    const http = new URL(ws.href)
+    http.protocol = ws.protocol === "wss:" ? "https:" : "http:"
+    const health = new URL(http.href)
+    health.pathname = `${http.pathname.replace(/\/ws$/, "")}/health`
+    const first = yield* ask(health, false)
+    if ("problem" in first) return first.problem
+    const second = yield* ask(http, true, authorization)
+    if ("problem" in second) return second.problem
+    if (second.status === 101) return undefined
+    if (second.status === 401 || second.status === 403) {
+      return `HTTP ${second.status} for a WebSocket at ${http.pathname}: the server wants a key${
+        authorization === undefined ? "" : ", and refuses this base_url's"
+      }`
+    }
+    return `HTTP ${first.status} for ${health.pathname}, HTTP ${second.status} for a WebSocket at ${http.pathname}: ` +
+      "a web server, but not an OpenEnv one"
+  })
+
+/** A URL's percent-encoded part, decoded (as it is when it is not valid percent-encoding). */
+const decoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
 /**
  * The first row's OpenEnv server (its `env_config.base_url`; the row's env is OpenEnv's scheduler's) must
  * answer at start, or the run is refused naming the URL (without its credentials), in seconds: it retried each
  * row's connection for its retry budget and ended with one `ConnectFailed` per trajectory (258 s,
- * 256 of them, exit 1). A bad URL is left to the row's own check.
+ * 256 of them, exit 1). A base_url that is missing or not an OpenEnv URL is refused as well: each
+ * trajectory failed on it, one error line each (exit 1).
  */
 export const openEnvReachable = (row: Row.Row): Effect.Effect<void, OptionError> =>
   Effect.gen(function*() {
     const base = row.envConfig.base_url
-    if (typeof base !== "string") return
-    let url: URL
-    try {
-      url = new URL(base)
-    } catch {
-      return
+    const at = `${row.file}:${row.index + 1}: env_config.base_url`
+    const refuse = (detail: string) => new OptionError({ option: "--dataset", detail: `${at}${detail}` })
+    if (typeof base !== "string") {
+      return yield* refuse(
+        `${base === undefined ? " is missing" : `: ${JSON.stringify(base)} is not a string`}: the OpenEnv scheduler ` +
+          "needs its server's URL (e.g. http://127.0.0.1:8000)"
+      )
     }
-    const secure = url.protocol === "https:" || url.protocol === "wss:"
-    if (!secure && url.protocol !== "http:" && url.protocol !== "ws:") return
-    const problem = yield* answers(url, secure)
+    // (the scheduler's own reading of it: the row would fail there, one trajectory at a time)
+    const ws = OpenEnvProtocol.toWebSocketUrl(base)
+    if (ws === undefined) {
+      return yield* refuse(
+        ` ${JSON.stringify(Redact.url(base))}: not an http(s):// or ws(s):// URL with a host and no query ` +
+          "(e.g. http://127.0.0.1:8000)"
+      )
+    }
+    // (its user name and password, as a Python client sends them: Basic)
+    const parsed = new URL(base)
+    const authorization = parsed.username === "" && parsed.password === ""
+      ? undefined
+      : `Basic ${Buffer.from(`${decoded(parsed.username)}:${decoded(parsed.password)}`).toString("base64")}`
+    const problem = yield* openEnvAnswers(new URL(ws), authorization)
     if (problem === undefined) return
-    return yield* new OptionError({
-      option: "--dataset",
-      detail: `${row.file}:${row.index + 1}: env_config.base_url ${Redact.url(base)}: no OpenEnv server answers there (${problem}): ` +
+    return yield* refuse(
+      ` ${Redact.url(base)}: no OpenEnv server answers there (${problem}): ` +
         "start it (e.g. `effect-gym openenv serve --env NAME --port PORT`), or fix base_url"
-    })
+    )
   })
 
 /**
- * Both checks of a run's first row: the env it names (none with no `--env`: refused), and its OpenEnv
- * server (when its env is the scheduler's `openenv` and this process connects: not on a cluster).
+ * The checks of a run's first row: the env it names (none with no `--env`, or one that is not
+ * registered: refused), and its OpenEnv server (when its env is the scheduler's `openenv` and this
+ * process connects: not on a cluster). `unknownEnv` says why a name is not an env of this run
+ * (`undefined`: it is one); on a cluster the runners' plugins decide, and it is not given.
  */
 export const checkFirstRow = (
   row: Row.Row,
-  context: { readonly defaultEnv: string | undefined; readonly openEnvBrought: boolean; readonly connects: boolean }
+  context: {
+    readonly defaultEnv: string | undefined
+    readonly openEnvBrought: boolean
+    readonly connects: boolean
+    readonly unknownEnv?: ((name: string) => string | undefined) | undefined
+  }
 ): Effect.Effect<void, OptionError> =>
   Effect.gen(function*() {
     if (context.defaultEnv === undefined) yield* rowNamesAnEnv(row)
-    const env = typeof row.envConfig.name === "string" ? row.envConfig.name : context.defaultEnv
+    // (a mistyped name, or a plugin's env without --plugin: one bad row per line and exit 1, as
+    // forgetting --env was)
+    const named = typeof row.envConfig.name === "string" ? row.envConfig.name : undefined
+    const unknown = named === undefined ? undefined : context.unknownEnv?.(named)
+    if (unknown !== undefined) {
+      return yield* new OptionError({
+        option: "--dataset",
+        detail: `${row.file}:${row.index + 1}: env_config.name: ${unknown} (a plugin's env needs its --plugin FILE)`
+      })
+    }
+    const env = named ?? context.defaultEnv
     if (env === "openenv" && context.openEnvBrought && context.connects) yield* openEnvReachable(row)
   })
 

@@ -14,6 +14,7 @@
  * @since 0.1.0
  */
 import { isRecord } from "../internal/inspect.js"
+import { replyChars } from "../internal/replyChars.js"
 import type { EndReason, Problem, Summary } from "./Model.js"
 
 const parseOrUndefined = (text: string): unknown => {
@@ -32,6 +33,7 @@ const HAS_IDS = /"(?:response_token_ids|token_ids)":\[/
 
 const ROLE_ASSISTANT = "\"role\":\"assistant\""
 const THEN_CONTENT = ",\"content\":\""
+const THEN_TOOL_CALLS = ",\"tool_calls\":"
 
 /** Where the string {@link stringLength} last read ends (its closing quote): no pair allocated per message. */
 let stringEnd = 0
@@ -76,6 +78,8 @@ export const assistantChars = (s: string, from: number, to: number): number | un
     if (s.charCodeAt(i - 1) !== 123 || !s.startsWith(THEN_CONTENT, content)) return undefined
     chars += stringLength(s, content + THEN_CONTENT.length)
     i = stringEnd
+    // (its tool calls are counted too: read from the parsed messages)
+    if (s.startsWith(THEN_TOOL_CALLS, i + 1)) return undefined
   }
   return chars
 }
@@ -166,12 +170,10 @@ export const skim = (s: string): Record<string, unknown> | undefined => {
 
 const num = (u: unknown): number => (typeof u === "number" && Number.isFinite(u) ? u : 0)
 
-/** The characters of the assistant messages' text in a parsed conversation. */
+/** The characters the model wrote in a parsed conversation (its text and tool calls: {@link replyChars}). */
 const charsOf = (messages: ReadonlyArray<unknown>): number => {
   let chars = 0
-  for (const m of messages) {
-    if (isRecord(m) && m.role === "assistant" && typeof m.content === "string") chars += m.content.length
-  }
+  for (const m of messages) chars += replyChars(m)
   return chars
 }
 

@@ -82,7 +82,8 @@ describe("a log line's summary", () => {
       rewards: { format: 0.5, gym_reward: 1 },
       truncated: "length",
       completionTokens: 5,
-      completionChars: "a\n\"é✓\u0001".length
+      // (the model's text and its tool call's name and arguments, as the run's summary counts them)
+      completionChars: "a\n\"é✓\u0001".length + "f".length + "{\"role\":\"assistant\"}".length
     })
     // a log written before wait_ms, a turn without ids, a failed trajectory (not solved, no columns)
     const old = summary(JSON.stringify(line({ response_token_ids: [[1], null], end_reason: "max_turns" })))

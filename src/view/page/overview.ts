@@ -34,7 +34,7 @@ export const overview = async (ctx: Context, el: HTMLElement) => {
     "section",
     { class: "stats" },
     stat("stat-trajectories", "trajectories", num(o.trajectories), `${num(o.groups)} groups`),
-    stat("stat-success", "success rate", pct(o.successRate), `${num(o.successes)} done with a positive env reward`),
+    stat("stat-success", "positive reward", pct(o.successRate), `${num(o.successes)} done with a positive env reward`),
     o.solved === null
       ? null
       : stat("stat-solved", "solved", pct(o.solvedRate), `${num(o.solved)} of ${num(o.trajectories)}: the env's is_success`),
