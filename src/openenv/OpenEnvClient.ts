@@ -18,6 +18,7 @@
 import { Clock, Deferred, Duration, Effect, Exit, Layer, Result, type Schedule, Schema, Scope } from "effect"
 import * as Socket from "effect/socket/Socket"
 import * as Json from "../internal/Json.js"
+import * as Redact from "../internal/redact.js"
 import * as Issue from "../internal/issue.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { OpenEnvError } from "./OpenEnvProtocol.js"
@@ -199,10 +200,16 @@ export const connect = (
     if (url === undefined) {
       return yield* new OpenEnvError({
         reason: "InvalidUrl",
-        url: baseUrl,
+        url: Redact.url(baseUrl),
         detail: "expected http(s)://host:port or ws(s)://host:port"
       })
     }
+    // Credentials in the base URL (`http://user:KEY@host`) go as Basic auth, as Python's clients send
+    // them (`openenv serve --api-key-env` takes the key as the password); the WebSocket URL has none.
+    const { basic } = Redact.split(baseUrl)
+    const authorization = basic === undefined
+      ? undefined
+      : { headers: { authorization: `Basic ${Buffer.from(`${basic[0]}:${basic[1]}`).toString("base64")}` } }
     const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? Duration.seconds(10))
     const replyTimeout = Duration.fromInputUnsafe(options.replyTimeout ?? Duration.seconds(60))
     const replyMillis = Math.max(0, Duration.toMillis(replyTimeout))
@@ -214,7 +221,7 @@ export const connect = (
 
     let ws: Socket.WebSocketLike
     try {
-      ws = construct(url)
+      ws = authorization === undefined ? construct(url) : construct(url, authorization)
     } catch (error) {
       return yield* fail("ConnectFailed", "cannot connect", error)
     }

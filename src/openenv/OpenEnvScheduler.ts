@@ -59,6 +59,7 @@ import * as Message from "../Message.js"
 import * as Scheduler from "../Scheduler.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
 import * as OpenEnvPool from "./OpenEnvPool.js"
+import * as Redact from "../internal/redact.js"
 import * as OpenEnvProtocol from "./OpenEnvProtocol.js"
 import { isWhole } from "../internal/whole.js"
 
@@ -282,7 +283,7 @@ const connect = (
     const url = OpenEnvProtocol.toWebSocketUrl(envConfig.base_url)
     if (url === undefined) {
       return yield* createError(
-        `env_config.base_url: ${JSON.stringify(envConfig.base_url)} is not an http(s):// or ws(s):// URL`
+        `env_config.base_url: ${JSON.stringify(Redact.url(envConfig.base_url))} is not an http(s):// or ws(s):// URL`
       )
     }
     // The permit is held until the trajectory's scope closes, after the session's own finalizer has

@@ -3,7 +3,7 @@
  * over real sockets on loopback. Every test ends with no session open at the server.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Result, Schedule, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Redacted, Result, Schedule, Scope } from "effect"
 import * as net from "node:net"
 import * as Sudoku from "../../src/envs/Sudoku.js"
 import { FrozenLake } from "../../src/envs/FrozenLake.js"
@@ -49,6 +49,22 @@ describe("OpenEnv client", () => {
       }))
       // closing waits for the server's close: the slot is already free when close returns
       expect(server.sessions.active).toBe(0)
+    }).pipe(provideSockets))
+
+  it.live("a key in the base URL (http://user:KEY@host) goes as Basic auth to a server that wants one; a bad URL's key is not printed", () =>
+    Effect.gen(function*() {
+      const server = yield* serve({ env: FrozenLake, maxConcurrentEnvs: 2, apiKey: Redacted.make("s3cret-key") })
+      const withKey = server.url.replace("http://", "http://trainer:s3cret-key@")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* OpenEnvClient.connect(withKey)
+        expect((yield* session.reset({ seed: 1 })).done).toBe(false)
+        expect(session.url).not.toContain("s3cret")
+      }))
+      const refused = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect(server.url.replace("http://", "http://trainer:wrong@"))))
+      expect(refused.reason).toBe("ConnectFailed")
+      const bad = yield* Effect.flip(Effect.scoped(OpenEnvClient.connect("ftp://user:S3CRET@host:1")))
+      expect(bad.reason).toBe("InvalidUrl")
+      expect(bad.message).not.toContain("S3CRET")
     }).pipe(provideSockets))
 
   it.live("validation and execution errors are typed and keep the session usable", () =>
