@@ -45,18 +45,3 @@ export const schemaProblem = (schema: unknown, path: string): string | undefined
   }
   return undefined
 }
-
-/**
- * Whether a JSON value nests objects or arrays deeper than `max` levels, found without recursion (a
- * value deeper than the stack is what this guards against).
- */
-export const nestedDeeperThan = (value: unknown, max: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [next, depth] = stack.pop()!
-    if (typeof next !== "object" || next === null) continue
-    if (depth > max) return true
-    for (const child of Object.values(next)) stack.push([child, depth + 1])
-  }
-  return false
-}

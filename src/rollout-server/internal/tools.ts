@@ -19,8 +19,8 @@ import type { Service } from "../../Inference.js"
 import { InferenceError } from "../../Inference.js"
 import * as PyJson from "../../inference/internal/pyJson.js"
 import { AGENT_TEMPLATE, pythonJson } from "../../inference/ToolParsers.js"
-import { isRecord } from "../../internal/inspect.js"
-import { nestedDeeperThan, schemaProblem } from "../../internal/jsonSchema.js"
+import { isRecord, nestsDeeper } from "../../internal/inspect.js"
+import { schemaProblem } from "../../internal/jsonSchema.js"
 import { stringify } from "../../internal/lift.js"
 import type { Message, ToolCall } from "../../Message.js"
 import type * as Tool from "../../Tool.js"
@@ -28,7 +28,7 @@ import { ApiError } from "./http.js"
 
 /** A value as the error shows it: JSON, cut short (a tool may be megabytes). */
 const shown = (value: unknown): string => {
-  if (nestedDeeperThan(value, 16)) return "a value nested deeper than 16 levels"
+  if (nestsDeeper(value, 16)) return "a value nested deeper than 16 levels"
   const text = String(stringify(value))
   return text.length > 80 ? `${text.slice(0, 77)}...` : text
 }
@@ -88,7 +88,7 @@ export const decodeTools = (
         `expected a JSON Schema object of the arguments ({"type": "object", "properties": {...}}), got ${shown(parameters)}`
       )
     }
-    if (nestedDeeperThan(parameters, MAX_DEPTH)) {
+    if (nestsDeeper(parameters, MAX_DEPTH)) {
       return invalid(`${fnAt}.parameters`, `nested deeper than ${MAX_DEPTH} levels: not a tool's arguments schema`)
     }
     const problem = schemaProblem(parameters, "parameters")
@@ -169,7 +169,7 @@ const jsonOf = (text: string): { readonly value: unknown } | undefined => {
   } catch {
     return undefined
   }
-  return nestedDeeperThan(value, MAX_DEPTH) ? undefined : { value }
+  return nestsDeeper(value, MAX_DEPTH) ? undefined : { value }
 }
 
 /** A call's arguments as a value, or the text itself when it is not JSON (or too deep to write back). */
