@@ -269,12 +269,12 @@ export const helpPage = (
     if (data === undefined) return undefined
     const pages = JSON.parse(data.toString("utf8")) as HelpPages
     if (pages.format !== 1 || typeof pages.pages !== "object" || pages.pages === null) return undefined
-    if (pages.bundle !== sha256(fs.readFileSync(bundle))) return undefined
     const color = process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
-    const page = Object.hasOwn(pages.pages, helpKey(color, args)) ? pages.pages[helpKey(color, args)] : undefined
-    return typeof page?.stdout === "string" && typeof page.stderr === "string" && typeof page.code === "number"
-      ? page
-      : undefined
+    const key = helpKey(color, args)
+    const page = Object.hasOwn(pages.pages, key) ? pages.pages[key] : undefined
+    if (typeof page?.stdout !== "string" || typeof page.stderr !== "string" || typeof page.code !== "number") return undefined
+    // (hashed only for a page there is: the command line, when it runs, reads and hashes the bundle itself)
+    return pages.bundle === sha256(fs.readFileSync(bundle)) ? page : undefined
   } catch {
     return undefined
   }
