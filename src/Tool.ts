@@ -198,6 +198,15 @@ export interface Handled {
 }
 
 /**
+ * The longest tool-call arguments text taken by default, in characters: `Tool.toolkit`'s, and the
+ * OpenEnv scheduler's for the calls it sends to an MCP server.
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const MAX_ARGUMENTS_LENGTH = 65_536
+
+/**
  * @since 0.3.0
  * @category models
  */
@@ -251,7 +260,7 @@ export const toolkit: {
   const byName = new Map<string, Tool<R>>()
   for (const tool of tools) if (!byName.has(tool.spec.name)) byName.set(tool.spec.name, tool)
   const timeout = Duration.fromInputUnsafe(options.timeout ?? "30 seconds")
-  const maxLength = options.maxArgumentsLength ?? 65_536
+  const maxLength = options.maxArgumentsLength ?? MAX_ARGUMENTS_LENGTH
   const maxResult = options.maxResultLength ?? 1_048_576
   const failWith = options.onBadCall === "fail"
   const names = [...byName.keys()].join(", ")

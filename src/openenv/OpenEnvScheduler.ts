@@ -304,7 +304,7 @@ const connect = (
       offered: names,
       via: envConfig.mcp_via,
       timeout: pool.toolTimeout,
-      maxArgumentsLength: options.maxArgumentsLength ?? 65_536
+      maxArgumentsLength: options.maxArgumentsLength ?? Tool.MAX_ARGUMENTS_LENGTH
     })
 
     /** The session's MCP tools as the episode's tools (`tools/list` on the session). */
