@@ -17,6 +17,7 @@ import { isRecord } from "./internal/inspect.js"
 import * as Issue from "./internal/issue.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import type { MaybeEffect } from "./internal/lift.js"
+import { readArguments } from "./internal/toolArguments.js"
 import * as Message from "./Message.js"
 
 /**
@@ -274,19 +275,9 @@ export const toolkit: {
     if (tool === undefined) {
       return bad("UnknownTool", `no tool ${JSON.stringify(name)}; the tools are ${names === "" ? "none" : names}`)
     }
-    const text = toolCall.function.arguments
-    if (text.length > maxLength) return bad("TooLarge", `the arguments are ${text.length} characters; the limit is ${maxLength}`)
-    let args: unknown
-    try {
-      // An empty arguments text is no arguments (some parsers write "" for a call without them).
-      args = text.trim() === "" ? {} : JSON.parse(text)
-    } catch (cause) {
-      return bad("MalformedArguments", `the arguments are not JSON: ${describe(cause)}`)
-    }
-    if (typeof args !== "object" || args === null || Array.isArray(args)) {
-      return bad("MalformedArguments", `the arguments must be a JSON object, got ${describe(args).slice(0, 100)}`)
-    }
-    return tool.run(args, id).pipe(
+    const read = readArguments(toolCall.function.arguments, maxLength)
+    if (!("args" in read)) return bad(read.reason, read.detail)
+    return tool.run(read.args, id).pipe(
       Effect.timeoutOrElse({
         duration: timeout,
         orElse: () => bad("Timeout", `no answer within ${Duration.format(timeout)}`)

@@ -9,6 +9,7 @@
 import { Duration, Effect, Result } from "effect"
 import { isRecord, MAX_JSON_DEPTH, nestsDeeper } from "../../internal/inspect.js"
 import * as Json from "../../internal/Json.js"
+import { readArguments } from "../../internal/toolArguments.js"
 import { describe } from "../../internal/lift.js"
 import type * as Message from "../../Message.js"
 import * as Tool from "../../Tool.js"
@@ -143,18 +144,10 @@ export const call = (
       const names = [...options.offered].join(", ")
       return bad("UnknownTool", `no tool ${JSON.stringify(name)}; the tools are ${names === "" ? "none" : names}`)
     }
-    const text = toolCall.function.arguments
-    if (text.length > options.maxArgumentsLength) {
-      return bad("TooLarge", `the arguments are ${text.length} characters; the limit is ${options.maxArgumentsLength}`)
-    }
-    let args: unknown
-    try {
-      // an empty arguments text is no arguments (as Tool.toolkit reads it); long integers stay exact
-      args = text.trim() === "" ? {} : Json.parse(text)
-    } catch (cause) {
-      return bad("MalformedArguments", `the arguments are not JSON: ${describe(cause)}`)
-    }
-    if (!isRecord(args)) return bad("MalformedArguments", `the arguments must be a JSON object, got ${describe(args).slice(0, 100)}`)
+    // (as Tool.toolkit reads them; long integers stay exact)
+    const read = readArguments(toolCall.function.arguments, options.maxArgumentsLength, Json.parse)
+    if (!("args" in read)) return bad(read.reason, read.detail)
+    const args = read.args
     if (nestsDeeper(args)) return bad("MalformedArguments", `the arguments nest deeper than ${MAX_JSON_DEPTH} levels`)
     /** A tools/call result (JSON-RPC's, or a call_tool step's `observation.result`) as the answer. */
     const answer = (result: unknown, step: OpenEnvProtocol.ObservationData | undefined): Effect.Effect<Answer, Tool.ToolError> => {
