@@ -2,11 +2,13 @@ import { type Duration, Effect, Exit, Layer, Result } from "effect"
 import * as Builtins from "../src/Builtins.js"
 import * as Env from "../src/Env.js"
 import * as Inference from "../src/Inference.js"
+import type * as Message from "../src/Message.js"
 import * as Registry from "../src/Registry.js"
 import * as Reward from "../src/Reward.js"
 import * as Rollout from "../src/Rollout.js"
 import * as Row from "../src/Row.js"
 import * as Scheduler from "../src/Scheduler.js"
+import type * as Tool from "../src/Tool.js"
 import { frozenLakeSolver, random } from "../src/inference/Scripted.js"
 
 /** Counts env lifecycles: every `created` must be matched by exactly one `closed`. */
@@ -221,3 +223,30 @@ export const oneTurnRecord = (
     }
   } as unknown as Rollout.TrajectoryRecord
 }
+
+/**
+ * An env that offers `tools()` (a fresh toolkit per env) at reset, answers a reply's tool calls with
+ * the toolkit's tool messages (reward 0, the bad calls' reasons in `info.errors`) and ends with
+ * reward 1 at the first reply without calls.
+ */
+export const toolkitEnv = (name: string, tools: () => Tool.Toolkit): Env.Definition =>
+  Env.make({
+    name,
+    create: () => {
+      const kit = tools()
+      return {
+        reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
+        step: (messages: ReadonlyArray<Message.Message>) => {
+          const reply = messages.at(-1)!
+          if (reply.tool_calls === undefined) return { observation: "", reward: 1, done: true, info: {} }
+          return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
+            observation: "",
+            reward: 0,
+            done: false,
+            info: { errors: handled.errors.map((e) => e.reason) },
+            toolMessages: handled.messages
+          }))
+        }
+      }
+    }
+  })

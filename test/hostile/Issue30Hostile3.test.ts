@@ -14,7 +14,7 @@ import * as ToolParsers from "../../src/inference/ToolParsers.js"
 import type * as Message from "../../src/Message.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as Tool from "../../src/Tool.js"
-import { records } from "../helpers.js"
+import { records, toolkitEnv } from "../helpers.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 import { serve } from "../openenv/helpers.js"
 
@@ -56,26 +56,7 @@ const echo = Tool.make({
   run: ({ text }) => Effect.succeed(`${text.length}:${text}`)
 })
 
-const echoEnv = Env.make({
-  name: "echo_env",
-  create: () => {
-    const kit = Tool.toolkit([echo])
-    return {
-      reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
-      step: (messages: ReadonlyArray<Message.Message>) => {
-        const reply = messages.at(-1)!
-        if (reply.tool_calls === undefined) return { observation: "", reward: 1, done: true, info: {} }
-        return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
-          observation: "",
-          reward: 0,
-          done: false,
-          info: { errors: handled.errors.map((e) => e.reason) },
-          toolMessages: handled.messages
-        }))
-      }
-    }
-  }
-})
+const echoEnv = toolkitEnv("echo_env", () => Tool.toolkit([echo]))
 
 /** One trajectory against the fake server, whose first reply carries `calls` as its `tool_calls`. */
 const serverRun = (calls: ReadonlyArray<Record<string, unknown>>) =>

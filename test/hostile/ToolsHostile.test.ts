@@ -8,13 +8,12 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
-import * as Env from "../../src/Env.js"
 import * as Inference from "../../src/Inference.js"
 import * as OpenAiCompat from "../../src/inference/OpenAiCompat.js"
 import type * as Message from "../../src/Message.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as Tool from "../../src/Tool.js"
-import { records } from "../helpers.js"
+import { records, toolkitEnv } from "../helpers.js"
 import * as FakeOpenAi from "../inference/FakeOpenAi.js"
 
 const echo = Tool.make({
@@ -30,26 +29,7 @@ const sleepy = Tool.make({
   run: () => Effect.never
 })
 
-const toolEnv = Env.make({
-  name: "tool_env",
-  create: () => {
-    const kit = Tool.toolkit([echo, sleepy], { timeout: "50 millis" })
-    return {
-      reset: () => ({ observation: "go", info: {}, tools: kit.specs }),
-      step: (messages: ReadonlyArray<Message.Message>) => {
-        const reply = messages.at(-1)!
-        if (reply.tool_calls === undefined) return { observation: "", reward: 1, done: true, info: {} }
-        return Effect.map(kit.handle(reply), (handled): Env.StepResult => ({
-          observation: "",
-          reward: 0,
-          done: false,
-          info: { errors: handled.errors.map((e) => e.reason) },
-          toolMessages: handled.messages
-        }))
-      }
-    }
-  }
-})
+const toolEnv = toolkitEnv("tool_env", () => Tool.toolkit([echo, sleepy], { timeout: "50 millis" }))
 
 const call = (id: string, name: string, args: string): Message.ToolCall => ({ id, type: "function", function: { name, arguments: args } })
 
