@@ -43,6 +43,18 @@ const maxInFlight = (marks: string) => {
   return most
 }
 
+
+/** `openenv serve` of the probe env in a new folder, its tools' marks logged to `marks` (the calls in flight). */
+const probeServer = (maxSessions: number) =>
+  Effect.gen(function*() {
+    const dir = tmp("effect-gym-mcp-")
+    const marks = path.join(dir, "marks.txt")
+    const server = yield* launchScoped(
+      ["openenv", "serve", "--env", "mcp_probe", "--plugin", plugin, "--port", "0", "--max-sessions", `${maxSessions}`],
+      { EFFECT_GYM_ENV_LOG: marks }
+    )
+    return { dir, marks, server }
+  })
 describe("effect-gym run --scheduler openenv with env_config.mcp_tools against effect-gym openenv serve", () => {
   it.live("the calculator over MCP: lookups written as <tool_call> text are tools/call on the session; every trajectory earns 1", () =>
     Effect.gen(function*() {
@@ -69,12 +81,7 @@ describe("effect-gym run --scheduler openenv with env_config.mcp_tools against e
 
   it.live("the shared limit: 24 trajectories, --max-concurrent-envs 3, the server's tools never run more than 3 calls at once", () =>
     Effect.gen(function*() {
-      const dir = tmp("effect-gym-mcp-")
-      const marks = path.join(dir, "marks.txt")
-      const server = yield* launchScoped(
-        ["openenv", "serve", "--env", "mcp_probe", "--plugin", plugin, "--port", "0", "--max-sessions", "8"],
-        { EFFECT_GYM_ENV_LOG: marks }
-      )
+      const { dir, marks, server } = yield* probeServer(8)
       const out = yield* run(dir, dataset(dir, server.url, 8), "slow", ["--num-generations", "3", "--max-concurrent-envs", "3"])
       expect(out.code).toBe(0)
       const lines = readLines(path.join(dir, "out.jsonl"))
@@ -88,12 +95,7 @@ describe("effect-gym run --scheduler openenv with env_config.mcp_tools against e
 
   it.live("a hostile script: unknown tool, malformed JSON, not an object, 70,000 characters: Error tool messages, the good call still runs", () =>
     Effect.gen(function*() {
-      const dir = tmp("effect-gym-mcp-")
-      const marks = path.join(dir, "marks.txt")
-      const server = yield* launchScoped(
-        ["openenv", "serve", "--env", "mcp_probe", "--plugin", plugin, "--port", "0", "--max-sessions", "2"],
-        { EFFECT_GYM_ENV_LOG: marks }
-      )
+      const { dir, marks, server } = yield* probeServer(2)
       const out = yield* run(dir, dataset(dir, server.url, 1), "hostile", ["--num-generations", "1"])
       expect(out.code).toBe(0)
       expect(out.stdout).toContain("tool calls     5 (4 answered with an error")
@@ -112,12 +114,7 @@ describe("effect-gym run --scheduler openenv with env_config.mcp_tools against e
 
   it.live("the server killed mid-call: the trajectory ends with a typed error naming the call, the run exits", () =>
     Effect.gen(function*() {
-      const dir = tmp("effect-gym-mcp-")
-      const marks = path.join(dir, "marks.txt")
-      const server = yield* launchScoped(
-        ["openenv", "serve", "--env", "mcp_probe", "--plugin", plugin, "--port", "0", "--max-sessions", "2"],
-        { EFFECT_GYM_ENV_LOG: marks }
-      )
+      const { dir, marks, server } = yield* probeServer(2)
       // the server dies while the hang call waits (the probe's hang never answers; tool_timeout_s is 30)
       const killer = setInterval(() => {
         if (fs.existsSync(marks) && fs.readFileSync(marks, "utf8") === "h") server.child.kill("SIGKILL")
