@@ -142,176 +142,108 @@ export const errorToJson = (error: { readonly _tag: string; readonly message: st
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
 
 /**
- * The fields of a trajectory's log line, in the line's order: the one description of the line,
- * which both {@link toLine} (the line as an object) and {@link encodeLine} (its text) write.
+ * The log line of one trajectory, as an object: the one description of the line, which
+ * {@link encodeLine} writes. Built as one object literal (the fields every line has, in the line's
+ * order), the optional fields then added in their order, `timings` last: every line of a run has
+ * the same few shapes, which `JSON.stringify` writes on its fast path.
+ *
+ * @since 0.1.0
+ * @category encoding
  */
-const lineFields = (record: TrajectoryRecord): Array<readonly [string, unknown]> => {
+export const toLine = (record: TrajectoryRecord): CompletionLine => {
   const result = record.result
   // A failed trajectory has no reward: every reward field is `null`, so that a trainer that reads
   // one without looking at `error` gets no number to learn from (a partial sum, or 0, was written).
   const failed = record.error !== undefined
-  const fields: Array<readonly [string, unknown]> = [
-    ["row", result.row],
-    ["generation", result.generation],
-    ["id", result.id],
-    ["env", result.env ?? null],
-    ["env_config", record.row.envConfig],
-    ["messages", result.messages],
-    ["rewards", failed ? null : record.rewards ?? null],
-    ["reward", failed ? null : record.reward ?? null],
-    ["advantage", failed ? null : record.advantage ?? null],
-    ["rollout_infos", {
+  const turns = result.turns
+  const finishReasons = new Array<unknown>(turns.length)
+  for (let i = 0; i < turns.length; i++) finishReasons[i] = turns[i].finishReason
+  const line: Record<string, unknown> = {
+    row: result.row,
+    generation: result.generation,
+    id: result.id,
+    env: result.env ?? null,
+    env_config: record.row.envConfig,
+    messages: result.messages,
+    rewards: failed ? null : record.rewards ?? null,
+    reward: failed ? null : record.reward ?? null,
+    advantage: failed ? null : record.advantage ?? null,
+    rollout_infos: {
       ...result.rolloutInfos,
       total_reward: failed ? null : result.totalReward,
       step_rewards: failed ? null : result.stepRewards,
       num_turns: result.numTurns,
       reset_info: result.resetInfo ?? null,
       step_infos: result.stepInfos
-    }],
-    ["end_reason", result.endReason],
-    ["error", record.error === undefined ? null : errorToJson(record.error)],
-    ["finish_reasons", result.turns.map((t) => t.finishReason)]
-  ]
+    },
+    end_reason: result.endReason,
+    error: record.error === undefined ? null : errorToJson(record.error),
+    finish_reasons: finishReasons
+  }
   if (record.attempts !== undefined && record.attempts > 1) {
-    fields.push(["attempts", record.attempts], ["attempt_errors", (record.attemptErrors ?? []).map(errorToJson)])
+    line.attempts = record.attempts
+    line.attempt_errors = (record.attemptErrors ?? []).map(errorToJson)
   }
   // Token fields keep one entry per turn, so turn i is always entry i; a turn whose backend gave no
   // ids (or no logprobs) is `null` there, never a made-up list. A field no turn has is left out.
-  const turns = result.turns
   if (turns.some((t) => t.tokenIds !== undefined)) {
-    fields.push(
-      ["response_token_ids", turns.map((t) => t.tokenIds ?? null)],
-      ["response_loss_mask", turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))]
-    )
+    line.response_token_ids = turns.map((t) => t.tokenIds ?? null)
+    line.response_loss_mask = turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))
   }
-  if (turns.some((t) => t.logprobs !== undefined)) fields.push(["rollout_logprobs", turns.map((t) => t.logprobs ?? null)])
-  if (turns.some((t) => t.policyVersion !== undefined)) {
-    fields.push(["policy_versions", turns.map((t) => t.policyVersion ?? null)])
-  }
+  if (turns.some((t) => t.logprobs !== undefined)) line.rollout_logprobs = turns.map((t) => t.logprobs ?? null)
+  if (turns.some((t) => t.policyVersion !== undefined)) line.policy_versions = turns.map((t) => t.policyVersion ?? null)
   if (turns.some((t) => t.malformedToolCall !== undefined)) {
-    fields.push(["malformed_tool_call", turns.map((t) => t.malformedToolCall ?? null)])
+    line.malformed_tool_call = turns.map((t) => t.malformedToolCall ?? null)
   }
   const tokens = result.tokens
   if (tokens !== undefined) {
     if (tokens._tag === "Sequence") {
-      fields.push(
-        ["prompt_token_ids", tokens.sequence.promptTokenIds],
-        ["token_ids", tokens.sequence.tokenIds],
-        ["loss_mask", tokens.sequence.lossMask],
-        ["logprobs", tokens.sequence.logprobs]
-      )
+      line.prompt_token_ids = tokens.sequence.promptTokenIds
+      line.token_ids = tokens.sequence.tokenIds
+      line.loss_mask = tokens.sequence.lossMask
+      line.logprobs = tokens.sequence.logprobs
     } else {
-      fields.push(["token_ids", null], ["token_ids_unavailable", tokens.reason])
+      line.token_ids = null
+      line.token_ids_unavailable = tokens.reason
     }
   }
-  if (record.runner !== undefined) fields.push(["runner", record.runner])
-  const resetWaitMs = round(result.timings.resetWaitMs ?? 0)
-  fields.push(["timings", {
-    total_ms: round(result.timings.totalMs),
-    reset_ms: round(result.timings.resetMs),
-    // (written only when there was waiting: the lines of runs without any stay as they were)
-    ...(resetWaitMs > 0 ? { reset_wait_ms: resetWaitMs } : {}),
-    turns: result.timings.turns.map((t) => {
-      const waitMs = round(t.waitMs ?? 0)
-      return waitMs > 0
-        ? { model_ms: round(t.modelMs), env_ms: round(t.envMs), wait_ms: waitMs }
-        : { model_ms: round(t.modelMs), env_ms: round(t.envMs) }
-    })
-  }])
-  return fields
-}
-
-/**
- * The log line of one trajectory, as an object (the fields of {@link encodeLine}'s text, in its order).
- *
- * @since 0.1.0
- * @category encoding
- */
-export const toLine = (record: TrajectoryRecord): CompletionLine => {
-  const line: Record<string, unknown> = {}
-  for (const [key, value] of lineFields(record)) line[key] = value
+  if (record.runner !== undefined) line.runner = record.runner
+  const timings = result.timings
+  const turnTimings = new Array<unknown>(timings.turns.length)
+  for (let i = 0; i < turnTimings.length; i++) {
+    const t = timings.turns[i]
+    const waitMs = round(t.waitMs ?? 0)
+    turnTimings[i] = waitMs > 0
+      ? { model_ms: round(t.modelMs), env_ms: round(t.envMs), wait_ms: waitMs }
+      : { model_ms: round(t.modelMs), env_ms: round(t.envMs) }
+  }
+  const resetWaitMs = round(timings.resetWaitMs ?? 0)
+  // (reset_wait_ms written only when there was waiting: the lines of runs without any stay as they were)
+  line.timings = resetWaitMs > 0
+    ? { total_ms: round(timings.totalMs), reset_ms: round(timings.resetMs), reset_wait_ms: resetWaitMs, turns: turnTimings }
+    : { total_ms: round(timings.totalMs), reset_ms: round(timings.resetMs), turns: turnTimings }
   return line as CompletionLine
 }
 
 /**
- * The JSON text of one log line (integers beyond 2^53 stay exact): each field of the line written in
- * turn, as `JSON.stringify` writes it as a property of the line, without building the line object
- * (measured with bench/workloads/log_encoding.ts). Throws on a value JSON cannot hold; records from
- * `Rollout.stream` were checked with {@link check} already.
+ * The JSON text of one log line (integers beyond 2^53 stay exact): {@link toLine}'s object in one
+ * `JSON.stringify`. Writing each field in turn and joining the texts (what it did before) took 8.0
+ * against 6.4 us a FrozenLake line, the UTF-8 copy included: the joined text had to be flattened
+ * before its copy, and V8's own writer is faster than the loop (bench/workloads/log_encoding.ts).
+ * Throws on a value JSON cannot hold; records from `Rollout.stream` were checked with {@link check}
+ * already.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const encodeLine = (record: TrajectoryRecord): string => {
-  const fields = lineFields(record)
-  let text = "{"
-  for (let i = 0; i < fields.length; i++) {
-    const [key, value] = fields[i]
-    const written = fieldText(key, value)
-    // (a field JSON has no text for, `undefined` or a function, is left out, as JSON.stringify leaves it)
-    if (written === undefined) continue
-    text += `${text.length === 1 ? "" : ","}"${key}":${written}`
-  }
-  return `${text}}`
-}
+export const encodeLine = (record: TrajectoryRecord): string => Json.stringify(toLine(record)) as string
 
-/**
- * The text of a conversation of plain messages (objects with exactly `role` then `content`, both
- * strings, as the engine builds them), as `JSON.stringify` writes it, with the text of long contents
- * kept: the same system prompt, and the same first observation of a row's generations, are written
- * by every line (JSON.stringify of the messages was a fifth of a FrozenLake run's CPU, 10,000 x 8).
- * `undefined` for anything else (the general path writes it).
- */
-const messagesText = (messages: unknown): string | undefined => {
-  if (!Array.isArray(messages) || hasToJSON(messages)) return undefined
-  let text = "["
-  for (let i = 0; i < messages.length; i++) {
-    const m = messages[i] as { readonly role?: unknown; readonly content?: unknown } | null
-    if (typeof m !== "object" || m === null || Object.getPrototypeOf(m) !== Object.prototype || hasToJSON(m)) return undefined
-    const role = m.role
-    const content = m.content
-    if (typeof role !== "string" || typeof content !== "string") return undefined
-    const keys = Object.keys(m)
-    if (keys.length !== 2 || keys[0] !== "role" || keys[1] !== "content") return undefined
-    text += `${i === 0 ? "" : ","}{"role":${JSON.stringify(role)},"content":${contentText(content)}}`
-  }
-  return `${text}]`
-}
-
-/** Contents at least this long have their JSON text kept (shorter ones are written each time). */
-const KEPT_LENGTH = 256
-/** The JSON text of long contents, most recent first; at most `KEPT_TEXTS` of them. */
-const keptTexts = new Map<string, string>()
-const KEPT_TEXTS = 4096
-
-const contentText = (content: string): string => {
-  if (content.length < KEPT_LENGTH) return JSON.stringify(content)
-  const kept = keptTexts.get(content)
-  if (kept !== undefined) return kept
-  const text = JSON.stringify(content)
-  if (keptTexts.size >= KEPT_TEXTS) keptTexts.clear()
-  keptTexts.set(content, text)
-  return text
-}
-
-/**
- * A field's value as `JSON.stringify` writes it as a property named `key`: a `toJSON` of the value
- * itself is called with the key (so through a one-field object); without one, the value alone.
- */
+/** A field's value as `JSON.stringify` writes it as a property named `key` (a `toJSON` is called with the key). */
 const fieldText = (key: string, value: unknown): string | undefined => {
-  if (key === "messages") {
-    const written = messagesText(value)
-    if (written !== undefined) return written
-  }
-  if (!hasToJSON(value)) return Json.stringify(value) as string | undefined
   const one = Json.stringify({ [key]: value })
   const prefix = `{${JSON.stringify(key)}:`
   return one.length === prefix.length + 1 ? undefined : one.slice(prefix.length, -1)
 }
-
-/** Whether `JSON.stringify` would call a `toJSON` of `value` itself (own, inherited or not enumerable). */
-const hasToJSON = (value: unknown): boolean =>
-  typeof value === "object" && value !== null && typeof (value as { readonly toJSON?: unknown }).toJSON === "function"
 
 /**
  * The first value of a record's log line that JSON cannot hold, as an {@link EncodeError} naming
@@ -501,7 +433,7 @@ const attempt = (record: TrajectoryRecord): string | { readonly thrown: unknown 
 const failingField = (record: TrajectoryRecord): string => {
   let longest = "(line)"
   let longestLength = -1
-  for (const [key, value] of lineFields(record)) {
+  for (const [key, value] of Object.entries(toLine(record))) {
     try {
       const length = fieldText(key, value)?.length ?? 0
       if (length > longestLength) {

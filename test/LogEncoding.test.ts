@@ -1,7 +1,7 @@
 /**
- * The log line's text (CompletionsLog.encodeLine: each field written in turn, without building the
- * line object) is the text that building the line object (`toLine`) and stringifying it whole with
- * JSON.stringify gives, byte for byte: over records
+ * The log line's text (CompletionsLog.encodeLine: `toLine`'s object literal, stringified) is the
+ * text of an independent description of the line (below: the list of its fields, in order, as the
+ * log wrote it before, each assigned to an object, stringified whole), byte for byte: over records
  * generated with awkward values (keys of every kind in infos, run keys in rollout_infos, -0, NaN
  * advantages, unicode and escapes in messages, bigints, undefined fields, typed errors).
  */
@@ -20,7 +20,90 @@ import * as path from "node:path"
 import { cli, tmp } from "./cli.js"
 import { oneTurnRecord, randomPolicy, records, rows, runConfig } from "./helpers.js"
 
-const general = (record: Rollout.TrajectoryRecord): string => Json.stringify(CompletionsLog.toLine(record))
+const round = (ms: number): number => Math.round(ms * 1000) / 1000
+
+/** The independent description of a line (see the top of this file): its fields, in order. */
+const lineFields = (record: Rollout.TrajectoryRecord): Array<readonly [string, unknown]> => {
+  const result = record.result
+  // A failed trajectory has no reward: every reward field is `null`, so that a trainer that reads
+  // one without looking at `error` gets no number to learn from (a partial sum, or 0, was written).
+  const failed = record.error !== undefined
+  const fields: Array<readonly [string, unknown]> = [
+    ["row", result.row],
+    ["generation", result.generation],
+    ["id", result.id],
+    ["env", result.env ?? null],
+    ["env_config", record.row.envConfig],
+    ["messages", result.messages],
+    ["rewards", failed ? null : record.rewards ?? null],
+    ["reward", failed ? null : record.reward ?? null],
+    ["advantage", failed ? null : record.advantage ?? null],
+    ["rollout_infos", {
+      ...result.rolloutInfos,
+      total_reward: failed ? null : result.totalReward,
+      step_rewards: failed ? null : result.stepRewards,
+      num_turns: result.numTurns,
+      reset_info: result.resetInfo ?? null,
+      step_infos: result.stepInfos
+    }],
+    ["end_reason", result.endReason],
+    ["error", record.error === undefined ? null : CompletionsLog.errorToJson(record.error)],
+    ["finish_reasons", result.turns.map((t) => t.finishReason)]
+  ]
+  if (record.attempts !== undefined && record.attempts > 1) {
+    fields.push(["attempts", record.attempts], ["attempt_errors", (record.attemptErrors ?? []).map(CompletionsLog.errorToJson)])
+  }
+  // Token fields keep one entry per turn, so turn i is always entry i; a turn whose backend gave no
+  // ids (or no logprobs) is `null` there, never a made-up list. A field no turn has is left out.
+  const turns = result.turns
+  if (turns.some((t) => t.tokenIds !== undefined)) {
+    fields.push(
+      ["response_token_ids", turns.map((t) => t.tokenIds ?? null)],
+      ["response_loss_mask", turns.map((t) => t.tokenIds === undefined ? null : t.tokenIds.map(() => 1))]
+    )
+  }
+  if (turns.some((t) => t.logprobs !== undefined)) fields.push(["rollout_logprobs", turns.map((t) => t.logprobs ?? null)])
+  if (turns.some((t) => t.policyVersion !== undefined)) {
+    fields.push(["policy_versions", turns.map((t) => t.policyVersion ?? null)])
+  }
+  if (turns.some((t) => t.malformedToolCall !== undefined)) {
+    fields.push(["malformed_tool_call", turns.map((t) => t.malformedToolCall ?? null)])
+  }
+  const tokens = result.tokens
+  if (tokens !== undefined) {
+    if (tokens._tag === "Sequence") {
+      fields.push(
+        ["prompt_token_ids", tokens.sequence.promptTokenIds],
+        ["token_ids", tokens.sequence.tokenIds],
+        ["loss_mask", tokens.sequence.lossMask],
+        ["logprobs", tokens.sequence.logprobs]
+      )
+    } else {
+      fields.push(["token_ids", null], ["token_ids_unavailable", tokens.reason])
+    }
+  }
+  if (record.runner !== undefined) fields.push(["runner", record.runner])
+  const resetWaitMs = round(result.timings.resetWaitMs ?? 0)
+  fields.push(["timings", {
+    total_ms: round(result.timings.totalMs),
+    reset_ms: round(result.timings.resetMs),
+    // (written only when there was waiting: the lines of runs without any stay as they were)
+    ...(resetWaitMs > 0 ? { reset_wait_ms: resetWaitMs } : {}),
+    turns: result.timings.turns.map((t) => {
+      const waitMs = round(t.waitMs ?? 0)
+      return waitMs > 0
+        ? { model_ms: round(t.modelMs), env_ms: round(t.envMs), wait_ms: waitMs }
+        : { model_ms: round(t.modelMs), env_ms: round(t.envMs) }
+    })
+  }])
+  return fields
+}
+
+const general = (record: Rollout.TrajectoryRecord): string => {
+  const line: Record<string, unknown> = {}
+  for (const [key, value] of lineFields(record)) line[key] = value
+  return Json.stringify(line)
+}
 
 type Arb<A> = Arbitrary.Arbitrary<A>
 const integer = (minimum: number, maximum: number): Arb<number> =>
@@ -138,7 +221,7 @@ const record = Arbitrary.all({
   } as Rollout.TrajectoryRecord
 }))
 
-describe("log encoding: the line's text is toLine's, stringified whole", () => {
+describe("log encoding: the line's text is the independent description's, stringified whole", () => {
   it.effect("for generated records (property)", () =>
     Effect.gen(function*() {
       let written = 0

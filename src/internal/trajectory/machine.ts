@@ -18,12 +18,15 @@ import { CurrentWaits, SELF_INTERRUPTED, timed, Waits } from "../waits.js"
 import { Accumulator } from "./observers.js"
 
 /**
- * The milliseconds of `clock`, with the precision of its nanoseconds (timings of steps that take
- * microseconds are logged). Read at every transition, inside the loop's synchronous fast path,
- * where an Effect per reading would cost a trip through the runtime: the one `unsafe` read of the
- * engine's hot path.
+ * The milliseconds of `clock`'s monotonic time, with the precision of its nanoseconds (timings of
+ * steps that take microseconds are logged). Monotonic, not the wall clock: what is measured is
+ * elapsed time (phases, timeouts), which a correction of the system's clock must not move; and it is
+ * cheaper (one `hrtime` reading, against the wall clock's `hrtime`, `Date.now()` and BigInt
+ * arithmetic: 48 against 122 ns a reading, measured with 2M readings of each in one process). Read at
+ * every transition, inside the loop's synchronous fast path, where an Effect per reading would cost
+ * a trip through the runtime: the one `unsafe` read of the engine's hot path.
  */
-export const millisOf = (clock: Clock.Clock) => (): number => Number(clock.currentTimeNanosUnsafe()) / 1e6
+export const millisOf = (clock: Clock.Clock) => (): number => Number(clock.monotonicTimeNanosUnsafe()) / 1e6
 
 /**
  * Turns answered at once (see `Machine.turns`) between two turns of the event loop (without them,
@@ -350,7 +353,7 @@ export class Machine {
   }
 
   /**
-   * The timeout this trajectory has run past at `at` (milliseconds, `performance.now()`), if any:
+   * The timeout this trajectory has run past at `at` (milliseconds, {@link millisOf}), if any:
    * its current phase's limit, or the whole trajectory's (which does not cover closing).
    */
   overdue(at: number, limits: TimeoutLimits): Timeout | undefined {
