@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import { commandPaths, main } from "../src/cli/Cli.js"
-import { commandOf, readCache } from "../src/cli/launch.js"
+import { commandOf, readCache, SEMI_SPACE_MB, youngGenerationArgv } from "../src/cli/launch.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const plugin = path.join(root, "test/fixtures/plugins/js_plugin.mjs")
@@ -452,6 +452,46 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
       expect(tmpFiles()).toEqual([])
     }
   }, 120_000)
+})
+
+describe("run's young generation (issue 27: semi-spaces of 8 MB, V8's size read as the process starts)", () => {
+  const flag = `--max-semi-space-size=${SEMI_SPACE_MB}`
+
+  it("youngGenerationArgv: run starts again with the flag; other commands, built-ins, a size of the user's, or the switch off do not", () => {
+    const argv = (...args: Array<string>) => ["/usr/bin/node", "/x/bin/effect-gym.js", ...args]
+    expect(youngGenerationArgv(argv("run", "--dataset", "d"), [], {})).toEqual([flag, "/x/bin/effect-gym.js", "run", "--dataset", "d"])
+    // Node's own flags stay, before it
+    expect(youngGenerationArgv(argv("run"), ["--enable-source-maps"], {})).toEqual(["--enable-source-maps", flag, "/x/bin/effect-gym.js", "run"])
+    for (const args of [["run", "--help"], ["envs"], ["openenv", "serve"], ["check-env", "frozen_lake"], []]) {
+      expect(youngGenerationArgv(argv(...args), [], {}), args.join(" ")).toBeUndefined()
+    }
+    for (const given of ["--max-semi-space-size=2", "--min-semi-space-size=16", "--max_semi_space_size=4"]) {
+      expect(youngGenerationArgv(argv("run"), [given], {}), given).toBeUndefined()
+      expect(youngGenerationArgv(argv("run"), [], { NODE_OPTIONS: `--enable-source-maps ${given}` }), given).toBeUndefined()
+    }
+    expect(youngGenerationArgv(argv("run"), [], { NODE_OPTIONS: "--max-old-space-size=4096" })).toBeDefined()
+    expect(youngGenerationArgv(argv("run"), [], { EFFECT_GYM_YOUNG_GENERATION: "off" })).toBeUndefined()
+  })
+
+  it("a run is the same process started again (its pid, its parent) with the flag; a size of the user's is kept; off: as it is", () => {
+    const probe = path.join(copy, "probe.mjs")
+    fs.writeFileSync(probe, "console.error(`PROBE ${process.pid} ${process.ppid} ${process.execArgv.join(' ')}`)\nexport default {}\n")
+    const probed = (env: Record<string, string>, nodeArgs: Array<string> = []) => {
+      const result = spawnSync(process.execPath, [...nodeArgs, path.join(copy, "bin/effect-gym.js"), ...job(), "--plugin", probe], {
+        cwd: copy,
+        timeout: 60_000,
+        encoding: "utf8",
+        env: { ...process.env, ...env }
+      })
+      expect(result.status, result.stderr).toBe(0)
+      const [pid, ppid, ...execArgv] = /PROBE (.*)/.exec(result.stderr)![1].split(" ")
+      return { same: Number(pid) === result.pid && Number(ppid) === process.pid, execArgv: execArgv.filter((a) => a !== "") }
+    }
+    expect(probed({})).toEqual({ same: true, execArgv: [flag] })
+    expect(probed({}, ["--max-semi-space-size=2"])).toEqual({ same: true, execArgv: ["--max-semi-space-size=2"] })
+    expect(probed({ NODE_OPTIONS: "--max-semi-space-size=4" })).toEqual({ same: true, execArgv: [] })
+    expect(probed({ EFFECT_GYM_YOUNG_GENERATION: "off" })).toEqual({ same: true, execArgv: [] })
+  })
 })
 
 describe("the help pages rendered ahead (dist/bundle/help.json, issue 27: --help at most 250 ms)", () => {

@@ -490,6 +490,34 @@ describe("the writer's kept buffer: every write's bytes, whatever came before or
       expect(Buffer.compare(fs.readFileSync(file), Buffer.from(expected))).toBe(0)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.effect("writeJsonLines (lines given without newlines): byte for byte the lines joined with newlines, a newline at every buffer edge", () =>
+    Effect.gen(function*() {
+      // 200,000 ASCII code units grow the first buffer (64 KB) to exactly their bytes, so that
+      // their newline finds it full; 21,845 code units are the most encoded at once in 64 KB;
+      // others straddle what is kept, and one is beyond it
+      const lines = [
+        "x".repeat(200_000),
+        "x".repeat(65_536),
+        "a",
+        "y".repeat(21_845),
+        "z".repeat(21_844),
+        "é 雪 🎲 \ud800 end",
+        "",
+        "w".repeat(6_000_000),
+        "v".repeat(65_535),
+        "last"
+      ]
+      for (const split of [1, 2, lines.length]) {
+        const file = path.join(tmp("json-lines"), "log.jsonl")
+        yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* CompletionsLog.open(file)
+          for (let i = 0; i < lines.length; i += split) yield* writer.writeJsonLines(lines.slice(i, i + split))
+        }))
+        const expected = new TextEncoder().encode(lines.map((line) => `${line}\n`).join(""))
+        expect(Buffer.compare(fs.readFileSync(file), Buffer.from(expected)), `${split} a write`).toBe(0)
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.effect("40 writes at once from as many fibers: each text whole, none mixed with another", () =>
     Effect.gen(function*() {
       const file = path.join(tmp("kept-buffer"), "log.jsonl")

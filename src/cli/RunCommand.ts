@@ -304,7 +304,7 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
             Stream.runForEachArray((items) =>
               Effect.gen(function*() {
                 const groups: Array<Rollout.Group> = []
-                const lines: Array<string> = []
+                const texts: Array<string> = []
                 for (const item of items) {
                   if (item._tag === "RowFailure") {
                     accumulator.add(item)
@@ -315,12 +315,12 @@ export const runJob = (args: RunArgs, view?: RunView.Handle) =>
                   // longest string) is its trajectory's EncodeError in the log and in the summary.
                   const encoded = CompletionsLog.encodeGroup(item, args.failedGroups)
                   groups.push(encoded.group)
-                  for (const line of encoded.lines) lines.push(line)
+                  for (const text of encoded.texts) texts.push(text)
                 }
                 // Counted once written, with no stop in between: a write that fails (a full disk) is
                 // cut back, and its groups are not in the log (the summary counted them).
                 yield* Effect.uninterruptible(Effect.andThen(
-                  Effect.mapError(writer.writeLines(lines), outputError),
+                  Effect.mapError(writer.writeJsonLines(texts), outputError),
                   Effect.sync(() => {
                     for (const group of groups) {
                       accumulator.add(group)
