@@ -455,13 +455,13 @@ describe("the launcher's code cache, hostile: which runs name their command", ()
 })
 
 describe("run's young generation (issue 27: semi-spaces of 8 MB, V8's size read as the process starts)", () => {
-  const flag = `--max-semi-space-size=${SEMI_SPACE_MB}`
+  const flags = [`--min-semi-space-size=${SEMI_SPACE_MB}`, `--max-semi-space-size=${SEMI_SPACE_MB}`]
 
   it("youngGenerationArgv: run starts again with the flag; other commands, built-ins, a size of the user's, or the switch off do not", () => {
     const argv = (...args: Array<string>) => ["/usr/bin/node", "/x/bin/effect-gym.js", ...args]
-    expect(youngGenerationArgv(argv("run", "--dataset", "d"), [], {})).toEqual([flag, "/x/bin/effect-gym.js", "run", "--dataset", "d"])
+    expect(youngGenerationArgv(argv("run", "--dataset", "d"), [], {})).toEqual([...flags, "/x/bin/effect-gym.js", "run", "--dataset", "d"])
     // Node's own flags stay, before it
-    expect(youngGenerationArgv(argv("run"), ["--enable-source-maps"], {})).toEqual(["--enable-source-maps", flag, "/x/bin/effect-gym.js", "run"])
+    expect(youngGenerationArgv(argv("run"), ["--enable-source-maps"], {})).toEqual(["--enable-source-maps", ...flags, "/x/bin/effect-gym.js", "run"])
     for (const args of [["run", "--help"], ["envs"], ["openenv", "serve"], ["check-env", "frozen_lake"], []]) {
       expect(youngGenerationArgv(argv(...args), [], {}), args.join(" ")).toBeUndefined()
     }
@@ -487,7 +487,7 @@ describe("run's young generation (issue 27: semi-spaces of 8 MB, V8's size read 
       const [pid, ppid, ...execArgv] = /PROBE (.*)/.exec(result.stderr)![1].split(" ")
       return { same: Number(pid) === result.pid && Number(ppid) === process.pid, execArgv: execArgv.filter((a) => a !== "") }
     }
-    expect(probed({})).toEqual({ same: true, execArgv: [flag] })
+    expect(probed({})).toEqual({ same: true, execArgv: flags })
     expect(probed({}, ["--max-semi-space-size=2"])).toEqual({ same: true, execArgv: ["--max-semi-space-size=2"] })
     expect(probed({ NODE_OPTIONS: "--max-semi-space-size=4" })).toEqual({ same: true, execArgv: [] })
     expect(probed({ EFFECT_GYM_YOUNG_GENERATION: "off" })).toEqual({ same: true, execArgv: [] })

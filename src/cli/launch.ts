@@ -290,12 +290,15 @@ const printPage = (page: { readonly code: number; readonly stdout: string; reado
 }
 
 /**
- * The young generation `run` asks V8 for: semi-spaces of 8 MB (`--max-semi-space-size`), where V8
- * sizes them up to 32 MB by itself on a machine of this one's memory. A run allocates fast and keeps
- * little per trajectory: in the smaller young generation it ran 11% more turns a second at 10,000x8
- * (median 161k against 145k, 4 runs each), 6% more at a 20 ms policy with 1,024 in flight (44.0k
- * against 41.6k), and 8% more at 1024x8 (BENCHMARKS.md). V8 reads the size once, as the process
- * starts, so `run` starts again with it (see {@link youngGenerationArgv}).
+ * The young generation `run` asks V8 for: semi-spaces of 8 MB from the start
+ * (`--min-semi-space-size` and `--max-semi-space-size`), where V8 by itself starts the young
+ * generation at 1 MiB and grows it up to 128 MiB (`v8.getHeapSpaceStatistics()`'s new space, Node
+ * 24 on a machine of 24 GiB; 8 to 16 MiB with these flags). A run allocates fast and keeps little per
+ * trajectory: in this young generation it ran 11% more turns a second at 10,000x8 (median 161k
+ * against 145k, 4 runs each, the maximum alone), 6% more at a 20 ms policy with 1,024 in flight
+ * (44.0k against 41.6k), and at 1024x8 87k against 75k (5 runs each; with the maximum alone, 74k:
+ * the job is over before V8 has grown the space). V8 reads the sizes once, as the process starts,
+ * so `run` starts again with them (see {@link youngGenerationArgv}).
  */
 export const SEMI_SPACE_MB = 8
 
@@ -315,7 +318,7 @@ export const youngGenerationArgv = (
   if (commandOf(argv) !== "run" || env.EFFECT_GYM_YOUNG_GENERATION === "off") return undefined
   const chosen = (flag: string) => /^--(max|min)[-_]semi[-_]space[-_]size\b/.test(flag)
   if (execArgv.some(chosen) || (env.NODE_OPTIONS ?? "").split(/\s+/).some(chosen)) return undefined
-  return [...execArgv, `--max-semi-space-size=${SEMI_SPACE_MB}`, ...argv.slice(1)]
+  return [...execArgv, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--max-semi-space-size=${SEMI_SPACE_MB}`, ...argv.slice(1)]
 }
 
 /** The oldest Node major the command line runs on (package.json's `engines`). */
