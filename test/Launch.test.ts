@@ -465,7 +465,7 @@ describe("run's young generation (issue 27: semi-spaces of 8 MB, V8's size read 
     for (const args of [["run", "--help"], ["envs"], ["openenv", "serve"], ["check-env", "frozen_lake"], []]) {
       expect(youngGenerationArgv(argv(...args), [], {}), args.join(" ")).toBeUndefined()
     }
-    for (const given of ["--max-semi-space-size=2", "--min-semi-space-size=16", "--max_semi_space_size=4"]) {
+    for (const given of ["--max-semi-space-size=2", "--min-semi-space-size=16", "--max_semi_space_size=4", "--inspect", "--inspect-brk=0", "--inspect-wait"]) {
       expect(youngGenerationArgv(argv("run"), [given], {}), given).toBeUndefined()
       expect(youngGenerationArgv(argv("run"), [], { NODE_OPTIONS: `--enable-source-maps ${given}` }), given).toBeUndefined()
     }

@@ -306,7 +306,7 @@ export const SEMI_SPACE_MB = 8
  * The arguments to start `run` again with {@link SEMI_SPACE_MB}, or `undefined` when it already has
  * a young generation of its own choosing or should not start again: another command (their start is
  * what counts, `--help` above all), a size given already (on Node's command line or in
- * `NODE_OPTIONS`: the user's), or `EFFECT_GYM_YOUNG_GENERATION=off`. The new process is this one
+ * `NODE_OPTIONS`: the user's), a debugger's `--inspect`, or `EFFECT_GYM_YOUNG_GENERATION=off`. The new process is this one
  * (`process.execve`: the same pid, standard streams, signals and parent), so nothing a user or a
  * supervisor sees changes but the flag; where Node has no `execve` (Windows), it runs as it is.
  */
@@ -316,7 +316,8 @@ export const youngGenerationArgv = (
   env: Readonly<Record<string, string | undefined>>
 ): ReadonlyArray<string> | undefined => {
   if (commandOf(argv) !== "run" || env.EFFECT_GYM_YOUNG_GENERATION === "off") return undefined
-  const chosen = (flag: string) => /^--(max|min)[-_]semi[-_]space[-_]size\b/.test(flag)
+  // (a size of the user's is kept; and a process under a debugger is not replaced under it)
+  const chosen = (flag: string) => /^--((max|min)[-_]semi[-_]space[-_]size|inspect(-brk|-wait)?)\b/.test(flag)
   if (execArgv.some(chosen) || (env.NODE_OPTIONS ?? "").split(/\s+/).some(chosen)) return undefined
   return [...execArgv, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--max-semi-space-size=${SEMI_SPACE_MB}`, ...argv.slice(1)]
 }
