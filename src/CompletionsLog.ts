@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import { Effect, FileSystem, Schema, Semaphore } from "effect"
+import { constants } from "node:buffer"
 import type { PlatformError } from "effect/PlatformError"
 import type * as Scope from "effect/Scope"
 import { jsonIssue, plainJson } from "./internal/inspect.js"
@@ -140,6 +141,9 @@ export const errorToJson = (error: { readonly _tag: string; readonly message: st
 }
 
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
+
+/** The longest string V8 holds (2^29 - 24 characters on 64-bit machines). */
+const MAX_STRING_LENGTH = constants.MAX_STRING_LENGTH
 
 /**
  * The log line of one trajectory, as an object: the one description of the line, which
@@ -417,10 +421,16 @@ const thrownDetail = (error: unknown): string => {
   return `cannot be written as JSON: ${message}`
 }
 
-/** The line's text, or what `JSON.stringify` threw. */
+/**
+ * The line's text, or what `JSON.stringify` threw. A text of the longest string V8 holds is no line
+ * either: its newline cannot be added ({@link EncodedGroup}'s `lines`: `text + "\n"` threw a
+ * RangeError out of {@link encodeGroup}, and the run stopped with an internal error).
+ */
 const attempt = (record: TrajectoryRecord): string | { readonly thrown: unknown } => {
   try {
-    return encodeLine(record)
+    const text = encodeLine(record)
+    if (text.length < MAX_STRING_LENGTH) return text
+    return { thrown: new RangeError(`Invalid string length: the line and its newline are longer than ${MAX_STRING_LENGTH} characters`) }
   } catch (thrown) {
     return { thrown }
   }

@@ -5,7 +5,11 @@
  * Issue27Hostile4Node.test.ts).
  */
 import { describe, expect, it } from "@effect/vitest"
+import { constants } from "node:buffer"
 import { youngGenerationArgv } from "../../src/cli/launch.js"
+import * as CompletionsLog from "../../src/CompletionsLog.js"
+import type * as Rollout from "../../src/Rollout.js"
+import { oneTurnRecord } from "../helpers.js"
 
 const argv = (...args: Array<string>) => ["/usr/bin/node", "/x/bin/effect-gym.js", ...args]
 
@@ -46,4 +50,24 @@ describe("run's young generation: the user's own choices are kept", () => {
     }
     expect(youngGenerationArgv(argv("run"), ["--inspect-port=9230"], {})).toBeDefined()
   })
+})
+
+describe("a line of exactly the longest string V8 holds", () => {
+  it("is its trajectory's EncodeError line, never an exception out of encodeGroup (its newline could not be added)", () => {
+    // JSON.stringify writes a text of 2^29 - 24 characters; `text + "\n"` (EncodedGroup.lines)
+    // threw "RangeError: Invalid string length" out of encodeGroup: the run stopped, internal error.
+    const at = (content: string, generation = 0) => oneTurnRecord({ generation }, { messages: [{ role: "user", content }] })
+    const longest = constants.MAX_STRING_LENGTH - CompletionsLog.encodeLine(at("")).length
+    const huge = at("a".repeat(longest))
+    expect(CompletionsLog.encodeLine(huge).length).toBe(constants.MAX_STRING_LENGTH)
+    const group: Rollout.Group = { _tag: "Group", row: huge.row, records: [huge, at("fine", 1)] }
+    const encoded = CompletionsLog.encodeGroup(group)
+    expect(encoded.texts).toHaveLength(2)
+    expect(encoded.lines.map((line) => line.length)).toEqual(encoded.texts.map((text) => text.length + 1))
+    const [first, second] = encoded.texts.map((text) => JSON.parse(text) as CompletionsLog.CompletionLine)
+    expect(first.error).toMatchObject({ _tag: "EncodeError", path: "messages" })
+    expect(String(first.error?.message)).toContain("longer than the longest text")
+    expect(second.messages).toEqual([{ role: "user", content: "fine" }])
+    expect(second.error).toBeNull()
+  }, 120_000)
 })
