@@ -4,11 +4,17 @@
  * 8 MB). Unit layer: no child process (the built command line's cases are in
  * Issue27Hostile4Node.test.ts).
  */
+import { NodeFileSystem } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
 import { constants } from "node:buffer"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { vi } from "vitest"
 import { youngGenerationArgv } from "../../src/cli/launch.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
 import type * as Rollout from "../../src/Rollout.js"
+import { tmp } from "../cli.js"
 import { oneTurnRecord } from "../helpers.js"
 
 const argv = (...args: Array<string>) => ["/usr/bin/node", "/x/bin/effect-gym.js", ...args]
@@ -70,4 +76,31 @@ describe("a line of exactly the longest string V8 holds", () => {
     expect(second.messages).toEqual([{ role: "user", content: "fine" }])
     expect(second.error).toBeNull()
   }, 120_000)
+})
+
+describe("the writer's buffer past what it keeps (REUSED_BYTES, 16 MB)", () => {
+  it.effect("a write of many lines past 16 MB allocates in proportion to its bytes, not to their square", () =>
+    Effect.gen(function*() {
+      // Past 16 MB the buffer grew to exactly what each line needed, and then by one byte for its
+      // newline: every line copied the whole buffer twice (24 lines of 20 MB: 35 s, 20 s as
+      // lines with their newlines). Counted here: the bytes of the Uint8Arrays the writer makes.
+      let allocated = 0
+      class Counted extends Uint8Array {
+        constructor(...args: ConstructorParameters<typeof Uint8Array>) {
+          super(...(args as [number]))
+          if (typeof args[0] === "number") allocated += args[0]
+        }
+      }
+      const texts = ["a".repeat(16 * 1024 * 1024), ...Array.from({ length: 200 }, (_, i) => `${i}:${"b".repeat(100_000)}`)]
+      const file = path.join(tmp("h27-4-grow"), "log.jsonl")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* CompletionsLog.open(file)
+        allocated = 0
+        vi.stubGlobal("Uint8Array", Counted)
+        yield* Effect.ensuring(writer.writeJsonLines(texts), Effect.sync(() => vi.unstubAllGlobals()))
+      }))
+      const written = fs.statSync(file).size
+      expect(written).toBe(texts.reduce((sum, text) => sum + text.length + 1, 0))
+      expect(allocated).toBeLessThan(4 * written)
+    }).pipe(Effect.provide(NodeFileSystem.layer)), 120_000)
 })
