@@ -13,6 +13,7 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import { youngGenerationArgv } from "../../src/cli/launch.js"
 import * as CompletionsLog from "../../src/CompletionsLog.js"
+import * as Json from "../../src/internal/Json.js"
 import type * as Rollout from "../../src/Rollout.js"
 import { tmp } from "../cli.js"
 import { oneTurnRecord } from "../helpers.js"
@@ -104,4 +105,26 @@ describe("the writer's buffer past what it keeps (REUSED_BYTES, 16 MB)", () => {
       expect(written).toBe(texts.reduce((sum, text) => sum + text.length + 1, 0))
       expect(allocated).toBeLessThan(4 * written)
     }).pipe(Effect.provide(NodeFileSystem.layer)), 120_000)
+})
+
+describe("Json.stringify's bigints (written as JSON.rawJSON: a guard, it passed before as well)", () => {
+  it("every bigint exact, wherever it is: top level, nested, negative, zero, from a toJSON, huge; the rest as JSON.stringify writes it", () => {
+    const huge = 10n ** 400n + 7n
+    const value = {
+      a: [1n, -(2n ** 80n), { b: 0n }],
+      c: { toJSON: () => 2n ** 64n },
+      s: "\u0000bigint:abc:12",
+      n: [-0, NaN, undefined, () => 1],
+      huge
+    }
+    expect(Json.stringify(value)).toBe(
+      `{"a":[1,-1208925819614629174706176,{"b":0}],"c":18446744073709551616,"s":"\\u0000bigint:abc:12","n":[0,null,null,null],"huge":${huge}}`
+    )
+    expect(Json.stringify(5n)).toBe("5")
+    expect(Json.parse(Json.stringify({ x: 10n ** 100n }))).toEqual({ x: 10n ** 100n })
+    // (a cycle is still the caller's: thrown)
+    const cyclic: Record<string, unknown> = { big: 1n }
+    cyclic.self = cyclic
+    expect(() => Json.stringify(cyclic)).toThrow(TypeError)
+  })
 })
