@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import { Effect, FileSystem, Schema, Semaphore } from "effect"
+import { constants } from "node:buffer"
 import type { PlatformError } from "effect/PlatformError"
 import type * as Scope from "effect/Scope"
 import { jsonIssue, plainJson } from "./internal/inspect.js"
@@ -140,6 +141,9 @@ export const errorToJson = (error: { readonly _tag: string; readonly message: st
 }
 
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
+
+/** The longest string V8 holds (2^29 - 24 characters on 64-bit machines). */
+const MAX_STRING_LENGTH = constants.MAX_STRING_LENGTH
 
 /**
  * The log line of one trajectory, as an object: the one description of the line, which
@@ -417,10 +421,16 @@ const thrownDetail = (error: unknown): string => {
   return `cannot be written as JSON: ${message}`
 }
 
-/** The line's text, or what `JSON.stringify` threw. */
+/**
+ * The line's text, or what `JSON.stringify` threw. A text of the longest string V8 holds is no line
+ * either: its newline cannot be added ({@link EncodedGroup}'s `lines`: `text + "\n"` threw a
+ * RangeError out of {@link encodeGroup}, and the run stopped with an internal error).
+ */
 const attempt = (record: TrajectoryRecord): string | { readonly thrown: unknown } => {
   try {
-    return encodeLine(record)
+    const text = encodeLine(record)
+    if (text.length < MAX_STRING_LENGTH) return text
+    return { thrown: new RangeError(`Invalid string length: the line and its newline are longer than ${MAX_STRING_LENGTH} characters`) }
   } catch (thrown) {
     return { thrown }
   }
@@ -659,16 +669,24 @@ export const open = (
           grown.set(buffer.subarray(0, length))
           buffer = grown
         }
+        // Grown to what is needed, doubled up to REUSED_BYTES, and past it by half again at least:
+        // grown to the exact need past it, a write of many large lines copied its whole buffer for
+        // each line (quadratic: 24 lines of 20 MB took 20 s, and 35 s with their newlines, each
+        // newline at a full buffer one more copy).
+        const grownSize = (need: number) =>
+          Math.max(need, Math.min(buffer.length * 2, REUSED_BYTES), buffer.length >= REUSED_BYTES ? buffer.length + (buffer.length >> 1) : 0)
         const add = (text: string, newline?: boolean) => {
-          encode(text)
-          if (newline === true) {
-            if (length === buffer.length) grow(Math.max(length + 1, Math.min(buffer.length * 2, REUSED_BYTES)))
+          // (room for the newline asked for with the text's, not found missing after it)
+          const extra = newline === true ? 1 : 0
+          encode(text, extra)
+          if (extra === 1) {
+            if (length === buffer.length) grow(grownSize(length + 1))
             buffer[length++] = 10
           }
         }
-        const encode = (text: string) => {
+        const encode = (text: string, extra: number) => {
           // at most 3 bytes of UTF-8 per UTF-16 code unit: a text that fits so is encoded at once
-          if (length + text.length * 3 <= buffer.length) {
+          if (length + text.length * 3 + extra <= buffer.length) {
             length += encoder.encodeInto(text, length === 0 ? buffer : buffer.subarray(length)).written
             return
           }
@@ -676,13 +694,13 @@ export const open = (
           // 100 MB took a buffer of 300 MB), in pieces: encodeInto stops before a character that
           // does not fit, never inside a surrogate pair
           let rest = text
-          if (length + rest.length > buffer.length) grow(Math.max(length + rest.length, Math.min(buffer.length * 2, REUSED_BYTES)))
+          if (length + rest.length + extra > buffer.length) grow(grownSize(length + rest.length + extra))
           for (;;) {
             const { read, written } = encoder.encodeInto(rest, buffer.subarray(length))
             length += written
             if (read === rest.length) return
             rest = rest.slice(read)
-            grow(Math.max(length + rest.length * 3, Math.min(buffer.length * 2, REUSED_BYTES)))
+            grow(grownSize(length + rest.length * 3 + extra))
           }
         }
         each(add)

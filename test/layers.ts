@@ -31,6 +31,7 @@ export const integration: ReadonlyArray<string> = [
   "test/hostile/CliHostile.test.ts",
   "test/hostile/Issue27HostileCli.test.ts",
   "test/hostile/Issue27HostileNode.test.ts",
+  "test/hostile/Issue27Hostile4Node.test.ts",
   "test/hostile/Issue28HostileIsolation.test.ts",
   "test/hostile/Issue28ServerCli.test.ts",
   "test/hostile/Issue29Hostile2Cli.test.ts",

@@ -306,7 +306,8 @@ export const SEMI_SPACE_MB = 8
  * The arguments to start `run` again with {@link SEMI_SPACE_MB}, or `undefined` when it already has
  * a young generation of its own choosing or should not start again: another command (their start is
  * what counts, `--help` above all), a size given already (on Node's command line or in
- * `NODE_OPTIONS`: the user's), a debugger's `--inspect`, or `EFFECT_GYM_YOUNG_GENERATION=off`. The new process is this one
+ * `NODE_OPTIONS`: the user's), a debugger's `--inspect`, code preloaded before it (`--require`,
+ * `--import`), or `EFFECT_GYM_YOUNG_GENERATION=off`. The new process is this one
  * (`process.execve`: the same pid, standard streams, signals and parent), so nothing a user or a
  * supervisor sees changes but the flag; where Node has no `execve` (Windows), it runs as it is.
  */
@@ -316,10 +317,108 @@ export const youngGenerationArgv = (
   env: Readonly<Record<string, string | undefined>>
 ): ReadonlyArray<string> | undefined => {
   if (commandOf(argv) !== "run" || env.EFFECT_GYM_YOUNG_GENERATION === "off") return undefined
-  // (a size of the user's is kept; and a process under a debugger is not replaced under it)
-  const chosen = (flag: string) => /^--((max|min)[-_]semi[-_]space[-_]size|inspect(-brk|-wait)?)\b/.test(flag)
-  if (execArgv.some(chosen) || (env.NODE_OPTIONS ?? "").split(/\s+/).some(chosen)) return undefined
+  const flags = [...execArgv, ...nodeOptions(env.NODE_OPTIONS ?? "")]
+  if (flags.some((flag) => SIZE_FLAG.test(flag) || INSPECT_FLAG.test(flag) || PRELOAD_FLAG.test(flag))) return undefined
   return [...execArgv, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--max-semi-space-size=${SEMI_SPACE_MB}`, ...argv.slice(1)]
+}
+
+/**
+ * Node's flags that say the young generation's size already: a semi-space size, or a heap size (V8
+ * refuses `--max-heap-size` with both a semi-space size and an old space size: "Check failed",
+ * a fatal error as the process started again, exit 133, where the user had given the other two).
+ */
+const SIZE_FLAG = /^--(?:(?:max|min)[-_]semi[-_]space[-_]size|max[-_]heap[-_]size)(?:=|$)/
+
+/**
+ * Node's flags that open a debugger's session: started again, the process opened a second one at
+ * another address (the first, which a debugger may have attached to, gone), and with
+ * `--inspect-brk` or `--inspect-wait` waited for a debugger a second time.
+ */
+const INSPECT_FLAG = /^--inspect(?:[-_](?:brk|wait|brk[-_]node))?(?:=|$)/
+
+/**
+ * Node's flags that run code before the command line (`--require`, `-r`, `--import`, `--loader`):
+ * started again, the process ran that code a second time (a banner printed twice, a tracer started
+ * twice), so it is not started again. Such a run keeps V8's own young generation; the flags can be
+ * given with the preload (`--min-semi-space-size=8 --max-semi-space-size=8`).
+ */
+const PRELOAD_FLAG = /^(?:--require|-r|--import|--loader|--experimental-loader)(?:=|$)/
+
+/**
+ * The flags in `NODE_OPTIONS` as Node reads them (`ParseNodeOptionsEnvVar`): words between spaces
+ * (any white space here: a tab that Node keeps in a word would make a flag Node refuses anyway),
+ * a double-quoted part kept whole without its quotes, a backslash in one escaping the next
+ * character. (Split at white space alone, `"--max-semi-space-size=2"` was no size of the user's,
+ * and the new command line's 8 MB, read after NODE_OPTIONS, replaced it.)
+ */
+const nodeOptions = (options: string): Array<string> => {
+  const out: Array<string> = []
+  let word: string | undefined
+  let quoted = false
+  for (let i = 0; i < options.length; i++) {
+    let c = options[i]
+    if (c === "\\" && quoted && i + 1 < options.length) c = options[++i]
+    else if (/\s/.test(c) && !quoted) {
+      if (word !== undefined) out.push(word)
+      word = undefined
+      continue
+    } else if (c === "\"") {
+      quoted = !quoted
+      word ??= ""
+      continue
+    }
+    word = (word ?? "") + c
+  }
+  if (word !== undefined) out.push(word)
+  return out
+}
+
+/**
+ * The most bytes of arguments and environment (their strings and pointers) that an exec takes on
+ * Linux: a quarter of the stack's soft limit (`/proc/self/limits`), at most 6 MiB and never less
+ * than 128 KiB (past it, E2BIG); 128 KiB where the limit cannot be read. A few KiB are kept spare.
+ */
+const execBytes = (): number => {
+  const floor = 128 * 1024
+  const most = 6 * 1024 * 1024
+  let quarter = floor
+  try {
+    const stack = /^Max stack size\s+(\S+)/m.exec(fs.readFileSync("/proc/self/limits", "latin1"))?.[1]
+    if (stack === "unlimited") quarter = most
+    else if (stack !== undefined && /^\d+$/.test(stack)) quarter = Number(stack) / 4
+  } catch {
+    // (the floor)
+  }
+  return Math.max(floor, Math.min(quarter, most)) - 8 * 1024
+}
+
+/**
+ * Whether `process.execve(file, args, env)` can be tried: Node aborts the process when the call
+ * itself fails ("process.execve failed with error code E2BIG", exit 134: it does not throw), so
+ * what would fail is not tried: arguments and environment past {@link execBytes} (a start that
+ * fit with a few bytes to spare, and its 48 bytes of flags did not), a Node that cannot be run
+ * (removed, not executable), or a permission model without child processes (which throws, and
+ * printed an ExperimentalWarning).
+ */
+export const canExec = (
+  file: string,
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>>
+): boolean => {
+  let bytes = Buffer.byteLength(file) + 1 + 8
+  for (const arg of args) bytes += Buffer.byteLength(arg) + 1 + 8
+  for (const [key, value] of Object.entries(env)) {
+    if (value !== undefined) bytes += Buffer.byteLength(key) + Buffer.byteLength(value) + 2 + 8
+  }
+  if (bytes > 120 * 1024 && bytes > execBytes()) return false
+  const permission = (process as { readonly permission?: { readonly has: (scope: string) => boolean } }).permission
+  if (permission !== undefined && !permission.has("child")) return false
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
 }
 
 /** The oldest Node major the command line runs on (package.json's `engines`). */
@@ -419,10 +518,14 @@ export const main = async (): Promise<void> => {
   }
   const again = youngGenerationArgv(process.argv, process.execArgv, process.env)
   if (again !== undefined && typeof process.execve === "function") {
-    try {
-      process.execve(process.execPath, [process.execPath, ...again], process.env as Record<string, string>)
-    } catch {
-      // (not started again: it runs as it is)
+    const args = [process.execPath, ...again]
+    const env = process.env as Record<string, string>
+    if (canExec(process.execPath, args, env)) {
+      try {
+        process.execve(process.execPath, args, env)
+      } catch {
+        // (not started again: it runs as it is)
+      }
     }
   }
   const bundle = path.join(dir, "cli.cjs")
