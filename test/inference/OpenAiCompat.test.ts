@@ -219,15 +219,17 @@ describe("OpenAiCompat: faults", () => {
 
   live("a slow response times out per attempt; the retry gets the answer", () =>
     Effect.gen(function*() {
-      const { client, state } = yield* setup({ requestTimeout: "150 millis", retries: 0 })
-      state.faults.push({ kind: "delay", ms: 600 })
-      // Timeout, not the answer the server sends after 600 ms: the attempt was cut at the request timeout
+      // (600 ms per attempt: the retry's answer must come within it, and with 150 ms it did not once,
+      // in a whole suite on 2 busy cores)
+      const { client, state } = yield* setup({ requestTimeout: "600 millis", retries: 0 })
+      state.faults.push({ kind: "delay", ms: 1500 })
+      // Timeout, not the answer the server sends after 1.5 s: the attempt was cut at the request timeout
       const error = failure(yield* Effect.exit(client.chat(request())))
       expect(error.reason).toBe("Timeout")
       expect(error.detail).toContain("no response within")
 
-      const second = yield* setup({ requestTimeout: "150 millis", retries: 1 })
-      second.state.faults.push({ kind: "delay", ms: 600 })
+      const second = yield* setup({ requestTimeout: "600 millis", retries: 1 })
+      second.state.faults.push({ kind: "delay", ms: 1500 })
       expect((yield* second.client.chat(request())).text).toBe("<action>right</action>")
       expect(second.state.requests.length).toBe(2)
       expect(state.requests.length).toBe(1)
