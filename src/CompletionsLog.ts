@@ -542,9 +542,13 @@ export const encodeGroup = (group: Group, failedGroups: FailedGroups = "keep"): 
     }
     return texts
   }
+  // (`lines` made when asked for: the command line writes `texts`, and made for each group, they
+  // were strings and a list per line that nothing read)
   const encoded = (group: Group, texts: ReadonlyArray<string>): EncodedGroup => ({
     group,
-    lines: texts.map((text) => text + "\n"),
+    get lines() {
+      return texts.map((text) => text + "\n")
+    },
     texts
   })
   const texts = textsOf(group.records)
