@@ -70,7 +70,7 @@ export const runnerOptions = {
     Flag.withDescription("The address the other runners and coordinators reach this runner at"),
     Flag.withDefault("127.0.0.1")
   ),
-  port: integer("port").pipe(Flag.withDescription("The port this runner listens on"), Flag.withDefault(34431)),
+  port: integer("port").pipe(Flag.withDescription("The port this runner listens on"), Flag.withDefault(24431)),
   listenHost: Flag.String("listen-host").pipe(
     Flag.withDescription("The address to bind (default: --host; 0.0.0.0: every interface)"),
     Flag.optional
