@@ -151,10 +151,11 @@ const importCall = /(?<![\w$.`"'])import\(/g
 // ASCII only: esbuild escapes strings' non-ASCII characters but not those of regular expression
 // literals (a tokenizer's /[\u0120\u2581]/ was written as its two characters), and one non-ASCII
 // character made the launcher decode the whole 2.2 MB as UTF-8 into a two-byte string: `effect-gym
-// envs` touched 1,100 more pages (9,600 against 8,500 minor faults) and took 5% longer (bench:
-// BENCHMARKS.md). `\uXXXX` means the same code unit in a string, a template, a regular expression
-// (with or without the u flag: a surrogate pair written as two escapes is still one code point) and
-// an identifier.
+// envs` touched 1,100 more pages (9,600 against 8,500 minor faults) and took 8% longer (15 pairs,
+// BENCHMARKS.md). `\uXXXX` means the same code unit in a string, a template's cooked text, a
+// regular expression (with or without the u flag: a surrogate pair written as two escapes is still
+// one code point) and a comment; in an identifier outside the Basic Multilingual Plane it does not
+// parse, which the build's next step (help pages, rendered by running this file) reports.
 const ascii = (text) => text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 fs.writeFileSync(cjs, ascii(fs.readFileSync(cjs, "utf8").replace(/^#!.*\n/, "").replace(importCall, "__effectGymImport(")))
 if (!/^[\x00-\x7f]*$/.test(fs.readFileSync(cjs, "latin1"))) throw new Error(`${cjs} is not ASCII`)
