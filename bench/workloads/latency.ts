@@ -8,8 +8,9 @@
  *          effect-floor  C Effect fibers that only wait the delay in a loop, the way the policy
  *                        waits (`Effect.sleep` on the Clock, interruptible): the best an
  *                        Effect-based loop with one interruptible wait per turn can do here
- *          shared-floor  the same with the scripted policies' own wait (sleeps ending in the same
- *                        millisecond share one timer: dist/inference/internal/latency.js)
+ *          shared-floor  the same with the scripted policies' own wait (`sleepOf`,
+ *                        dist/inference/internal/latency.js: the Clock's sleep since 2026-12-04,
+ *                        before it a timer shared by the sleeps ending in one millisecond)
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
  *
  * Each run also reports `cpuMicrosPerTurn` (the process's user + system CPU over the turns).

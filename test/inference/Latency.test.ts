@@ -1,7 +1,8 @@
 /**
- * Hostile pass over the scripted policies' shared-timer sleep (src/inference/internal/latency.ts):
- * latencies past what a Node.js timer holds, thousands of sleeps in one millisecond interrupted
- * (all, or some at random), the TestClock (adjusted, set back and forth, interrupted).
+ * Hostile pass over the scripted policies' sleep (src/inference/internal/latency.ts; a timer shared
+ * by the sleeps of one millisecond when this was written, the Clock's sleep since): latencies past
+ * what a Node.js timer holds, thousands of sleeps in one millisecond interrupted (all, or some at
+ * random), the TestClock (adjusted, set back and forth, interrupted).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
@@ -10,7 +11,7 @@ import { sleepOf } from "../../src/inference/internal/latency.js"
 
 const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
 
-describe("the shared-timer sleep, hostile", () => {
+describe("the scripted policies' sleep, hostile", () => {
   it.live("a latency past 2^31-1 ms does not end after 1 ms (Node.js clamps such a timer to 1 ms, with a warning)", () =>
     Effect.gen(function*() {
       const warnings: Array<string> = []

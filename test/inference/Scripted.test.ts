@@ -107,7 +107,7 @@ describe("Scripted policies", () => {
       expect(during - timers()).toBe(1)
     }))
 
-  it.live("under the live clock, calls that end in the same millisecond share one timer, and each waits its latency", () =>
+  it.live("under the live clock, each call waits its latency, and no timer is left", () =>
     Effect.gen(function*() {
       const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       const before = timers()
@@ -118,14 +118,13 @@ describe("Scripted policies", () => {
           slow.chat({ messages: [Message.user("F P G")], sampling: {}, trajectoryId: `t${i}`, turn: 1, seed: i }),
           () => performance.now() - started
         ), { startImmediately: true }))
-      // 300 calls made within a few milliseconds: a few timers, not 300
-      expect(timers() - before).toBeLessThanOrEqual(10)
+      // (the Clock's sleep: a Node.js timer per call; the shared timer written here before was
+      // about 1 ms late, see src/inference/internal/latency.ts)
       expect(timers() - before).toBeGreaterThan(0)
       const waited = yield* Fiber.joinAll(fibers)
       // a Node.js timer may fire up to a millisecond early against performance.now()
       for (const ms of waited) expect(ms).toBeGreaterThanOrEqual(39)
-      // none of the shared timers is left (a timer of something else may have ended meanwhile); counted
-      // once the timer callback that woke the last calls has returned (Effect 4 resumes them inside it)
+      // none of the timers is left (a timer of something else may have ended meanwhile)
       yield* Effect.yieldNow
       expect(timers()).toBeLessThanOrEqual(before)
     }))
