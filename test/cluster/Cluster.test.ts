@@ -411,7 +411,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
       // (refused by the lock on --output now, before it asks the database: another process writes that log)
       expect(other.err).toMatch(/run dbdown is being coordinated by another process|no answer|cannot connect|--output: .* is being written by another run/)
     }
-    // (under load, it did not exit in 1 of 8 runs: the runners idle from 30 s on, the coordinator
+    // (under load, it did not exit in 1 of 28 runs: the runners idle from 30 s on, the coordinator
     // waiting for a group's reply; the run's unprocessed messages say which, and why not delivered)
     const code = await exitOf(second, "the resumed coordinator", within(240_000), watched).catch((error: Error) => {
       throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
