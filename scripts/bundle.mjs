@@ -12,6 +12,7 @@
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import * as vm from "node:vm"
 
 const root = path.resolve(import.meta.dirname, "..")
@@ -149,6 +150,8 @@ await esbuild.build({
 // the host's dynamic import callback in Node 20 ("A dynamic import callback was not specified"), so
 // the bundle's import() calls (not those inside strings: the env worker's boot code) go through it.
 const importCall = /(?<![\w$.`"'])import\(/g
+// (the launcher's wrapper, from its build by tsc: dist/cli/launch.js, copied beside the bundle below)
+const { wrapBundle } = await import(pathToFileURL(path.join(root, "dist/cli/launch.js")).href)
 // ASCII only: esbuild escapes strings' non-ASCII characters but not those of regular expression
 // literals (a tokenizer's /[\u0120\u2581]/ was written as its two characters), and one non-ASCII
 // character made the launcher decode the whole 2.2 MB as UTF-8 into a two-byte string: `effect-gym
@@ -159,7 +162,7 @@ const importCall = /(?<![\w$.`"'])import\(/g
 // parse, so the file is compiled here (as the launcher wraps it) and the build fails if it does not.
 const ascii = (text) => text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 const cjsText = ascii(fs.readFileSync(cjs, "utf8").replace(/^#!.*\n/, "").replace(importCall, "__effectGymImport("))
-new vm.Script(`(function (exports, require, module, __filename, __dirname, __effectGymImport) {${cjsText}\n})`, { filename: cjs })
+new vm.Script(wrapBundle(cjsText), { filename: cjs })
 fs.writeFileSync(cjs, cjsText)
 // The launcher imports node: modules only; it runs as built by tsc.
 fs.copyFileSync(path.join(root, "dist/cli/launch.js"), path.join(outdir, "launch.js"))

@@ -187,21 +187,25 @@ const writable = (dir: string): boolean => {
 }
 
 /**
+ * The bundle's text as the function the launcher compiles (CommonJS's parameters, then the
+ * launcher's own import(), see scripts/bundle.mjs): also what the build compiles to check it.
+ */
+export const wrapBundle = (text: string): string =>
+  `(function (exports, require, module, __filename, __dirname, __effectGymImport) {${text}\n})`
+
+/**
  * Runs the CommonJS bundle `bundle` (with its code cache at `${bundle}.cache` unless `cache` is
  * false), as Node would run it with `require`, for the command `command` (see {@link commandOf}).
  */
 export const launch = (bundle: string, cache: boolean, command = ""): void => {
   // (read as bytes and hashed as bytes: reading it as UTF-8 and hashing the string took about 3x as
-  // long; esbuild writes ASCII, which decodes faster as Latin-1, the same characters)
+  // long; the build writes ASCII, which decodes faster as Latin-1, the same characters)
   const data = fs.readFileSync(bundle)
   const sourceHash = sha256(data)
   const text = buffer.isAscii(data) ? data.toString("latin1") : data.toString("utf8")
   const cacheFile = `${bundle}.cache`
   const found = cache ? readCache(cacheFile, sourceHash) : undefined
-  const script = new vm.Script(
-    `(function (exports, require, module, __filename, __dirname, __effectGymImport) {${text}\n})`,
-    { filename: bundle, cachedData: found?.payload }
-  )
+  const script = new vm.Script(wrapBundle(text), { filename: bundle, cachedData: found?.payload })
   const used = found !== undefined && script.cachedDataRejected !== true
   const commands = used ? found.commands : []
   const missing = !commands.includes(command) && commands.length < MAX_COMMANDS
