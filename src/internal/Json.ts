@@ -160,15 +160,19 @@ class ExactParser {
   }
 }
 
-/** `JSON.rawJSON` (Node 21 and later; not in TypeScript's ES2022 library): a text JSON.stringify writes as it is. */
-const rawJSON = (JSON as unknown as { readonly rawJSON?: (text: string) => unknown }).rawJSON
+/**
+ * `JSON.rawJSON` (Node 21 and later, so every Node the package supports: `engines` is >= 24; not in
+ * TypeScript's ES2022 library): a text JSON.stringify writes as it is.
+ */
+const rawJSON = (JSON as unknown as { readonly rawJSON: (text: string) => unknown }).rawJSON
 
 /**
  * `JSON.stringify` that writes `bigint` values as plain JSON integers: where it throws on one, written
  * again with each `bigint` as its digits (`JSON.rawJSON`). A string marker in its place, taken out of
  * the text with a regular expression afterwards, took 3.4 times as long (34 against 10 us a line
  * of 20 messages with a bigint seed: a log line stringified whole, not field by field, pays it for
- * the whole line).
+ * the whole line); it was kept for Node 20, which the command line no longer runs on (it starts
+ * again on Node 24, or refuses).
  */
 export const stringify = (value: unknown): string => {
   try {
@@ -177,22 +181,7 @@ export const stringify = (value: unknown): string => {
     // JSON.stringify throws a TypeError on bigint; anything else (cycles) is the caller's bug.
     if (!(error instanceof TypeError) || !/BigInt/i.test(error.message)) throw error
   }
-  if (rawJSON !== undefined) {
-    const raw = rawJSON
-    return JSON.stringify(value, (_key, v) => typeof v === "bigint" ? raw(v.toString()) : v)
-  }
-  let marker: string | undefined
-  const text = JSON.stringify(value, (_key, v) => {
-    if (typeof v === "bigint") {
-      // A per-call random marker, so user strings cannot collide with it.
-      marker ??= `\u0000bigint:${Math.random().toString(36).slice(2)}${Date.now().toString(36)}:`
-      return `${marker}${v.toString()}`
-    }
-    return v
-  })
-  if (marker === undefined) return text
-  const escaped = JSON.stringify(marker).slice(1, -1).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-  return text.replace(new RegExp(`"${escaped}(-?\\d+)"`, "g"), "$1")
+  return JSON.stringify(value, (_key, v) => typeof v === "bigint" ? rawJSON(v.toString()) : v)
 }
 
 /** `maxSteps` as `max_steps`: the `--json` outputs' keys, as the completions log names its own. */
