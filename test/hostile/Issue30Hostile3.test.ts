@@ -21,27 +21,27 @@ import { serve } from "../openenv/helpers.js"
 const MB = 1_000_000
 
 describe("tool parsers on adversarial text", () => {
-  it("5 MB replies that defeat a rescan from every '{' (llama3_json took 78 s on 200 KB) parse in linear time", () => {
-    // (V8's own JSON.parse takes about 3 s on 5 MB of `[`: hence the loose bound; quadratic was hours)
+  // No clock is read: a rescan from every '{' is quadratic, and llama3_json took 78 s on 200 KB so,
+  // which on these 1 MB texts is about 30 minutes a parser: the test's own time limit fails it.
+  // (V8's own JSON.parse takes about half a second on 1 MB of `[`: what linear costs here.)
+  it("1 MB replies that defeat a rescan from every '{' (llama3_json took 78 s on 200 KB) parse in linear time: no call, the text kept whole", () => {
     const texts = {
-      braces: "{".repeat(5 * MB),
-      nestedInvalid: "{".repeat(2.5 * MB) + "}".repeat(2.5 * MB),
-      unclosedStrings: "{\"".repeat(2.5 * MB),
-      names: "{ \"name\"".repeat(MB / 1.6),
-      tags: "<tool_call>".repeat(MB / 2.2),
-      unclosedTag: "<tool_call>" + "[".repeat(5 * MB),
-      mistral: "[TOOL_CALLS]".repeat(MB / 2.4),
-      mistralSpace: "[TOOL_CALLS]" + " ".repeat(5 * MB) + "x"
+      braces: "{".repeat(MB),
+      nestedInvalid: "{".repeat(MB / 2) + "}".repeat(MB / 2),
+      unclosedStrings: "{\"".repeat(MB / 2),
+      names: "{ \"name\"".repeat(MB / 8),
+      tags: "<tool_call>".repeat(MB / 11),
+      unclosedTag: "<tool_call>" + "[".repeat(MB),
+      mistral: "[TOOL_CALLS]".repeat(MB / 12),
+      mistralSpace: "[TOOL_CALLS]" + " ".repeat(MB) + "x"
     }
     for (const parser of ToolParsers.names) {
       for (const [label, text] of Object.entries(texts)) {
-        const started = performance.now()
         const parsed = ToolParsers.parse(parser, text)
-        const ms = performance.now() - started
-        expect([parser, label, parsed.toolCalls.length, parsed.content?.length, ms < 30_000]).toEqual([parser, label, 0, text.length, true])
+        expect([parser, label, parsed.toolCalls.length, parsed.content?.length]).toEqual([parser, label, 0, text.length])
       }
     }
-  }, 600_000)
+  }, 180_000)
 
   it("llama3_json still reads the calls of a reply with many braces in prose before them", () => {
     const text = "{".repeat(1000) + " {\"name\": \"add\", \"parameters\": {\"a\": 1}}"

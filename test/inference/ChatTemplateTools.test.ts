@@ -169,13 +169,11 @@ describe("rendering with tools: bad input", () => {
     expect(none).not.toContain("Environment: ipython")
   })
 
-  it("a thousand tools render in well under a second", () => {
+  // (No clock is read: the test's time limit is what fails a rendering gone quadratic.)
+  it("a thousand tools render, each once and in order", () => {
     const many = Array.from({ length: 1000 }, (_, i) => ({ ...specs[0], name: `tool_${i}` }))
-    const start = performance.now()
     const text = Result.getOrThrow(Qwen3.tokenizer.template!.render([{ role: "user", content: "q" }], { addGenerationPrompt: true, tools: many }))
-    const ms = performance.now() - start
-    console.log(`1000 tools: Qwen3's template renders ${text.length} characters in ${ms.toFixed(0)} ms`)
-    expect(text).toContain('"name": "tool_999"')
-    expect(ms).toBeLessThan(1000)
-  })
+    const named = [...text.matchAll(/"name": "(tool_\d+)"/g)].map((m) => m[1])
+    expect(named).toEqual(many.map((t) => t.name))
+  }, 30_000)
 })
