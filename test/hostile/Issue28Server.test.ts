@@ -260,10 +260,10 @@ describe("issue 28 item 19: serve bounds the results waiting for clients that do
 
   it.live("bytes waiting count in admission: from half of --max-buffered-bytes new requests get 429, and are admitted once the stalled client has gone", () =>
     Effect.gen(function*() {
-      const server = yield* serve({ maxBufferedBytes: 256 * 1024 * 1024, writeTimeout: "1 minute" })
-      // about 192 MiB of lines, 150 MiB of them or more held by the server (the sockets take up to 36 MiB here)
-      const client = yield* stalled(server.url, rowsOf(48, { kb: 1024, turns: 3 }))
-      yield* until(server.url, (n) => n.buffered_bytes >= 128 * 1024 * 1024)
+      const server = yield* serve({ maxBufferedBytes: 64 * 1024 * 1024, writeTimeout: "1 minute" })
+      // about 96 MiB of lines, 60 MiB of them or more held by the server (the sockets take up to 36 MiB here)
+      const client = yield* stalled(server.url, rowsOf(24, { kb: 1024, turns: 3 }))
+      yield* until(server.url, (n) => n.buffered_bytes >= 32 * 1024 * 1024)
       const refused = yield* request(`${server.url}/v1/rollouts`, { body: rowsOf(1, { kb: 1, turns: 1 }) })
       expect(refused.status).toBe(429)
       expect(refused.text).toContain("--max-buffered-bytes")
