@@ -412,7 +412,9 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
       expect(other.err).toMatch(/run dbdown is being coordinated by another process|no answer|cannot connect|--output: .* is being written by another run/)
     }
     // (under load, it did not exit in 1 of 28 runs: the runners idle from 30 s on, the coordinator
-    // waiting for a group's reply; the run's unprocessed messages say which, and why not delivered)
+    // waiting for a group's reply; the run's unprocessed messages say which, and why not delivered.
+    // The likely cause, a runner's read cut by the restart after it had claimed its messages, is
+    // reproduced and fixed: "a runner's read of its messages cut", below)
     const code = await exitOf(second, "the resumed coordinator", within(240_000), watched).catch((error: Error) => {
       throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
     })
@@ -420,6 +422,35 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     expectFirstRows(output, rows)
     await stopAll(slow, late)
   }, 300_000)
+
+  // The database restarted under a resumed run: in 1 of 28 runs under load the coordinator never
+  // exited, the runners idle. effect/cluster's storage read marks the messages it returns as read
+  // (one committed statement); a read message is read again only after 10 minutes. A restart that
+  // cuts the runner's connection after the statement committed and before the rows arrived left
+  // those groups unrun for 10 minutes. Here the cut is made on purpose (test/cluster/postgres.ts).
+  it("a runner's read of its messages cut after the database marked them read: the groups run at once, not 10 minutes later", async () => {
+    const url = database("claimcut")
+    const rows = 20
+    const small = firstRows(rows)
+    const cutter = await Postgres.claimCutter(pg, url)
+    try {
+      const [port] = await ports(1)
+      const only = await runner(cutter.url, port)
+      cutter.arm()
+      const output = path.join(dir, "claimcut.jsonl")
+      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
+      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only }).catch((error: Error) => {
+        throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
+      })
+      expect(code, coordinator.err).toBe(0)
+      // a read that had claimed messages was cut
+      expect(cutter.cutRows()).toBeGreaterThan(0)
+      expectFirstRows(output, rows)
+      await stopAll(only)
+    } finally {
+      await cutter.close()
+    }
+  }, 120_000)
 
   it("a runner stopped while the database is down leaves within its stop limit (it waited forever; after SIGHUP no one can send a second signal)", async () => {
     const url = database("stopdown")
