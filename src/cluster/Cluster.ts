@@ -19,6 +19,7 @@ import {
   RunnerStorage,
   type Sharding,
   ShardingConfig,
+  type ShardId,
   SocketRunner,
   SqlMessageStorage,
   SqlRunnerStorage
@@ -384,6 +385,16 @@ const CLAIM_RELEASE_RETRY = Schedule.spaced("1 second").pipe(Schedule.upTo({ dur
  * that fails (or is cut short) is tried again in the background, in the storage's scope, until it
  * succeeds; the caller still gets the first outcome, as before. (A release is harmless when late or
  * repeated: a message being processed is skipped by the read loop when read again.)
+ *
+ * The read itself claims: on PostgreSQL one statement (`UPDATE ... SET last_read = NOW() ...
+ * RETURNING`) marks the messages it returns, committed on its own. A read whose connection is cut
+ * after that commit and before its rows arrive (a database restart, a network cut) fails, and its
+ * messages were claimed all the same: no runner read them for 10 minutes, and the coordinator
+ * waited that long for their replies (the "database down" test's resumed run, 1 of 28 runs under
+ * load; reproduced with a proxy that cuts such a read, Cluster.test's "a runner's read of its
+ * messages cut"). So the shards of a read that fails, in any way, have their claims released
+ * (`resetShards`, as effect/cluster does for the shards a runner takes) before the next read, which
+ * waits for that release: once the database answers again, the next read (every 0.5 s) gets them.
  */
 const releasingClaims = (
   storage: MessageStorage.MessageStorage["Service"],
@@ -398,8 +409,32 @@ const releasingClaims = (
         ? Effect.void
         : Effect.asVoid(Effect.forkIn(Effect.ignore(Effect.retry(release(copy), CLAIM_RELEASE_RETRY)), scope)))
   }
+  // The shards of reads that failed: their claims may have been committed (see above), released
+  // before the next read.
+  let unread: Set<ShardId.ShardId> | undefined
+  const releaseUnread = Effect.suspend(() => {
+    const shards = unread
+    if (shards === undefined) return Effect.void
+    return Effect.tap(storage.resetShards(shards), () =>
+      Effect.sync(() => {
+        if (unread === shards) unread = undefined
+      }))
+  })
   return {
     ...storage,
+    unprocessedMessages: (shardIds, options) =>
+      Effect.suspend(() => {
+        // (a copy: the read loop's set of shards changes as shards come and go)
+        const shards = Array.from(shardIds)
+        return Effect.andThen(releaseUnread, storage.unprocessedMessages(shards, options)).pipe(
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => {
+              unread ??= new Set()
+              for (const shard of shards) unread.add(shard)
+            })
+          )
+        )
+      }),
     resetRequests: again(storage.resetRequests),
     resetAddresses: again(storage.resetAddresses),
     resetAddress: (address) => again(storage.resetAddresses)([address]),

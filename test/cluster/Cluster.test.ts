@@ -3,19 +3,21 @@
  * loopback, driven through the built command line as a user runs it: every group exactly once
  * after a runner is killed (SIGKILL) halfway and after the coordinator is killed and resumed;
  * clear errors at start; runners with other plugins refused. The logs are compared with a
- * single-process run's (timings aside).
+ * single-process run's (timings aside). (The option refusals run the command line in this
+ * process.)
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { tmp } from "../cli.js"
+import { Effect } from "effect"
+import { cli, tmp } from "../cli.js"
 import { needs } from "../services.js"
 import * as Postgres from "./postgres.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const BIN = path.join(root, "bin/effect-gym.js")
-const GROUPS = 2000
+const GROUPS = 600
 const GENERATIONS = 2
 
 interface Proc {
@@ -79,8 +81,19 @@ const exitOf = async (
   return code
 }
 
-const lineCount = (file: string): number =>
-  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").length : 0
+/** The file's non-empty lines (polled every 100 ms during a run: counted in its bytes, not split into strings). */
+const lineCount = (file: string): number => {
+  if (!fs.existsSync(file)) return 0
+  const bytes = fs.readFileSync(file)
+  let count = 0
+  for (let start = 0; start < bytes.length;) {
+    const end = bytes.indexOf(10, start)
+    const stop = end === -1 ? bytes.length : end
+    if (stop > start) count++
+    start = stop + 1
+  }
+  return count
+}
 
 /**
  * A log's lines without their timings, keyed by row and generation; fails on a duplicate. A
@@ -238,7 +251,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
 
   it("the coordinator killed halfway: --resume takes the stored replies, nothing is run twice", async () => {
     const url = database("killcoordinator")
-    const rows = 1000
+    const rows = 300
     const small = firstRows(rows)
     const [p1, p2] = await ports(2)
     const runners = [await runner(url, p1), await runner(url, p2)]
@@ -310,7 +323,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
 
   it("a runner killed at start, a huge row, SIGTERM to the coordinator, then --resume: every group exactly once", async () => {
     const url = database("hostile")
-    const rows = 300
+    const rows = 150
     const huge = 7
     const file = path.join(dir, "rows-huge.jsonl")
     const lines = fs.readFileSync(dataset, "utf8").split("\n").slice(0, rows)
@@ -347,11 +360,12 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     const within = (ms: number) => Math.max(1_000, Math.min(ms, limit - Date.now()))
     const watched: Record<string, Proc> = {}
     const url = database("dbdown")
-    const rows = 600
+    const rows = 300
     const subset = firstRows(rows)
-    // a slow policy (20 ms a turn, 8 groups at once): the run lasts long enough to lose its database
+    // a slow policy (40 ms a turn, 8 groups at once): the run lasts long enough to lose its database
+    // (as long as 600 rows at 20 ms did, with half the groups to store and run)
     const [p1, p2] = await ports(2)
-    const slow = await runner(url, p1, ["--policy-option", "latency_ms=20", "--concurrency", "8"])
+    const slow = await runner(url, p1, ["--policy-option", "latency_ms=40", "--concurrency", "8"])
     watched["the slow runner"] = slow
     const output = path.join(dir, "dbdown.jsonl")
     // (--trajectory-timeout is seconds on the runners too: read as milliseconds, every trajectory would time out)
@@ -412,7 +426,9 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
       expect(other.err).toMatch(/run dbdown is being coordinated by another process|no answer|cannot connect|--output: .* is being written by another run/)
     }
     // (under load, it did not exit in 1 of 28 runs: the runners idle from 30 s on, the coordinator
-    // waiting for a group's reply; the run's unprocessed messages say which, and why not delivered)
+    // waiting for a group's reply; the run's unprocessed messages say which, and why not delivered.
+    // The likely cause, a runner's read cut by the restart after it had claimed its messages, is
+    // reproduced and fixed: "a runner's read of its messages cut", below)
     const code = await exitOf(second, "the resumed coordinator", within(240_000), watched).catch((error: Error) => {
       throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
     })
@@ -420,6 +436,35 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     expectFirstRows(output, rows)
     await stopAll(slow, late)
   }, 300_000)
+
+  // The database restarted under a resumed run: in 1 of 28 runs under load the coordinator never
+  // exited, the runners idle. effect/cluster's storage read marks the messages it returns as read
+  // (one committed statement); a read message is read again only after 10 minutes. A restart that
+  // cuts the runner's connection after the statement committed and before the rows arrived left
+  // those groups unrun for 10 minutes. Here the cut is made on purpose (test/cluster/postgres.ts).
+  it("a runner's read of its messages cut after the database marked them read: the groups run at once, not 10 minutes later", async () => {
+    const url = database("claimcut")
+    const rows = 20
+    const small = firstRows(rows)
+    const cutter = await Postgres.claimCutter(pg, url)
+    try {
+      const [port] = await ports(1)
+      const only = await runner(cutter.url, port)
+      cutter.arm()
+      const output = path.join(dir, "claimcut.jsonl")
+      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
+      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only }).catch((error: Error) => {
+        throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
+      })
+      expect(code, coordinator.err).toBe(0)
+      // a read that had claimed messages was cut
+      expect(cutter.cutRows()).toBeGreaterThan(0)
+      expectFirstRows(output, rows)
+      await stopAll(only)
+    } finally {
+      await cutter.close()
+    }
+  }, 120_000)
 
   it("a runner stopped while the database is down leaves within its stop limit (it waited forever; after SIGHUP no one can send a second signal)", async () => {
     const url = database("stopdown")
@@ -655,15 +700,15 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
       [["--env-workers", "2"], /--env-workers: only with --isolate-envs/]
     ]
     const [port] = await ports(1)
-    const procs = [
-      ...run.map(([extra, message]) =>
-        [start(["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], dir), message] as const
-      ),
-      ...runner.map(([extra, message]) => [start(["runner", "--cluster", url, "--port", String(port), ...extra], dir), message] as const)
+    // (the command line in this process, as test/Cli.test.ts runs it: 12 refusals, not 12 processes)
+    const cases = [
+      ...run.map(([extra, message]) => [["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, ...extra], message] as const),
+      ...runner.map(([extra, message]) => [["runner", "--cluster", url, "--port", String(port), ...extra], message] as const)
     ]
-    for (const [proc, message] of procs) {
-      expect(await proc.exited, proc.err).toBe(2)
-      expect(proc.err).toMatch(message)
+    for (const [args, message] of cases) {
+      const result = await Effect.runPromise(cli(...args))
+      expect(result.code, result.stderr).toBe(2)
+      expect(result.stderr).toMatch(message)
     }
     expect(fs.existsSync(output)).toBe(false)
   }, 120_000)

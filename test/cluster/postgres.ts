@@ -131,3 +131,103 @@ export const start = async (at?: number): Promise<TempPostgres> => {
     }
   }
 }
+
+/**
+ * A proxy between a runner and the server that cuts one connection at the worst moment for
+ * effect/cluster's message claims: the runner's storage read (`UPDATE cluster_messages SET
+ * last_read = NOW() ... RETURNING ...`, one statement, committed on its own) has marked its
+ * messages read, and the rows are held back: the connection is closed before the runner gets
+ * them. (A database restart can do this to a read in flight, by chance; here it is done on
+ * purpose, once, to the first read that claims messages after `arm()`.) The server's messages are
+ * parsed (type byte, 4-byte length) so that only whole answers are held: a read's answer is held
+ * until its ReadyForQuery ('Z'), sent once the statement is committed; when it had rows ('D') the
+ * connection is cut, else the answer goes on to the runner.
+ */
+export interface ClaimCutter {
+  /** The URL to give the runner: the database's (`url`), through the proxy's port. */
+  readonly url: string
+  /** Cuts the next read that claims messages. */
+  readonly arm: () => void
+  /** The rows a cut read claimed (0 until one is cut). */
+  readonly cutRows: () => number
+  readonly close: () => Promise<void>
+}
+
+const CLAIM_READ = Buffer.from("RETURNING ids.*", "latin1")
+
+export const claimCutter = async (server: TempPostgres, url: string): Promise<ClaimCutter> => {
+  let armed = false
+  let cut = 0
+  const sockets = new Set<net.Socket>()
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(server.port, "127.0.0.1")
+    sockets.add(client)
+    sockets.add(upstream)
+    const end = () => {
+      client.destroy()
+      upstream.destroy()
+      sockets.delete(client)
+      sockets.delete(upstream)
+    }
+    client.on("error", end).on("close", end)
+    upstream.on("error", end).on("close", end)
+    // (the first client message may be an SSLRequest, answered by one byte, 'N' or 'S')
+    let first = true
+    let sslRequest = false
+    let watching = false
+    let pending = Buffer.alloc(0)
+    let held: Array<Buffer> = []
+    let heldRows = 0
+    client.on("data", (chunk: Buffer) => {
+      if (first) {
+        first = false
+        sslRequest = chunk.length >= 8 && chunk.readUInt32BE(0) === 8 && chunk.readUInt32BE(4) === 80877103
+      }
+      if (armed && chunk.includes(CLAIM_READ)) watching = true
+      upstream.write(chunk)
+    })
+    upstream.on("data", (chunk: Buffer) => {
+      if (sslRequest && pending.length === 0 && held.length === 0 && (chunk[0] === 0x4e || chunk[0] === 0x53)) {
+        sslRequest = false
+        client.write(chunk.subarray(0, 1))
+        chunk = chunk.subarray(1)
+      }
+      pending = Buffer.concat([pending, chunk])
+      while (pending.length >= 5) {
+        const size = 1 + pending.readUInt32BE(1)
+        if (pending.length < size) break
+        const message = pending.subarray(0, size)
+        pending = pending.subarray(size)
+        if (!watching) {
+          client.write(message)
+          continue
+        }
+        held.push(message)
+        if (message[0] === 0x44) heldRows++
+        if (message[0] !== 0x5a) continue
+        // the read is committed (its ReadyForQuery): its rows are claimed
+        if (heldRows > 0 && armed) {
+          armed = false
+          cut = heldRows
+          end()
+          return
+        }
+        for (const m of held) client.write(m)
+        held = []
+        heldRows = 0
+        watching = false
+      }
+    })
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+  const port = (proxy.address() as net.AddressInfo).port
+  return {
+    url: url.replace(`:${server.port}/`, `:${port}/`),
+    arm: () => void (armed = true),
+    cutRows: () => cut,
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+    }
+  }
+}
