@@ -154,7 +154,8 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
               withPermits(alone ? options.concurrency : 1)(Effect.suspend(() => {
                 // delivered again while it runs here (not after a death): not a new start
                 if (startedHere.has(key)) return runIt
-                return Effect.flatMap(withSql(Attempts.start(payload.runId, payload.row)), (attempt) => {
+                return Effect.flatMap(withSql(Attempts.start(payload.runId, payload.row)), ({ attempts: attempt, id }) => {
+                  const unstart = withSql(Attempts.unstart(payload.runId, payload.row, id, scope))
                   if (attempt > maxAttempts) {
                     return Effect.succeed(Engine.failedRow(
                       payload.file,
@@ -165,13 +166,13 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
                     ))
                   }
                   // the last start, found by a start counted meanwhile elsewhere: taken back, run alone
-                  if (attempt === maxAttempts && !alone) return Effect.as(withSql(Attempts.unstart(payload.runId, payload.row)), undefined)
+                  if (attempt === maxAttempts && !alone) return Effect.as(unstart, undefined)
                   // the start is taken back when the group ends here in any way (done, interrupted as its
                   // shard moves), before its permits go: only a start whose runner died stays counted
                   // (a reply not yet stored when the next group killed the runner included)
                   startedHere.add(key)
                   return Effect.ensuring(runIt,
-                    Effect.andThen(Effect.sync(() => startedHere.delete(key)), withSql(Attempts.unstart(payload.runId, payload.row))))
+                    Effect.andThen(Effect.sync(() => startedHere.delete(key)), unstart))
                 })
               }))
             const run = (alone: boolean): Effect.Effect<Engine.GroupOutcome> =>

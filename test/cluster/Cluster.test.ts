@@ -466,6 +466,34 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     }
   }, 120_000)
 
+  // A runner records each start of a group (to give up a group that kills every runner that takes
+  // it) and takes it back when the group ends on a live runner. Its record's answer cut after the
+  // commit, the record is tried again: with a counter, that start was counted twice and taken back
+  // once, so each cut left a healthy group one start closer to being given up.
+  it("a runner's record of a group's start cut after its commit: tried again, it counts once, and every start is taken back", async () => {
+    const url = database("startcut")
+    const rows = 12
+    const small = firstRows(rows)
+    const cutter = await Postgres.claimCutter(pg, url, Buffer.from("INSERT INTO effect_gym_", "latin1"))
+    try {
+      const [port] = await ports(1)
+      const only = await runner(cutter.url, port)
+      cutter.arm()
+      const output = path.join(dir, "startcut.jsonl")
+      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
+      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only })
+      expect(code, coordinator.err).toBe(0)
+      expect(cutter.cutRows()).toBeGreaterThan(0)
+      expectFirstRows(output, rows)
+      await stopAll(only)
+      // every group ended on a live runner: no start is left counted
+      const left = execFileSync(Postgres.psql, [url, "-tA", "-c", "SELECT COUNT(*) FROM effect_gym_starts"], { encoding: "utf8" })
+      expect(left.trim()).toBe("0")
+    } finally {
+      await cutter.close()
+    }
+  }, 120_000)
+
   it("a runner stopped while the database is down leaves within its stop limit (it waited forever; after SIGHUP no one can send a second signal)", async () => {
     const url = database("stopdown")
     const [port] = await ports(1)

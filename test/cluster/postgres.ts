@@ -141,7 +141,9 @@ export const start = async (at?: number): Promise<TempPostgres> => {
  * purpose, once, to the first read that claims messages after `arm()`.) The server's messages are
  * parsed (type byte, 4-byte length) so that only whole answers are held: a read's answer is held
  * until its ReadyForQuery ('Z'), sent once the statement is committed; when it had rows ('D') the
- * connection is cut, else the answer goes on to the runner.
+ * connection is cut, else the answer goes on to the runner. Given another `marker`, the first
+ * statement after `arm()` that contains it and answers with rows is cut the same way (e.g. the
+ * runner's record of a group's start).
  */
 export interface ClaimCutter {
   /** The URL to give the runner: the database's (`url`), through the proxy's port. */
@@ -155,7 +157,12 @@ export interface ClaimCutter {
 
 const CLAIM_READ = Buffer.from("RETURNING ids.*", "latin1")
 
-export const claimCutter = async (server: TempPostgres, url: string): Promise<ClaimCutter> => {
+export const claimCutter = async (
+  server: TempPostgres,
+  url: string,
+  /** What the statement to cut contains (by default the storage's read of its messages). */
+  marker: Buffer = CLAIM_READ
+): Promise<ClaimCutter> => {
   let armed = false
   let cut = 0
   const sockets = new Set<net.Socket>()
@@ -183,7 +190,7 @@ export const claimCutter = async (server: TempPostgres, url: string): Promise<Cl
         first = false
         sslRequest = chunk.length >= 8 && chunk.readUInt32BE(0) === 8 && chunk.readUInt32BE(4) === 80877103
       }
-      if (armed && chunk.includes(CLAIM_READ)) watching = true
+      if (armed && chunk.includes(marker)) watching = true
       upstream.write(chunk)
     })
     upstream.on("data", (chunk: Buffer) => {
