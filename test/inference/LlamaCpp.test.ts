@@ -215,32 +215,33 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(bounded.tokenIds!.length).toBeLessThanOrEqual(engine.contextSize - bounded.promptTokens!)
     }).pipe(Effect.scoped))
 
-  it.live("a GGUF without a chat template falls back to node-llama-cpp's own format and still generates", () =>
-    Effect.gen(function*() {
-      const bare = writeTinyLlama(path.join(dir, "bare.gguf"), { chatTemplate: null })
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
-      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
-      expect(engine.formatPrompt([Message.user("hello")]).text).toContain("hello")
-      const completion = yield* engine.service.chat(request())
-      expect(completion.tokenIds!.length).toBeGreaterThan(0)
-    }).pipe(Effect.scoped))
+  // (one engine for both: the file without a chat template, contextSize 256, 1 sequence)
+  sharedEngine({ modelPath: writeTinyLlama(path.join(dir, "bare.gguf"), { chatTemplate: null }), contextSize: 256, sequences: 1 })((it) => {
+    it.effect("a GGUF without a chat template falls back to node-llama-cpp's own format and still generates", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+        expect(engine.formatPrompt([Message.user("hello")]).text).toContain("hello")
+        const completion = yield* engine.service.chat(request())
+        expect(completion.tokenIds!.length).toBeGreaterThan(0)
+      }))
 
-  it.live("a GGUF without a chat template cannot take tools: the call fails saying so, text calls go on", () =>
-    Effect.gen(function*() {
-      const bare = writeTinyLlama(path.join(dir, "bare-tools.gguf"), { chatTemplate: null })
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
-      const tools = [{ name: "add", description: "a + b", parameters: { type: "object", properties: {} } }]
-      const error = yield* Effect.flip(engine.service.chat(request({ tools })))
-      expect(error.reason).toBe("InvalidRequest")
-      expect(error.detail).toContain("does not render tools")
-      const completion = yield* engine.service.chat(request())
-      expect(completion.tokenIds!.length).toBeGreaterThan(0)
-      // with the file's template: tools render; a tool_choice nothing here can enforce is refused
-      const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
-      expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
-      const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
-      expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
-    }).pipe(Effect.scoped))
+    it.effect("a GGUF without a chat template cannot take tools: the call fails saying so, text calls go on", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        const tools = [{ name: "add", description: "a + b", parameters: { type: "object", properties: {} } }]
+        const error = yield* Effect.flip(engine.service.chat(request({ tools })))
+        expect(error.reason).toBe("InvalidRequest")
+        expect(error.detail).toContain("does not render tools")
+        const completion = yield* engine.service.chat(request())
+        expect(completion.tokenIds!.length).toBeGreaterThan(0)
+        // with the file's template: tools render; a tool_choice nothing here can enforce is refused
+        const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
+        expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
+        const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
+        expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
+      }))
+  })
 
   it.live("a GGUF whose template does not parse: node-llama-cpp's own format, with a warning", () =>
     Effect.gen(function*() {
