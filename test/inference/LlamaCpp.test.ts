@@ -1,5 +1,5 @@
-import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Result } from "effect"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Console, Context, Effect, Layer, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ChatRequest, Completion } from "../../src/Inference.js"
@@ -22,6 +22,15 @@ if (unavailable !== undefined) console.warn(`colocate tests skipped: ${unavailab
 
 const dir = tmp()
 const modelPath = writeTinyLlama(path.join(dir, "tiny.gguf"))
+
+/**
+ * One engine shared by the tests of a `layer(sharedEngine(options))` block, which need the same
+ * options: each load starts node-llama-cpp's binary check (a child process) and, for the
+ * Qwen3-vocabulary file, costs seconds of CPU. Its tests run with the live clock, as `it.live` does.
+ */
+class SharedEngine extends Context.Service<SharedEngine, LlamaCpp.Engine>()("test/LlamaCpp/SharedEngine") {}
+const sharedEngine = (options: LlamaCpp.Options) =>
+  layer(Layer.effect(SharedEngine, LlamaCpp.makeEngine(options)), { excludeTestServices: true, timeout: "60 seconds" })
 
 const request = (over: Partial<ChatRequest> = {}): ChatRequest => ({
   messages: [Message.system("be brief"), Message.user("hello")],
@@ -113,72 +122,75 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(calls.resolveChatWrapper).toBe(1)
     }).pipe(Effect.scoped))
 
-  it.live("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
-    Effect.gen(function*() {
-      const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
-      console.log(`tiny GGUF (${fs.statSync(modelPath).size} bytes) loaded in ${engine.loadMs.toFixed(0)} ms`)
-      expect(engine.chatWrapper).toBe("JinjaTemplate")
-      expect(engine.contextSize).toBe(256)
-      const prompt = engine.formatPrompt([Message.system("be brief"), Message.user("hello")])
-      expect(prompt.text).toBe("<s><|im_start|>system: be brief<|im_end|><|im_start|>user: hello<|im_end|><|im_start|>assistant: ")
-      // byte-level vocabulary: one token per byte, plus BOS and the control tokens
-      // (a space is the SentencePiece "\u2581" token, 259)
-      const enc = (s: string) => Array.from(new TextEncoder().encode(s)).map((b) => (b === 0x20 ? 259 : b + 3))
-      expect(prompt.tokens).toEqual([
-        1, IM_START, ...enc("system: be brief"), IM_END, IM_START, ...enc("user: hello"), IM_END, IM_START, ...enc("assistant: ")
-      ])
+  // (one engine for both: contextSize 256, 2 sequences)
+  sharedEngine({ modelPath, contextSize: 256, sequences: 2 })((it) => {
+    it.effect("loads once, uses the file's chat template, generates token ids and logprobs, deterministic per seed", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        console.log(`tiny GGUF (${fs.statSync(modelPath).size} bytes) loaded in ${engine.loadMs.toFixed(0)} ms`)
+        expect(engine.chatWrapper).toBe("JinjaTemplate")
+        expect(engine.contextSize).toBe(256)
+        const prompt = engine.formatPrompt([Message.system("be brief"), Message.user("hello")])
+        expect(prompt.text).toBe("<s><|im_start|>system: be brief<|im_end|><|im_start|>user: hello<|im_end|><|im_start|>assistant: ")
+        // byte-level vocabulary: one token per byte, plus BOS and the control tokens
+        // (a space is the SentencePiece "\u2581" token, 259)
+        const enc = (s: string) => Array.from(new TextEncoder().encode(s)).map((b) => (b === 0x20 ? 259 : b + 3))
+        expect(prompt.tokens).toEqual([
+          1, IM_START, ...enc("system: be brief"), IM_END, IM_START, ...enc("user: hello"), IM_END, IM_START, ...enc("assistant: ")
+        ])
 
-      const chat = engine.service.chat
-      const a = yield* chat(request())
-      const b = yield* chat(request({ trajectoryId: "other" }))
-      const c = yield* chat(request({ seed: 8 }))
-      for (const completion of [a, b, c]) {
-        expect(completion.tokenIds!.length).toBeGreaterThan(0)
-        expect(completion.tokenIds!.length).toBeLessThanOrEqual(12)
-        expect(completion.logprobs!.length).toBe(completion.tokenIds!.length)
-        for (const id of completion.tokenIds!) expect(id >= 0 && id < VOCAB_SIZE).toBe(true)
-        for (const lp of completion.logprobs!) expect(lp <= 0 && lp >= -9999).toBe(true)
-        expect(completion.promptTokens).toBe(prompt.tokens.length)
-      }
-      expect(b.tokenIds).toEqual(a.tokenIds)
-      expect(b.logprobs!.map((x) => x.toFixed(4))).toEqual(a.logprobs!.map((x) => x.toFixed(4)))
-      expect(c.tokenIds).not.toEqual(a.tokenIds)
-      // without an end-of-generation token the text is the tokens, decoded
-      if (a.finishReason === "length") expect(a.tokenIds!.length).toBe(12)
+        const chat = engine.service.chat
+        const a = yield* chat(request())
+        const b = yield* chat(request({ trajectoryId: "other" }))
+        const c = yield* chat(request({ seed: 8 }))
+        for (const completion of [a, b, c]) {
+          expect(completion.tokenIds!.length).toBeGreaterThan(0)
+          expect(completion.tokenIds!.length).toBeLessThanOrEqual(12)
+          expect(completion.logprobs!.length).toBe(completion.tokenIds!.length)
+          for (const id of completion.tokenIds!) expect(id >= 0 && id < VOCAB_SIZE).toBe(true)
+          for (const lp of completion.logprobs!) expect(lp <= 0 && lp >= -9999).toBe(true)
+          expect(completion.promptTokens).toBe(prompt.tokens.length)
+        }
+        expect(b.tokenIds).toEqual(a.tokenIds)
+        expect(b.logprobs!.map((x) => x.toFixed(4))).toEqual(a.logprobs!.map((x) => x.toFixed(4)))
+        expect(c.tokenIds).not.toEqual(a.tokenIds)
+        // without an end-of-generation token the text is the tokens, decoded
+        if (a.finishReason === "length") expect(a.tokenIds!.length).toBe(12)
 
-      // greedy decoding: the most likely token every time, whatever the seed
-      const g1 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 1 }))
-      const g2 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 2 }))
-      expect(g2.tokenIds).toEqual(g1.tokenIds)
-    }).pipe(Effect.scoped))
+        // greedy decoding: the most likely token every time, whatever the seed
+        const g1 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 1 }))
+        const g2 = yield* chat(request({ sampling: { maxTokens: 8, temperature: 0 }, seed: 2 }))
+        expect(g2.tokenIds).toEqual(g1.tokenIds)
+      }))
 
-  it.live("concurrent calls share the sequences without blocking the event loop; each seed gives its own answer", () =>
-    Effect.gen(function*() {
-      const engine = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 2 })
-      const requests = Array.from({ length: 8 }, (_, i) => request({ trajectoryId: `t${i}`, seed: 100 + (i % 4), sampling: { maxTokens: 24 } }))
-      let ticks = 0
-      let maxGap = 0
-      let last = performance.now()
-      const ticker = Effect.forever(Effect.andThen(Effect.sleep("5 millis"), Effect.sync(() => {
-        const now = performance.now()
-        maxGap = Math.max(maxGap, now - last)
-        last = now
-        ticks++
-      })))
-      const started = performance.now()
-      const results = yield* Effect.raceFirst(
-        Effect.forEach(requests, engine.service.chat, { concurrency: "unbounded" }),
-        Effect.andThen(ticker, Effect.never)
-      )
-      const ms = performance.now() - started
-      const tokens = results.reduce((n, r) => n + r.tokenIds!.length, 0)
-      console.log(`colocate: 8 completions (${tokens} tokens) on 2 sequences in ${ms.toFixed(0)} ms; event loop max gap ${maxGap.toFixed(1)} ms`)
-      expect(ticks).toBeGreaterThan(0)
-      expect(maxGap).toBeLessThan(250)
-      // the same seed and prompt give the same completion, whichever sequence served it
-      for (let i = 0; i < 4; i++) expect(results[i + 4].tokenIds).toEqual(results[i].tokenIds)
-      expect(new Set(results.slice(0, 4).map((r) => r.tokenIds!.join(","))).size).toBeGreaterThan(1)
-    }).pipe(Effect.scoped))
+    it.effect("concurrent calls share the sequences without blocking the event loop; each seed gives its own answer", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        const requests = Array.from({ length: 8 }, (_, i) => request({ trajectoryId: `t${i}`, seed: 100 + (i % 4), sampling: { maxTokens: 24 } }))
+        let ticks = 0
+        let maxGap = 0
+        let last = performance.now()
+        const ticker = Effect.forever(Effect.andThen(Effect.sleep("5 millis"), Effect.sync(() => {
+          const now = performance.now()
+          maxGap = Math.max(maxGap, now - last)
+          last = now
+          ticks++
+        })))
+        const started = performance.now()
+        const results = yield* Effect.raceFirst(
+          Effect.forEach(requests, engine.service.chat, { concurrency: "unbounded" }),
+          Effect.andThen(ticker, Effect.never)
+        )
+        const ms = performance.now() - started
+        const tokens = results.reduce((n, r) => n + r.tokenIds!.length, 0)
+        console.log(`colocate: 8 completions (${tokens} tokens) on 2 sequences in ${ms.toFixed(0)} ms; event loop max gap ${maxGap.toFixed(1)} ms`)
+        expect(ticks).toBeGreaterThan(0)
+        expect(maxGap).toBeLessThan(250)
+        // the same seed and prompt give the same completion, whichever sequence served it
+        for (let i = 0; i < 4; i++) expect(results[i + 4].tokenIds).toEqual(results[i].tokenIds)
+        expect(new Set(results.slice(0, 4).map((r) => r.tokenIds!.join(","))).size).toBeGreaterThan(1)
+      }))
+  })
 
   it.live("stop strings cut the text; max tokens and the context bound the completion", () =>
     Effect.gen(function*() {
@@ -203,32 +215,33 @@ describe.skipIf(unavailable !== undefined)("colocate mode: the tiny GGUF model",
       expect(bounded.tokenIds!.length).toBeLessThanOrEqual(engine.contextSize - bounded.promptTokens!)
     }).pipe(Effect.scoped))
 
-  it.live("a GGUF without a chat template falls back to node-llama-cpp's own format and still generates", () =>
-    Effect.gen(function*() {
-      const bare = writeTinyLlama(path.join(dir, "bare.gguf"), { chatTemplate: null })
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
-      expect(engine.chatWrapper).not.toBe("JinjaTemplate")
-      expect(engine.formatPrompt([Message.user("hello")]).text).toContain("hello")
-      const completion = yield* engine.service.chat(request())
-      expect(completion.tokenIds!.length).toBeGreaterThan(0)
-    }).pipe(Effect.scoped))
+  // (one engine for both: the file without a chat template, contextSize 256, 1 sequence)
+  sharedEngine({ modelPath: writeTinyLlama(path.join(dir, "bare.gguf"), { chatTemplate: null }), contextSize: 256, sequences: 1 })((it) => {
+    it.effect("a GGUF without a chat template falls back to node-llama-cpp's own format and still generates", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        expect(engine.chatWrapper).not.toBe("JinjaTemplate")
+        expect(engine.formatPrompt([Message.user("hello")]).text).toContain("hello")
+        const completion = yield* engine.service.chat(request())
+        expect(completion.tokenIds!.length).toBeGreaterThan(0)
+      }))
 
-  it.live("a GGUF without a chat template cannot take tools: the call fails saying so, text calls go on", () =>
-    Effect.gen(function*() {
-      const bare = writeTinyLlama(path.join(dir, "bare-tools.gguf"), { chatTemplate: null })
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: bare, contextSize: 256, sequences: 1 })
-      const tools = [{ name: "add", description: "a + b", parameters: { type: "object", properties: {} } }]
-      const error = yield* Effect.flip(engine.service.chat(request({ tools })))
-      expect(error.reason).toBe("InvalidRequest")
-      expect(error.detail).toContain("does not render tools")
-      const completion = yield* engine.service.chat(request())
-      expect(completion.tokenIds!.length).toBeGreaterThan(0)
-      // with the file's template: tools render; a tool_choice nothing here can enforce is refused
-      const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
-      expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
-      const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
-      expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
-    }).pipe(Effect.scoped))
+    it.effect("a GGUF without a chat template cannot take tools: the call fails saying so, text calls go on", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        const tools = [{ name: "add", description: "a + b", parameters: { type: "object", properties: {} } }]
+        const error = yield* Effect.flip(engine.service.chat(request({ tools })))
+        expect(error.reason).toBe("InvalidRequest")
+        expect(error.detail).toContain("does not render tools")
+        const completion = yield* engine.service.chat(request())
+        expect(completion.tokenIds!.length).toBeGreaterThan(0)
+        // with the file's template: tools render; a tool_choice nothing here can enforce is refused
+        const templated = yield* LlamaCpp.makeEngine({ modelPath, contextSize: 256, sequences: 1 })
+        expect((yield* templated.service.chat(request({ tools, toolChoice: "auto" }))).tokenIds!.length).toBeGreaterThan(0)
+        const required = yield* Effect.flip(templated.service.chat(request({ tools, toolChoice: "required" })))
+        expect(required.detail).toContain('tool_choice "required" is not supported in colocate mode')
+      }))
+  })
 
   it.live("a GGUF whose template does not parse: node-llama-cpp's own format, with a warning", () =>
     Effect.gen(function*() {
@@ -285,36 +298,39 @@ describe.skipIf(unavailable !== undefined)("colocate mode: token in, token out o
     fs.readFileSync(path.join(import.meta.dirname, "../fixtures/chat_template/qwen3_vectors.json"), "utf8")
   ) as { cases: Array<{ name: string; messages: Array<Message.Message>; add_generation_prompt: boolean; kwargs: Record<string, unknown>; ids: Array<number> }> }
 
-  it.live("the model's template as transformers renders it, tokenized by llama.cpp as transformers tokenizes it", () =>
-    Effect.gen(function*() {
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 1024, sequences: 1 })
-      expect(engine.chatWrapper).toBe("JinjaTemplate")
-      for (const c of vectors.cases) {
-        const ids = yield* engine.renderer.tokenize(c.messages, { addGenerationPrompt: c.add_generation_prompt, kwargs: c.kwargs })
-        expect(ids, c.name).toEqual(c.ids)
-      }
-      // the generation prompt leaves thinking on (node-llama-cpp's own Jinja wrapper ends in an empty think block)
-      const prompt = engine.formatPrompt([Message.user("hi")])
-      expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
-      expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
-    }).pipe(Effect.scoped))
+  // (one engine for both: contextSize 1024, 1 sequence)
+  sharedEngine({ modelPath: qwenPath, contextSize: 1024, sequences: 1 })((it) => {
+    it.effect("the model's template as transformers renders it, tokenized by llama.cpp as transformers tokenizes it", () =>
+      Effect.gen(function*() {
+        const engine = yield* SharedEngine
+        expect(engine.chatWrapper).toBe("JinjaTemplate")
+        for (const c of vectors.cases) {
+          const ids = yield* engine.renderer.tokenize(c.messages, { addGenerationPrompt: c.add_generation_prompt, kwargs: c.kwargs })
+          expect(ids, c.name).toEqual(c.ids)
+        }
+        // the generation prompt leaves thinking on (node-llama-cpp's own Jinja wrapper ends in an empty think block)
+        const prompt = engine.formatPrompt([Message.user("hi")])
+        expect(prompt.text.endsWith("<|im_start|>assistant\n")).toBe(true)
+        expect(engine.formatPrompt([Message.user("hi")], { enable_thinking: false }).text.endsWith("<think>\n\n</think>\n\n")).toBe(true)
+      }))
 
-  // Issue 30, item 3: the tools, calls and tool results rendered by the file's template, tokenized by llama.cpp.
-  it.live("with tools: every conversation of transformers' tool vectors, the same token ids", () =>
-    Effect.gen(function*() {
-      const tools = JSON.parse(
-        fs.readFileSync(path.join(import.meta.dirname, "../fixtures/chat_template/tool_vectors.json"), "utf8")
-      ) as { qwen3: { cases: Array<{ name: string; tools: Array<{ function: Tool.Spec }>; messages: Array<Message.Message>; add_generation_prompt: boolean; kwargs: Record<string, unknown>; ids: Array<number> }> } }
-      const engine = yield* LlamaCpp.makeEngine({ modelPath: qwenPath, contextSize: 1024, sequences: 1 })
-      for (const c of tools.qwen3.cases) {
-        const ids = yield* engine.renderer.tokenize(c.messages, {
-          addGenerationPrompt: c.add_generation_prompt,
-          kwargs: c.kwargs,
-          tools: c.tools.map((t) => t.function)
-        })
-        expect(ids, c.name).toEqual(c.ids)
-      }
-    }).pipe(Effect.scoped))
+    // Issue 30, item 3: the tools, calls and tool results rendered by the file's template, tokenized by llama.cpp.
+    it.effect("with tools: every conversation of transformers' tool vectors, the same token ids", () =>
+      Effect.gen(function*() {
+        const tools = JSON.parse(
+          fs.readFileSync(path.join(import.meta.dirname, "../fixtures/chat_template/tool_vectors.json"), "utf8")
+        ) as { qwen3: { cases: Array<{ name: string; tools: Array<{ function: Tool.Spec }>; messages: Array<Message.Message>; add_generation_prompt: boolean; kwargs: Record<string, unknown>; ids: Array<number> }> } }
+        const engine = yield* SharedEngine
+        for (const c of tools.qwen3.cases) {
+          const ids = yield* engine.renderer.tokenize(c.messages, {
+            addGenerationPrompt: c.add_generation_prompt,
+            kwargs: c.kwargs,
+            tools: c.tools.map((t) => t.function)
+          })
+          expect(ids, c.name).toEqual(c.ids)
+        }
+      }))
+  })
 
   it.live("effect-gym run --mode colocate --env calculator: the env's tools are in the first prompt; --tito-check checks them", () =>
     Effect.gen(function*() {

@@ -10,6 +10,7 @@
  * type: keys and values are stored as F16, so they are rounded to F16 here too.
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
 
 type Metadata = ReadonlyMap<string, unknown>
 
@@ -73,7 +74,9 @@ export const readGguf = (file: string): Gguf => {
   for (const info of infos) {
     const start = data + info.offset
     const copy = new Float32Array(info.size)
-    for (let i = 0; i < info.size; i++) copy[i] = buffer.readFloatLE(start + 4 * i)
+    // (a byte copy where this machine is little-endian, as GGUF is: the same floats, without a call per value)
+    if (os.endianness() === "LE") new Uint8Array(copy.buffer).set(buffer.subarray(start, start + 4 * info.size))
+    else for (let i = 0; i < info.size; i++) copy[i] = buffer.readFloatLE(start + 4 * i)
     tensors.set(info.name, copy)
   }
   return { metadata, tensors }
@@ -154,7 +157,7 @@ export const load = (file: string): Reference => {
   const logprobs = (tokens: ReadonlyArray<number>, from = 0): Array<Float64Array> => {
     const keys: Array<Array<Float64Array>> = Array.from({ length: layers }, () => [])
     const values: Array<Array<Float64Array>> = Array.from({ length: layers }, () => [])
-    const rows: Array<Float64Array> = []
+    const finals: Array<Float64Array> = []
     tokens.forEach((token, pos) => {
       let x = Float64Array.from(tokenEmbd.subarray(token * embd, (token + 1) * embd))
       for (let l = 0; l < layers; l++) {
@@ -190,15 +193,29 @@ export const load = (file: string): Reference => {
         const down = matVec(w("ffn_down"), act, embd)
         x = x.map((v, i) => v + down[i])
       }
-      if (pos < from) return
-      const logits = matVec(output, rmsNorm(x, outputNorm, eps), vocab)
+      if (pos >= from) finals.push(rmsNorm(x, outputNorm, eps))
+    })
+    // The output layer for every position at once: each of its rows (as many as the vocabulary, 152k
+    // for the Qwen3-vocabulary model) read once, not once per position; each logit the same sum.
+    const rows = finals.map(() => new Float64Array(vocab))
+    for (let r = 0; r < vocab; r++) {
+      const base = r * embd
+      for (let p = 0; p < finals.length; p++) {
+        const x = finals[p]
+        let sum = 0
+        for (let i = 0; i < embd; i++) sum += output[base + i] * x[i]
+        rows[p][r] = sum
+      }
+    }
+    for (const logits of rows) {
       let max = -Infinity
       for (const v of logits) if (v > max) max = v
       let total = 0
       for (const v of logits) total += Math.exp(v - max)
       const logTotal = max + Math.log(total)
-      rows.push(logits.map((v) => v - logTotal))
-    })
+      // (in place: a row is as long as the vocabulary)
+      for (let i = 0; i < logits.length; i++) logits[i] -= logTotal
+    }
     return rows
   }
   return { vocab, logprobs }
