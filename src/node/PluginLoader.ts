@@ -35,18 +35,29 @@ const installResolveFallback = (): void => {
   fallbackInstalled = true
   const base = import.meta.url
   const own = createRequire(base)
+  // (`own.resolve` runs this hook again: a package that this package lacks as well, e.g.
+  // `@effect/nope`, fell back again and again, "Maximum call stack size exceeded")
+  let fallingBack = false
   Module.registerHooks({
     resolve: (specifier, context, nextResolve) => {
       try {
         return nextResolve(specifier, context)
       } catch (error) {
         const code = (error as { readonly code?: unknown } | null)?.code
-        if (!OWN.test(specifier)) throw error
+        if (!OWN.test(specifier) || fallingBack) throw error
         // (an import resolves from this package; a require, which resolves from its parent module
         // whatever the URL, is resolved here as this package requires it)
         if (code === "ERR_MODULE_NOT_FOUND") return nextResolve(specifier, { ...context, parentURL: base })
-        if (code === "MODULE_NOT_FOUND") return { url: pathToFileURL(own.resolve(specifier)).href, shortCircuit: true }
-        throw error
+        if (code !== "MODULE_NOT_FOUND") throw error
+        fallingBack = true
+        try {
+          return { url: pathToFileURL(own.resolve(specifier)).href, shortCircuit: true }
+        } catch {
+          // (not here either: the plugin's own error, which names the plugin that asked)
+          throw error
+        } finally {
+          fallingBack = false
+        }
       }
     }
   })

@@ -1,0 +1,40 @@
+/**
+ * Issue 27's fifth hostile pass (2026-12-04): plugins in another folder and the resolve fallback
+ * (src/node/PluginLoader.ts, `module.registerHooks`). Integration layer (test/layers.ts): it runs
+ * the built command line.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const BIN = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
+
+const envs = (plugin: string) => {
+  const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", plugin], { encoding: "utf8", timeout: 60_000 })
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
+  it("a plugin that requires a missing @effect/* package or effect/* module fails naming it (it recursed: 'Maximum call stack size exceeded')", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "issue27-h5-"))
+    const cases: ReadonlyArray<readonly [string, string, string]> = [
+      ["package.cjs", `require("@effect/nope-not-installed")\n`, "@effect/nope-not-installed"],
+      ["subpath.cjs", `require("effect/NoSuchModule")\n`, "effect/NoSuchModule"],
+      // (tsx compiles a .ts outside a "type": "module" package to CommonJS: a require)
+      ["package.ts", `import x from "@effect/nope-not-installed"\nexport default x\n`, "@effect/nope-not-installed"]
+    ]
+    for (const [name, source, missing] of cases) {
+      const file = path.join(dir, name)
+      fs.writeFileSync(file, source)
+      const { code, stderr } = envs(file)
+      expect(stderr, name).not.toMatch(/Maximum call stack/)
+      expect(code, `${name}: ${stderr}`).toBe(2)
+      expect(stderr, name).toContain(`plugin ${file}: failed to load`)
+      expect(stderr, name).toContain(missing)
+      // (the error names the plugin that asked, not this package's files)
+      expect(stderr, name).toContain(`- ${file}`)
+    }
+  }, 120_000)
+})
