@@ -110,6 +110,14 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       return yield* new Plugin.PluginError({ file, detail: "file not found" })
     }
     const url = pathToFileURL(absolute).href
+    // (`node dist/cli/bin.js` on an older Node, which has no launcher to run it again on the
+    // clone's: it died with "internal error: TypeError: Module.registerHooks is not a function")
+    if (typeof Module.registerHooks !== "function") {
+      return yield* new Plugin.PluginError({
+        file,
+        detail: `effect-gym needs Node >= 24 to load plugins (package.json engines; module.registerHooks); this is Node ${process.versions.node}`
+      })
+    }
     installResolveFallback()
     const module = yield* Effect.tryPromise({
       try: async () => {

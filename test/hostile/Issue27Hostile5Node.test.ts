@@ -10,6 +10,15 @@ import * as os from "node:os"
 import * as path from "node:path"
 
 const BIN = path.resolve(import.meta.dirname, "../../bin/effect-gym.js")
+const UNBUNDLED = path.resolve(import.meta.dirname, "../../dist/cli/bin.js")
+// (the system's Node, older than the package's on some machines: the unbundled command line has no
+// launcher to run it again on the clone's Node)
+const SYSTEM_NODE = "/usr/bin/node"
+const systemMajor = (() => {
+  if (!fs.existsSync(SYSTEM_NODE)) return undefined
+  const out = spawnSync(SYSTEM_NODE, ["-p", "process.versions.node"], { encoding: "utf8" })
+  return out.status === 0 ? Number(out.stdout.trim().split(".")[0]) : undefined
+})()
 
 const envs = (plugin: string) => {
   const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", plugin], { encoding: "utf8", timeout: 60_000 })
@@ -37,4 +46,15 @@ describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
       expect(stderr, name).toContain(`- ${file}`)
     }
   }, 120_000)
+
+  it.skipIf(!(systemMajor !== undefined && systemMajor < 24))("node dist/cli/bin.js on an older Node: a plugin is refused saying which Node it needs (it was 'internal error: TypeError: Module.registerHooks is not a function', exit 3)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "issue27-h5-"))
+    const file = path.join(dir, "plugin.mjs")
+    fs.writeFileSync(file, `import { Plugin } from "effect-gym"\nexport default Plugin.make({ name: "old-node" })\n`)
+    const result = spawnSync(SYSTEM_NODE, [UNBUNDLED, "envs", "--plugin", file], { encoding: "utf8", timeout: 60_000 })
+    expect(result.stderr).not.toContain("internal error")
+    expect(result.status, result.stderr).toBe(2)
+    expect(result.stderr).toContain(`plugin ${file}:`)
+    expect(result.stderr).toContain("needs Node >= 24")
+  }, 60_000)
 })
