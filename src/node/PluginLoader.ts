@@ -52,9 +52,10 @@ const installResolveFallback = (): void => {
         fallingBack = true
         try {
           return { url: pathToFileURL(own.resolve(specifier)).href, shortCircuit: true }
-        } catch {
-          // (not here either: the plugin's own error, which names the plugin that asked)
-          throw error
+        } catch (fallbackError) {
+          // (not here either: the plugin's own error, which names the plugin that asked; another
+          // error, e.g. a subpath the package does not export, as it is)
+          throw (fallbackError as { readonly code?: unknown } | null)?.code === "MODULE_NOT_FOUND" ? error : fallbackError
         } finally {
           fallingBack = false
         }

@@ -45,6 +45,13 @@ describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
       // (the error names the plugin that asked, not this package's files)
       expect(stderr, name).toContain(`- ${file}`)
     }
+    // a subpath this package does not export: said so, as by an import
+    const subpath = path.join(dir, "subpath-of-ours.cjs")
+    fs.writeFileSync(subpath, `require("effect-gym/nope")\n`)
+    const { code, stderr } = envs(subpath)
+    expect(code, stderr).toBe(2)
+    expect(stderr).toContain(`plugin ${subpath}: failed to load`)
+    expect(stderr).toContain(`Package subpath './nope' is not defined by "exports"`)
   }, 120_000)
 
   it.skipIf(!(systemMajor !== undefined && systemMajor < 24))("node dist/cli/bin.js on an older Node: a plugin is refused saying which Node it needs (it was 'internal error: TypeError: Module.registerHooks is not a function', exit 3)", () => {
