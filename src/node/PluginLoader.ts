@@ -35,18 +35,30 @@ const installResolveFallback = (): void => {
   fallbackInstalled = true
   const base = import.meta.url
   const own = createRequire(base)
+  // (`own.resolve` runs this hook again: a package that this package lacks as well, e.g.
+  // `@effect/nope`, fell back again and again, "Maximum call stack size exceeded")
+  let fallingBack = false
   Module.registerHooks({
     resolve: (specifier, context, nextResolve) => {
       try {
         return nextResolve(specifier, context)
       } catch (error) {
         const code = (error as { readonly code?: unknown } | null)?.code
-        if (!OWN.test(specifier)) throw error
+        if (!OWN.test(specifier) || fallingBack) throw error
         // (an import resolves from this package; a require, which resolves from its parent module
         // whatever the URL, is resolved here as this package requires it)
         if (code === "ERR_MODULE_NOT_FOUND") return nextResolve(specifier, { ...context, parentURL: base })
-        if (code === "MODULE_NOT_FOUND") return { url: pathToFileURL(own.resolve(specifier)).href, shortCircuit: true }
-        throw error
+        if (code !== "MODULE_NOT_FOUND") throw error
+        fallingBack = true
+        try {
+          return { url: pathToFileURL(own.resolve(specifier)).href, shortCircuit: true }
+        } catch (fallbackError) {
+          // (not here either: the plugin's own error, which names the plugin that asked; another
+          // error, e.g. a subpath the package does not export, as it is)
+          throw (fallbackError as { readonly code?: unknown } | null)?.code === "MODULE_NOT_FOUND" ? error : fallbackError
+        } finally {
+          fallingBack = false
+        }
       }
     }
   })
@@ -99,6 +111,14 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       return yield* new Plugin.PluginError({ file, detail: "file not found" })
     }
     const url = pathToFileURL(absolute).href
+    // (`node dist/cli/bin.js` on an older Node, which has no launcher to run it again on the
+    // clone's: it died with "internal error: TypeError: Module.registerHooks is not a function")
+    if (typeof Module.registerHooks !== "function") {
+      return yield* new Plugin.PluginError({
+        file,
+        detail: `effect-gym needs Node >= 24 to load plugins (package.json engines; module.registerHooks); this is Node ${process.versions.node}`
+      })
+    }
     installResolveFallback()
     const module = yield* Effect.tryPromise({
       try: async () => {
