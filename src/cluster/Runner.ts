@@ -154,26 +154,30 @@ export const layer = (options: Options): Layer.Layer<never, Cluster.ClusterStart
               withPermits(alone ? options.concurrency : 1)(Effect.suspend(() => {
                 // delivered again while it runs here (not after a death): not a new start
                 if (startedHere.has(key)) return runIt
-                return Effect.flatMap(withSql(Attempts.start(payload.runId, payload.row)), ({ attempts: attempt, id }) => {
-                  const unstart = withSql(Attempts.unstart(payload.runId, payload.row, id, scope))
-                  if (attempt > maxAttempts) {
-                    return Effect.succeed(Engine.failedRow(
-                      payload.file,
-                      payload.row,
-                      `its group was started ${attempt - 1} times and never finished: the runner running it stopped each ` +
-                        `time before replying (the env crashed the process? ran it out of memory?); not started again ` +
-                        `(EFFECT_GYM_CLUSTER_MAX_ATTEMPTS=${maxAttempts})`
-                    ))
-                  }
-                  // the last start, found by a start counted meanwhile elsewhere: taken back, run alone
-                  if (attempt === maxAttempts && !alone) return Effect.as(unstart, undefined)
-                  // the start is taken back when the group ends here in any way (done, interrupted as its
-                  // shard moves), before its permits go: only a start whose runner died stays counted
-                  // (a reply not yet stored when the next group killed the runner included)
-                  startedHere.add(key)
-                  return Effect.ensuring(runIt,
-                    Effect.andThen(Effect.sync(() => startedHere.delete(key)), unstart))
-                })
+                // (the start recorded and its take-back set up with no interruption between them: an
+                // interruption while the record is tried again after a cut answer, up to 1.4 s, left
+                // the start counted, as if the group had killed this runner)
+                return Effect.uninterruptibleMask((restore) =>
+                  Effect.flatMap(withSql(Attempts.start(payload.runId, payload.row)), ({ attempts: attempt, id }) => {
+                    const unstart = withSql(Attempts.unstart(payload.runId, payload.row, id, scope))
+                    if (attempt > maxAttempts) {
+                      return Effect.succeed(Engine.failedRow(
+                        payload.file,
+                        payload.row,
+                        `its group was started ${attempt - 1} times and never finished: the runner running it stopped each ` +
+                          `time before replying (the env crashed the process? ran it out of memory?); not started again ` +
+                          `(EFFECT_GYM_CLUSTER_MAX_ATTEMPTS=${maxAttempts})`
+                      ))
+                    }
+                    // the last start, found by a start counted meanwhile elsewhere: taken back, run alone
+                    if (attempt === maxAttempts && !alone) return Effect.as(unstart, undefined)
+                    // the start is taken back when the group ends here in any way (done, interrupted as its
+                    // shard moves), before its permits go: only a start whose runner died stays counted
+                    // (a reply not yet stored when the next group killed the runner included)
+                    startedHere.add(key)
+                    return Effect.ensuring(restore(runIt),
+                      Effect.andThen(Effect.sync(() => startedHere.delete(key)), unstart))
+                  }))
               }))
             const run = (alone: boolean): Effect.Effect<Engine.GroupOutcome> =>
               Effect.flatMap(counted(alone), (outcome) => outcome === undefined ? run(true) : Effect.succeed(outcome))
