@@ -256,7 +256,12 @@ describe("the launcher's code cache", () => {
     try {
       const link = path.join(elsewhere, "effect-gym")
       fs.symlinkSync(path.join(copy, "bin/effect-gym.js"), link)
-      // a plugin in a folder with no node_modules: effect-gym and effect resolve to the tool's
+      // a plugin in a folder with no node_modules: effect-gym and effect resolve to the tool's (the
+      // copy's package.json names dist/index.js; the copy holds only the bundle, so the rest of
+      // dist/ is linked to the build's)
+      for (const entry of fs.readdirSync(path.join(root, "dist"))) {
+        if (entry !== "bundle") fs.symlinkSync(path.join(root, "dist", entry), path.join(copy, "dist", entry))
+      }
       fs.copyFileSync(path.join(root, "examples/frozen_lake_plugin.ts"), path.join(elsewhere, "plugin.ts"))
       const args = ["envs", "--plugin", "plugin.ts"]
       const expected = run(args, { EFFECT_GYM_CODE_CACHE: "off" }, link, elsewhere)

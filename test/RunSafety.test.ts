@@ -528,14 +528,14 @@ describe("plugins load from any folder (issue 11: the plugin gap)", () => {
 })
 
 describe("startup loads only what the command needs (issue 11: startup)", () => {
-  it("--help and envs load neither node-llama-cpp, tsx nor undici; a TypeScript plugin loads tsx", async () => {
+  it("--help and envs load neither node-llama-cpp, tsx nor undici, nor does a TypeScript plugin load tsx (EFFECT_GYM_TS_LOADER=tsx does)", async () => {
     const dir = tmp()
-    const traced = async (args: ReadonlyArray<string>) => {
+    const traced = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
       const file = path.join(dir, `trace-${args.join("-").replace(/\W/g, "_")}.txt`)
       const child = spawn(
         process.execPath,
         ["--import", path.join(root, "test/fixtures/trace-imports.mjs"), path.join(root, "bin/effect-gym.js"), ...args],
-        { cwd: dir, env: { ...process.env, EFFECT_GYM_TRACE_IMPORTS: file }, stdio: "ignore" }
+        { cwd: dir, env: { ...process.env, ...env, EFFECT_GYM_TRACE_IMPORTS: file }, stdio: "ignore" }
       )
       const code = await new Promise<number | null>((resolve) => child.on("exit", resolve))
       expect(code).toBe(0)
@@ -547,7 +547,12 @@ describe("startup loads only what the command needs (issue 11: startup)", () => 
       expect(trace, args.join(" ")).toContain("effect-gym.js")
       expect(trace.match(heavy), args.join(" ")).toBeNull()
     }
-    // the control: a TypeScript plugin does load tsx, and the trace sees it
-    expect(await traced(["envs", "--plugin", path.join(root, "examples/frozen_lake_plugin.ts")])).toMatch(/node_modules\/tsx\//)
+    // a TypeScript plugin is compiled by Node's own transform (src/node/internal/typescript.ts)
+    const plugin = ["envs", "--plugin", path.join(root, "examples/frozen_lake_plugin.ts")]
+    const trace = await traced(plugin)
+    expect(trace).toContain("examples/frozen_lake_plugin.ts")
+    expect(trace.match(heavy)).toBeNull()
+    // the control: asked for, tsx is loaded, and the trace sees it
+    expect(await traced(plugin, { EFFECT_GYM_TS_LOADER: "tsx" })).toMatch(/node_modules\/tsx\//)
   })
 })

@@ -19,6 +19,7 @@ export const integration: ReadonlyArray<string> = [
   "test/FrozenLakeBudget.test.ts",
   "test/Launch.test.ts",
   "test/LaunchParity.test.ts",
+  "test/PluginTypeScript.test.ts",
   "test/PythonDocs.test.ts",
   "test/PythonLoop.test.ts",
   "test/RunSafety.test.ts",

@@ -1,5 +1,7 @@
 /**
- * Loads plugin modules by path at run time: TypeScript through tsx's loader, JavaScript as is.
+ * Loads plugin modules by path at run time: JavaScript as is; TypeScript (`.ts`, `.mts`, `.cts`) on
+ * Node's own transform (`internal/typescript.ts`), `.tsx` and, when `EFFECT_GYM_TS_LOADER=tsx`,
+ * every TypeScript plugin through tsx's loader.
  *
  * @since 0.1.0
  */
@@ -13,6 +15,7 @@ import * as Plugin from "../Plugin.js"
 import * as Registry from "../Registry.js"
 import * as Builtins from "./Builtins.js"
 import { errorMessage } from "../internal/lift.js"
+import * as TypeScript from "./internal/typescript.js"
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"])
 
@@ -47,7 +50,15 @@ const installResolveFallback = (): void => {
         if (!OWN.test(specifier) || fallingBack) throw error
         // (an import resolves from this package; a require, which resolves from its parent module
         // whatever the URL, is resolved here as this package requires it)
-        if (code === "ERR_MODULE_NOT_FOUND") return nextResolve(specifier, { ...context, parentURL: base })
+        if (code === "ERR_MODULE_NOT_FOUND") {
+          try {
+            return nextResolve(specifier, { ...context, parentURL: base })
+          } catch (fallbackError) {
+            // (not here either: the plugin's own error, which names the module that imported it,
+            // not this package's bundle)
+            throw (fallbackError as { readonly code?: unknown } | null)?.code === "ERR_MODULE_NOT_FOUND" ? error : fallbackError
+          }
+        }
         if (code !== "MODULE_NOT_FOUND") throw error
         fallingBack = true
         try {
@@ -123,6 +134,10 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
     const module = yield* Effect.tryPromise({
       try: async () => {
         if (!TS_EXTENSIONS.has(path.extname(absolute))) return (await import(url)) as unknown
+        if (TypeScript.native(absolute)) {
+          TypeScript.install()
+          return TypeScript.isCommonJs(absolute) ? createRequire(import.meta.url)(absolute) as unknown : (await import(url)) as unknown
+        }
         await registerTypeScript()
         // CommonJS TypeScript (`.cts`, or `.ts` in a package that is not `"type": "module"`) is
         // required: tsx's CommonJS loader can require the ES modules it imports (effect-gym).
@@ -131,7 +146,11 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       catch: (cause) =>
         new Plugin.PluginError({
           file,
-          detail: `failed to load: ${errorMessage(cause)}`,
+          // (Node's syntax errors in an imported module name no line: where it is in the plugin's
+          // own file, esbuild's parse of that file says)
+          detail: `failed to load: ${errorMessage(cause)}${
+            cause instanceof SyntaxError ? TypeScript.locate(absolute).map((at) => ` (${at})`).join("") : ""
+          }`,
           cause
         })
     })

@@ -31,8 +31,8 @@ describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
     const cases: ReadonlyArray<readonly [string, string, string]> = [
       ["package.cjs", `require("@effect/nope-not-installed")\n`, "@effect/nope-not-installed"],
       ["subpath.cjs", `require("effect/NoSuchModule")\n`, "effect/NoSuchModule"],
-      // (tsx compiles a .ts outside a "type": "module" package to CommonJS: a require)
-      ["package.ts", `import x from "@effect/nope-not-installed"\nexport default x\n`, "@effect/nope-not-installed"]
+      // (a .ts with a require, outside a "type": "module" package: CommonJS)
+      ["package.ts", `const x = require("@effect/nope-not-installed")\nmodule.exports = x\n`, "@effect/nope-not-installed"]
     ]
     for (const [name, source, missing] of cases) {
       const file = path.join(dir, name)
@@ -45,6 +45,14 @@ describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
       // (the error names the plugin that asked, not this package's files)
       expect(stderr, name).toContain(`- ${file}`)
     }
+    // an import of it from a .ts module there: its own error, naming the plugin that asked
+    const esm = path.join(dir, "package-esm.ts")
+    fs.writeFileSync(esm, `import x from "@effect/nope-not-installed"\nexport default x\n`)
+    const imported = envs(esm)
+    expect(imported.stderr).not.toMatch(/Maximum call stack/)
+    expect(imported.code, imported.stderr).toBe(2)
+    expect(imported.stderr).toContain(`plugin ${esm}: failed to load`)
+    expect(imported.stderr).toContain(`Cannot find package '@effect/nope-not-installed' imported from ${esm}`)
     // a subpath this package does not export: said so, as by an import
     const subpath = path.join(dir, "subpath-of-ours.cjs")
     fs.writeFileSync(subpath, `require("effect-gym/nope")\n`)

@@ -1,0 +1,253 @@
+/**
+ * TypeScript plugins on Node's own transform (`module.stripTypeScriptTypes`, mode `transform`: types
+ * erased, enums, namespaces and parameter properties compiled), in this thread, with
+ * `module.registerHooks`: a load hook that gives Node the JavaScript of each `.ts`, `.mts` and
+ * `.cts` file outside `node_modules`, and a resolve hook that finds the TypeScript file a TypeScript
+ * module names the way `tsc` lets it (`./util.js` for `./util.ts`, `./util`, `./dir` for
+ * `./dir/index.ts`).
+ *
+ * A file Node's transform refuses (its errors name no line), and one with decorators (which it
+ * leaves for V8, which has none), is compiled by esbuild instead, the compiler tsx runs (tsx's own
+ * copy): its output runs, or its error names the file, line and column.
+ *
+ * tsx (what every TypeScript plugin loaded with before) stays for what neither does: `.tsx` files,
+ * and any plugin when `EFFECT_GYM_TS_LOADER=tsx` (tsconfig's `paths`, `experimentalDecorators`). Its
+ * CommonJS loader cost a `.ts` plugin outside a `"type": "module"` package (a plain `npm init`
+ * folder) about 3 s of CPU, the `effect` package it imports going through tsx's hooks thread
+ * (BENCHMARKS.md).
+ *
+ * A `.ts` file is an ES module or CommonJS as Node decides it for JavaScript: `.mts` and `.cts` by
+ * their extension, `.ts` by the nearest package.json's `"type"`, and where that says nothing, by its
+ * syntax (an `import` or `export` statement, `import.meta` or a top-level `await` make it a module).
+ */
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Module from "node:module"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import * as vm from "node:vm"
+
+const TS = /\.(?:ts|mts|cts)$/
+
+/** Whether `EFFECT_GYM_TS_LOADER=tsx` asks for tsx for every TypeScript plugin. */
+export const tsxAsked = (): boolean => process.env.EFFECT_GYM_TS_LOADER === "tsx"
+
+/** Whether Node's own transform loads this file (else tsx does: `.tsx`, or tsx asked). */
+export const native = (file: string): boolean =>
+  TS.test(file) && !tsxAsked() && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
+
+type Strip = (code: string, options: { readonly mode: "transform"; readonly sourceUrl: string }) => string
+
+/**
+ * The JavaScript of a TypeScript source. Node warns once that the function is experimental; that
+ * warning is the tool's business, not the user's, so it is not printed (any other warning is).
+ */
+const transform = (source: string, file: string): string => {
+  const strip = (Module as unknown as { readonly stripTypeScriptTypes: Strip }).stripTypeScriptTypes
+  const emitWarning = process.emitWarning
+  process.emitWarning = ((warning: string | Error, ...rest: Array<unknown>) => {
+    const text = typeof warning === "string" ? warning : warning.message
+    if (text.includes("stripTypeScriptTypes")) return
+    return (emitWarning as (...args: Array<unknown>) => void).call(process, warning, ...rest)
+  }) as typeof process.emitWarning
+  try {
+    return strip(source, { mode: "transform", sourceUrl: pathToFileURL(file).href })
+  } finally {
+    process.emitWarning = emitWarning
+  }
+}
+
+interface Esbuild {
+  readonly transformSync: (
+    code: string,
+    options: {
+      readonly loader: "ts" | "js"
+      readonly sourcefile: string
+      readonly target: string
+      readonly format?: "cjs"
+    }
+  ) => { readonly code: string }
+}
+
+let esbuild: Esbuild | undefined
+
+/** esbuild as tsx has it (a dependency of tsx, so present wherever tsx is). */
+const esbuildOf = (): Esbuild =>
+  esbuild ??= createRequire(createRequire(import.meta.url).resolve("tsx"))("esbuild") as Esbuild
+
+/**
+ * Where esbuild finds a syntax error in `file` ("/path/file.ts:2:18: Unexpected \";\""), none
+ * when it parses the file (the error is elsewhere) or cannot read it.
+ */
+export const locate = (file: string): ReadonlyArray<string> => {
+  try {
+    const loader = /\.[mc]?ts$/.test(file) ? "ts" : "js"
+    esbuildOf().transformSync(fs.readFileSync(file, "utf8"), { loader, sourcefile: file, target: "esnext" })
+    return []
+  } catch (error) {
+    const errors = (error as { readonly errors?: ReadonlyArray<EsbuildMessage> } | null)?.errors
+    return (errors ?? []).slice(0, 1).flatMap((e) =>
+      e.location === null || e.location === undefined ? [] : [`${e.location.file}:${e.location.line}:${e.location.column + 1}: ${e.text}`]
+    )
+  }
+}
+
+interface EsbuildMessage {
+  readonly text: string
+  readonly location?: { readonly file: string; readonly line: number; readonly column: number } | null
+}
+
+/** A line that starts with a decorator (`@name`): Node's transform leaves those to V8, which has none. */
+const DECORATOR = /^[ \t]*@[A-Za-z_$]/m
+
+const SYNTAX_CODES = new Set(["ERR_INVALID_TYPESCRIPT_SYNTAX", "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX"])
+
+/** The JavaScript of a TypeScript file: Node's transform, or esbuild where that cannot (see above). */
+export const compile = (source: string, file: string): string => {
+  const byEsbuild = () =>
+    esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}` }).code
+  if (DECORATOR.test(source)) return byEsbuild()
+  try {
+    return transform(source, file)
+  } catch (error) {
+    if (!SYNTAX_CODES.has((error as { readonly code?: unknown } | null)?.code as string)) throw error
+    return byEsbuild()
+  }
+}
+
+/** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
+const packageType = (file: string): string | undefined => {
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    const manifest = path.join(dir, "package.json")
+    if (fs.existsSync(manifest)) {
+      try {
+        const type = (JSON.parse(fs.readFileSync(manifest, "utf8")) as { readonly type?: unknown }).type
+        return typeof type === "string" ? type : undefined
+      } catch {
+        return undefined
+      }
+    }
+    if (path.dirname(dir) === dir) return undefined
+  }
+}
+
+/** The errors V8 gives a module's syntax compiled as a script: what Node's own detection looks for. */
+const MODULE_ONLY: ReadonlyArray<string> = [
+  "Cannot use import statement outside a module",
+  "Unexpected token 'export'",
+  "Cannot use 'import.meta' outside a module",
+  "await is only valid in async functions and the top level bodies of modules"
+]
+
+const looksLikeModule = (code: string, file: string): boolean => {
+  try {
+    // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module)
+    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code}\n})`, { filename: file })
+    return false
+  } catch (error) {
+    return error instanceof SyntaxError && MODULE_ONLY.some((text) => error.message.includes(text))
+  }
+}
+
+/**
+ * How Node is to run a TypeScript file's JavaScript. A `.ts` file with `import`/`export` in a
+ * package that says `"type": "commonjs"` runs as a module (tsx compiled it to CommonJS, so such
+ * plugins loaded before; Node alone refuses them).
+ */
+export const formatOf = (file: string, code: string): "module" | "commonjs" => {
+  if (file.endsWith(".mts")) return "module"
+  if (file.endsWith(".cts")) return "commonjs"
+  if (packageType(file) === "module") return "module"
+  return looksLikeModule(code, file) ? "module" : "commonjs"
+}
+
+/** The TypeScript files a relative specifier of a TypeScript module may name, in tsc's order. */
+const candidates = (target: string): ReadonlyArray<string> => {
+  const js = /\.(m|c)?js$/.exec(target)
+  if (js !== null) return [target.slice(0, -js[0].length) + `.${js[1] ?? ""}ts`]
+  if (path.extname(target) !== "") return []
+  return [`${target}.ts`, `${target}.mts`, `${target}.cts`, path.join(target, "index.ts")]
+}
+
+const isFile = (file: string): boolean => {
+  try {
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+interface Prepared {
+  readonly format: "module" | "commonjs"
+  readonly code: string
+}
+
+/** A plugin's JavaScript prepared by {@link isCommonJs}, for the load that follows. */
+const prepared = new Map<string, Prepared>()
+
+/**
+ * A TypeScript file's JavaScript and how Node is to run it. A `.cts` file written with
+ * `import`/`export` is compiled to CommonJS by esbuild, as tsx did (Node alone refuses it).
+ */
+const prepare = (file: string): Prepared => {
+  const kept = prepared.get(file)
+  if (kept !== undefined) {
+    prepared.delete(file)
+    return kept
+  }
+  const source = fs.readFileSync(file, "utf8")
+  const code = compile(source, file)
+  const format = formatOf(file, code)
+  if (format === "commonjs" && file.endsWith(".cts") && looksLikeModule(code, file)) {
+    return { format, code: esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}`, format: "cjs" }).code }
+  }
+  return { format, code }
+}
+
+/**
+ * Whether Node runs this TypeScript file as CommonJS (then the plugin is `require`d, as tsx's
+ * CommonJS plugins were; an `import` of it would give its `module.exports` as the default export
+ * all the same).
+ */
+export const isCommonJs = (file: string): boolean => {
+  if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return false
+  const ready = prepare(file)
+  prepared.set(file, ready)
+  return ready.format === "commonjs"
+}
+
+let installed = false
+
+/** Installs the hooks in this thread, once (each thread that loads plugins installs its own). */
+export const install = (): void => {
+  if (installed) return
+  installed = true
+  Module.registerHooks({
+    resolve: (specifier, context, nextResolve) => {
+      try {
+        return nextResolve(specifier, context)
+      } catch (error) {
+        const parent = context.parentURL
+        const code = (error as { readonly code?: unknown } | null)?.code
+        if (
+          (code !== "ERR_MODULE_NOT_FOUND" && code !== "MODULE_NOT_FOUND" && code !== "ERR_UNSUPPORTED_DIR_IMPORT") ||
+          parent === undefined ||
+          !parent.startsWith("file:") || !TS.test(parent) || !(specifier.startsWith("./") || specifier.startsWith("../"))
+        ) throw error
+        const base = path.dirname(fileURLToPath(parent))
+        for (const candidate of candidates(path.resolve(base, specifier))) {
+          if (isFile(candidate)) return { url: pathToFileURL(candidate).href, shortCircuit: true }
+        }
+        throw error
+      }
+    },
+    load: (url, context, nextLoad) => {
+      if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return nextLoad(url, context)
+      const file = fileURLToPath(url)
+      // (Node strips no types under node_modules, and neither does this: a package ships JavaScript)
+      if (file.split(path.sep).includes("node_modules")) return nextLoad(url, context)
+      const { format, code } = prepare(file)
+      return { format, source: code, shortCircuit: true }
+    }
+  })
+}

@@ -1,0 +1,108 @@
+/**
+ * TypeScript plugins on Node's own transform (src/node/internal/typescript.ts), loaded the way a
+ * user loads them: `effect-gym envs --plugin FILE` in a folder outside this package. Integration
+ * layer (test/layers.ts): it runs the built command line.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const BIN = path.resolve(import.meta.dirname, "../bin/effect-gym.js")
+
+const envs = (plugins: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const result = spawnSync(process.execPath, [BIN, "envs", ...plugins.flatMap((p) => ["--plugin", p])], {
+    encoding: "utf8",
+    timeout: 60_000,
+    env: { ...process.env, ...env }
+  })
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+const write = (dir: string, files: Record<string, string>): void => {
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
+    fs.writeFileSync(path.join(dir, name), text)
+  }
+}
+
+const lake = (name: string) => `Plugin.make({ envs: [FrozenLake.definition(${name})] })`
+
+describe("TypeScript plugins on Node's transform", () => {
+  it("ES modules and CommonJS, by extension, package type and syntax; tsc's specifiers; enums, parameter properties, decorators; no warning printed", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // an ES module .ts outside any package, naming its neighbours as tsc lets it
+      "esm/lib/index.ts": `export enum Color { Red = "red" }\n`,
+      "esm/helper.ts": `import { Color } from "./lib"\nexport const name = (n: string): string => \`\${n}_\${Color.Red}\`\n`,
+      "esm/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nimport type { Message } from "effect-gym/Message"\n` +
+        `import { name } from "./helper.js"\nconst m: Message | undefined = undefined\nvoid m\nexport default ${lake(`name("esm")`)}\n`,
+      // CommonJS .ts outside any package: require, an extensionless TypeScript neighbour, a parameter property
+      "cjs/helper.ts": `module.exports = { suffix: (s: string): string => s + "_cjs" }\n`,
+      "cjs/plugin.ts":
+        `const { Plugin, FrozenLake } = require("effect-gym")\nconst { suffix } = require("./helper")\n` +
+        `class Holder { constructor(private readonly n: string) {} get(): string { return this.n } }\n` +
+        `module.exports = { default: ${lake(`suffix(new Holder("plain").get())`)} }\n`,
+      "cjs/plugin.cts":
+        `const { Plugin, FrozenLake } = require("effect-gym")\nmodule.exports = { default: ${lake(`"cts" as string`)} }\n`,
+      "mts/plugin.mts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"mts" as const`)}\n`,
+      // import/export in a "type": "commonjs" package: tsx ran it as CommonJS; it runs as a module
+      "pkg/package.json": `{ "type": "commonjs" }\n`,
+      "pkg/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"pkg"`)}\n`,
+      // decorators, which Node's transform leaves to V8: compiled by esbuild
+      "deco/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst named = (value: unknown, _context: unknown) => value\n` +
+        `@named class Named { static id = "deco" }\nexport default ${lake(`Named.id`)}\n`
+    })
+    const plugins = ["esm/plugin.ts", "cjs/plugin.ts", "cjs/plugin.cts", "mts/plugin.mts", "pkg/plugin.ts", "deco/plugin.ts"]
+      .map((p) => path.join(dir, p))
+    const { code, stdout, stderr } = envs(plugins)
+    expect(code, stderr).toBe(0)
+    for (const name of ["esm_red", "plain_cjs", "cts", "mts", "pkg", "deco"]) {
+      expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+    }
+    // (Node's "stripTypeScriptTypes is an experimental feature" is not the user's business)
+    expect(stderr).toBe("")
+  }, 120_000)
+
+  it("a syntax error names the file, line and column, in TypeScript and JavaScript alike; exit 2", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      "bad.ts": `import { Plugin } from "effect-gym"\nconst x: number = ;\nexport default Plugin.make({})\n`,
+      // (valid TypeScript whose JavaScript V8 refuses)
+      "bad-js.ts": `import { Plugin } from "effect-gym"\nexport default Plugin.make({})\nconst q = 1 +* 2\n`,
+      "bad.mjs": `export const x = 1\nconst y = ;\n`
+    })
+    const cases: ReadonlyArray<readonly [string, string]> = [
+      ["bad.ts", "bad.ts:2:18"],
+      ["bad-js.ts", "bad-js.ts:3:13"],
+      ["bad.mjs", "bad.mjs:2:11"]
+    ]
+    for (const [name, at] of cases) {
+      const file = path.join(dir, name)
+      const { code, stderr } = envs([file])
+      expect(code, `${name}: ${stderr}`).toBe(2)
+      expect(stderr, name).toContain(`plugin ${file}: failed to load`)
+      expect(stderr, name).toContain(path.join(dir, at))
+    }
+  }, 120_000)
+
+  it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx, as before; without it, Node's transform", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where __filename
+    // is defined; Node runs it as the module it is, where it is not)
+    write(dir, {
+      "plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nclass H { constructor(readonly n: string) {} }\n` +
+        `export default ${lake(`new H(typeof __filename === "string" ? "by_tsx" : "by_node").n`)}\n`
+    })
+    const tsx = envs([path.join(dir, "plugin.ts")], { EFFECT_GYM_TS_LOADER: "tsx" })
+    expect(tsx.code, tsx.stderr).toBe(0)
+    expect(tsx.stdout).toMatch(/^\s+by_tsx\s/m)
+    const node = envs([path.join(dir, "plugin.ts")])
+    expect(node.code, node.stderr).toBe(0)
+    expect(node.stdout).toMatch(/^\s+by_node\s/m)
+  }, 120_000)
+})
