@@ -9,10 +9,11 @@ import { all, docs, heavy, integration } from "./test/layers.js"
  * Tests, examples and fixtures import the package by its public names (`effect-gym`,
  * `effect-gym/openenv`, ...). `tsconfig.test.json` maps each name to its TypeScript source (one
  * entry per subpath of package.json's `exports`; a test keeps the two in step), and both loaders use
- * that map: vitest through `resolve.alias`, and tsx, which loads `.ts` plugin files at run time,
- * through `TSX_TSCONFIG_PATH`. So editing `src/` and running `npx vitest run` tests the edited code.
- * Only the spawned `bin/effect-gym.js` (and `.mjs` plugins it imports) and the env worker threads run
- * the built `dist/`: the integration project builds it first when its inputs changed.
+ * that map: vitest through `resolve.alias`, and tsx (`.tsx` plugins, or any with
+ * EFFECT_GYM_TS_LOADER=tsx) through `TSX_TSCONFIG_PATH`. So editing `src/` and running `npx vitest run`
+ * tests the edited code. The spawned `bin/effect-gym.js` (and the plugins it imports), CommonJS `.ts`
+ * plugins loaded in a test's process and the env worker threads run the built `dist/`: the
+ * integration project builds it first when its inputs changed.
  *
  * Three projects, classified by file in test/layers.ts: `unit` (no build, no child process: `npm run
  * test:unit`) and `integration` (the built command line, other programs), which `npm test` runs at
