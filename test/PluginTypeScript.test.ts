@@ -51,16 +51,18 @@ describe("TypeScript plugins on Node's transform", () => {
       // import/export in a "type": "commonjs" package: tsx ran it as CommonJS; it runs as a module
       "pkg/package.json": `{ "type": "commonjs" }\n`,
       "pkg/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"pkg"`)}\n`,
+      // a `#!` line before an ES module's imports (it was taken for CommonJS: "Cannot use import statement")
+      "shebang/plugin.ts": `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"shebang" as string`)}\n`,
       // decorators, which Node's transform leaves to V8: compiled by esbuild
       "deco/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nconst named = (value: unknown, _context: unknown) => value\n` +
         `@named class Named { static id = "deco" }\nexport default ${lake(`Named.id`)}\n`
     })
-    const plugins = ["esm/plugin.ts", "cjs/plugin.ts", "cjs/plugin.cts", "mts/plugin.mts", "pkg/plugin.ts", "deco/plugin.ts"]
+    const plugins = ["esm/plugin.ts", "cjs/plugin.ts", "cjs/plugin.cts", "mts/plugin.mts", "pkg/plugin.ts", "deco/plugin.ts", "shebang/plugin.ts"]
       .map((p) => path.join(dir, p))
     const { code, stdout, stderr } = envs(plugins)
     expect(code, stderr).toBe(0)
-    for (const name of ["esm_red", "plain_cjs", "cts", "mts", "pkg", "deco"]) {
+    for (const name of ["esm_red", "plain_cjs", "cts", "mts", "pkg", "deco", "shebang"]) {
       expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
     }
     // (Node's "stripTypeScriptTypes is an experimental feature" is not the user's business)

@@ -142,7 +142,9 @@ const MODULE_ONLY: ReadonlyArray<string> = [
 const looksLikeModule = (code: string, file: string): boolean => {
   try {
     // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module)
-    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code}\n})`, { filename: file })
+    // (a `#!` line, which both formats allow at the very start, made a comment in the wrapper)
+    const body = code.startsWith("#!") ? `//${code}` : code
+    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${body}\n})`, { filename: file })
     return false
   } catch (error) {
     return error instanceof SyntaxError && MODULE_ONLY.some((text) => error.message.includes(text))
