@@ -184,8 +184,17 @@ interface Prepared {
   readonly code: string
 }
 
-/** A plugin's JavaScript prepared by {@link isCommonJs}, for the load that follows. */
-const prepared = new Map<string, Prepared>()
+/**
+ * A plugin's JavaScript prepared by {@link isCommonJs}, for the load that follows (taken by it; kept
+ * with the file's size and time, so that a load that does not follow, e.g. a `require` answered from
+ * its cache, leaves nothing a changed file could be mistaken for).
+ */
+const prepared = new Map<string, Prepared & { readonly stamp: string }>()
+
+const stampOf = (file: string): string => {
+  const stat = fs.statSync(file)
+  return `${stat.size}:${stat.mtimeMs}`
+}
 
 /**
  * A TypeScript file's JavaScript and how Node is to run it. A `.cts` file written with
@@ -193,10 +202,8 @@ const prepared = new Map<string, Prepared>()
  */
 const prepare = (file: string): Prepared => {
   const kept = prepared.get(file)
-  if (kept !== undefined) {
-    prepared.delete(file)
-    return kept
-  }
+  prepared.delete(file)
+  if (kept !== undefined && kept.stamp === stampOf(file)) return kept
   const source = fs.readFileSync(file, "utf8")
   const code = compile(source, file)
   const format = formatOf(file, code)
@@ -213,8 +220,9 @@ const prepare = (file: string): Prepared => {
  */
 export const isCommonJs = (file: string): boolean => {
   if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return false
+  const stamp = stampOf(file)
   const ready = prepare(file)
-  prepared.set(file, ready)
+  prepared.set(file, { ...ready, stamp })
   return ready.format === "commonjs"
 }
 
