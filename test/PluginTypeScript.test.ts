@@ -91,12 +91,12 @@ describe("TypeScript plugins on Node's transform", () => {
 
   it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx, as before; without it, Node's transform", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
-    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where __filename
-    // is defined; Node runs it as the module it is, where it is not)
+    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where `module` is
+    // defined; Node runs it as the module it is, where it is not)
     write(dir, {
       "plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nclass H { constructor(readonly n: string) {} }\n` +
-        `export default ${lake(`new H(typeof __filename === "string" ? "by_tsx" : "by_node").n`)}\n`
+        `export default ${lake(`new H(typeof module === "object" ? "by_tsx" : "by_node").n`)}\n`
     })
     const tsx = envs([path.join(dir, "plugin.ts")], { EFFECT_GYM_TS_LOADER: "tsx" })
     expect(tsx.code, tsx.stderr).toBe(0)
@@ -104,5 +104,37 @@ describe("TypeScript plugins on Node's transform", () => {
     const node = envs([path.join(dir, "plugin.ts")])
     expect(node.code, node.stderr).toBe(0)
     expect(node.stdout).toMatch(/^\s+by_node\s/m)
+  }, 120_000)
+
+  it("what tsx loaded loads: a .cts module's named exports, accessor, a shebang, JSON without an attribute, __dirname and require in a module, a plugin under node_modules", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (each failed on Node's transform alone, where tsx loaded it)
+      // "Named export 'c' not found. The requested module './c.cts' is a CommonJS module"
+      "cts/c.cts": `export const c: string = "cts_named"\n`,
+      "cts/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { c } from "./c.cts"\nexport default ${lake("c")}\n`,
+      // "Unexpected identifier 'tag'" (V8 has no auto-accessors), with no file or line
+      "accessor/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nclass A { accessor tag: string = "accessor" }\nexport default ${lake("new A().tag")}\n`,
+      // "Cannot use import statement outside a module" (run as CommonJS), and a warning
+      "shebang/plugin.ts": `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"shebang" as string`)}\n`,
+      // 'Module ".../data.json" needs an import attribute of "type: json"'
+      "json/data.json": `{ "name": "json_plain" }\n`,
+      "json/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport data from "./data.json"\nexport default ${lake("data.name")}\n`,
+      // "__dirname is not defined in ES module scope", "require is not defined in ES module scope"
+      "globals/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst os = require("node:os")\n` +
+        `export default ${lake(`typeof os.cpus === "function" && __dirname.endsWith("globals") ? "cjs_globals" : "no"`)}\n`,
+      // "Stripping types is currently unsupported for files under node_modules"
+      "other/node_modules/plug/package.json": `{ "name": "plug", "type": "module" }\n`,
+      "other/node_modules/plug/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"in_node_modules" as string`)}\n`
+    })
+    const plugins = ["cts", "accessor", "shebang", "json", "globals", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
+    const { code, stdout, stderr } = envs(plugins)
+    expect(code, stderr).toBe(0)
+    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals", "in_node_modules"]) {
+      expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+    }
+    expect(stderr).toBe("")
   }, 120_000)
 })

@@ -32,9 +32,13 @@ const TS = /\.(?:ts|mts|cts)$/
 /** Whether `EFFECT_GYM_TS_LOADER=tsx` asks for tsx for every TypeScript plugin. */
 export const tsxAsked = (): boolean => process.env.EFFECT_GYM_TS_LOADER === "tsx"
 
-/** Whether Node's own transform loads this file (else tsx does: `.tsx`, or tsx asked). */
+/**
+ * Whether Node's own transform loads this file (else tsx does: `.tsx`, tsx asked, or a plugin under
+ * `node_modules`, whose types Node will not strip: "Stripping types is currently unsupported for
+ * files under node_modules", where tsx loaded it).
+ */
 export const native = (file: string): boolean =>
-  TS.test(file) && !tsxAsked() && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
+  TS.test(file) && !tsxAsked() && !file.split(path.sep).includes("node_modules") && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
 
 type Strip = (code: string, options: { readonly mode: "transform"; readonly sourceUrl: string }) => string
 
@@ -65,6 +69,7 @@ interface Esbuild {
       readonly sourcefile: string
       readonly target: string
       readonly format?: "cjs"
+      readonly platform?: "node"
     }
   ) => { readonly code: string }
 }
@@ -100,13 +105,20 @@ interface EsbuildMessage {
 /** A line that starts with a decorator (`@name`): Node's transform leaves those to V8, which has none. */
 const DECORATOR = /^[ \t]*@[A-Za-z_$]/m
 
+/**
+ * An auto-accessor (`accessor name = ...`, decorators' proposal): Node's transform leaves it to V8,
+ * which has none ("Unexpected identifier 'name'", no file, no line); esbuild compiles it to a
+ * private field with a getter and setter, as tsx did.
+ */
+const ACCESSOR = /\baccessor\s+(?:[A-Za-z_$#[]|\d)/
+
 const SYNTAX_CODES = new Set(["ERR_INVALID_TYPESCRIPT_SYNTAX", "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX"])
 
 /** The JavaScript of a TypeScript file: Node's transform, or esbuild where that cannot (see above). */
 export const compile = (source: string, file: string): string => {
   const byEsbuild = () =>
     esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}` }).code
-  if (DECORATOR.test(source)) return byEsbuild()
+  if (DECORATOR.test(source) || ACCESSOR.test(source)) return byEsbuild()
   try {
     return transform(source, file)
   } catch (error) {
@@ -141,8 +153,11 @@ const MODULE_ONLY: ReadonlyArray<string> = [
 
 const looksLikeModule = (code: string, file: string): boolean => {
   try {
-    // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module)
-    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code}\n})`, { filename: file })
+    // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module;
+    // a `#!` line, valid only at the start of a file, is left out: inside the wrapper it was a
+    // syntax error, and an ES module with a shebang ran as CommonJS, "Cannot use import statement
+    // outside a module")
+    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code.replace(/^#!.*/, "")}\n})`, { filename: file })
     return false
   } catch (error) {
     return error instanceof SyntaxError && MODULE_ONLY.some((text) => error.message.includes(text))
@@ -177,6 +192,25 @@ const isFile = (file: string): boolean => {
   }
 }
 
+/**
+ * TypeScript compiled to CommonJS by esbuild, as tsx did; `platform: "node"` has it name the
+ * exports in a form Node's CommonJS lexer reads, so that `import { x } from "./x.cts"` finds `x`
+ * (without it: "Named export 'x' not found").
+ */
+const toCommonJs = (source: string, file: string): string =>
+  esbuildOf().transformSync(source, {
+    loader: "ts",
+    sourcefile: file,
+    target: `node${process.versions.node}`,
+    format: "cjs",
+    platform: "node"
+  }).code
+
+/** CommonJS's own names used (`__dirname`, `require(...)`, `module.exports`), not declared, and no `import.meta`. */
+const usesCommonJs = (source: string): boolean =>
+  /\b(?:__dirname|__filename)\b|(?<![.\w$])require\s*\(|\bmodule\.exports\b|(?<![.\w$])exports\.[A-Za-z_$]/.test(source) &&
+  !/\bimport\.meta\b|\b(?:const|let|var|function|class)\s+(?:__dirname|__filename|require|module|exports)\b/.test(source)
+
 interface Prepared {
   readonly format: "module" | "commonjs"
   readonly code: string
@@ -199,7 +233,17 @@ const prepare = (file: string): Prepared => {
   const code = compile(source, file)
   const format = formatOf(file, code)
   if (format === "commonjs" && file.endsWith(".cts") && looksLikeModule(code, file)) {
-    return { format, code: esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}`, format: "cjs" }).code }
+    return { format, code: toCommonJs(source, file) }
+  }
+  // (an ES module `.ts` outside a `"type": "module"` package that uses `__dirname`, `require` and
+  // the like, which tsx compiled to CommonJS: as tsx did, or where that cannot be, e.g. a top-level
+  // `await`, as the module it is)
+  if (format === "module" && file.endsWith(".ts") && packageType(file) !== "module" && usesCommonJs(source)) {
+    try {
+      return { format: "commonjs", code: toCommonJs(source, file) }
+    } catch {
+      return { format, code }
+    }
   }
   return { format, code }
 }
@@ -216,6 +260,25 @@ export const isCommonJs = (file: string): boolean => {
   return ready.format === "commonjs"
 }
 
+type Resolved = ReturnType<Parameters<Parameters<typeof Module.registerHooks>[0]["resolve"] & {}>[2]>
+type ResolveContext = Parameters<Parameters<typeof Module.registerHooks>[0]["resolve"] & {}>[1]
+
+/**
+ * A JSON file a TypeScript module imports without `with { type: "json" }` (as tsx let it, and
+ * bundlers do), imported as JSON: Node alone refused it, 'Module "file:///.../data.json" needs an
+ * import attribute of "type: json"', naming neither the plugin nor the line.
+ */
+const jsonAsked = (resolved: Resolved, context: ResolveContext): Resolved => {
+  const parent = context.parentURL
+  if (
+    parent === undefined || !parent.startsWith("file:") || !TS.test(parent.split(/[?#]/)[0]) ||
+    parent.includes("/node_modules/") || !resolved.url.startsWith("file:") ||
+    !resolved.url.split(/[?#]/)[0].endsWith(".json") || context.importAttributes?.type !== undefined ||
+    !context.conditions.includes("import")
+  ) return resolved
+  return { ...resolved, importAttributes: { ...context.importAttributes, type: "json" } }
+}
+
 let installed = false
 
 /** Installs the hooks in this thread, once (each thread that loads plugins installs its own). */
@@ -225,7 +288,7 @@ export const install = (): void => {
   Module.registerHooks({
     resolve: (specifier, context, nextResolve) => {
       try {
-        return nextResolve(specifier, context)
+        return jsonAsked(nextResolve(specifier, context), context)
       } catch (error) {
         const parent = context.parentURL
         const code = (error as { readonly code?: unknown } | null)?.code
