@@ -106,7 +106,7 @@ describe("TypeScript plugins on Node's transform", () => {
     expect(node.stdout).toMatch(/^\s+by_node\s/m)
   }, 120_000)
 
-  it("what tsx loaded loads: a .cts module's named exports, accessor, a shebang, JSON without an attribute, __dirname and require in a module, a plugin under node_modules", () => {
+  it("what tsx loaded loads: a .cts module's named exports, accessor, a shebang, JSON without an attribute, __dirname and require in a module, types imported without type, a plugin under node_modules", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
     write(dir, {
       // (each failed on Node's transform alone, where tsx loaded it)
@@ -125,14 +125,21 @@ describe("TypeScript plugins on Node's transform", () => {
       "globals/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nconst os = require("node:os")\n` +
         `export default ${lake(`typeof os.cpus === "function" && __dirname.endsWith("globals") ? "cjs_globals" : "no"`)}\n`,
+      // "The requested module './types.js' does not provide an export named 'Cfg'": types imported
+      // without `type`, which tsc and tsx drop (in the plugin and in a module it imports)
+      "types/types.ts": `export interface Cfg { readonly name: string }\nexport type Id = string\nexport const v = "types"\n`,
+      "types/helper.ts": `import { Cfg, Id } from "./types.js"\nexport const make = (name: Id): Cfg => ({ name })\n`,
+      "types/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nimport { Cfg, v } from "./types.js"\nimport { make } from "./helper.js"\n` +
+        `const c: Cfg = make(v + "_elided")\nexport default ${lake("c.name")}\n`,
       // "Stripping types is currently unsupported for files under node_modules"
       "other/node_modules/plug/package.json": `{ "name": "plug", "type": "module" }\n`,
       "other/node_modules/plug/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"in_node_modules" as string`)}\n`
     })
-    const plugins = ["cts", "accessor", "shebang", "json", "globals", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
+    const plugins = ["cts", "accessor", "shebang", "json", "globals", "types", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
     const { code, stdout, stderr } = envs(plugins)
     expect(code, stderr).toBe(0)
-    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals", "in_node_modules"]) {
+    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals", "types_elided", "in_node_modules"]) {
       expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
     }
     expect(stderr).toBe("")

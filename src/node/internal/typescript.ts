@@ -119,12 +119,44 @@ export const compile = (source: string, file: string): string => {
   const byEsbuild = () =>
     esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}` }).code
   if (DECORATOR.test(source) || ACCESSOR.test(source)) return byEsbuild()
+  let code: string
   try {
-    return transform(source, file)
+    code = transform(source, file)
   } catch (error) {
     if (!SYNTAX_CODES.has((error as { readonly code?: unknown } | null)?.code as string)) throw error
     return byEsbuild()
   }
+  return importsUnused(code) ? byEsbuild() : code
+}
+
+/** An import statement as Node's transform prints it (one a line): its clause. */
+const IMPORT = /^import\s+([^"'\n]*?)\s*from\s*(["'])[^"'\n]*\2[^\n]*$/gm
+
+/** The names an import clause (`D, { a as b, c }`, `* as NS`) binds. */
+const importedNames = (clause: string): ReadonlyArray<string> => {
+  const braces = /\{([^}]*)\}/.exec(clause)
+  const named = (braces?.[1] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+    .map((s) => s.split(/\s+as\s+/).pop()!.trim())
+  const outside = clause.replace(/\{[^}]*\}/, "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+    .map((s) => s.replace(/^\*\s*as\s+/, ""))
+  return [...outside, ...named].filter((name) => /^[\w$]+$/.test(name))
+}
+
+/**
+ * Whether a name imported by this JavaScript is not used in it: a type imported without `type`
+ * (`import { Config } from "./types.js"`, `Config` an interface). tsc and esbuild (tsx) drop such
+ * imports; Node's transform keeps them, and the import fails, "The requested module './types.js'
+ * does not provide an export named 'Config'". Such a file is compiled by esbuild, which drops them.
+ */
+const importsUnused = (code: string): boolean => {
+  const statements = [...code.matchAll(IMPORT)]
+  if (statements.length === 0) return false
+  const rest = code.replace(IMPORT, "")
+  return statements.some((statement) =>
+    importedNames(statement[1]).some((name) =>
+      !new RegExp(`(?<![\\w$])${name.replace(/\$/g, "\\$")}(?![\\w$])`).test(rest)
+    )
+  )
 }
 
 /** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
