@@ -144,4 +144,22 @@ describe("TypeScript plugins on Node's transform", () => {
     }
     expect(stderr).toBe("")
   }, 120_000)
+
+  it("a stack trace names the TypeScript file's own line, whether Node's transform compiles it (an enum) or esbuild does (a decorator)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    // (the line of the stack's first frame, as the env's name: Node's transform prints the file
+    // anew, and without a source map line 9 read as line 18)
+    const line = `(new Error().stack ?? "").split("\\n")[1].replace(/.*:(\\d+):\\d+\\)?$/, "$1")`
+    const above = `enum E {\n  A,\n  B\n}\nnamespace N { export const x = 1; export const y = 2 }\nconst o = { a: 1, b: 2 }; const p = 3\n`
+    write(dir, {
+      "enum.ts": `import { Plugin, FrozenLake } from "effect-gym"\n${above}interface Q { a: number }\nexport default ${lake(`"enum_line_" + ${line}`)}\n`,
+      "deco.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst named = (value: unknown, _context: unknown) => value\n` +
+        `@named class Named {\n  static id = "deco"\n}\n${above}export default ${lake(`"deco_line_" + ${line}`)}\n`
+    })
+    const { code, stdout, stderr } = envs([path.join(dir, "enum.ts"), path.join(dir, "deco.ts")])
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/^\s+enum_line_9\s/m)
+    expect(stdout).toMatch(/^\s+deco_line_12\s/m)
+  }, 120_000)
 })

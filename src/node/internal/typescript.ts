@@ -1,10 +1,10 @@
 /**
- * TypeScript plugins on Node's own transform (`module.stripTypeScriptTypes`, mode `transform`: types
- * erased, enums, namespaces and parameter properties compiled), in this thread, with
- * `module.registerHooks`: a load hook that gives Node the JavaScript of each `.ts`, `.mts` and
- * `.cts` file outside `node_modules`, and a resolve hook that finds the TypeScript file a TypeScript
- * module names the way `tsc` lets it (`./util.js` for `./util.ts`, `./util`, `./dir` for
- * `./dir/index.ts`).
+ * TypeScript plugins on Node's own transform (`module.stripTypeScriptTypes`: mode `strip`, types
+ * blanked out, each line where it was; mode `transform`, with a source map, where enums, namespaces
+ * or parameter properties need compiling), in this thread, with `module.registerHooks`: a load
+ * hook that gives Node the JavaScript of each `.ts`, `.mts` and `.cts` file (under `node_modules`
+ * too, as tsx did), and a resolve hook that finds the TypeScript file a TypeScript module names the
+ * way `tsc` lets it (`./util.js` for `./util.ts`, `./util`, `./dir` for `./dir/index.ts`).
  *
  * A file Node's transform refuses (its errors name no line), and one with decorators (which it
  * leaves for V8, which has none), is compiled by esbuild instead, the compiler tsx runs (tsx's own
@@ -32,19 +32,22 @@ const TS = /\.(?:ts|mts|cts)$/
 /** Whether `EFFECT_GYM_TS_LOADER=tsx` asks for tsx for every TypeScript plugin. */
 export const tsxAsked = (): boolean => process.env.EFFECT_GYM_TS_LOADER === "tsx"
 
-/**
- * Whether Node's own transform loads this file (else tsx does: `.tsx`, tsx asked, or a plugin under
- * `node_modules`, whose types Node will not strip: "Stripping types is currently unsupported for
- * files under node_modules", where tsx loaded it).
- */
+/** Whether Node's own transform loads this file (else tsx does: `.tsx`, or tsx asked). */
 export const native = (file: string): boolean =>
-  TS.test(file) && !tsxAsked() && !file.split(path.sep).includes("node_modules") && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
+  TS.test(file) && !tsxAsked() && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
 
-type Strip = (code: string, options: { readonly mode: "transform"; readonly sourceUrl: string }) => string
+type Strip = (
+  code: string,
+  options: { readonly mode: "strip" | "transform"; readonly sourceUrl: string; readonly sourceMap?: boolean }
+) => string
 
 /**
- * The JavaScript of a TypeScript source. Node warns once that the function is experimental; that
- * warning is the tool's business, not the user's, so it is not printed (any other warning is).
+ * The JavaScript of a TypeScript source: its types blanked out where that is all it takes (each
+ * line where it was), else (enums, namespaces, parameter properties) compiled with a source map, so
+ * that a stack trace names the line of the TypeScript file (the transform prints the file anew: an
+ * error on line 9 of a plugin with an enum above it was reported on line 18). Node warns once that
+ * the function is experimental; that warning is the tool's business, not the user's, so it is not
+ * printed (any other warning is).
  */
 const transform = (source: string, file: string): string => {
   const strip = (Module as unknown as { readonly stripTypeScriptTypes: Strip }).stripTypeScriptTypes
@@ -55,7 +58,13 @@ const transform = (source: string, file: string): string => {
     return (emitWarning as (...args: Array<unknown>) => void).call(process, warning, ...rest)
   }) as typeof process.emitWarning
   try {
-    return strip(source, { mode: "transform", sourceUrl: pathToFileURL(file).href })
+    const sourceUrl = pathToFileURL(file).href
+    try {
+      return strip(source, { mode: "strip", sourceUrl })
+    } catch (error) {
+      if ((error as { readonly code?: unknown } | null)?.code !== "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX") throw error
+      return strip(source, { mode: "transform", sourceUrl, sourceMap: true })
+    }
   } finally {
     process.emitWarning = emitWarning
   }
@@ -70,6 +79,7 @@ interface Esbuild {
       readonly target: string
       readonly format?: "cjs"
       readonly platform?: "node"
+      readonly sourcemap?: "inline"
     }
   ) => { readonly code: string }
 }
@@ -117,7 +127,7 @@ const SYNTAX_CODES = new Set(["ERR_INVALID_TYPESCRIPT_SYNTAX", "ERR_UNSUPPORTED_
 /** The JavaScript of a TypeScript file: Node's transform, or esbuild where that cannot (see above). */
 export const compile = (source: string, file: string): string => {
   const byEsbuild = () =>
-    esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}` }).code
+    esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}`, sourcemap: "inline" }).code
   if (DECORATOR.test(source) || ACCESSOR.test(source)) return byEsbuild()
   let code: string
   try {
@@ -235,7 +245,8 @@ const toCommonJs = (source: string, file: string): string =>
     sourcefile: file,
     target: `node${process.versions.node}`,
     format: "cjs",
-    platform: "node"
+    platform: "node",
+    sourcemap: "inline"
   }).code
 
 /** CommonJS's own names used (`__dirname`, `require(...)`, `module.exports`), not declared, and no `import.meta`. */
@@ -304,7 +315,7 @@ const jsonAsked = (resolved: Resolved, context: ResolveContext): Resolved => {
   const parent = context.parentURL
   if (
     parent === undefined || !parent.startsWith("file:") || !TS.test(parent.split(/[?#]/)[0]) ||
-    parent.includes("/node_modules/") || !resolved.url.startsWith("file:") ||
+    !resolved.url.startsWith("file:") ||
     !resolved.url.split(/[?#]/)[0].endsWith(".json") || context.importAttributes?.type !== undefined ||
     !context.conditions.includes("import")
   ) return resolved
@@ -317,6 +328,16 @@ let installed = false
 export const install = (): void => {
   if (installed) return
   installed = true
+  // (the source maps of what Node's transform and esbuild compile, as tsx had them: a stack trace
+  // names the TypeScript file's own lines)
+  const maps = Module as unknown as {
+    readonly getSourceMapsSupport?: () => { readonly enabled: boolean; readonly nodeModules: boolean; readonly generatedCode: boolean }
+    readonly setSourceMapsSupport?: (enabled: boolean, options?: { readonly nodeModules?: boolean; readonly generatedCode?: boolean }) => void
+  }
+  const support = maps.getSourceMapsSupport?.()
+  if (support !== undefined && !support.enabled) {
+    maps.setSourceMapsSupport?.(true, { nodeModules: support.nodeModules, generatedCode: support.generatedCode })
+  }
   Module.registerHooks({
     resolve: (specifier, context, nextResolve) => {
       try {
@@ -339,8 +360,9 @@ export const install = (): void => {
     load: (url, context, nextLoad) => {
       if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return nextLoad(url, context)
       const file = fileURLToPath(url)
-      // (Node strips no types under node_modules, and neither does this: a package ships JavaScript)
-      if (file.split(path.sep).includes("node_modules")) return nextLoad(url, context)
+      // (under node_modules too, where Node alone strips no types: a plugin in another project's
+      // node_modules failed, "Stripping types is currently unsupported for files under
+      // node_modules", where tsx, which compiles TypeScript wherever it is, loaded it)
       const { format, code } = prepare(file)
       return { format, source: code, shortCircuit: true }
     }
