@@ -128,7 +128,7 @@ describe("TypeScript plugins on Node's transform", () => {
       // "The requested module './types.js' does not provide an export named 'Cfg'": types imported
       // without `type`, which tsc and tsx drop (in the plugin and in a module it imports)
       "types/types.ts": `export interface Cfg { readonly name: string }\nexport type Id = string\nexport const v = "types"\n`,
-      "types/helper.ts": `import { Cfg, Id } from "./types.js"\nexport const make = (name: Id): Cfg => ({ name })\n`,
+      "types/helper.ts": `import {\n  Cfg,\n  Id\n} from "./types.js"\nexport const make = (name: Id): Cfg => ({ name })\n`,
       "types/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nimport { Cfg, v } from "./types.js"\nimport { make } from "./helper.js"\n` +
         `const c: Cfg = make(v + "_elided")\nexport default ${lake("c.name")}\n`,
