@@ -162,4 +162,24 @@ describe("TypeScript plugins on Node's transform", () => {
     expect(stdout).toMatch(/^\s+enum_line_9\s/m)
     expect(stdout).toMatch(/^\s+deco_line_12\s/m)
   }, 120_000)
+
+  it("a plugin that throws as it loads: the error names the file, line and column it was thrown at; exit 2", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (an enum above, so that the line is the TypeScript file's, through the source map)
+      "throws.ts": `import { Plugin } from "effect-gym"\nenum E {\n  A\n}\nif (E.A === 0) throw new Error("boom esm")\nexport default Plugin.make({})\n`,
+      "throws-cjs.ts": `const { Plugin } = require("effect-gym")\ntype T = number\nconst n: T = 1\n;(null as any).foo\n`
+    })
+    const cases: ReadonlyArray<readonly [string, string, string]> = [
+      ["throws.ts", "boom esm", "throws.ts:5:22"],
+      ["throws-cjs.ts", "Cannot read properties of null", "throws-cjs.ts:4:16"]
+    ]
+    for (const [name, message, at] of cases) {
+      const file = path.join(dir, name)
+      const { code, stderr } = envs([file])
+      expect(code, `${name}: ${stderr}`).toBe(2)
+      expect(stderr, name).toContain(`plugin ${file}: failed to load: ${message}`)
+      expect(stderr, name).toContain(`(${path.join(dir, at)})`)
+    }
+  }, 120_000)
 })
