@@ -122,9 +122,13 @@ describe("TypeScript plugins on Node's transform", () => {
       "json/data.json": `{ "name": "json_plain" }\n`,
       "json/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport data from "./data.json"\nexport default ${lake("data.name")}\n`,
       // "__dirname is not defined in ES module scope", "require is not defined in ES module scope"
+      // (and it stays a module: import.meta, and a module that awaits at its top level, which a
+      // compile to CommonJS broke: "require() cannot be used on an ESM graph with top-level await")
+      "globals/wait.mts": `export const waited: string = await Promise.resolve("_waited")\n`,
       "globals/plugin.ts":
-        `import { Plugin, FrozenLake } from "effect-gym"\nconst os = require("node:os")\n` +
-        `export default ${lake(`typeof os.cpus === "function" && __dirname.endsWith("globals") ? "cjs_globals" : "no"`)}\n`,
+        `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nimport { waited } from "./wait.mts"\nconst os = require("node:os")\n` +
+        `const same: boolean = __filename === import.meta.filename\n` +
+        `export default ${lake(`typeof os.cpus === "function" && same && __dirname.endsWith("globals") ? "cjs_globals" + waited : "no"`)}\n`,
       // "The requested module './types.js' does not provide an export named 'Cfg'": types imported
       // without `type`, which tsc and tsx drop (in the plugin and in a module it imports)
       "types/types.ts": `export interface Cfg { readonly name: string }\nexport type Id = string\nexport const v = "types"\n`,
@@ -139,7 +143,7 @@ describe("TypeScript plugins on Node's transform", () => {
     const plugins = ["cts", "accessor", "shebang", "json", "globals", "types", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
     const { code, stdout, stderr } = envs(plugins)
     expect(code, stderr).toBe(0)
-    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals", "types_elided", "in_node_modules"]) {
+    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals_waited", "types_elided", "in_node_modules"]) {
       expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
     }
     expect(stderr).toBe("")

@@ -246,10 +246,30 @@ const toCommonJs = (source: string, file: string): string =>
     sourcemap: "inline"
   }).code
 
-/** CommonJS's own names used (`__dirname`, `require(...)`, `module.exports`), not declared, and no `import.meta`. */
-const usesCommonJs = (source: string): boolean =>
-  /\b(?:__dirname|__filename)\b|(?<![.\w$])require\s*\(|\bmodule\.exports\b|(?<![.\w$])exports\.[A-Za-z_$]/.test(source) &&
-  !/\bimport\.meta\b|\b(?:const|let|var|function|class)\s+(?:__dirname|__filename|require|module|exports)\b/.test(source)
+/** CommonJS's names, as an ES module can define them. */
+const COMMONJS_GLOBALS: ReadonlyArray<readonly [string, string]> = [
+  ["__filename", "import.meta.filename"],
+  ["__dirname", "import.meta.dirname"],
+  ["require", `process.getBuiltinModule("node:module").createRequire(import.meta.url)`]
+]
+
+/**
+ * An ES module's JavaScript with `__dirname`, `__filename` and `require` defined where it uses
+ * them and declares none of its own (tsx compiled such a `.ts` file to CommonJS, where they are:
+ * "__dirname is not defined in ES module scope" on Node's transform alone). Defined at the start of
+ * its first line (after a `#!` line), so that every other line stays where it was; it stays a
+ * module (`import.meta`, a top-level `await`, an import of a module that awaits: what a compile to
+ * CommonJS broke).
+ */
+const withCommonJsGlobals = (code: string): string => {
+  const defined = COMMONJS_GLOBALS.filter(([name]) =>
+    new RegExp(`(?<![.\\w$])${name}(?![\\w$])`).test(code) &&
+    !new RegExp(`\\b(?:const|let|var|function|class)\\s+${name}(?![\\w$])|\\bas\\s+${name}(?![\\w$])|\\bimport\\s+${name}(?![\\w$])`).test(code)
+  )
+  if (defined.length === 0) return code
+  const head = /^\uFEFF?(?:#![^\n]*\n)?/.exec(code)![0]
+  return head + defined.map(([name, value]) => `var ${name} = ${value}; `).join("") + code.slice(head.length)
+}
 
 interface Prepared {
   readonly format: "module" | "commonjs"
@@ -275,15 +295,9 @@ const prepare = (file: string): Prepared => {
   if (format === "commonjs" && file.endsWith(".cts") && looksLikeModule(code, file)) {
     return { format, code: toCommonJs(source, file) }
   }
-  // (an ES module `.ts` outside a `"type": "module"` package that uses `__dirname`, `require` and
-  // the like, which tsx compiled to CommonJS: as tsx did, or where that cannot be, e.g. a top-level
-  // `await`, as the module it is)
-  if (format === "module" && file.endsWith(".ts") && packageType(file) !== "module" && usesCommonJs(source)) {
-    try {
-      return { format: "commonjs", code: toCommonJs(source, file) }
-    } catch {
-      return { format, code }
-    }
+  // (an ES module `.ts` outside a `"type": "module"` package, which tsx compiled to CommonJS)
+  if (format === "module" && file.endsWith(".ts") && packageType(file) !== "module") {
+    return { format, code: withCommonJsGlobals(code) }
   }
   return { format, code }
 }
