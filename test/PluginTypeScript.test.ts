@@ -186,4 +186,19 @@ describe("TypeScript plugins on Node's transform", () => {
       expect(stderr, name).toContain(`(${path.join(dir, at)})`)
     }
   }, 120_000)
+
+  it("a .tsx plugin (tsx) among plugins on Node's transform: an ES module plugin after it imports a CommonJS .ts module by name", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      "first.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"first" as string`)}\n`,
+      "view.tsx": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"tsx_file" as string`)}\n`,
+      // (tsx registered after the first plugin loaded: "The requested module './counter.ts' does
+      // not provide an export named 'counter'")
+      "counter.ts": `exports.counter = { n: 0 as number }\n`,
+      "last.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { counter } from "./counter.ts"\nexport default ${lake(`"last_" + counter.n`)}\n`
+    })
+    const { code, stdout, stderr } = envs(["first.ts", "view.tsx", "last.mts"].map((p) => path.join(dir, p)))
+    expect(code, stderr).toBe(0)
+    for (const name of ["first", "tsx_file", "last_0"]) expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+  }, 120_000)
 })

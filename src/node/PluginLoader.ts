@@ -197,4 +197,13 @@ export const registry = (
   files: ReadonlyArray<string>,
   base: Registry.Registry = Builtins.registry
 ): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
-  Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
+  Effect.andThen(
+    // (tsx, when a plugin needs it, registered before any plugin loads: registered after Node's
+    // transform had loaded a plugin, a later ES module plugin that imported a CommonJS `.ts`
+    // module by name failed, "The requested module './h.ts' does not provide an export named
+    // 'counter'")
+    files.some((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
+      ? Effect.promise(() => registerTypeScript())
+      : Effect.void,
+    Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
+  )
