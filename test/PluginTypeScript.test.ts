@@ -93,12 +93,12 @@ describe("TypeScript plugins on Node's transform", () => {
 
   it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx, as before; without it, Node's transform", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
-    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where __filename
-    // is defined; Node runs it as the module it is, where it is not)
+    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where `module` is
+    // defined; Node runs it as the module it is, where it is not)
     write(dir, {
       "plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nclass H { constructor(readonly n: string) {} }\n` +
-        `export default ${lake(`new H(typeof __filename === "string" ? "by_tsx" : "by_node").n`)}\n`
+        `export default ${lake(`new H(typeof module === "object" ? "by_tsx" : "by_node").n`)}\n`
     })
     const tsx = envs([path.join(dir, "plugin.ts")], { EFFECT_GYM_TS_LOADER: "tsx" })
     expect(tsx.code, tsx.stderr).toBe(0)
@@ -106,5 +106,101 @@ describe("TypeScript plugins on Node's transform", () => {
     const node = envs([path.join(dir, "plugin.ts")])
     expect(node.code, node.stderr).toBe(0)
     expect(node.stdout).toMatch(/^\s+by_node\s/m)
+  }, 120_000)
+
+  it("what tsx loaded loads: a .cts module's named exports, accessor, a shebang, JSON without an attribute, __dirname and require in a module, types imported without type, a plugin under node_modules", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (each failed on Node's transform alone, where tsx loaded it)
+      // "Named export 'c' not found. The requested module './c.cts' is a CommonJS module"
+      "cts/c.cts": `export const c: string = "cts_named"\n`,
+      "cts/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { c } from "./c.cts"\nexport default ${lake("c")}\n`,
+      // "Unexpected identifier 'tag'" (V8 has no auto-accessors), with no file or line
+      "accessor/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nclass A { accessor tag: string = "accessor" }\nexport default ${lake("new A().tag")}\n`,
+      // "Cannot use import statement outside a module" (run as CommonJS), and a warning
+      "shebang/plugin.ts": `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"shebang" as string`)}\n`,
+      // 'Module ".../data.json" needs an import attribute of "type: json"'
+      "json/data.json": `{ "name": "json_plain" }\n`,
+      "json/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport data from "./data.json"\nexport default ${lake("data.name")}\n`,
+      // "__dirname is not defined in ES module scope", "require is not defined in ES module scope"
+      // (and it stays a module: import.meta, and a module that awaits at its top level, which a
+      // compile to CommonJS broke: "require() cannot be used on an ESM graph with top-level await")
+      "globals/wait.mts": `export const waited: string = await Promise.resolve("_waited")\n`,
+      "globals/plugin.ts":
+        `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nimport { waited } from "./wait.mts"\nconst os = require("node:os")\n` +
+        `const same: boolean = __filename === import.meta.filename\n` +
+        `export default ${lake(`typeof os.cpus === "function" && same && __dirname.endsWith("globals") ? "cjs_globals" + waited : "no"`)}\n`,
+      // "The requested module './types.js' does not provide an export named 'Cfg'": types imported
+      // without `type`, which tsc and tsx drop (in the plugin and in a module it imports)
+      "types/types.ts": `export interface Cfg { readonly name: string }\nexport type Id = string\nexport const v = "types"\n`,
+      "types/helper.ts": `import {\n  Cfg,\n  Id\n} from "./types.js"\nexport const make = (name: Id): Cfg => ({ name })\n`,
+      "types/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nimport { Cfg, v } from "./types.js"\nimport { make } from "./helper.js"\n` +
+        `const c: Cfg = make(v + "_elided")\nexport default ${lake("c.name")}\n`,
+      // "Stripping types is currently unsupported for files under node_modules"
+      "other/node_modules/plug/package.json": `{ "name": "plug", "type": "module" }\n`,
+      "other/node_modules/plug/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"in_node_modules" as string`)}\n`
+    })
+    const plugins = ["cts", "accessor", "shebang", "json", "globals", "types", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
+    const { code, stdout, stderr } = envs(plugins)
+    expect(code, stderr).toBe(0)
+    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals_waited", "types_elided", "in_node_modules"]) {
+      expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+    }
+    expect(stderr).toBe("")
+  }, 120_000)
+
+  it("a stack trace names the TypeScript file's own line, whether Node's transform compiles it (an enum) or esbuild does (a decorator)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    // (the line of the stack's first frame, as the env's name: Node's transform prints the file
+    // anew, and without a source map line 9 read as line 18)
+    const line = `(new Error().stack ?? "").split("\\n")[1].replace(/.*:(\\d+):\\d+\\)?$/, "$1")`
+    const above = `enum E {\n  A,\n  B\n}\nnamespace N { export const x = 1; export const y = 2 }\nconst o = { a: 1, b: 2 }; const p = 3\n`
+    write(dir, {
+      "enum.ts": `import { Plugin, FrozenLake } from "effect-gym"\n${above}interface Q { a: number }\nexport default ${lake(`"enum_line_" + ${line}`)}\n`,
+      "deco.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst named = (value: unknown, _context: unknown) => value\n` +
+        `@named class Named {\n  static id = "deco"\n}\n${above}export default ${lake(`"deco_line_" + ${line}`)}\n`
+    })
+    const { code, stdout, stderr } = envs([path.join(dir, "enum.ts"), path.join(dir, "deco.ts")])
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/^\s+enum_line_9\s/m)
+    expect(stdout).toMatch(/^\s+deco_line_12\s/m)
+  }, 120_000)
+
+  it("a plugin that throws as it loads: the error names the file, line and column it was thrown at; exit 2", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (an enum above, so that the line is the TypeScript file's, through the source map)
+      "throws.ts": `import { Plugin } from "effect-gym"\nenum E {\n  A\n}\nif (E.A === 0) throw new Error("boom esm")\nexport default Plugin.make({})\n`,
+      "throws-cjs.ts": `const { Plugin } = require("effect-gym")\ntype T = number\nconst n: T = 1\n;(null as any).foo\n`
+    })
+    const cases: ReadonlyArray<readonly [string, string, string]> = [
+      ["throws.ts", "boom esm", "throws.ts:5:22"],
+      ["throws-cjs.ts", "Cannot read properties of null", "throws-cjs.ts:4:16"]
+    ]
+    for (const [name, message, at] of cases) {
+      const file = path.join(dir, name)
+      const { code, stderr } = envs([file])
+      expect(code, `${name}: ${stderr}`).toBe(2)
+      expect(stderr, name).toContain(`plugin ${file}: failed to load: ${message}`)
+      expect(stderr, name).toContain(`(${path.join(dir, at)})`)
+    }
+  }, 120_000)
+
+  it("a .tsx plugin (tsx) among plugins on Node's transform: an ES module plugin after it imports a CommonJS .ts module by name", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      "first.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"first" as string`)}\n`,
+      "view.tsx": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"tsx_file" as string`)}\n`,
+      // (tsx registered after the first plugin loaded: "The requested module './counter.ts' does
+      // not provide an export named 'counter'")
+      "counter.ts": `exports.counter = { n: 0 as number }\n`,
+      "last.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { counter } from "./counter.ts"\nexport default ${lake(`"last_" + counter.n`)}\n`
+    })
+    const { code, stdout, stderr } = envs(["first.ts", "view.tsx", "last.mts"].map((p) => path.join(dir, p)))
+    expect(code, stderr).toBe(0)
+    for (const name of ["first", "tsx_file", "last_0"]) expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
   }, 120_000)
 })

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Module from "node:module"
 import * as path from "node:path"
-import { pathToFileURL } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import * as Plugin from "../Plugin.js"
 import * as Registry from "../Registry.js"
 import * as Builtins from "./Builtins.js"
@@ -93,6 +93,36 @@ const isCommonJs = (file: string): boolean => {
   }
 }
 
+/** The folder of this package (the nearest package.json above this module), whose frames are not the plugin's. */
+const ownRoot = (): string => {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  while (!fs.existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir)
+  return dir + path.sep
+}
+
+/**
+ * Where a plugin's error was thrown: the first frame of its stack in a file of the user's (not
+ * Node's, this package's or a package under node_modules), as "file:line:column". A plugin that
+ * threw as it loaded said only its message ("failed to load: boom"), with tsx as now.
+ */
+const thrownAt = (cause: unknown): ReadonlyArray<string> => {
+  const stack = cause instanceof Error && typeof cause.stack === "string" ? cause.stack : ""
+  const own = ownRoot()
+  for (const line of stack.split("\n").slice(1)) {
+    const frame = /^\s*at (?:.*? \()?((?:file:\/\/)?\/.*?|[A-Za-z]:\\.*?):(\d+):(\d+)\)?$/.exec(line)
+    if (frame === null) continue
+    let file = frame[1]
+    try {
+      if (file.startsWith("file:")) file = fileURLToPath(file)
+    } catch {
+      continue
+    }
+    if (file.startsWith(own) || file.split(path.sep).includes("node_modules")) continue
+    return [`${file}:${frame[2]}:${frame[3]}`]
+  }
+  return []
+}
+
 let typeScriptRegistered: Promise<void> | undefined
 
 /**
@@ -149,7 +179,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
           // (Node's syntax errors in an imported module name no line: where it is in the plugin's
           // own file, esbuild's parse of that file says)
           detail: `failed to load: ${errorMessage(cause)}${
-            cause instanceof SyntaxError ? TypeScript.locate(absolute).map((at) => ` (${at})`).join("") : ""
+            (cause instanceof SyntaxError ? TypeScript.locate(absolute) : thrownAt(cause)).map((at) => ` (${at})`).join("")
           }`,
           cause
         })
@@ -167,4 +197,13 @@ export const registry = (
   files: ReadonlyArray<string>,
   base: Registry.Registry = Builtins.registry
 ): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
-  Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
+  Effect.andThen(
+    // (tsx, when a plugin needs it, registered before any plugin loads: registered after Node's
+    // transform had loaded a plugin, a later ES module plugin that imported a CommonJS `.ts`
+    // module by name failed, "The requested module './h.ts' does not provide an export named
+    // 'counter'")
+    files.some((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
+      ? Effect.promise(() => registerTypeScript())
+      : Effect.void,
+    Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
+  )

@@ -1,10 +1,10 @@
 /**
- * TypeScript plugins on Node's own transform (`module.stripTypeScriptTypes`, mode `transform`: types
- * erased, enums, namespaces and parameter properties compiled), in this thread, with
- * `module.registerHooks`: a load hook that gives Node the JavaScript of each `.ts`, `.mts` and
- * `.cts` file outside `node_modules`, and a resolve hook that finds the TypeScript file a TypeScript
- * module names the way `tsc` lets it (`./util.js` for `./util.ts`, `./util`, `./dir` for
- * `./dir/index.ts`).
+ * TypeScript plugins on Node's own transform (`module.stripTypeScriptTypes`: mode `strip`, types
+ * blanked out, each line where it was; mode `transform`, with a source map, where enums, namespaces
+ * or parameter properties need compiling), in this thread, with `module.registerHooks`: a load
+ * hook that gives Node the JavaScript of each `.ts`, `.mts` and `.cts` file (under `node_modules`
+ * too, as tsx did), and a resolve hook that finds the TypeScript file a TypeScript module names the
+ * way `tsc` lets it (`./util.js` for `./util.ts`, `./util`, `./dir` for `./dir/index.ts`).
  *
  * A file Node's transform refuses (its errors name no line), and one with decorators (which it
  * leaves for V8, which has none), is compiled by esbuild instead, the compiler tsx runs (tsx's own
@@ -36,11 +36,18 @@ export const tsxAsked = (): boolean => process.env.EFFECT_GYM_TS_LOADER === "tsx
 export const native = (file: string): boolean =>
   TS.test(file) && !tsxAsked() && typeof (Module as { stripTypeScriptTypes?: unknown }).stripTypeScriptTypes === "function"
 
-type Strip = (code: string, options: { readonly mode: "transform"; readonly sourceUrl: string }) => string
+type Strip = (
+  code: string,
+  options: { readonly mode: "strip" | "transform"; readonly sourceUrl: string; readonly sourceMap?: boolean }
+) => string
 
 /**
- * The JavaScript of a TypeScript source. Node warns once that the function is experimental; that
- * warning is the tool's business, not the user's, so it is not printed (any other warning is).
+ * The JavaScript of a TypeScript source: its types blanked out where that is all it takes (each
+ * line where it was), else (enums, namespaces, parameter properties) compiled with a source map, so
+ * that a stack trace names the line of the TypeScript file (the transform prints the file anew: an
+ * error on line 9 of a plugin with an enum above it was reported on line 18). Node warns once that
+ * the function is experimental; that warning is the tool's business, not the user's, so it is not
+ * printed (any other warning is).
  */
 const transform = (source: string, file: string): string => {
   const strip = (Module as unknown as { readonly stripTypeScriptTypes: Strip }).stripTypeScriptTypes
@@ -51,7 +58,13 @@ const transform = (source: string, file: string): string => {
     return (emitWarning as (...args: Array<unknown>) => void).call(process, warning, ...rest)
   }) as typeof process.emitWarning
   try {
-    return strip(source, { mode: "transform", sourceUrl: pathToFileURL(file).href })
+    const sourceUrl = pathToFileURL(file).href
+    try {
+      return strip(source, { mode: "strip", sourceUrl })
+    } catch (error) {
+      if ((error as { readonly code?: unknown } | null)?.code !== "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX") throw error
+      return strip(source, { mode: "transform", sourceUrl, sourceMap: true })
+    }
   } finally {
     process.emitWarning = emitWarning
   }
@@ -65,6 +78,8 @@ interface Esbuild {
       readonly sourcefile: string
       readonly target: string
       readonly format?: "cjs"
+      readonly platform?: "node"
+      readonly sourcemap?: "inline"
     }
   ) => { readonly code: string }
 }
@@ -100,19 +115,55 @@ interface EsbuildMessage {
 /** A line that starts with a decorator (`@name`): Node's transform leaves those to V8, which has none. */
 const DECORATOR = /^[ \t]*@[A-Za-z_$]/m
 
+/**
+ * An auto-accessor (`accessor name = ...`, decorators' proposal): Node's transform leaves it to V8,
+ * which has none ("Unexpected identifier 'name'", no file, no line); esbuild compiles it to a
+ * private field with a getter and setter, as tsx did.
+ */
+const ACCESSOR = /\baccessor\s+(?:[A-Za-z_$#[]|\d)/
+
 const SYNTAX_CODES = new Set(["ERR_INVALID_TYPESCRIPT_SYNTAX", "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX"])
 
 /** The JavaScript of a TypeScript file: Node's transform, or esbuild where that cannot (see above). */
 export const compile = (source: string, file: string): string => {
   const byEsbuild = () =>
-    esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}` }).code
-  if (DECORATOR.test(source)) return byEsbuild()
+    esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}`, sourcemap: "inline" }).code
+  if (DECORATOR.test(source) || ACCESSOR.test(source)) return byEsbuild()
+  let code: string
   try {
-    return transform(source, file)
+    code = transform(source, file)
   } catch (error) {
     if (!SYNTAX_CODES.has((error as { readonly code?: unknown } | null)?.code as string)) throw error
     return byEsbuild()
   }
+  return importsUnused(code) ? byEsbuild() : code
+}
+
+/** An import statement (over lines, as written, where the types were only blanked out): its clause. */
+const IMPORT = /^import\s+([^"';]*?)\s*from\s*(["'])[^"'\n]*\2[^\n]*$/gm
+
+/** The names an import clause (`D, { a as b, c }`, `* as NS`) binds. */
+const importedNames = (clause: string): ReadonlyArray<string> => {
+  const braces = /\{([^}]*)\}/.exec(clause)
+  const named = (braces?.[1] ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+    .map((s) => s.split(/\s+as\s+/).pop()!.trim())
+  const outside = clause.replace(/\{[^}]*\}/, "").split(",").map((s) => s.trim()).filter((s) => s !== "")
+    .map((s) => s.replace(/^\*\s*as\s+/, ""))
+  return [...outside, ...named].filter((name) => /^[\w$]+$/.test(name))
+}
+
+/**
+ * Whether a name imported by this JavaScript is not used in it: a type imported without `type`
+ * (`import { Config } from "./types.js"`, `Config` an interface). tsc and esbuild (tsx) drop such
+ * imports; Node's transform keeps them, and the import fails, "The requested module './types.js'
+ * does not provide an export named 'Config'". Such a file is compiled by esbuild, which drops them.
+ */
+const importsUnused = (code: string): boolean => {
+  const statements = [...code.matchAll(IMPORT)]
+  if (statements.length === 0) return false
+  // (the words of the rest, in one pass: a regular expression per name was a pass per name)
+  const used = new Set(code.replace(IMPORT, "").match(/[\w$]+/g) ?? [])
+  return statements.some((statement) => importedNames(statement[1]).some((name) => !used.has(name)))
 }
 
 /** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
@@ -141,10 +192,11 @@ const MODULE_ONLY: ReadonlyArray<string> = [
 
 const looksLikeModule = (code: string, file: string): boolean => {
   try {
-    // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module)
-    // (a `#!` line, which both formats allow at the very start, made a comment in the wrapper)
-    const body = code.startsWith("#!") ? `//${code}` : code
-    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${body}\n})`, { filename: file })
+    // (compiled, not run; wrapped as Node wraps CommonJS, so that a top-level `return` is no module;
+    // a `#!` line, valid only at the start of a file, is left out: inside the wrapper it was a
+    // syntax error, and an ES module with a shebang ran as CommonJS, "Cannot use import statement
+    // outside a module")
+    new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code.replace(/^#!.*/, "")}\n})`, { filename: file })
     return false
   } catch (error) {
     return error instanceof SyntaxError && MODULE_ONLY.some((text) => error.message.includes(text))
@@ -179,22 +231,53 @@ const isFile = (file: string): boolean => {
   }
 }
 
+/**
+ * TypeScript compiled to CommonJS by esbuild, as tsx did; `platform: "node"` has it name the
+ * exports in a form Node's CommonJS lexer reads, so that `import { x } from "./x.cts"` finds `x`
+ * (without it: "Named export 'x' not found").
+ */
+const toCommonJs = (source: string, file: string): string =>
+  esbuildOf().transformSync(source, {
+    loader: "ts",
+    sourcefile: file,
+    target: `node${process.versions.node}`,
+    format: "cjs",
+    platform: "node",
+    sourcemap: "inline"
+  }).code
+
+/** CommonJS's names, as an ES module can define them. */
+const COMMONJS_GLOBALS: ReadonlyArray<readonly [string, string]> = [
+  ["__filename", "import.meta.filename"],
+  ["__dirname", "import.meta.dirname"],
+  ["require", `process.getBuiltinModule("node:module").createRequire(import.meta.url)`]
+]
+
+/**
+ * An ES module's JavaScript with `__dirname`, `__filename` and `require` defined where it uses
+ * them and declares none of its own (tsx compiled such a `.ts` file to CommonJS, where they are:
+ * "__dirname is not defined in ES module scope" on Node's transform alone). Defined at the start of
+ * its first line (after a `#!` line), so that every other line stays where it was; it stays a
+ * module (`import.meta`, a top-level `await`, an import of a module that awaits: what a compile to
+ * CommonJS broke).
+ */
+const withCommonJsGlobals = (code: string): string => {
+  const defined = COMMONJS_GLOBALS.filter(([name]) =>
+    new RegExp(`(?<![.\\w$])${name}(?![\\w$])`).test(code) &&
+    !new RegExp(`\\b(?:const|let|var|function|class)\\s+${name}(?![\\w$])|\\bas\\s+${name}(?![\\w$])|\\bimport\\s+${name}(?![\\w$])`).test(code)
+  )
+  if (defined.length === 0) return code
+  const head = /^\uFEFF?(?:#![^\n]*\n)?/.exec(code)![0]
+  return head + defined.map(([name, value]) => `var ${name} = ${value}; `).join("") + code.slice(head.length)
+}
+
 interface Prepared {
   readonly format: "module" | "commonjs"
   readonly code: string
 }
 
-/**
- * A plugin's JavaScript prepared by {@link isCommonJs}, for the load that follows (taken by it; kept
- * with the file's size and time, so that a load that does not follow, e.g. a `require` answered from
- * its cache, leaves nothing a changed file could be mistaken for).
- */
-const prepared = new Map<string, Prepared & { readonly stamp: string }>()
-
-const stampOf = (file: string): string => {
-  const stat = fs.statSync(file)
-  return `${stat.size}:${stat.mtimeMs}`
-}
+/** A plugin's JavaScript prepared by {@link isCommonJs}, for the load that follows. */
+const prepared = new Map<string, Prepared>()
 
 /**
  * A TypeScript file's JavaScript and how Node is to run it. A `.cts` file written with
@@ -202,13 +285,19 @@ const stampOf = (file: string): string => {
  */
 const prepare = (file: string): Prepared => {
   const kept = prepared.get(file)
-  prepared.delete(file)
-  if (kept !== undefined && kept.stamp === stampOf(file)) return kept
+  if (kept !== undefined) {
+    prepared.delete(file)
+    return kept
+  }
   const source = fs.readFileSync(file, "utf8")
   const code = compile(source, file)
   const format = formatOf(file, code)
   if (format === "commonjs" && file.endsWith(".cts") && looksLikeModule(code, file)) {
-    return { format, code: esbuildOf().transformSync(source, { loader: "ts", sourcefile: file, target: `node${process.versions.node}`, format: "cjs" }).code }
+    return { format, code: toCommonJs(source, file) }
+  }
+  // (an ES module `.ts` outside a `"type": "module"` package, which tsx compiled to CommonJS)
+  if (format === "module" && file.endsWith(".ts") && packageType(file) !== "module") {
+    return { format, code: withCommonJsGlobals(code) }
   }
   return { format, code }
 }
@@ -220,10 +309,28 @@ const prepare = (file: string): Prepared => {
  */
 export const isCommonJs = (file: string): boolean => {
   if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return false
-  const stamp = stampOf(file)
   const ready = prepare(file)
-  prepared.set(file, { ...ready, stamp })
+  prepared.set(file, ready)
   return ready.format === "commonjs"
+}
+
+type Resolved = ReturnType<Parameters<Parameters<typeof Module.registerHooks>[0]["resolve"] & {}>[2]>
+type ResolveContext = Parameters<Parameters<typeof Module.registerHooks>[0]["resolve"] & {}>[1]
+
+/**
+ * A JSON file a TypeScript module imports without `with { type: "json" }` (as tsx let it, and
+ * bundlers do), imported as JSON: Node alone refused it, 'Module "file:///.../data.json" needs an
+ * import attribute of "type: json"', naming neither the plugin nor the line.
+ */
+const jsonAsked = (resolved: Resolved, context: ResolveContext): Resolved => {
+  const parent = context.parentURL
+  if (
+    parent === undefined || !parent.startsWith("file:") || !TS.test(parent.split(/[?#]/)[0]) ||
+    !resolved.url.startsWith("file:") ||
+    !resolved.url.split(/[?#]/)[0].endsWith(".json") || context.importAttributes?.type !== undefined ||
+    !context.conditions.includes("import")
+  ) return resolved
+  return { ...resolved, importAttributes: { ...context.importAttributes, type: "json" } }
 }
 
 let installed = false
@@ -232,10 +339,20 @@ let installed = false
 export const install = (): void => {
   if (installed) return
   installed = true
+  // (the source maps of what Node's transform and esbuild compile, as tsx had them: a stack trace
+  // names the TypeScript file's own lines)
+  const maps = Module as unknown as {
+    readonly getSourceMapsSupport?: () => { readonly enabled: boolean; readonly nodeModules: boolean; readonly generatedCode: boolean }
+    readonly setSourceMapsSupport?: (enabled: boolean, options?: { readonly nodeModules?: boolean; readonly generatedCode?: boolean }) => void
+  }
+  const support = maps.getSourceMapsSupport?.()
+  if (support !== undefined && !support.enabled) {
+    maps.setSourceMapsSupport?.(true, { nodeModules: support.nodeModules, generatedCode: support.generatedCode })
+  }
   Module.registerHooks({
     resolve: (specifier, context, nextResolve) => {
       try {
-        return nextResolve(specifier, context)
+        return jsonAsked(nextResolve(specifier, context), context)
       } catch (error) {
         const parent = context.parentURL
         const code = (error as { readonly code?: unknown } | null)?.code
@@ -254,8 +371,9 @@ export const install = (): void => {
     load: (url, context, nextLoad) => {
       if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return nextLoad(url, context)
       const file = fileURLToPath(url)
-      // (Node strips no types under node_modules, and neither does this: a package ships JavaScript)
-      if (file.split(path.sep).includes("node_modules")) return nextLoad(url, context)
+      // (under node_modules too, where Node alone strips no types: a plugin in another project's
+      // node_modules failed, "Stripping types is currently unsupported for files under
+      // node_modules", where tsx, which compiles TypeScript wherever it is, loaded it)
       const { format, code } = prepare(file)
       return { format, source: code, shortCircuit: true }
     }
