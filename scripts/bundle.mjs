@@ -21,6 +21,7 @@ fs.rmSync(outdir, { recursive: true, force: true })
 const external = [
   "node-llama-cpp",
   "tsx",
+  "esbuild",
   "undici",
   "@huggingface/jinja",
   "@huggingface/tokenizers",

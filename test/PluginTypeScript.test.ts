@@ -1,5 +1,5 @@
 /**
- * TypeScript plugins on Node's own transform (src/node/internal/typescript.ts), loaded the way a
+ * TypeScript plugins compiled by esbuild in the thread that loads them (src/node/internal/typescript.ts), loaded the way a
  * user loads them: `effect-gym envs --plugin FILE` in a folder outside this package. Integration
  * layer (test/layers.ts): it runs the built command line.
  */
@@ -29,8 +29,8 @@ const write = (dir: string, files: Record<string, string>): void => {
 
 const lake = (name: string) => `Plugin.make({ envs: [FrozenLake.definition(${name})] })`
 
-describe("TypeScript plugins on Node's transform", () => {
-  it("ES modules and CommonJS, by extension, package type and syntax; tsc's specifiers; enums, parameter properties, decorators; no warning printed", () => {
+describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's semantics)", () => {
+  it("ES modules and CommonJS, by extension, package type and syntax; tsc's specifiers; enums, parameter properties, decorators; nothing on stderr", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
     write(dir, {
       // an ES module .ts outside any package, naming its neighbours as tsc lets it
@@ -53,7 +53,7 @@ describe("TypeScript plugins on Node's transform", () => {
       "pkg/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"pkg"`)}\n`,
       // a `#!` line before an ES module's imports (it was taken for CommonJS: "Cannot use import statement")
       "shebang/plugin.ts": `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"shebang" as string`)}\n`,
-      // decorators, which Node's transform leaves to V8: compiled by esbuild
+      // decorators (which V8 has none of)
       "deco/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nconst named = (value: unknown, _context: unknown) => value\n` +
         `@named class Named { static id = "deco" }\nexport default ${lake(`Named.id`)}\n`
@@ -65,7 +65,7 @@ describe("TypeScript plugins on Node's transform", () => {
     for (const name of ["esm_red", "plain_cjs", "cts", "mts", "pkg", "deco", "shebang"]) {
       expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
     }
-    // (Node's "stripTypeScriptTypes is an experimental feature" is not the user's business)
+    // (no warning of Node's, or of esbuild's, reaches the user)
     expect(stderr).toBe("")
   }, 120_000)
 
@@ -91,27 +91,37 @@ describe("TypeScript plugins on Node's transform", () => {
     }
   }, 120_000)
 
-  it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx, as before; without it, Node's transform", () => {
+  it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx (tsconfig's paths); without it, a path alias is a missing package, named", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
-    // (tsx compiles import/export outside a "type": "module" package to CommonJS, where `module` is
-    // defined; Node runs it as the module it is, where it is not)
     write(dir, {
-      "plugin.ts":
-        `import { Plugin, FrozenLake } from "effect-gym"\nclass H { constructor(readonly n: string) {} }\n` +
-        `export default ${lake(`new H(typeof module === "object" ? "by_tsx" : "by_node").n`)}\n`
+      "tsconfig.json": `{ "compilerOptions": { "baseUrl": ".", "paths": { "@lib/*": ["./lib/*"] } } }\n`,
+      "lib/name.ts": `export const name: string = "by_paths"\n`,
+      "plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { name } from "@lib/name"\nexport default ${lake("name")}\n`
     })
-    const tsx = envs([path.join(dir, "plugin.ts")], { EFFECT_GYM_TS_LOADER: "tsx" })
+    // (tsx reads the tsconfig.json of the folder it runs in; vitest's TSX_TSCONFIG_PATH is not the user's)
+    const { TSX_TSCONFIG_PATH: _, ...env } = process.env
+    const run = (extra: Record<string, string>) => {
+      const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
+        encoding: "utf8",
+        timeout: 60_000,
+        cwd: dir,
+        env: { ...env, ...extra }
+      })
+      return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+    }
+    const tsx = run({ EFFECT_GYM_TS_LOADER: "tsx" })
     expect(tsx.code, tsx.stderr).toBe(0)
-    expect(tsx.stdout).toMatch(/^\s+by_tsx\s/m)
-    const node = envs([path.join(dir, "plugin.ts")])
-    expect(node.code, node.stderr).toBe(0)
-    expect(node.stdout).toMatch(/^\s+by_node\s/m)
+    expect(tsx.stdout).toMatch(/^\s+by_paths\s/m)
+    const own = run({})
+    expect(own.code, own.stderr).toBe(2)
+    expect(own.stderr).toContain(`plugin plugin.ts: failed to load`)
+    expect(own.stderr).toContain("@lib/name")
   }, 120_000)
 
   it("what tsx loaded loads: a .cts module's named exports, accessor, a shebang, JSON without an attribute, __dirname and require in a module, types imported without type, a plugin under node_modules", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
     write(dir, {
-      // (each failed on Node's transform alone, where tsx loaded it)
+      // (each failed on Node's own transform, which came first, where tsx loaded it)
       // "Named export 'c' not found. The requested module './c.cts' is a CommonJS module"
       "cts/c.cts": `export const c: string = "cts_named"\n`,
       "cts/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { c } from "./c.cts"\nexport default ${lake("c")}\n`,
@@ -123,38 +133,47 @@ describe("TypeScript plugins on Node's transform", () => {
       // 'Module ".../data.json" needs an import attribute of "type: json"'
       "json/data.json": `{ "name": "json_plain" }\n`,
       "json/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport data from "./data.json"\nexport default ${lake("data.name")}\n`,
-      // "__dirname is not defined in ES module scope", "require is not defined in ES module scope"
-      // (and it stays a module: import.meta, and a module that awaits at its top level, which a
-      // compile to CommonJS broke: "require() cannot be used on an ESM graph with top-level await")
-      "globals/wait.mts": `export const waited: string = await Promise.resolve("_waited")\n`,
+      // "__dirname is not defined in ES module scope", "require is not defined in ES module scope":
+      // a .ts outside a "type": "module" package is CommonJS, as tsx made it
       "globals/plugin.ts":
-        `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nimport { waited } from "./wait.mts"\nconst os = require("node:os")\n` +
-        `const same: boolean = __filename === import.meta.filename\n` +
-        `export default ${lake(`typeof os.cpus === "function" && same && __dirname.endsWith("globals") ? "cjs_globals" + waited : "no"`)}\n`,
+        `#!/usr/bin/env node\nimport { Plugin, FrozenLake } from "effect-gym"\nconst os = require("node:os")\n` +
+        `export default ${lake(`typeof os.cpus === "function" && __dirname.endsWith("globals") ? "cjs_globals" : "no"`)}\n`,
+      // but one that CommonJS cannot hold stays a module: import.meta, and a module it imports that
+      // awaits at its top level ("require() cannot be used on an ESM graph with top-level await"
+      // under tsx), and its own top-level await (tsx: "Top-level await is currently not supported
+      // with the "cjs" output format")
+      "module/wait.mts": `export const waited: string = await Promise.resolve("_waited")\n`,
+      "module/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nimport { waited } from "./wait.mts"\n` +
+        `const here: string = await Promise.resolve(import.meta.dirname)\n` +
+        `export default ${lake(`here.endsWith("module") ? "esm_kept" + waited : "no"`)}\n`,
       // "The requested module './types.js' does not provide an export named 'Cfg'": types imported
       // without `type`, which tsc and tsx drop (in the plugin and in a module it imports)
       "types/types.ts": `export interface Cfg { readonly name: string }\nexport type Id = string\nexport const v = "types"\n`,
       "types/helper.ts": `import {\n  Cfg,\n  Id\n} from "./types.js"\nexport const make = (name: Id): Cfg => ({ name })\n`,
+      // (and one whose name a comment or a string mentions: the guess that came before esbuild compiled
+      // every file took that for a use, and kept the import)
       "types/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nimport { Cfg, v } from "./types.js"\nimport { make } from "./helper.js"\n` +
+        `/** Cfg: the config */\nconst note = "Cfg"\nvoid note\n` +
         `const c: Cfg = make(v + "_elided")\nexport default ${lake("c.name")}\n`,
       // "Stripping types is currently unsupported for files under node_modules"
       "other/node_modules/plug/package.json": `{ "name": "plug", "type": "module" }\n`,
       "other/node_modules/plug/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"in_node_modules" as string`)}\n`
     })
-    const plugins = ["cts", "accessor", "shebang", "json", "globals", "types", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
+    const plugins = ["cts", "accessor", "shebang", "json", "globals", "module", "types", "other/node_modules/plug"].map((p) => path.join(dir, p, "plugin.ts"))
     const { code, stdout, stderr } = envs(plugins)
     expect(code, stderr).toBe(0)
-    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals_waited", "types_elided", "in_node_modules"]) {
+    for (const name of ["cts_named", "accessor", "shebang", "json_plain", "cjs_globals", "esm_kept_waited", "types_elided", "in_node_modules"]) {
       expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
     }
     expect(stderr).toBe("")
   }, 120_000)
 
-  it("a stack trace names the TypeScript file's own line, whether Node's transform compiles it (an enum) or esbuild does (a decorator)", () => {
+  it("a stack trace names the TypeScript file's own line, an enum or a decorator above it", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
-    // (the line of the stack's first frame, as the env's name: Node's transform prints the file
-    // anew, and without a source map line 9 read as line 18)
+    // (the line of the stack's first frame, as the env's name: a compiler prints the file anew,
+    // and without a source map line 9 read as line 18)
     const line = `(new Error().stack ?? "").split("\\n")[1].replace(/.*:(\\d+):\\d+\\)?$/, "$1")`
     const above = `enum E {\n  A,\n  B\n}\nnamespace N { export const x = 1; export const y = 2 }\nconst o = { a: 1, b: 2 }; const p = 3\n`
     write(dir, {
@@ -189,7 +208,7 @@ describe("TypeScript plugins on Node's transform", () => {
     }
   }, 120_000)
 
-  it("a .tsx plugin (tsx) among plugins on Node's transform: an ES module plugin after it imports a CommonJS .ts module by name", () => {
+  it("a .tsx plugin (tsx) among plugins compiled here: an ES module plugin after it imports a CommonJS .ts module by name", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
     write(dir, {
       "first.ts": `import { Plugin, FrozenLake } from "effect-gym"\nexport default ${lake(`"first" as string`)}\n`,

@@ -1,7 +1,7 @@
 /**
- * Loads plugin modules by path at run time: JavaScript as is; TypeScript (`.ts`, `.mts`, `.cts`) on
- * Node's own transform (`internal/typescript.ts`), `.tsx` and, when `EFFECT_GYM_TS_LOADER=tsx`,
- * every TypeScript plugin through tsx's loader.
+ * Loads plugin modules by path at run time: JavaScript as is; TypeScript (`.ts`, `.mts`, `.cts`)
+ * compiled by esbuild in this thread (`internal/typescript.ts`), `.tsx` and, when
+ * `EFFECT_GYM_TS_LOADER=tsx`, every TypeScript plugin through tsx's loader.
  *
  * @since 0.1.0
  */

@@ -45,8 +45,9 @@ describe("issue 27, hostile 5 (2026-12-04): plugin resolution", () => {
       // (the error names the plugin that asked, not this package's files)
       expect(stderr, name).toContain(`- ${file}`)
     }
-    // an import of it from a .ts module there: its own error, naming the plugin that asked
-    const esm = path.join(dir, "package-esm.ts")
+    // an import of it from an ES module there: its own error, naming the plugin that asked (not the
+    // bundle, where the fallback looked next)
+    const esm = path.join(dir, "package-esm.mts")
     fs.writeFileSync(esm, `import x from "@effect/nope-not-installed"\nexport default x\n`)
     const imported = envs(esm)
     expect(imported.stderr).not.toMatch(/Maximum call stack/)
