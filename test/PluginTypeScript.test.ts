@@ -218,8 +218,17 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       "counter.ts": `exports.counter = { n: 0 as number }\n`,
       "last.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { counter } from "./counter.ts"\nexport default ${lake(`"last_" + counter.n`)}\n`
     })
-    const { code, stdout, stderr } = envs(["first.ts", "view.tsx", "last.mts"].map((p) => path.join(dir, p)))
+    const plugins = ["first.ts", "view.tsx", "last.mts"].map((p) => path.join(dir, p))
+    const { code, stdout, stderr } = envs(plugins)
     expect(code, stderr).toBe(0)
     for (const name of ["first", "tsx_file", "last_0"]) expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+    // and `view`, which loaded its plugins one by one (the same error)
+    fs.writeFileSync(path.join(dir, "rows.jsonl"), `{"messages":[{"role":"user","content":"x"}],"env_config":{"seed":1}}\n`)
+    const cli = (args: ReadonlyArray<string>) => spawnSync(process.execPath, [BIN, ...args], { encoding: "utf8", timeout: 60_000, cwd: dir })
+    const ran = cli(["run", "--dataset", "rows.jsonl", "--env", "frozen_lake", "--policy", "random", "--output", "log.jsonl"])
+    expect(ran.status, ran.stderr).toBe(0)
+    const viewed = cli(["view", "log.jsonl", "--html", "view.html", ...plugins.flatMap((p) => ["--plugin", p])])
+    expect(viewed.status, viewed.stderr).toBe(0)
+    expect(fs.existsSync(path.join(dir, "view.html"))).toBe(true)
   }, 120_000)
 })

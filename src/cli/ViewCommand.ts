@@ -113,7 +113,7 @@ export const viewJob = (args: ViewArgs) =>
         import("../view/Viewer.js")
       ])
     )
-    const loaded = yield* Effect.forEach(args.plugins, PluginLoader.load)
+    const loaded = yield* PluginLoader.loadAll(args.plugins)
     const renderers = Renderer.registry(loaded)
     if (Option.isSome(args.model) && Option.isSome(args.tokenizer)) {
       return yield* new OptionError({ option: "--tokenizer", detail: "give --tokenizer or --model, not both" })

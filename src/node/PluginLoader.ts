@@ -188,6 +188,23 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
   })
 
 /**
+ * Every plugin, loaded in order. tsx, when one of them needs it, is registered before any of them
+ * loads: registered after a plugin compiled here, a later ES module plugin that imported a
+ * CommonJS `.ts` module by name failed, "The requested module './h.ts' does not provide an export
+ * named 'counter'" (`view --plugin` loaded them one by one and still did).
+ *
+ * @since 0.5.0
+ * @category loading
+ */
+export const loadAll = (files: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Plugin.Plugin>, Plugin.PluginError> =>
+  Effect.andThen(
+    files.some((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
+      ? Effect.promise(() => registerTypeScript())
+      : Effect.void,
+    Effect.forEach(files, load)
+  )
+
+/**
  * The built-in registry (core and edge built-ins) plus every plugin, in order.
  *
  * @since 0.1.0
@@ -197,13 +214,4 @@ export const registry = (
   files: ReadonlyArray<string>,
   base: Registry.Registry = Builtins.registry
 ): Effect.Effect<Registry.Registry, Plugin.PluginError> =>
-  Effect.andThen(
-    // (tsx, when a plugin needs it, registered before any plugin loads: registered after Node's
-    // transform had loaded a plugin, a later ES module plugin that imported a CommonJS `.ts`
-    // module by name failed, "The requested module './h.ts' does not provide an export named
-    // 'counter'")
-    files.some((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
-      ? Effect.promise(() => registerTypeScript())
-      : Effect.void,
-    Effect.reduce(files, () => base, (registry, file) => Effect.map(load(file), (plugin) => Registry.add(registry, plugin)))
-  )
+  Effect.map(loadAll(files), (plugins) => plugins.reduce(Registry.add, base))
