@@ -231,4 +231,28 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
     expect(viewed.status, viewed.stderr).toBe(0)
     expect(fs.existsSync(path.join(dir, "view.html"))).toBe(true)
   }, 120_000)
+
+  it("a syntax error in a JavaScript module a TypeScript plugin imports names that module, line and column, as tsx did; exit 2", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (Node's error was "Unexpected token ';'" alone; tsx, which compiled a .js neighbour, named it)
+      "js/helper.js": `export const a = 1\nexport const b = ;\n`,
+      "js/plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { a } from "./helper.js"\nexport default ${lake("`js_${a}`")}\n`,
+      // (a module under it, from an .mts plugin)
+      "deep/helper.js": `export { a } from "./inner.mjs"\n`,
+      "deep/inner.mjs": `export const a = 1\n\nconst c = 2 +;\n`,
+      "deep/plugin.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { a } from "./helper.js"\nexport default ${lake("`deep_${a}`")}\n`
+    })
+    const cases: ReadonlyArray<readonly [string, string]> = [
+      ["js/plugin.ts", "js/helper.js:2:18"],
+      ["deep/plugin.mts", "deep/inner.mjs:3:14"]
+    ]
+    for (const [name, at] of cases) {
+      const file = path.join(dir, name)
+      const { code, stderr } = envs([file])
+      expect(code, `${name}: ${stderr}`).toBe(2)
+      expect(stderr, name).toContain(`plugin ${file}: failed to load`)
+      expect(stderr, name).toContain(path.join(dir, at))
+    }
+  }, 120_000)
 })

@@ -123,6 +123,15 @@ const thrownAt = (cause: unknown): ReadonlyArray<string> => {
   return []
 }
 
+/**
+ * Where a SyntaxError is: in the plugin's own file, else (a TypeScript plugin) in a module it
+ * loaded ("Unexpected token ';'" for a `.js` helper, named by nothing: tsx named it).
+ */
+const syntaxAt = (file: string, mark: number | undefined): ReadonlyArray<string> => {
+  const own = TypeScript.locate(file)
+  return own.length > 0 || mark === undefined ? own : TypeScript.locateLoaded(mark)
+}
+
 let typeScriptRegistered: Promise<void> | undefined
 
 /**
@@ -161,11 +170,14 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
       })
     }
     installResolveFallback()
+    // (the files loaded before this plugin: a syntax error is looked for in those loaded after)
+    let mark: number | undefined
     const module = yield* Effect.tryPromise({
       try: async () => {
         if (!TS_EXTENSIONS.has(path.extname(absolute))) return (await import(url)) as unknown
         if (TypeScript.native(absolute)) {
           TypeScript.install()
+          mark = TypeScript.loadedCount()
           return TypeScript.isCommonJs(absolute) ? createRequire(import.meta.url)(absolute) as unknown : (await import(url)) as unknown
         }
         await registerTypeScript()
@@ -179,7 +191,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
           // (Node's syntax errors in an imported module name no line: where it is in the plugin's
           // own file, esbuild's parse of that file says)
           detail: `failed to load: ${errorMessage(cause)}${
-            (cause instanceof SyntaxError ? TypeScript.locate(absolute) : thrownAt(cause)).map((at) => ` (${at})`).join("")
+            (cause instanceof SyntaxError ? syntaxAt(absolute, mark) : thrownAt(cause)).map((at) => ` (${at})`).join("")
           }`,
           cause
         })

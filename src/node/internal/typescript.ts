@@ -191,6 +191,29 @@ const jsonAsked = (resolved: Resolved, context: ResolveContext): Resolved => {
   return { ...resolved, importAttributes: { ...context.importAttributes, type: "json" } }
 }
 
+/**
+ * The files the hooks have seen loaded, in order (every format: a JavaScript neighbour too), for
+ * {@link locateLoaded}.
+ */
+const loaded: Array<string> = []
+
+/** How many files the hooks have seen loaded so far (a mark for {@link locateLoaded}). */
+export const loadedCount = (): number => loaded.length
+
+/**
+ * Where esbuild finds a syntax error in a file loaded since `mark`, the latest first (Node compiles
+ * each module as it loads it: the one that failed is the last, or near it). Node's SyntaxError for a
+ * module a plugin imports names neither the module nor the line ("Unexpected token ';'"); tsx, which
+ * compiled a `.js` neighbour with esbuild too, named them.
+ */
+export const locateLoaded = (mark: number): ReadonlyArray<string> => {
+  for (let i = loaded.length - 1; i >= Math.max(mark, loaded.length - 20); i--) {
+    const at = locate(loaded[i])
+    if (at.length > 0) return at
+  }
+  return []
+}
+
 let installed = false
 
 /** Installs the hooks in this thread, once (each thread that loads plugins installs its own). */
@@ -226,6 +249,7 @@ export const install = (): void => {
       }
     },
     load: (url, context, nextLoad) => {
+      if (url.startsWith("file:") && /\.(?:[cm]?[jt]s)$/.test(url.split(/[?#]/)[0])) loaded.push(fileURLToPath(url))
       if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return nextLoad(url, context)
       const { format, code } = prepare(fileURLToPath(url))
       return { format, source: code, shortCircuit: true }
