@@ -255,4 +255,42 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       expect(stderr, name).toContain(path.join(dir, at))
     }
   }, 120_000)
+
+  it("the tsconfig.json above a plugin is read, as tsx read the project's: legacy and parameter decorators, class fields, imports kept", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (esbuild without it: "Parameter decorators only work when experimental decorators are enabled")
+      "deco/tsconfig.json": `{\n  // as tsc and tsx read it\n  "compilerOptions": { "experimentalDecorators": true, },\n}\n`,
+      "deco/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst Inject = (t: string) => (target: any, _key: any, _index: number) => { target.inj = t }\n` +
+        `let kind = "none"\nfunction legacy(_target: any, key?: any, _desc?: any): any { kind = typeof key }\n` +
+        `class S { constructor(@Inject("param") readonly d: string) {} @legacy m() {} }\nexport default ${lake("`deco_${(S as any).inj}_${kind}`")}\n`,
+      // (a field that assigns through the base class's setter, as with tsc's useDefineForClassFields false; it was defined over it, silently)
+      "fields/tsconfig.json": `{ "compilerOptions": { "useDefineForClassFields": false } }\n`,
+      "fields/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nclass B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
+        `export default ${lake("`fields_${(new D() as any)._x}`")}\n`,
+      // (an import whose names go unused, kept for its side effect: it was dropped, silently)
+      "verbatim/tsconfig.json": `{ "compilerOptions": { "verbatimModuleSyntax": true } }\n`,
+      "verbatim/package.json": `{ "type": "module" }\n`,
+      "verbatim/effect.ts": `;(globalThis as any).sideEffect = "kept"\nexport const unused = 1\n`,
+      "verbatim/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nimport { unused } from "./effect.js"\n` +
+        `export default ${lake("`verbatim_${(globalThis as any).sideEffect ?? \"dropped\"}`")}\n`
+    })
+    const { TSX_TSCONFIG_PATH: _, ...env } = process.env
+    for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"]]) {
+      // (tsx read the tsconfig.json of the folder it ran in: the same, here)
+      for (const loader of [{}, { EFFECT_GYM_TS_LOADER: "tsx" }]) {
+        const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
+          encoding: "utf8",
+          timeout: 60_000,
+          cwd: path.join(dir, name),
+          env: { ...env, ...loader }
+        })
+        expect(result.status, `${name} ${JSON.stringify(loader)}: ${result.stderr}`).toBe(0)
+        expect(result.stdout, `${name} ${JSON.stringify(loader)}`).toMatch(new RegExp(`^\\s+${expected}\\s`, "m"))
+      }
+    }
+  }, 120_000)
 })

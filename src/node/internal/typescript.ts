@@ -52,6 +52,7 @@ interface Esbuild {
       readonly platform?: "node"
       readonly sourcemap?: "inline"
       readonly logLevel?: "silent"
+      readonly tsconfigRaw?: string
     }
   ) => { readonly code: string; readonly warnings: ReadonlyArray<EsbuildMessage> }
 }
@@ -71,7 +72,14 @@ const target = `node${process.versions.node}`
 export const locate = (file: string): ReadonlyArray<string> => {
   try {
     const loader = TS.test(file) ? "ts" : "js"
-    esbuildOf().transformSync(fs.readFileSync(file, "utf8"), { loader, sourcefile: file, target: "esnext", logLevel: "silent" })
+    const tsconfigRaw = loader === "ts" ? tsconfigOf(file) : undefined
+    esbuildOf().transformSync(fs.readFileSync(file, "utf8"), {
+      loader,
+      sourcefile: file,
+      target: "esnext",
+      logLevel: "silent",
+      ...(tsconfigRaw === undefined ? {} : { tsconfigRaw })
+    })
     return []
   } catch (error) {
     const errors = (error as { readonly errors?: ReadonlyArray<EsbuildMessage> } | null)?.errors
@@ -79,6 +87,44 @@ export const locate = (file: string): ReadonlyArray<string> => {
       e.location === null || e.location === undefined ? [] : [`${e.location.file}:${e.location.line}:${e.location.column + 1}: ${e.text}`]
     )
   }
+}
+
+const tsconfigs = new Map<string, string | undefined>()
+
+/**
+ * The text of the tsconfig.json nearest above `file` (its `compilerOptions` as esbuild reads them:
+ * `experimentalDecorators`, `useDefineForClassFields`, `target`, `verbatimModuleSyntax`, ...), as
+ * tsx read the project's; none for a file under `node_modules` (tsx's default `include` left those
+ * out), or where that tsconfig.json is no JSON esbuild reads (tsx loaded the plugin regardless).
+ * Its `extends` is not followed. Without it, a parameter decorator failed ("Parameter decorators only
+ * work when experimental decorators are enabled"), and legacy decorators, class fields and an import
+ * kept for its side effect silently ran otherwise than under tsx.
+ */
+const tsconfigOf = (file: string): string | undefined => {
+  if (file.split(path.sep).includes("node_modules")) return undefined
+  const seen: Array<string> = []
+  let found: string | undefined
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    if (tsconfigs.has(dir)) {
+      found = tsconfigs.get(dir)
+      break
+    }
+    seen.push(dir)
+    const config = path.join(dir, "tsconfig.json")
+    if (isFile(config)) {
+      try {
+        const text = fs.readFileSync(config, "utf8")
+        esbuildOf().transformSync("", { loader: "ts", sourcefile: config, target: "esnext", logLevel: "silent", tsconfigRaw: text })
+        found = text
+      } catch {
+        found = undefined
+      }
+      break
+    }
+    if (path.dirname(dir) === dir) break
+  }
+  for (const dir of seen) tsconfigs.set(dir, found)
+  return found
 }
 
 /** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
@@ -111,7 +157,16 @@ const MODULE_ONLY = /Top-level await is currently not supported with the "cjs" o
  */
 const compile = (file: string): Prepared => {
   const source = fs.readFileSync(file, "utf8")
-  const options = { loader: "ts", sourcefile: file, target, platform: "node", sourcemap: "inline", logLevel: "silent" } as const
+  const tsconfigRaw = tsconfigOf(file)
+  const options = {
+    loader: "ts",
+    sourcefile: file,
+    target,
+    platform: "node",
+    sourcemap: "inline",
+    logLevel: "silent",
+    ...(tsconfigRaw === undefined ? {} : { tsconfigRaw })
+  } as const
   const asModule = (): Prepared => ({ format: "module", code: esbuildOf().transformSync(source, options).code })
   if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return asModule()
   try {
