@@ -276,10 +276,19 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       "verbatim/effect.ts": `;(globalThis as any).sideEffect = "kept"\nexport const unused = 1\n`,
       "verbatim/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nimport { unused } from "./effect.js"\n` +
-        `export default ${lake("`verbatim_${(globalThis as any).sideEffect ?? \"dropped\"}`")}\n`
+        `export default ${lake("`verbatim_${(globalThis as any).sideEffect ?? \"dropped\"}`")}\n`,
+      // (the options of the files it extends, a relative one and a package: they were not read)
+      "ext/tsconfig.json": `{ "extends": ["./base.json", "@team/tsconfig"], "compilerOptions": { /* "target": "ES2020", */ } }\n`,
+      "ext/base.json": `{ "compilerOptions": { "experimentalDecorators": true, /* trailing, */ }, }\n`,
+      "ext/node_modules/@team/tsconfig/package.json": `{ "name": "@team/tsconfig" }\n`,
+      "ext/node_modules/@team/tsconfig/tsconfig.json": `{ "compilerOptions": { "useDefineForClassFields": false } }\n`,
+      "ext/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nconst Inject = (t: string) => (target: any, _key: any, _index: number) => { target.inj = t }\n` +
+        `class B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
+        `class S { constructor(@Inject("param") readonly d: string) {} }\nexport default ${lake("`ext_${(S as any).inj}_${(new D() as any)._x}`")}\n`
     })
     const { TSX_TSCONFIG_PATH: _, ...env } = process.env
-    for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"]]) {
+    for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"], ["ext", "ext_param_setter"]]) {
       // (tsx read the tsconfig.json of the folder it ran in: the same, here)
       for (const loader of [{}, { EFFECT_GYM_TS_LOADER: "tsx" }]) {
         const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
