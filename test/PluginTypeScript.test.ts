@@ -232,7 +232,7 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
     expect(fs.existsSync(path.join(dir, "view.html"))).toBe(true)
   }, 120_000)
 
-  it("a syntax error in a JavaScript module a TypeScript plugin imports names that module, line and column, as tsx did; exit 2", () => {
+  it("a syntax error in a JavaScript module a TypeScript plugin imports names that module, line and column, as tsx did; a SyntaxError thrown at run time, where; exit 2", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
     write(dir, {
       // (Node's error was "Unexpected token ';'" alone; tsx, which compiled a .js neighbour, named it)
@@ -241,11 +241,14 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       // (a module under it, from an .mts plugin)
       "deep/helper.js": `export { a } from "./inner.mjs"\n`,
       "deep/inner.mjs": `export const a = 1\n\nconst c = 2 +;\n`,
-      "deep/plugin.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { a } from "./helper.js"\nexport default ${lake("`deep_${a}`")}\n`
+      "deep/plugin.mts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { a } from "./helper.js"\nexport default ${lake("`deep_${a}`")}\n`,
+      // (a SyntaxError thrown as the plugin runs, not as it parses: where it was thrown; it named nothing)
+      "json/plugin.ts": `import { Plugin } from "effect-gym"\ntype T = { a: number }\nconst t: T = JSON.parse("{bad")\nexport default Plugin.make({})\n`
     })
     const cases: ReadonlyArray<readonly [string, string]> = [
       ["js/plugin.ts", "js/helper.js:2:18"],
-      ["deep/plugin.mts", "deep/inner.mjs:3:14"]
+      ["deep/plugin.mts", "deep/inner.mjs:3:14"],
+      ["json/plugin.ts", "json/plugin.ts:3:19"]
     ]
     for (const [name, at] of cases) {
       const file = path.join(dir, name)

@@ -125,11 +125,14 @@ const thrownAt = (cause: unknown): ReadonlyArray<string> => {
 
 /**
  * Where a SyntaxError is: in the plugin's own file, else (a TypeScript plugin) in a module it
- * loaded ("Unexpected token ';'" for a `.js` helper, named by nothing: tsx named it).
+ * loaded ("Unexpected token ';'" for a `.js` helper, named by nothing: tsx named it), else where it
+ * was thrown (`JSON.parse` as the plugin ran: it named nothing).
  */
-const syntaxAt = (file: string, mark: number | undefined): ReadonlyArray<string> => {
+const syntaxAt = (file: string, mark: number | undefined, cause: unknown): ReadonlyArray<string> => {
   const own = TypeScript.locate(file)
-  return own.length > 0 || mark === undefined ? own : TypeScript.locateLoaded(mark)
+  if (own.length > 0) return own
+  const loaded = mark === undefined ? [] : TypeScript.locateLoaded(mark)
+  return loaded.length > 0 ? loaded : thrownAt(cause)
 }
 
 let typeScriptRegistered: Promise<void> | undefined
@@ -191,7 +194,7 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
           // (Node's syntax errors in an imported module name no line: where it is in the plugin's
           // own file, esbuild's parse of that file says)
           detail: `failed to load: ${errorMessage(cause)}${
-            (cause instanceof SyntaxError ? syntaxAt(absolute, mark) : thrownAt(cause)).map((at) => ` (${at})`).join("")
+            (cause instanceof SyntaxError ? syntaxAt(absolute, mark, cause) : thrownAt(cause)).map((at) => ` (${at})`).join("")
           }`,
           cause
         })
