@@ -305,4 +305,37 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       }
     }
   }, 120_000)
+
+  it("TypeScript files named otherwise than by a relative specifier of a TypeScript module are found, as tsx found them: package imports and exports naming .js, a main without extension, index.ts, a subpath, require from JavaScript", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    const plugin = (imports: string, name: string) =>
+      `import { Plugin, FrozenLake } from "effect-gym"\n${imports}\nexport default ${lake(`${name} as string`)}\n`
+    write(dir, {
+      // (each "Cannot find module": '.../lib/x.js', '.../src/index' ('Please verify that the package.json has a valid "main" entry'), 'wpkg', ...)
+      "imports/package.json": `{ "imports": { "#lib/*": "./lib/*.js" } }\n`,
+      "imports/lib/x.ts": `export const v = "imports_js"\n`,
+      "imports/plugin.mts": plugin(`import { v } from "#lib/x"`, "v"),
+      "main/node_modules/wmain/package.json": `{ "name": "wmain", "main": "src/index" }\n`,
+      "main/node_modules/wmain/src/index.ts": `export const v = "main_bare"\n`,
+      "main/node_modules/wexports/package.json": `{ "name": "wexports", "exports": { ".": "./src/index.js" } }\n`,
+      "main/node_modules/wexports/src/index.ts": `export const v = "_exports_js"\n`,
+      "main/node_modules/windex/package.json": `{ "name": "windex" }\n`,
+      "main/node_modules/windex/index.ts": `export const v = "_index"\n`,
+      "main/node_modules/windex/lib/util.ts": `export const v = "_subpath"\n`,
+      "main/plugin.ts": plugin(
+        `import { v as a } from "wmain"\nimport { v as b } from "wexports"\nimport { v as c } from "windex"\nimport { v as d } from "windex/lib/util"`,
+        "a + b + c + d"
+      ),
+      "fromjs/helper.ts": `export const v = "fromjs"\n`,
+      "fromjs/middle.cjs": `module.exports = require("./helper")\n`,
+      "fromjs/plugin.ts": plugin(`import { v } from "./middle.cjs"`, "v")
+    })
+    const plugins = ["imports/plugin.mts", "main/plugin.ts", "fromjs/plugin.ts"].map((p) => path.join(dir, p))
+    const { code, stdout, stderr } = envs(plugins)
+    expect(code, stderr).toBe(0)
+    for (const name of ["imports_js", "main_bare_exports_js_index_subpath", "fromjs"]) {
+      expect(stdout, name).toMatch(new RegExp(`^\\s+${name}\\s`, "m"))
+    }
+    expect(envs(plugins, { EFFECT_GYM_TS_LOADER: "tsx" }).code).toBe(0)
+  }, 120_000)
 })

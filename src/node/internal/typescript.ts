@@ -276,6 +276,18 @@ const candidates = (target: string): ReadonlyArray<string> => {
   return [`${target}.ts`, `${target}.mts`, `${target}.cts`, path.join(target, "index.ts")]
 }
 
+/**
+ * The file a "not found" error says Node looked for, where it says: an ES module's `url`; CommonJS's
+ * absolute path in its message ("Cannot find module '/p/node_modules/x/src/index'. Please verify
+ * that the package.json has a valid "main" entry").
+ */
+const missingFile = (error: unknown): string | undefined => {
+  const url = (error as { readonly url?: unknown } | null)?.url
+  if (typeof url === "string" && url.startsWith("file:")) return fileURLToPath(url)
+  const file = /^Cannot find module '([^']+)'/.exec(error instanceof Error ? error.message : "")?.[1]
+  return file !== undefined && path.isAbsolute(file) ? file : undefined
+}
+
 const isFile = (file: string): boolean => {
   try {
     return fs.statSync(file).isFile()
@@ -346,16 +358,34 @@ export const install = (): void => {
       try {
         return jsonAsked(nextResolve(specifier, context), context)
       } catch (error) {
-        const parent = context.parentURL
         const code = (error as { readonly code?: unknown } | null)?.code
-        if (
-          (code !== "ERR_MODULE_NOT_FOUND" && code !== "MODULE_NOT_FOUND" && code !== "ERR_UNSUPPORTED_DIR_IMPORT") ||
-          parent === undefined ||
-          !parent.startsWith("file:") || !TS.test(parent.split(/[?#]/)[0]) || !(specifier.startsWith("./") || specifier.startsWith("../"))
-        ) throw error
-        const base = path.dirname(fileURLToPath(parent))
-        for (const candidate of candidates(path.resolve(base, specifier))) {
+        if (code !== "ERR_MODULE_NOT_FOUND" && code !== "MODULE_NOT_FOUND" && code !== "ERR_UNSUPPORTED_DIR_IMPORT") throw error
+        // the file Node looked for, when it says (a package's "exports", "imports" or "main"): its TypeScript
+        const missing = missingFile(error)
+        for (const candidate of missing === undefined ? [] : candidates(missing)) {
           if (isFile(candidate)) return { url: pathToFileURL(candidate).href, shortCircuit: true }
+        }
+        // the specifier, as tsc lets TypeScript name a TypeScript file (from any module: tsx taught
+        // require the extension too)
+        const parent = context.parentURL
+        if (parent === undefined || specifier.startsWith("node:") || Module.isBuiltin(specifier)) throw error
+        if (parent.startsWith("file:") && (specifier.startsWith("./") || specifier.startsWith("../"))) {
+          for (const candidate of candidates(path.resolve(path.dirname(fileURLToPath(parent)), specifier))) {
+            if (isFile(candidate)) return { url: pathToFileURL(candidate).href, shortCircuit: true }
+          }
+          throw error
+        }
+        if (specifier.startsWith("#") || specifier.startsWith("/") || specifier.startsWith("file:")) throw error
+        const js = /\.(m|c)?js$/.exec(specifier)
+        const named = js !== null
+          ? [specifier.slice(0, -js[0].length) + `.${js[1] ?? ""}ts`]
+          : [`${specifier}.ts`, `${specifier}.mts`, `${specifier}.cts`, `${specifier}/index.ts`]
+        for (const candidate of named) {
+          try {
+            return nextResolve(candidate, context)
+          } catch {
+            // (the next)
+          }
         }
         throw error
       }
