@@ -269,7 +269,8 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
         `let kind = "none"\nfunction legacy(_target: any, key?: any, _desc?: any): any { kind = typeof key }\n` +
         `class S { constructor(@Inject("param") readonly d: string) {} @legacy m() {} }\nexport default ${lake("`deco_${(S as any).inj}_${kind}`")}\n`,
       // (a field that assigns through the base class's setter, as with tsc's useDefineForClassFields false; it was defined over it, silently)
-      "fields/tsconfig.json": `{ "compilerOptions": { "useDefineForClassFields": false } }\n`,
+      // (with a byte order mark, as some editors write it: it was taken for no JSON, and left out)
+      "fields/tsconfig.json": `\uFEFF{ "compilerOptions": { "useDefineForClassFields": false } }\n`,
       "fields/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nclass B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
         `export default ${lake("`fields_${(new D() as any)._x}`")}\n`,

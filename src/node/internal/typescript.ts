@@ -94,7 +94,7 @@ const tsconfigs = new Map<string, string | undefined>()
 /** What follows `from`, less whitespace and comments (whether a comma closes the object or array). */
 const after = (text: string, from: number): string => text.slice(from).replace(/^(?:\s|\/\/[^\n]*|\/\*[\s\S]*?\*\/)*/, "")
 
-/** JSON with comments and trailing commas (tsconfig.json's) as JSON. */
+/** JSON with comments and trailing commas (tsconfig.json's, its byte order mark taken off) as JSON. */
 const jsonOf = (text: string): string => {
   let out = ""
   for (let i = 0; i < text.length; i++) {
@@ -123,7 +123,7 @@ const jsonOf = (text: string): string => {
  * paths, and packages resolved from its folder, as tsc resolves them), as esbuild's `tsconfigRaw`.
  */
 const compilerOptionsOf = (config: string, depth = 0): Record<string, unknown> => {
-  const parsed = JSON.parse(jsonOf(fs.readFileSync(config, "utf8"))) as { readonly extends?: unknown; readonly compilerOptions?: unknown }
+  const parsed = JSON.parse(jsonOf(fs.readFileSync(config, "utf8").replace(/^\uFEFF/, ""))) as { readonly extends?: unknown; readonly compilerOptions?: unknown }
   const own = typeof parsed.compilerOptions === "object" && parsed.compilerOptions !== null ? parsed.compilerOptions as Record<string, unknown> : {}
   const bases = typeof parsed.extends === "string" ? [parsed.extends] : Array.isArray(parsed.extends) ? parsed.extends.filter((e): e is string => typeof e === "string") : []
   let options: Record<string, unknown> = {}
