@@ -339,4 +339,17 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
     }
     expect(envs(plugins, { EFFECT_GYM_TS_LOADER: "tsx" }).code).toBe(0)
   }, 120_000)
+
+  it("a .js module with import/export outside a type-module package that a CommonJS TypeScript plugin requires runs as CommonJS, as tsx ran it: require and __dirname there", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-ts-"))
+    write(dir, {
+      // (Node took it for an ES module: "require is not defined in ES module scope", and __dirname undefined, silently)
+      "other.cjs": `module.exports = "_required"\n`,
+      "helper.js": `const other = require("./other.cjs")\nexport const name = "js_" + typeof __dirname + other\n`,
+      "plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { name } from "./helper.js"\nexport default ${lake("name")}\n`
+    })
+    const { code, stdout, stderr } = envs([path.join(dir, "plugin.ts")])
+    expect(code, stderr).toBe(0)
+    expect(stdout).toMatch(/^\s+js_string_required\s/m)
+  }, 120_000)
 })

@@ -338,6 +338,45 @@ export const locateLoaded = (mark: number): ReadonlyArray<string> => {
   return []
 }
 
+type Loaded = ReturnType<Parameters<Parameters<typeof Module.registerHooks>[0]["load"] & {}>[2]>
+type LoadContext = Parameters<Parameters<typeof Module.registerHooks>[0]["load"] & {}>[1]
+
+/**
+ * A `.js` file outside `node_modules` and outside a `"type": "module"` package, with `import` or
+ * `export` (Node takes it for an ES module), that is `require`d: as CommonJS, as tsx's `require`
+ * compiled it (`require` and `__dirname` there; Node said "require is not defined in ES module
+ * scope", and `__dirname` was undefined), unless CommonJS cannot hold it (a top-level `await`,
+ * `import.meta`).
+ */
+const requiredAsCommonJs = (url: string, context: LoadContext, loaded: Loaded): Loaded => {
+  const file = url.split(/[?#]/)[0]
+  // (`require` leaves the format to be found as it compiles: undefined here)
+  if (
+    (loaded.format !== undefined && loaded.format !== "module") || !file.endsWith(".js") ||
+    !context.conditions.includes("require") || loaded.source == null
+  ) return loaded
+  const filename = fileURLToPath(file)
+  if (filename.split(path.sep).includes("node_modules") || packageType(filename) === "module") return loaded
+  try {
+    const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as Uint8Array).toString("utf8")
+    // (a statement that starts with import or export: else CommonJS, left as it is)
+    if (!/^[ \t]*(?:import\s*[\w{*"']|export\s)/m.test(source)) return loaded
+    const compiled = esbuildOf().transformSync(source, {
+      loader: "js",
+      sourcefile: filename,
+      target,
+      format: "cjs",
+      platform: "node",
+      sourcemap: "inline",
+      logLevel: "silent"
+    })
+    if (compiled.warnings.some((w) => MODULE_ONLY.test(w.text))) return loaded
+    return { format: "commonjs", source: compiled.code, shortCircuit: true }
+  } catch {
+    return loaded
+  }
+}
+
 let installed = false
 
 /** Installs the hooks in this thread, once (each thread that loads plugins installs its own). */
@@ -392,7 +431,7 @@ export const install = (): void => {
     },
     load: (url, context, nextLoad) => {
       if (url.startsWith("file:") && /\.(?:[cm]?[jt]s)$/.test(url.split(/[?#]/)[0])) loaded.push(fileURLToPath(url))
-      if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return nextLoad(url, context)
+      if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return requiredAsCommonJs(url, context, nextLoad(url, context))
       const { format, code } = prepare(fileURLToPath(url))
       return { format, source: code, shortCircuit: true }
     }
