@@ -289,10 +289,16 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       "ext/plugin.ts":
         `import { Plugin, FrozenLake } from "effect-gym"\nconst Inject = (t: string) => (target: any, _key: any, _index: number) => { target.inj = t }\n` +
         `class B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
-        `class S { constructor(@Inject("param") readonly d: string) {} }\nexport default ${lake("`ext_${(S as any).inj}_${(new D() as any)._x}`")}\n`
+        `class S { constructor(@Inject("param") readonly d: string) {} }\nexport default ${lake("`ext_${(S as any).inj}_${(new D() as any)._x}`")}\n`,
+      // (a tsconfig.json whose include leaves the plugin out does not apply to it, as under tsx: it
+      // applied to every file below it, "incl_setter" against tsx's "incl_undefined")
+      "incl/tsconfig.json": `{ "include": ["src"], "compilerOptions": { "useDefineForClassFields": false } }\n`,
+      "incl/plugin.ts":
+        `import { Plugin, FrozenLake } from "effect-gym"\nclass B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
+        `export default ${lake("`incl_${(new D() as any)._x}`")}\n`
     })
     const { TSX_TSCONFIG_PATH: _, ...env } = process.env
-    for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"], ["ext", "ext_param_setter"]]) {
+    for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"], ["ext", "ext_param_setter"], ["incl", "incl_undefined"]]) {
       // (tsx read the tsconfig.json of the folder it ran in: the same, here)
       for (const loader of [{}, { EFFECT_GYM_TS_LOADER: "tsx" }]) {
         const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {

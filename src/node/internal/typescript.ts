@@ -27,6 +27,7 @@ import { createRequire } from "node:module"
 import * as Module from "node:module"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { getTsconfig, type TsConfigResult } from "get-tsconfig"
 
 const TS = /\.(?:ts|mts|cts)$/
 
@@ -89,99 +90,37 @@ export const locate = (file: string): ReadonlyArray<string> => {
   }
 }
 
-const tsconfigs = new Map<string, string | undefined>()
-
-/** What follows `from`, less whitespace and comments (whether a comma closes the object or array). */
-const after = (text: string, from: number): string => text.slice(from).replace(/^(?:\s|\/\/[^\n]*|\/\*[\s\S]*?\*\/)*/, "")
-
-/** JSON with comments and trailing commas (tsconfig.json's, its byte order mark taken off) as JSON. */
-const jsonOf = (text: string): string => {
-  let out = ""
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]
-    if (c === "\"") {
-      const end = /^"(?:[^"\\]|\\.)*"/.exec(text.slice(i))
-      const string = end === null ? text.slice(i) : end[0]
-      out += string
-      i += string.length - 1
-    } else if (c === "/" && text[i + 1] === "/") {
-      while (i < text.length && text[i] !== "\n") i++
-      out += "\n"
-    } else if (c === "/" && text[i + 1] === "*") {
-      const end = text.indexOf("*/", i + 2)
-      i = end === -1 ? text.length : end + 1
-      out += " "
-    } else if (c === "," && /^[}\]]/.test(after(text, i + 1))) {
-      out += " "
-    } else out += c
-  }
-  return out
-}
+const tsconfigCache: Map<string, unknown> = new Map()
+const raws = new Map<string, string | undefined>()
 
 /**
- * A tsconfig.json's `compilerOptions`, those of the files it `extends` under its own (relative
- * paths, and packages resolved from its folder, as tsc resolves them), as esbuild's `tsconfigRaw`.
- */
-const compilerOptionsOf = (config: string, depth = 0): Record<string, unknown> => {
-  const parsed = JSON.parse(jsonOf(fs.readFileSync(config, "utf8").replace(/^\uFEFF/, ""))) as { readonly extends?: unknown; readonly compilerOptions?: unknown }
-  const own = typeof parsed.compilerOptions === "object" && parsed.compilerOptions !== null ? parsed.compilerOptions as Record<string, unknown> : {}
-  const bases = typeof parsed.extends === "string" ? [parsed.extends] : Array.isArray(parsed.extends) ? parsed.extends.filter((e): e is string => typeof e === "string") : []
-  let options: Record<string, unknown> = {}
-  for (const base of depth > 8 ? [] : bases) {
-    let file: string | undefined
-    if (base.startsWith(".") || path.isAbsolute(base)) {
-      const resolved = path.resolve(path.dirname(config), base)
-      file = isFile(resolved) ? resolved : `${resolved}.json`
-    } else {
-      const from = createRequire(config)
-      for (const name of [base, `${base}.json`, `${base}/tsconfig.json`]) {
-        try {
-          file = from.resolve(name)
-          break
-        } catch {
-          // (the next form)
-        }
-      }
-    }
-    if (file !== undefined && isFile(file)) options = { ...options, ...compilerOptionsOf(file, depth + 1) }
-  }
-  return { ...options, ...own }
-}
-
-/**
- * The text of the tsconfig.json nearest above `file` (its `compilerOptions` as esbuild reads them:
- * `experimentalDecorators`, `useDefineForClassFields`, `target`, `verbatimModuleSyntax`, ...), as
- * tsx read the project's; none for a file under `node_modules` (tsx's default `include` left those
- * out), or where that tsconfig.json (or one it extends) is no JSON with comments or none esbuild
- * reads (tsx loaded the plugin regardless). Its `extends` are followed (tsx followed them). Without it, a parameter decorator failed ("Parameter decorators only
- * work when experimental decorators are enabled"), and legacy decorators, class fields and an import
+ * The `compilerOptions` of the tsconfig.json that applies to `file`, as esbuild's `tsconfigRaw`
+ * (`experimentalDecorators`, `useDefineForClassFields`, `target`, `verbatimModuleSyntax`, ...), as
+ * tsx gave esbuild the project's: found, parsed (comments, trailing commas, `extends`) and matched
+ * against its `include`, `exclude` and `files` by get-tsconfig (the library tsx bundles). None for a
+ * file under `node_modules`, none that applies to the file, and none esbuild cannot read (tsx loaded
+ * the plugin regardless). Without it, a parameter decorator failed ("Parameter decorators only work
+ * when experimental decorators are enabled"), and legacy decorators, class fields and an import
  * kept for its side effect silently ran otherwise than under tsx.
  */
 const tsconfigOf = (file: string): string | undefined => {
   if (file.split(path.sep).includes("node_modules")) return undefined
-  const seen: Array<string> = []
-  let found: string | undefined
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
-    if (tsconfigs.has(dir)) {
-      found = tsconfigs.get(dir)
-      break
-    }
-    seen.push(dir)
-    const config = path.join(dir, "tsconfig.json")
-    if (isFile(config)) {
-      try {
-        const text = JSON.stringify({ compilerOptions: compilerOptionsOf(config) })
-        esbuildOf().transformSync("", { loader: "ts", sourcefile: config, target: "esnext", logLevel: "silent", tsconfigRaw: text })
-        found = text
-      } catch {
-        found = undefined
-      }
-      break
-    }
-    if (path.dirname(dir) === dir) break
+  let found: TsConfigResult | null
+  try {
+    found = getTsconfig(file, "tsconfig.json", tsconfigCache as Parameters<typeof getTsconfig>[2], true)
+  } catch {
+    return undefined
   }
-  for (const dir of seen) tsconfigs.set(dir, found)
-  return found
+  if (found === null) return undefined
+  if (raws.has(found.path)) return raws.get(found.path)
+  let raw: string | undefined = JSON.stringify({ compilerOptions: found.config.compilerOptions ?? {} })
+  try {
+    esbuildOf().transformSync("", { loader: "ts", sourcefile: found.path, target: "esnext", logLevel: "silent", tsconfigRaw: raw })
+  } catch {
+    raw = undefined
+  }
+  raws.set(found.path, raw)
+  return raw
 }
 
 /** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
