@@ -211,13 +211,16 @@ export const load = (file: string): Effect.Effect<Plugin.Plugin, Plugin.PluginEr
  * @since 0.5.0
  * @category loading
  */
-export const loadAll = (files: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Plugin.Plugin>, Plugin.PluginError> =>
-  Effect.andThen(
-    files.some((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
-      ? Effect.promise(() => registerTypeScript())
-      : Effect.void,
+export const loadAll = (files: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Plugin.Plugin>, Plugin.PluginError> => {
+  const byTsx = files.find((file) => TS_EXTENSIONS.has(path.extname(file)) && !TypeScript.native(path.resolve(file)))
+  return Effect.andThen(
+    byTsx === undefined ? Effect.void : Effect.tryPromise({
+      try: () => registerTypeScript(),
+      catch: (cause) => new Plugin.PluginError({ file: byTsx, detail: `failed to load: ${errorMessage(cause)}`, cause })
+    }),
     Effect.forEach(files, load)
   )
+}
 
 /**
  * The built-in registry (core and edge built-ins) plus every plugin, in order.
