@@ -80,17 +80,7 @@ const isCommonJs = (file: string): boolean => {
   const extension = path.extname(file)
   if (extension === ".cts") return true
   if (extension === ".mts") return false
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
-    const manifest = path.join(dir, "package.json")
-    if (fs.existsSync(manifest)) {
-      try {
-        return (JSON.parse(fs.readFileSync(manifest, "utf8")) as { readonly type?: unknown }).type !== "module"
-      } catch {
-        return true
-      }
-    }
-    if (path.dirname(dir) === dir) return true
-  }
+  return TypeScript.packageType(file) !== "module"
 }
 
 /** The folder of this package (the nearest package.json above this module), whose frames are not the plugin's. */

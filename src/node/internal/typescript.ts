@@ -123,8 +123,8 @@ const tsconfigOf = (file: string): string | undefined => {
   return raw
 }
 
-/** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says. */
-const packageType = (file: string): string | undefined => {
+/** The `"type"` of the nearest package.json ("module", "commonjs"), or undefined where none says (or it is no JSON). */
+export const packageType = (file: string): string | undefined => {
   for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
     const manifest = path.join(dir, "package.json")
     if (fs.existsSync(manifest)) {
@@ -143,6 +143,10 @@ interface Prepared {
   readonly format: "module" | "commonjs"
   readonly code: string
 }
+
+/** Whether this TypeScript file is an ES module by its name alone: `.mts`, or a `.ts` in a `"type": "module"` package. */
+const moduleByName = (file: string): boolean =>
+  file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")
 
 /** What esbuild says when a module's syntax cannot be CommonJS (the file then stays a module). */
 const MODULE_ONLY = /Top-level await is currently not supported with the "cjs" output format|"import\.meta" is not available with the "cjs" output format/
@@ -164,7 +168,7 @@ const compile = (file: string): Prepared => {
     ...(tsconfigRaw === undefined ? {} : { tsconfigRaw })
   } as const
   const asModule = (): Prepared => ({ format: "module", code: esbuildOf().transformSync(source, options).code })
-  if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return asModule()
+  if (moduleByName(file)) return asModule()
   try {
     const compiled = esbuildOf().transformSync(source, { ...options, format: "cjs" })
     if (!file.endsWith(".cts") && compiled.warnings.some((w) => MODULE_ONLY.test(w.text))) return asModule()
@@ -200,7 +204,7 @@ const prepare = (file: string): Prepared => {
  * CommonJS plugins were: under vitest, an `import` is vitest's own).
  */
 export const isCommonJs = (file: string): boolean => {
-  if (file.endsWith(".mts") || (!file.endsWith(".cts") && packageType(file) === "module")) return false
+  if (moduleByName(file)) return false
   const stamp = stampOf(file)
   const ready = compile(file)
   prepared.set(file, { ...ready, stamp })
