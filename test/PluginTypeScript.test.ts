@@ -20,6 +20,32 @@ const envs = (plugins: ReadonlyArray<string>, env: Record<string, string> = {}) 
   return { code: result.status, stdout: result.stdout, stderr: result.stderr }
 }
 
+/**
+ * `effect-gym envs --plugin plugin.ts` run in `dir`, without vitest's TSX_TSCONFIG_PATH (tsx reads
+ * the tsconfig.json of the folder it runs in; vitest's is not the user's).
+ */
+const envsIn = (dir: string, env: Record<string, string> = {}) => {
+  const { TSX_TSCONFIG_PATH: _, ...own } = process.env
+  const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
+    encoding: "utf8",
+    timeout: 60_000,
+    cwd: dir,
+    env: { ...own, ...env }
+  })
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+/** Each plugin (a path in `dir`) fails to load, exit 2, its error naming `dir`'s file at line:column. */
+const expectFailsAt = (dir: string, cases: ReadonlyArray<readonly [string, string]>): void => {
+  for (const [name, at] of cases) {
+    const file = path.join(dir, name)
+    const { code, stderr } = envs([file])
+    expect(code, `${name}: ${stderr}`).toBe(2)
+    expect(stderr, name).toContain(`plugin ${file}: failed to load`)
+    expect(stderr, name).toContain(path.join(dir, at))
+  }
+}
+
 const write = (dir: string, files: Record<string, string>): void => {
   for (const [name, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
@@ -77,18 +103,11 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       "bad-js.ts": `import { Plugin } from "effect-gym"\nexport default Plugin.make({})\nconst q = 1 +* 2\n`,
       "bad.mjs": `export const x = 1\nconst y = ;\n`
     })
-    const cases: ReadonlyArray<readonly [string, string]> = [
+    expectFailsAt(dir, [
       ["bad.ts", "bad.ts:2:18"],
       ["bad-js.ts", "bad-js.ts:3:13"],
       ["bad.mjs", "bad.mjs:2:11"]
-    ]
-    for (const [name, at] of cases) {
-      const file = path.join(dir, name)
-      const { code, stderr } = envs([file])
-      expect(code, `${name}: ${stderr}`).toBe(2)
-      expect(stderr, name).toContain(`plugin ${file}: failed to load`)
-      expect(stderr, name).toContain(path.join(dir, at))
-    }
+    ])
   }, 120_000)
 
   it("EFFECT_GYM_TS_LOADER=tsx loads TypeScript plugins with tsx (tsconfig's paths); without it, a path alias is a missing package, named", () => {
@@ -98,21 +117,10 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       "lib/name.ts": `export const name: string = "by_paths"\n`,
       "plugin.ts": `import { Plugin, FrozenLake } from "effect-gym"\nimport { name } from "@lib/name"\nexport default ${lake("name")}\n`
     })
-    // (tsx reads the tsconfig.json of the folder it runs in; vitest's TSX_TSCONFIG_PATH is not the user's)
-    const { TSX_TSCONFIG_PATH: _, ...env } = process.env
-    const run = (extra: Record<string, string>) => {
-      const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
-        encoding: "utf8",
-        timeout: 60_000,
-        cwd: dir,
-        env: { ...env, ...extra }
-      })
-      return { code: result.status, stdout: result.stdout, stderr: result.stderr }
-    }
-    const tsx = run({ EFFECT_GYM_TS_LOADER: "tsx" })
+    const tsx = envsIn(dir, { EFFECT_GYM_TS_LOADER: "tsx" })
     expect(tsx.code, tsx.stderr).toBe(0)
     expect(tsx.stdout).toMatch(/^\s+by_paths\s/m)
-    const own = run({})
+    const own = envsIn(dir)
     expect(own.code, own.stderr).toBe(2)
     expect(own.stderr).toContain(`plugin plugin.ts: failed to load`)
     expect(own.stderr).toContain("@lib/name")
@@ -245,18 +253,11 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
       // (a SyntaxError thrown as the plugin runs, not as it parses: where it was thrown; it named nothing)
       "json/plugin.ts": `import { Plugin } from "effect-gym"\ntype T = { a: number }\nconst t: T = JSON.parse("{bad")\nexport default Plugin.make({})\n`
     })
-    const cases: ReadonlyArray<readonly [string, string]> = [
+    expectFailsAt(dir, [
       ["js/plugin.ts", "js/helper.js:2:18"],
       ["deep/plugin.mts", "deep/inner.mjs:3:14"],
       ["json/plugin.ts", "json/plugin.ts:3:19"]
-    ]
-    for (const [name, at] of cases) {
-      const file = path.join(dir, name)
-      const { code, stderr } = envs([file])
-      expect(code, `${name}: ${stderr}`).toBe(2)
-      expect(stderr, name).toContain(`plugin ${file}: failed to load`)
-      expect(stderr, name).toContain(path.join(dir, at))
-    }
+    ])
   }, 120_000)
 
   it("the tsconfig.json above a plugin is read, as tsx read the project's: legacy and parameter decorators, class fields, imports kept", () => {
@@ -297,17 +298,11 @@ describe("TypeScript plugins compiled in the loading thread (esbuild, tsx's sema
         `import { Plugin, FrozenLake } from "effect-gym"\nclass B { set x(_v: string) { (this as any)._x = "setter" } }\nclass D extends B { x = "field" }\n` +
         `export default ${lake("`incl_${(new D() as any)._x}`")}\n`
     })
-    const { TSX_TSCONFIG_PATH: _, ...env } = process.env
     for (const [name, expected] of [["deco", "deco_param_string"], ["fields", "fields_setter"], ["verbatim", "verbatim_kept"], ["ext", "ext_param_setter"], ["incl", "incl_undefined"]]) {
       // (tsx read the tsconfig.json of the folder it ran in: the same, here)
       for (const loader of [{}, { EFFECT_GYM_TS_LOADER: "tsx" }]) {
-        const result = spawnSync(process.execPath, [BIN, "envs", "--plugin", "plugin.ts"], {
-          encoding: "utf8",
-          timeout: 60_000,
-          cwd: path.join(dir, name),
-          env: { ...env, ...loader }
-        })
-        expect(result.status, `${name} ${JSON.stringify(loader)}: ${result.stderr}`).toBe(0)
+        const result = envsIn(path.join(dir, name), loader)
+        expect(result.code, `${name} ${JSON.stringify(loader)}: ${result.stderr}`).toBe(0)
         expect(result.stdout, `${name} ${JSON.stringify(loader)}`).toMatch(new RegExp(`^\\s+${expected}\\s`, "m"))
       }
     }
