@@ -437,33 +437,42 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     await stopAll(slow, late)
   }, 300_000)
 
+  /**
+   * A run of the first `rows` rows on one runner whose database connection goes through
+   * `Postgres.claimCutter` (its answer to the first statement with `marker` cut once, after the
+   * commit): the run exits 0, the cutter did cut, every row is in the log. Gives the database's url.
+   */
+  const runThroughCutter = async (name: string, rows: number, marker?: Buffer): Promise<string> => {
+    const url = database(name)
+    const small = firstRows(rows)
+    const cutter = await Postgres.claimCutter(pg, url, marker)
+    try {
+      const [port] = await ports(1)
+      const only = await runner(cutter.url, port)
+      cutter.arm()
+      const output = path.join(dir, `${name}.jsonl`)
+      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
+      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only }).catch((error: Error) => {
+        throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
+      })
+      expect(code, coordinator.err).toBe(0)
+      expect(cutter.cutRows()).toBeGreaterThan(0)
+      expectFirstRows(output, rows)
+      await stopAll(only)
+      return url
+    } finally {
+      await cutter.close()
+    }
+  }
+
   // The database restarted under a resumed run: in 1 of 28 runs under load the coordinator never
   // exited, the runners idle. effect/cluster's storage read marks the messages it returns as read
   // (one committed statement); a read message is read again only after 10 minutes. A restart that
   // cuts the runner's connection after the statement committed and before the rows arrived left
   // those groups unrun for 10 minutes. Here the cut is made on purpose (test/cluster/postgres.ts).
   it("a runner's read of its messages cut after the database marked them read: the groups run at once, not 10 minutes later", async () => {
-    const url = database("claimcut")
-    const rows = 20
-    const small = firstRows(rows)
-    const cutter = await Postgres.claimCutter(pg, url)
-    try {
-      const [port] = await ports(1)
-      const only = await runner(cutter.url, port)
-      cutter.arm()
-      const output = path.join(dir, "claimcut.jsonl")
-      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
-      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only }).catch((error: Error) => {
-        throw new Error(`${error.message}\n--- the run's unprocessed messages:\n${unprocessed(url)}`)
-      })
-      expect(code, coordinator.err).toBe(0)
-      // a read that had claimed messages was cut
-      expect(cutter.cutRows()).toBeGreaterThan(0)
-      expectFirstRows(output, rows)
-      await stopAll(only)
-    } finally {
-      await cutter.close()
-    }
+    // (a read that had claimed messages was cut)
+    await runThroughCutter("claimcut", 20)
   }, 120_000)
 
   // A runner records each start of a group (to give up a group that kills every runner that takes
@@ -471,27 +480,10 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
   // commit, the record is tried again: with a counter, that start was counted twice and taken back
   // once, so each cut left a healthy group one start closer to being given up.
   it("a runner's record of a group's start cut after its commit: tried again, it counts once, and every start is taken back", async () => {
-    const url = database("startcut")
-    const rows = 12
-    const small = firstRows(rows)
-    const cutter = await Postgres.claimCutter(pg, url, Buffer.from("INSERT INTO effect_gym_", "latin1"))
-    try {
-      const [port] = await ports(1)
-      const only = await runner(cutter.url, port)
-      cutter.arm()
-      const output = path.join(dir, "startcut.jsonl")
-      const coordinator = start(["run", "--cluster", url, "--dataset", small, ...common, "--output", output], dir)
-      const code = await exitOf(coordinator, "the coordinator", 60_000, { "the runner": only })
-      expect(code, coordinator.err).toBe(0)
-      expect(cutter.cutRows()).toBeGreaterThan(0)
-      expectFirstRows(output, rows)
-      await stopAll(only)
-      // every group ended on a live runner: no start is left counted
-      const left = execFileSync(Postgres.psql, [url, "-tA", "-c", "SELECT COUNT(*) FROM effect_gym_starts"], { encoding: "utf8" })
-      expect(left.trim()).toBe("0")
-    } finally {
-      await cutter.close()
-    }
+    const url = await runThroughCutter("startcut", 12, Buffer.from("INSERT INTO effect_gym_", "latin1"))
+    // every group ended on a live runner: no start is left counted
+    const left = execFileSync(Postgres.psql, [url, "-tA", "-c", "SELECT COUNT(*) FROM effect_gym_starts"], { encoding: "utf8" })
+    expect(left.trim()).toBe("0")
   }, 120_000)
 
   it("a runner stopped while the database is down leaves within its stop limit (it waited forever; after SIGHUP no one can send a second signal)", async () => {
