@@ -291,14 +291,12 @@ type LoadContext = Parameters<Parameters<typeof Module.registerHooks>[0]["load"]
  * scope", and `__dirname` was undefined), unless CommonJS cannot hold it (a top-level `await`,
  * `import.meta`).
  */
-const requiredAsCommonJs = (url: string, context: LoadContext, loaded: Loaded): Loaded => {
-  const file = url.split(/[?#]/)[0]
+const requiredAsCommonJs = (filename: string | undefined, context: LoadContext, loaded: Loaded): Loaded => {
   // (`require` leaves the format to be found as it compiles: undefined here)
   if (
-    (loaded.format !== undefined && loaded.format !== "module") || !file.endsWith(".js") ||
+    filename === undefined || (loaded.format !== undefined && loaded.format !== "module") || !filename.endsWith(".js") ||
     !context.conditions.includes("require") || loaded.source == null
   ) return loaded
-  const filename = fileURLToPath(file)
   if (filename.split(path.sep).includes("node_modules") || packageType(filename) === "module") return loaded
   try {
     const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as Uint8Array).toString("utf8")
@@ -373,9 +371,11 @@ export const install = (): void => {
       }
     },
     load: (url, context, nextLoad) => {
-      if (url.startsWith("file:") && /\.(?:[cm]?[jt]s)$/.test(url.split(/[?#]/)[0])) loaded.push(fileURLToPath(url))
-      if (!url.startsWith("file:") || !TS.test(url.split(/[?#]/)[0]) || tsxAsked()) return requiredAsCommonJs(url, context, nextLoad(url, context))
-      const { format, code } = prepare(fileURLToPath(url))
+      // (the file's path, worked out once for the checks below: every module this thread loads comes here)
+      const file = url.startsWith("file:") ? fileURLToPath(url.split(/[?#]/)[0]) : undefined
+      if (file !== undefined && /\.(?:[cm]?[jt]s)$/.test(file)) loaded.push(file)
+      if (file === undefined || !TS.test(file) || tsxAsked()) return requiredAsCommonJs(file, context, nextLoad(url, context))
+      const { format, code } = prepare(file)
       return { format, source: code, shortCircuit: true }
     }
   })
