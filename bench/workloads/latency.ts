@@ -12,6 +12,8 @@
  *                        dist/inference/internal/latency.js: the Clock's sleep since 2026-12-04,
  *                        before it a timer shared by the sleeps ending in one millisecond)
  *          plain-floor   C plain async functions that only await a setTimeout of the delay
+ *   --work-us W  (floors only; 0) after each wait, W microseconds of work on the main thread (a busy
+ *                loop): the best any loop whose turn costs W us of that thread's time can do here
  *
  * Each run also reports `cpuMicrosPerTurn` (the process's user + system CPU over the turns).
  */
@@ -25,6 +27,16 @@ const concurrency = Number(args.concurrency ?? 256)
 const latencyMs = Number(args["latency-ms"] ?? 20)
 const seconds = Number(args.seconds ?? 5)
 const bound = concurrency / (latencyMs / 1000)
+const workUs = Number(args["work-us"] ?? 0)
+
+/** `workUs` microseconds of the main thread's time, spent. */
+const work = (): void => {
+  if (workUs <= 0) return
+  const until = performance.now() + workUs / 1000
+  while (performance.now() < until) {
+    // busy: the turn's own work, as the engine's would be
+  }
+}
 
 const floor = async (): Promise<{ turns: number; seconds: number }> => {
   // Each "turn" is one wait; as many as the engine run would do at the bound for `seconds`.
@@ -33,13 +45,19 @@ const floor = async (): Promise<{ turns: number; seconds: number }> => {
   if (path === "effect-floor" || path === "shared-floor") {
     const wait = path === "effect-floor" ? Effect.sleep(Duration.millis(latencyMs)) : Effect.runSync(sleepOf(latencyMs))
     const fiber = Effect.gen(function*() {
-      for (let i = 0; i < perFiber; i++) yield* wait
+      for (let i = 0; i < perFiber; i++) {
+        yield* wait
+        work()
+      }
     })
     await Effect.runPromise(Effect.forEach(Array.from({ length: concurrency }), () => fiber, { concurrency: "unbounded", discard: true }))
   } else {
     const wait = () => new Promise<void>((resolve) => setTimeout(resolve, latencyMs))
     await Promise.all(Array.from({ length: concurrency }, async () => {
-      for (let i = 0; i < perFiber; i++) await wait()
+      for (let i = 0; i < perFiber; i++) {
+        await wait()
+        work()
+      }
     }))
   }
   return { turns: perFiber * concurrency, seconds: (performance.now() - started) / 1000 }
@@ -67,6 +85,7 @@ const main = async () => {
       seconds: elapsed,
       turnsPerSecond: turns / elapsed,
       bound,
+      workUs,
       efficiency: turns / elapsed / bound,
       cpuMicrosPerTurn: cpuMicrosPerTurn(turns)
     })

@@ -45,7 +45,7 @@ const Latency = NumberInput.check(
 /**
  * An optional fixed delay per call, to stand in for a remote model in benchmarks and tests. It
  * follows the `Clock` in use when the policy is made (a `TestClock` drives it without waiting);
- * under the live clock, calls ending in the same millisecond share a timer (`internal/latency.ts`).
+ * under the live clock, each call's wait is a Node.js timer of its own (`internal/latency.ts`).
  */
 const withLatency = (latencyMs: number, service: Service): Effect.Effect<Service> => {
   if (latencyMs <= 0) return Effect.succeed(service)
