@@ -1,0 +1,119 @@
+/**
+ * Issue 27, the final hostile pass (2026-12-04): repros of the defects found, each failing on main
+ * at 85b7b95. Unit layer: no child process (the rollout server runs in this process).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Stream } from "effect"
+import * as Env from "../../src/Env.js"
+import * as Inference from "../../src/Inference.js"
+import * as Rollout from "../../src/Rollout.js"
+import { start } from "../rollout-server/helpers.js"
+
+const policy = Inference.layerFunction("ok", () => Effect.succeed({ text: "hi", finishReason: "stop" as const }))
+
+/** Steps of 20 ms, never done by itself; a close of `closeMs` (from its row). */
+const slowClose = Env.make({
+  name: "slow_close",
+  create: (config: Record<string, unknown>) => ({
+    reset: () => ({ observation: "go", info: {} }),
+    step: () =>
+      new Promise<Env.StepResult>((resolve) =>
+        setTimeout(() => resolve({ observation: "x", reward: 1, done: false, info: {} }), 20)
+      ),
+    close: () => new Promise<void>((resolve) => setTimeout(resolve, config.closeMs as number))
+  })
+})
+
+describe("issue 27, final hostile pass: a graceful stop", () => {
+  it.live("trajectories cut by `until` are in no group, also when their close runs past the close timeout (they were groups of Timeout records: the CLI wrote them and --resume kept them, never running those rows again)", () =>
+    Effect.gen(function*() {
+      const groupsAfterStop = (closeMs: number) =>
+        Effect.gen(function*() {
+          const stop = yield* Deferred.make<void>()
+          const fiber = yield* Stream.fromIterable(Array.from({ length: 4 }, (_, i) => ({ env_config: { closeMs, i } }))).pipe(
+            Rollout.events(
+              Rollout.make({ envs: [slowClose], numGenerations: 2, maxTurns: 1000, concurrency: 8, timeouts: { close: "300 millis" } }),
+              { until: Deferred.await(stop) }
+            ),
+            Stream.runCollect,
+            Effect.forkChild
+          )
+          yield* Effect.sleep("200 millis") // every trajectory is mid-run (about 10 of its 1000 turns)
+          yield* Deferred.succeed(stop, undefined)
+          const items = Array.from(yield* Fiber.join(fiber))
+          return {
+            groups: items.filter((item) => item._tag === "Group").length,
+            ends: items.filter((item) => item._tag === "End").length
+          }
+        })
+      // a close within the timeout: the cut trajectories are in no group (as documented)
+      expect(yield* groupsAfterStop(50)).toEqual({ groups: 0, ends: 0 })
+      // a close past it: the same cut trajectories must not become groups either
+      expect(yield* groupsAfterStop(1000)).toEqual({ groups: 0, ends: 0 })
+    }).pipe(Effect.provide(policy)))
+})
+
+describe("issue 27, final hostile pass: one run spec", () => {
+  it.live("the rollout server refuses a request's max_turns above the run spec's limit (10,000), as `--max-turns` and Rollout.make do (it ran 10,001 and 1e9)", () =>
+    Effect.gen(function*() {
+      const server = yield* start({ policy: "random" })
+      for (const maxTurns of [10_001, 1e9]) {
+        const response = yield* Effect.promise(() =>
+          fetch(`${server.url}/v1/rollouts`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ requests: [{ env_config: { seed: 3 }, num_generations: 1, max_turns: maxTurns }] })
+          }).then(async (r) => ({ status: r.status, text: await r.text() }))
+        )
+        expect(response.status, `max_turns ${maxTurns}`).toBe(400)
+        expect(response.text).toContain("max_turns")
+        expect(response.text).toContain("10000")
+      }
+    }))
+
+  it.effect("Rollout.make refuses an unknown option, as RunSpec.decode and its own `timeouts` do (a typo `numGeneration: 2` from JavaScript ran 8 generations silently)", () =>
+    Effect.gen(function*() {
+      const counted = Env.make({
+        name: "plain",
+        create: () => ({ reset: () => ({ observation: "go", info: {} }), step: () => ({ observation: "x", reward: 1, done: true, info: {} }) })
+      })
+      // a nested unknown key is refused, naming it
+      const nested = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make({ envs: [counted], timeouts: { stpe: 5 } as never })),
+        Stream.runCollect,
+        Effect.flip
+      )
+      expect(nested.message).toContain("timeouts.stpe")
+      // a top-level one is not
+      const options = { envs: [counted], numGeneration: 2 } as unknown as Rollout.Options
+      const top = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make(options)),
+        Stream.runCollect,
+        Effect.map((items) => `ran: ${items.length} group(s) of ${items[0]._tag === "Group" ? items[0].records.length : 0}`),
+        Effect.catch((error) => Effect.succeed(error.message))
+      )
+      expect(top).toContain("numGeneration")
+    }).pipe(Effect.provide(policy)))
+})
+
+describe("issue 27, final hostile pass: errors say where", () => {
+  it.effect("an Env.make whose create returns nothing (a forgotten `return`) fails as the env's create (it was 'UnexpectedError: unexpected error in start: Cannot read properties of undefined (reading 'close')')", () =>
+    Effect.gen(function*() {
+      const forgot = Env.make({
+        name: "forgot_return",
+        create: (() => {
+          // `return` forgotten
+        }) as unknown as () => Env.Handlers
+      })
+      const items = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make({ envs: [forgot], numGenerations: 1 })),
+        Stream.runCollect
+      )
+      const item = items[0]
+      expect(item._tag).toBe("Group")
+      const error = item._tag === "Group" ? item.records[0].error : undefined
+      expect(error?._tag).toBe("EnvError")
+      expect(error?.message).toContain("forgot_return")
+      expect(error?.message).toContain("create")
+    }).pipe(Effect.provide(policy)))
+})
