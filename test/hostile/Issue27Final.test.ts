@@ -71,6 +71,21 @@ describe("issue 27, final hostile pass: one run spec", () => {
       }
     }))
 
+  it.live("the rollout server refuses a request's num_generations above the run spec's limit (4,096), as its own --num-generations is refused (a server that takes 10,000 trajectories a request ran a group of 5,000)", () =>
+    Effect.gen(function*() {
+      const server = yield* start({ policy: "random", maxTrajectoriesInFlight: 10_000, maxRequestTrajectories: 10_000 })
+      const response = yield* Effect.promise(() =>
+        fetch(`${server.url}/v1/rollouts`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ requests: [{ env_config: { seed: 3 }, num_generations: 5000, max_turns: 2 }] })
+        }).then(async (r) => ({ status: r.status, text: (await r.text()).slice(0, 300) }))
+      )
+      expect(response.status).toBe(400)
+      expect(response.text).toContain("num_generations")
+      expect(response.text).toContain("4096")
+    }))
+
   it.effect("Rollout.make refuses an unknown option, as RunSpec.decode and its own `timeouts` do (a typo `numGeneration: 2` from JavaScript ran 8 generations silently)", () =>
     Effect.gen(function*() {
       const counted = Env.make({
