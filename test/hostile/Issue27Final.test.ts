@@ -3,10 +3,11 @@
  * at 85b7b95. Unit layer: no child process (the rollout server runs in this process).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Stream } from "effect"
+import { Deferred, Effect, Fiber, Result, Stream } from "effect"
 import * as Env from "../../src/Env.js"
 import * as Inference from "../../src/Inference.js"
 import * as Rollout from "../../src/Rollout.js"
+import * as RunSpec from "../../src/RunSpec.js"
 import { start } from "../rollout-server/helpers.js"
 
 const policy = Inference.layerFunction("ok", () => Effect.succeed({ text: "hi", finishReason: "stop" as const }))
@@ -130,5 +131,42 @@ describe("issue 27, final hostile pass: errors say where", () => {
       expect(error?._tag).toBe("EnvError")
       expect(error?.message).toContain("forgot_return")
       expect(error?.message).toContain("create")
+    }).pipe(Effect.provide(policy)))
+})
+
+describe("issue 27, final hostile pass: a value of the wrong type is shown as what it is", () => {
+  const message = (input: RunSpec.Input) => {
+    const decoded = RunSpec.decode(input, "fields")
+    return Result.isFailure(decoded) ? decoded.failure.message : "decoded"
+  }
+
+  it("a string where a number goes is quoted (numGenerations: \"8\" read 'must be a whole number >= 1, got 8')", () => {
+    expect(message({ numGenerations: "8" })).toBe("numGenerations: must be a whole number >= 1, got \"8\"")
+    expect(message({ seed: "1" })).toBe("seed: must be an integer, got \"1\"")
+    expect(message({ sampling: { temperature: "0.7" } })).toBe("sampling.temperature: must be a finite number, got \"0.7\"")
+    expect(message({ timeouts: { step: "5" } })).toContain("got \"5\"")
+  })
+
+  it("a single stop string (not a list) is not called empty (it read 'stop strings must not be empty')", () => {
+    expect(message({ sampling: { stop: "</answer>" } })).not.toContain("empty")
+    expect(message({ sampling: { stop: [""] } })).toContain("empty")
+  })
+
+  it.effect("an env's reward given as a string is shown quoted (reward \"1\" read 'reward must be a finite number, got 1')", () =>
+    Effect.gen(function*() {
+      const stringly = Env.make({
+        name: "stringly",
+        create: () => ({
+          reset: () => ({ observation: "go", info: {} }),
+          step: () => ({ observation: "x", reward: "1", done: true, info: {} }) as unknown as Env.StepResult
+        })
+      })
+      const items = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make({ envs: [stringly], numGenerations: 1 })),
+        Stream.runCollect
+      )
+      const item = items[0]
+      const error = item._tag === "Group" ? item.records[0].error : undefined
+      expect(error?.message).toContain("reward must be a finite number, got \"1\"")
     }).pipe(Effect.provide(policy)))
 })
