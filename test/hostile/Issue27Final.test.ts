@@ -6,6 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Result, Stream } from "effect"
 import * as Env from "../../src/Env.js"
 import * as Inference from "../../src/Inference.js"
+import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as RunSpec from "../../src/RunSpec.js"
 import { start } from "../rollout-server/helpers.js"
@@ -168,5 +169,35 @@ describe("issue 27, final hostile pass: a value of the wrong type is shown as wh
       const item = items[0]
       const error = item._tag === "Group" ? item.records[0].error : undefined
       expect(error?.message).toContain("reward must be a finite number, got \"1\"")
+    }).pipe(Effect.provide(policy)))
+})
+
+describe("issue 27, final hostile pass: more values shown as what they are, named as the front end spells them", () => {
+  const plain = Env.make({
+    name: "plain",
+    create: () => ({ reset: () => ({ observation: "go", info: {} }), step: () => ({ observation: "x", reward: 1, done: true, info: {} }) })
+  })
+
+  it.effect("a reward function returning a string is shown quoted (it read 'must return a finite number, got 1')", () =>
+    Effect.gen(function*() {
+      const stringly = Reward.define({ name: "stringly", score: () => "1" as unknown as number })
+      const items = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make({ envs: [plain], numGenerations: 1, rewards: [stringly] })),
+        Stream.runCollect
+      )
+      const item = items[0]
+      const error = item._tag === "Group" ? item.records[0].error : undefined
+      expect(error?.message).toContain("got \"1\"")
+    }).pipe(Effect.provide(policy)))
+
+  it.effect("Rollout.make's schedulerOptions are named so, not as the command line's --scheduler-option (it read 'make failed: --scheduler-option foo: unknown option')", () =>
+    Effect.gen(function*() {
+      const error = yield* Stream.fromIterable([{ env_config: {} }]).pipe(
+        Rollout.run(Rollout.make({ envs: [plain], numGenerations: 1, schedulerOptions: { foo: 1 } })),
+        Stream.runCollect,
+        Effect.flip
+      )
+      expect(error.message).toContain("schedulerOptions")
+      expect(error.message).not.toContain("--scheduler-option")
     }).pipe(Effect.provide(policy)))
 })
