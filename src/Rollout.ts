@@ -490,11 +490,12 @@ const asMakeOption = <E extends RunConfigError | Reward.RewardConfigError>(error
     : new Reward.RewardConfigError({ option, detail: error.detail })) as E
 }
 
-/** The keys of {@link Options}. */
-const OPTIONS: ReadonlySet<string> = new Set([
-  "envs", "defaultEnv", "scheduler", "schedulerOptions", "numGenerations", "maxTurns", "concurrency", "seed",
-  "rewards", "weights", "sampling", "chatTemplateKwargs", "timeouts", "retries", "bufferSize"
-] satisfies ReadonlyArray<keyof Options>)
+/** The keys of {@link Options} (a record, so that an option added there and not here does not compile). */
+const OPTIONS: ReadonlySet<string> = new Set(Object.keys({
+  envs: true, defaultEnv: true, scheduler: true, schedulerOptions: true, numGenerations: true, maxTurns: true,
+  concurrency: true, seed: true, rewards: true, weights: true, sampling: true, chatTemplateKwargs: true,
+  timeouts: true, retries: true, bufferSize: true
+} satisfies Record<keyof Options, true>))
 
 /**
  * The envs of {@link Options}, refused before anything runs when no row could use them (none, two
