@@ -3,9 +3,11 @@
  * at 85b7b95. Unit layer: no child process (the rollout server runs in this process).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Result, Stream } from "effect"
+import { Deferred, Effect, Fiber, Layer, Result, Stream } from "effect"
 import * as Env from "../../src/Env.js"
 import * as Inference from "../../src/Inference.js"
+import { frozenLakeSolver } from "../../src/inference/Scripted.js"
+import * as Policy from "../../src/Policy.js"
 import * as Reward from "../../src/Reward.js"
 import * as Rollout from "../../src/Rollout.js"
 import * as RunSpec from "../../src/RunSpec.js"
@@ -200,4 +202,11 @@ describe("issue 27, final hostile pass: more values shown as what they are, name
       expect(error.message).toContain("schedulerOptions")
       expect(error.message).not.toContain("--scheduler-option")
     }).pipe(Effect.provide(policy)))
+
+  it.effect("Policy.layer's options are named as the library's, not as the command line's --policy-option (it read '--policy-option foo: is unexpected')", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(Policy.layer(frozenLakeSolver, { foo: 1 })))
+      expect(error.message).toContain("foo")
+      expect(error.message).not.toContain("--policy-option")
+    }).pipe(Effect.scoped))
 })
