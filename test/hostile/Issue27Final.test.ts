@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Result, Stream } from "effect"
 import * as Env from "../../src/Env.js"
+import * as FrozenLake from "../../src/envs/FrozenLake.js"
 import * as Inference from "../../src/Inference.js"
 import { frozenLakeSolver } from "../../src/inference/Scripted.js"
 import * as Policy from "../../src/Policy.js"
@@ -209,4 +210,15 @@ describe("issue 27, final hostile pass: more values shown as what they are, name
       expect(error.message).toContain("foo")
       expect(error.message).not.toContain("--policy-option")
     }).pipe(Effect.scoped))
+
+  it.effect("a row's env_config number that is not finite is shown as what it is (FrozenLake's seed: Infinity, a JSON 1e400, read 'got null')", () =>
+    Effect.gen(function*() {
+      const items = yield* Stream.make({ env_config: { seed: Infinity } }, { env_config: { size: Number.NaN } }).pipe(
+        Rollout.run(Rollout.make({ envs: [FrozenLake.FrozenLake], numGenerations: 1 })),
+        Stream.runCollect
+      )
+      const messages = items.map((item) => (item._tag === "RowFailure" ? item.error.message : "ran"))
+      expect(messages[0]).toContain("got Infinity")
+      expect(messages[1]).toContain("got NaN")
+    }).pipe(Effect.provide(policy)))
 })
