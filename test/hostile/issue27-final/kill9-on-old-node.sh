@@ -18,7 +18,8 @@ sleep 1.5
 children=$(pgrep -P $pid || true)
 kill -9 $pid; wait $pid 2>/dev/null; echo "kill -9 $pid: exit $?"
 sleep 0.5
-left=$(for c in $children; do kill -0 $c 2>/dev/null && echo $c; done)
+# (a process that ended and was not yet reaped, state Z, is gone: this machine's PID 1 may not reap orphans)
+left=$(for c in $children; do s=$(ps -o stat= -p $c 2>/dev/null); [ -n "$s" ] && [ "${s#Z}" = "$s" ] && echo $c; done)
 before=$(wc -l < log.jsonl); sleep 1; after=$(wc -l < log.jsonl)
 echo "log lines 1 s apart after the kill: $before, $after"
 if [ -n "$left" ]; then
