@@ -326,8 +326,10 @@ export const fromHandlers = (
     // handlers are there, without an interruption in between. The acquiring itself can be
     // interrupted (a creation that never ends held every stop, and a reset timeout could not end it).
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(acquire), (handlers) =>
-        Effect.as(
+      Effect.flatMap(restore(acquire), (handlers) => {
+        const problem = notHandlers(handlers)
+        if (problem !== undefined) return Effect.fail(new EnvError({ env: name, phase: "create", detail: problem }))
+        return Effect.as(
           Scope.addFinalizer(
             scope,
             handlers.close === undefined
@@ -340,8 +342,17 @@ export const fromHandlers = (
               )
           ),
           adapt(name, handlers, waits)
-        ))
+        )
+      })
     ))
+
+/** What is wrong with what a creation gave, when it is not an env's handlers (a `create` that forgot its `return`). */
+const notHandlers = (handlers: unknown): string | undefined =>
+  typeof handlers !== "object" || handlers === null
+    ? `create gave ${handlers === null ? "null" : typeof handlers}, not an env (an object with reset and step methods)`
+    : typeof (handlers as Handlers).reset !== "function" || typeof (handlers as Handlers).step !== "function"
+    ? `create gave an object without ${typeof (handlers as Handlers).reset !== "function" ? "a reset" : "a step"} method, not an env`
+    : undefined
 
 const adapt = (name: string, handlers: Handlers, waits: Waits | undefined): Env => ({
   reset: (request) => Effect.map(liftTimed(name, "reset", () => handlers.reset(request), waits), normalizeReset),

@@ -104,7 +104,7 @@ export const define = (options: {
         typeof value === "number" && Number.isFinite(value)
           ? Effect.succeed(value)
           : Effect.fail(
-            new RewardError({ reward: options.name, detail: `must return a finite number, got ${String(value)}` })
+            new RewardError({ reward: options.name, detail: `must return a finite number, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}` })
           )
     )
 })
@@ -187,7 +187,7 @@ const scoreOne = (f: Definition, input: RewardInput): Effect.Effect<number, Rewa
     Effect.catchDefect((defect) => Effect.fail(new RewardError({ reward: f.name, detail: describe(defect), cause: defect }))),
     Effect.filterOrFail(
       (value) => typeof value === "number" && Number.isFinite(value),
-      (value) => new RewardError({ reward: f.name, detail: `must return a finite number, got ${String(value)}` })
+      (value) => new RewardError({ reward: f.name, detail: `must return a finite number, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}` })
     )
   )
 

@@ -490,12 +490,25 @@ const asMakeOption = <E extends RunConfigError | Reward.RewardConfigError>(error
     : new Reward.RewardConfigError({ option, detail: error.detail })) as E
 }
 
+/** The keys of {@link Options} (a record, so that an option added there and not here does not compile). */
+const OPTIONS: ReadonlySet<string> = new Set(Object.keys({
+  envs: true, defaultEnv: true, scheduler: true, schedulerOptions: true, numGenerations: true, maxTurns: true,
+  concurrency: true, seed: true, rewards: true, weights: true, sampling: true, chatTemplateKwargs: true,
+  timeouts: true, retries: true, bufferSize: true
+} satisfies Record<keyof Options, true>))
+
 /**
  * The envs of {@link Options}, refused before anything runs when no row could use them (none, two
  * of one name, an unknown `defaultEnv`: it failed every row).
  */
 const checkEnvs = <R>(o: Options<R>): Result.Result<ReadonlyArray<Env.Definition>, RunConfigError> => {
   const refuse = (option: string, detail: string) => Result.fail(new RunConfigError({ option, detail }))
+  // an option no run has (a typo from JavaScript, `numGeneration`) is refused, as RunSpec refuses its own
+  for (const key of Object.keys(o)) {
+    if (!OPTIONS.has(key) && (o as unknown as Record<string, unknown>)[key] !== undefined) {
+      return refuse(key, `unknown option (there are ${[...OPTIONS].join(", ")})`)
+    }
+  }
   if (!Array.isArray(o.envs) || o.envs.length === 0) return refuse("envs", "must hold at least one env definition")
   const names = new Set<string>()
   for (const env of o.envs) {

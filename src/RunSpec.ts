@@ -120,7 +120,9 @@ export const Sampling = Schema.Struct({
   topK: Schema.optionalKey(value<number>(ranged((n) => n === -1 || isWhole(n, 1), "a whole number >= 1, or -1 for no limit"))),
   maxTokens: Schema.optionalKey(value<number>(ranged((n) => isWhole(n, 1), "a whole number >= 1"))),
   stop: Schema.optionalKey(value<ReadonlyArray<string>>((stops) =>
-    Array.isArray(stops) && stops.every((stop) => typeof stop === "string" && stop.length > 0)
+    !Array.isArray(stops)
+      ? `must be a list of strings, got ${typeof stops === "string" ? JSON.stringify(stops) : describe(stops)}`.slice(0, 200)
+      : stops.every((stop) => typeof stop === "string" && stop.length > 0)
       ? undefined
       : "stop strings must not be empty"
   )),

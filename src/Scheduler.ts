@@ -346,7 +346,7 @@ const checkStep = (env: string, out: Env.StepResult, reply?: Message.Message): E
     : typeof out.observation !== "string"
     ? `observation must be a string, got ${typeof out.observation}`
     : typeof out.reward !== "number" || !Number.isFinite(out.reward)
-    ? `reward must be a finite number, got ${String(out.reward)}`
+    ? `reward must be a finite number, got ${typeof out.reward === "string" ? JSON.stringify(out.reward) : String(out.reward)}`
     : typeof out.done !== "boolean"
     ? `done must be a boolean, got ${typeof out.done}`
     : out.info !== undefined && (typeof out.info !== "object" || out.info === null)

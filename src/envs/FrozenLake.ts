@@ -522,7 +522,8 @@ const PyIntFrom = pyConverted(Schema.BigInt, pyInt, (u) => `expected an integer 
 
 const PyFloatFrom = pyConverted(Schema.Number, pyFloat, (u) => `expected a number (as Python float()), got ${show(u)}`)
 
-const show = (u: unknown): string => (typeof u === "bigint" ? u.toString() : JSON.stringify(u) ?? String(u))
+const show = (u: unknown): string =>
+  typeof u === "bigint" || (typeof u === "number" && !Number.isFinite(u)) ? String(u) : JSON.stringify(u) ?? String(u)
 
 /**
  * The largest map side accepted. The reference has no limit; a huge map is a configuration mistake

@@ -13,6 +13,7 @@ import { CompletionLine, LoggedError } from "../CompletionsLog.js"
 import type { SamplingParams } from "../Inference.js"
 import { Message, Messages, Role, ToolCall } from "../Message.js"
 import { isWhole } from "../internal/whole.js"
+import { LIMITS } from "../RunSpec.js"
 import { stringify } from "../internal/lift.js"
 
 /**
@@ -59,17 +60,30 @@ const formatActual = (actual: unknown): string => typeof actual === "bigint" ? `
  * A number with a check, one message for every way it can be wrong (a string, 1.5, 0, 2^60): the
  * value is checked as it came, before it is decoded as a number.
  */
-const checkedNumber = (ok: (n: number) => boolean, expected: string) =>
+const checkedNumber = (ok: (n: number) => boolean, expected: string | ((input: unknown) => string)) =>
   Schema.Unknown.pipe(Schema.decodeTo(Schema.Number, {
     decode: SchemaGetter.transformEffect((input: unknown) =>
       typeof input === "number" && ok(input)
         ? Effect.succeed(input)
-        : Effect.fail(new SchemaIssue.InvalidValue({ message: `expected ${expected}, got ${formatActual(input)}` }))
+        : Effect.fail(
+          new SchemaIssue.InvalidValue({
+            message: `expected ${typeof expected === "string" ? expected : expected(input)}, got ${formatActual(input)}`
+          })
+        )
     ),
     encode: SchemaGetter.passthrough({ strict: false })
   }))
 
-const WholeNumber = checkedNumber((n) => isWhole(n, 1), "a whole number >= 1")
+/**
+ * A whole number >= 1 up to one of the run spec's limits (`RunSpec.LIMITS`: a row's group size and
+ * turns are the run's `numGenerations` and `maxTurns`, refused past the same bounds as `--num-generations`,
+ * `--max-turns` and `Rollout.make`).
+ */
+const limited = (limit: { readonly max: number; readonly reason: string }) =>
+  checkedNumber(
+    (n) => isWhole(n, 1) && n <= limit.max,
+    (input) => typeof input === "number" && isWhole(input, 1) ? `at most ${limit.max} (${limit.reason})` : "a whole number >= 1"
+  )
 
 const Seed = checkedNumber(Number.isSafeInteger, "a safe integer")
 
@@ -170,9 +184,9 @@ export const RolloutRequest = Schema.Struct({
     Schema.isMaxLength(256, { expected: "a string at most 256 character(s) long" })
   )),
   /** The GRPO group size for this row (default: the server's `--num-generations`). */
-  num_generations: optionalNullable(WholeNumber),
+  num_generations: optionalNullable(limited(LIMITS.numGenerations)),
   /** Default: the server's `--max-turns`. */
-  max_turns: optionalNullable(WholeNumber),
+  max_turns: optionalNullable(limited(LIMITS.maxTurns)),
   /** Over the batch's and the server's sampling parameters. */
   sampling: optionalNullable(SamplingOverrides),
   /** Tools offered to the model on every call of this row's trajectories, next to the env's own. */

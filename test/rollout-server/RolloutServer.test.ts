@@ -268,6 +268,8 @@ describe("bad requests", () => {
         ["/v1/rollouts", { requests: [{ env_config: counting, data_dict: { env_config: counting } }] }, 400, "requests[0].env_config", "not both"],
         ["/v1/rollouts", { requests: [{ num_generations: 0 }] }, 400, "requests[0].num_generations", "expected a whole number >= 1, got 0"],
         ["/v1/rollouts", { requests: [{ max_turns: 1.5 }] }, 400, "requests[0].max_turns", "expected a whole number >= 1, got 1.5"],
+        ["/v1/rollouts", { requests: [{ max_turns: 10001 }] }, 400, "requests[0].max_turns", "expected at most 10000 (a trajectory holds its whole conversation"],
+        ["/v1/rollouts", { requests: [{ num_generations: 4097 }] }, 400, "requests[0].num_generations", "expected at most 4096 (a group's trajectories are held in memory"],
         ["/v1/rollouts", { requests: [{ uuid: "" }] }, 400, "requests[0].uuid", "at least 1 character"],
         ["/v1/rollouts", { requests: [{ sampling: { top_p: 2 } }] }, 400, "requests[0].sampling.top_p", "must be a number in (0, 1], got 2"],
         ["/v1/rollouts", { requests: [{ sampling: { stop: [""] } }] }, 400, "requests[0].sampling.stop", "must not be empty"],
@@ -368,7 +370,7 @@ describe("clients that go away", () => {
       const stream = yield* openStream(`${server.url}/v1/rollouts`, {
         requests: [
           { env_config: { name: "counting", length: 1 }, num_generations: 2 },
-          { env_config: { name: "counting", length: 100000 }, num_generations: 4, max_turns: 100000 }
+          { env_config: { name: "counting", length: 100000 }, num_generations: 4, max_turns: 10000 }
         ]
       })
       // the short group arrives, the long one is still running
@@ -383,7 +385,7 @@ describe("clients that go away", () => {
       expect(server.stats).toMatchObject({ completed: 2, cancelled: 4 })
       for (const [, count] of server.counters.closedIds) expect(count).toBe(1)
       // the same for a client waiting for a JSON array
-      const fiber = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 100000 }, num_generations: 2, max_turns: 100000 }] } }))
+      const fiber = yield* Effect.forkChild(request(`${server.url}/v1/rollouts`, { body: { requests: [{ env_config: { name: "counting", length: 100000 }, num_generations: 2, max_turns: 10000 }] } }))
       expect(yield* eventually(() => server.counters.created === 8)).toBe(true)
       yield* Fiber.interrupt(fiber)
       expect(yield* eventually(() => server.counters.open === 0 && server.stats.trajectoriesInFlight === 0)).toBe(true)

@@ -88,6 +88,11 @@ class Flight {
   done = false
   /** Given up (stuck where it cannot be interrupted): whatever its fiber does later is ignored. */
   abandoned = false
+  /**
+   * It had ended and was closing its env when a graceful stop came (so it was not interrupted): its
+   * record still completes its group. One that is closing because the stop cut it is in no group.
+   */
+  closingAtStop = false
 
   constructor(readonly task: Task) {}
 }
@@ -420,7 +425,7 @@ class Run<E> {
   private giveUp(flight: Flight, expired: Expired): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (flight.abandoned || flight.done) return Effect.void
-      const closing = flight.machine?.phase === Phase.Closing
+      const closing = flight.closingAtStop
       flight.abandoned = true
       const result = this.resultOf(flight, expired)
       if (!this.stopping) {
@@ -461,8 +466,11 @@ class Run<E> {
       const fibers: Array<Fiber.Fiber<void>> = []
       if (this.producer !== undefined) fibers.push(this.producer)
       for (const flight of this.flights) {
-        if (flight.fiber === undefined || (graceful && flight.machine?.phase === Phase.Closing)) continue
-        fibers.push(flight.fiber)
+        if (graceful && flight.machine?.phase === Phase.Closing) {
+          flight.closingAtStop = true
+          continue
+        }
+        if (flight.fiber !== undefined) fibers.push(flight.fiber)
       }
       const interrupt = Effect.andThen(
         Deferred.done(this.produced, Exit.void),
@@ -487,7 +495,7 @@ class Run<E> {
     let released = 0
     for (const flight of this.flights) {
       const machine = flight.machine
-      if (this.graceful && close !== undefined && !flight.abandoned && machine?.phase === Phase.Closing) {
+      if (this.graceful && close !== undefined && !flight.abandoned && flight.closingAtStop && machine?.phase === Phase.Closing) {
         const result = machine.abandonedWith(new Scheduler.Timeout({ phase: "close", limit: "close", seconds: close / 1000 }))
         records.push(this.put(flight.task, scoreSync(this.config, flight.task.prepared.row, result)))
       }
