@@ -13,7 +13,7 @@
  */
 import { Duration, Effect, Result, Schema } from "effect"
 import * as Issue from "./internal/issue.js"
-import { describe } from "./internal/lift.js"
+import { show } from "./internal/inspect.js"
 import { isWhole, wholeProblem } from "./internal/whole.js"
 
 /**
@@ -67,19 +67,19 @@ const number = (value: unknown): value is number => typeof value === "number"
 
 /** A whole number of at least `min` (and at most `limit.max`, with its reason). */
 const whole = (min: number, limit?: { readonly max: number; readonly reason: string }): Check => (value) => {
-  if (!number(value)) return `must be a whole number >= ${min}, got ${describe(value)}`
+  if (!number(value)) return `must be a whole number >= ${min}, got ${show(value)}`
   const problem = wholeProblem(value, min)
   if (problem !== undefined) return problem
   return limit !== undefined && value > limit.max ? `must be at most ${limit.max}, got ${value}: ${limit.reason}` : undefined
 }
 
 const safeInteger: Check = (value) =>
-  number(value) && Number.isSafeInteger(value) ? undefined : `must be an integer, got ${describe(value)}`
+  number(value) && Number.isSafeInteger(value) ? undefined : `must be an integer, got ${show(value)}`
 
 /** A finite number within a range, described as the OpenAI API describes it. */
 const ranged = (ok: (n: number) => boolean, expected: string): Check => (value) =>
   !number(value) || !Number.isFinite(value)
-    ? `must be a finite number, got ${describe(value).slice(0, 100)}`
+    ? `must be a finite number, got ${show(value, 80).slice(0, 100)}`
     : ok(value)
     ? undefined
     : `must be ${expected}, got ${value}`
@@ -95,7 +95,7 @@ const millisOf = (input: unknown): number | undefined => {
 const duration: Check = (value) =>
   millisOf(value) !== undefined
     ? undefined
-    : `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${describe(value).slice(0, 100)}`
+    : `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${show(value, 80).slice(0, 100)}`
 
 /** A schema of `base` whose values pass `check` (its message is the issue's). */
 const checked = <S extends Schema.Top>(base: S, check: Check) =>
@@ -121,7 +121,7 @@ export const Sampling = Schema.Struct({
   maxTokens: Schema.optionalKey(value<number>(ranged((n) => isWhole(n, 1), "a whole number >= 1"))),
   stop: Schema.optionalKey(value<ReadonlyArray<string>>((stops) =>
     !Array.isArray(stops)
-      ? `must be a list of strings, got ${typeof stops === "string" ? JSON.stringify(stops) : describe(stops)}`.slice(0, 200)
+      ? `must be a list of strings, got ${show(stops)}`.slice(0, 200)
       : stops.every((stop) => typeof stop === "string" && stop.length > 0)
       ? undefined
       : "stop strings must not be empty"
@@ -163,7 +163,7 @@ const defaulted = <A>(schema: Schema.Codec<A, A>, fallback: A) =>
  */
 export const RunSpec = Schema.Struct({
   /** The env of rows whose `env_config` has no `name`. */
-  defaultEnv: Schema.optionalKey(value<string>((name) => typeof name === "string" && name !== "" ? undefined : `must be an env's name, got ${describe(name)}`)),
+  defaultEnv: Schema.optionalKey(value<string>((name) => typeof name === "string" && name !== "" ? undefined : `must be an env's name, got ${show(name)}`)),
   /** The GRPO group size: trajectories per row. */
   numGenerations: defaulted(value<number>(whole(1, LIMITS.numGenerations)), 8),
   maxTurns: defaulted(value<number>(whole(1, LIMITS.maxTurns)), 10),
@@ -187,7 +187,7 @@ export const RunSpec = Schema.Struct({
   rewardWeights: Schema.optionalKey(value<ReadonlyArray<number>>((weights) =>
     Array.isArray(weights) && weights.every((w) => typeof w === "number" && Number.isFinite(w))
       ? undefined
-      : `must be finite numbers, got ${describe(weights).slice(0, 100)}`
+      : `must be finite numbers, got ${show(weights, 80).slice(0, 100)}`
   ))
 })
 
