@@ -247,14 +247,24 @@ const FLAGS: Readonly<Record<string, string>> = {
   rewardWeights: "--reward-weights"
 }
 
+/** Settings that are maps of options, each given on the command line as `--flag key=value`. */
+const KEYED: ReadonlySet<string> = new Set(["schedulerOptions"])
+
 /**
- * The name of a setting (its path in {@link RunSpec}, `timeouts.step`) as `naming` spells it.
+ * The name of a setting (its path in {@link RunSpec}, `timeouts.step`) as `naming` spells it. One
+ * option of a map of options (`schedulerOptions.max_concurrent_envs`) is its flag and key on the
+ * command line (`--scheduler-option max_concurrent_envs`).
  *
  * @since 0.4.0
  * @category names
  */
-export const nameOf = (path: string, naming: Naming): string =>
-  naming === "flags" && Object.hasOwn(FLAGS, path) ? FLAGS[path] : path
+export const nameOf = (path: string, naming: Naming): string => {
+  if (naming !== "flags") return path
+  if (Object.hasOwn(FLAGS, path)) return FLAGS[path]
+  const dot = path.indexOf(".")
+  const top = dot < 0 ? path : path.slice(0, dot)
+  return dot > 0 && KEYED.has(top) ? `${FLAGS[top]} ${path.slice(dot + 1)}` : path
+}
 
 /** The setting a decoding problem is about: the first two segments of its path (`sampling.topP`). */
 const settingOf = (path: ReadonlyArray<PropertyKey>): string => path.slice(0, 2).map(String).join(".")
