@@ -56,6 +56,24 @@ export const LIMITS = {
   }
 } as const
 
+/**
+ * The longest timeout of a run, in seconds (about 31 years): every timeout of a run spec, from
+ * every front end (`--step-timeout`, `Rollout.make`'s `timeouts`, a server's request), is at most
+ * this; a run that must not time out gives none.
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const MAX_TIMEOUT_SECONDS = 1e9
+
+/**
+ * {@link MAX_TIMEOUT_SECONDS} as the messages write it (`1e9`).
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const MAX_TIMEOUT_TEXT = MAX_TIMEOUT_SECONDS.toExponential().replace("e+", "e")
+
 // ---------------------------------------------------------------------------------------------
 // The checks, each written once
 // ---------------------------------------------------------------------------------------------
@@ -84,18 +102,23 @@ const ranged = (ok: (n: number) => boolean, expected: string): Check => (value) 
     ? undefined
     : `must be ${expected}, got ${value}`
 
-/** A positive duration ("30 seconds", 500 ms, `Duration.seconds(30)`); its milliseconds. */
+/**
+ * A positive duration ("30 seconds", 500 ms, `Duration.seconds(30)`) of at most
+ * {@link MAX_TIMEOUT_SECONDS}; its milliseconds.
+ */
 const millisOf = (input: unknown): number | undefined => {
-  const ms = Duration.fromInput(input as Duration.Input)
-  return ms._tag === "Some" && Number.isFinite(Duration.toMillis(ms.value)) && Duration.toMillis(ms.value) > 0
-    ? Duration.toMillis(ms.value)
-    : undefined
+  const duration = Duration.fromInput(input as Duration.Input)
+  if (duration._tag !== "Some") return undefined
+  const ms = Duration.toMillis(duration.value)
+  return Number.isFinite(ms) && ms > 0 && ms <= MAX_TIMEOUT_SECONDS * 1000 ? ms : undefined
 }
 
 const duration: Check = (value) =>
   millisOf(value) !== undefined
     ? undefined
-    : `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${show(value, 80).slice(0, 100)}`
+    : `must be a positive duration of at most ${MAX_TIMEOUT_TEXT} seconds ("30 seconds", 500, Duration.seconds(30)), got ${
+      show(value, 80).slice(0, 100)
+    }`
 
 /** A schema of `base` whose values pass `check` (its message is the issue's). */
 const checked = <S extends Schema.Top>(base: S, check: Check) =>
