@@ -344,7 +344,7 @@ export const checkOutput = (dataset: string, output: string, mode: OutputMode) =
         fs.stat(folder),
         (error) => refuse(error.reason._tag === "NotFound" ? `its folder ${folder} does not exist` : `its folder ${folder}: ${errorDetail(error)}`)
       )
-      if (parent.type !== "Directory") return yield* refuse(`${folder} is not a folder`)
+      if (parent.type !== "Directory" && parent.type !== "Unknown") return yield* refuse(`${folder} is not a folder`)
       return { exists: false, size: 0, regular: true }
     }
     const data = yield* stat(dataset)
