@@ -8,9 +8,13 @@ import { Effect, Layer, Result, Schema, SchemaParser } from "effect"
 import type * as Scope from "effect/Scope"
 import { Inference, type Service } from "./Inference.js"
 import * as Issue from "./internal/issue.js"
+import type { Naming } from "./RunSpec.js"
 
 /**
- * Options given to a policy that it cannot use.
+ * Options given to a policy that it cannot use. Its message names the option as `naming` spells it:
+ * `option epsilon` for {@link layer}'s options in a library program (`"fields"`), `--policy-option
+ * epsilon` on the command line (`"flags"`, also when absent: a policy's `make` does not know who
+ * called it; {@link layer} sets it).
  *
  * @since 0.1.0
  * @category errors
@@ -20,11 +24,13 @@ export class PolicyConfigError extends Schema.TaggedError<PolicyConfigError>()(
   {
     policy: Schema.String,
     path: Schema.String,
-    detail: Schema.String
+    detail: Schema.String,
+    naming: Schema.optionalKey(Schema.Literals(["fields", "flags"]))
   }
 ) {
   override get message(): string {
-    return `--policy-option ${this.path}: ${this.detail} (policy ${this.policy})`
+    const option = this.naming === "fields" ? "option" : "--policy-option"
+    return `${option} ${this.path}: ${this.detail} (policy ${this.policy})`
   }
 }
 
@@ -91,5 +97,14 @@ export const define = <A, I>(options: {
  */
 export const layer = (
   definition: Definition,
-  options: Readonly<Record<string, unknown>> = {}
-): Layer.Layer<Inference, PolicyConfigError> => Layer.effect(Inference, definition.make(options))
+  options: Readonly<Record<string, unknown>> = {},
+  /** How a bad option is named: `"fields"` (`option epsilon`), or `"flags"` (`--policy-option epsilon`) for a command line. */
+  naming: Naming = "fields"
+): Layer.Layer<Inference, PolicyConfigError> =>
+  Layer.effect(
+    Inference,
+    Effect.mapError(definition.make(options), (error) =>
+      error._tag !== "PolicyConfigError" || error.naming === naming
+        ? error
+        : new PolicyConfigError({ policy: error.policy, path: error.path, detail: error.detail, naming }))
+  )

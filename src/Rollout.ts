@@ -414,11 +414,13 @@ export const configOf = (
     readonly registry: Registry.Registry
     readonly scheduler: Scheduler.Definition
     readonly rewards: ReadonlyArray<Reward.Definition>
+    /** How the front end names settings in the scheduler's messages (default `"flags"`). */
+    readonly naming?: RunSpec.Naming | undefined
   }
 ): Effect.Effect<Config, Reward.RewardConfigError | Scheduler.SchedulerError, Scope.Scope> =>
   Effect.gen(function*() {
     const columns = yield* Effect.fromResult(Reward.columns(parts.rewards, spec.rewardWeights))
-    const instance = yield* parts.scheduler.make({ options: spec.schedulerOptions })
+    const instance = yield* parts.scheduler.make({ options: spec.schedulerOptions, naming: parts.naming ?? "flags" })
     return {
       registry: parts.registry,
       scheduler: { definition: parts.scheduler, instance },
@@ -467,7 +469,8 @@ export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigErro
     return yield* configOf(spec, {
       registry: Registry.add(Registry.empty, { envs }),
       scheduler: o.scheduler ?? Scheduler.gym,
-      rewards: o.rewards ?? []
+      rewards: o.rewards ?? [],
+      naming: "fields"
     }).pipe(Effect.mapError((error) => error._tag === "RewardConfigError" ? asMakeOption(error) : error))
   })
 

@@ -13,7 +13,7 @@
  */
 import { Duration, Effect, Result, Schema } from "effect"
 import * as Issue from "./internal/issue.js"
-import { describe } from "./internal/lift.js"
+import { show } from "./internal/inspect.js"
 import { isWhole, wholeProblem } from "./internal/whole.js"
 
 /**
@@ -56,6 +56,24 @@ export const LIMITS = {
   }
 } as const
 
+/**
+ * The longest timeout of a run, in seconds (about 31 years): every timeout of a run spec, from
+ * every front end (`--step-timeout`, `Rollout.make`'s `timeouts`, a server's request), is at most
+ * this; a run that must not time out gives none.
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const MAX_TIMEOUT_SECONDS = 1e9
+
+/**
+ * {@link MAX_TIMEOUT_SECONDS} as the messages write it (`1e9`).
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const MAX_TIMEOUT_TEXT = MAX_TIMEOUT_SECONDS.toExponential().replace("e+", "e")
+
 // ---------------------------------------------------------------------------------------------
 // The checks, each written once
 // ---------------------------------------------------------------------------------------------
@@ -67,35 +85,40 @@ const number = (value: unknown): value is number => typeof value === "number"
 
 /** A whole number of at least `min` (and at most `limit.max`, with its reason). */
 const whole = (min: number, limit?: { readonly max: number; readonly reason: string }): Check => (value) => {
-  if (!number(value)) return `must be a whole number >= ${min}, got ${describe(value)}`
+  if (!number(value)) return `must be a whole number >= ${min}, got ${show(value)}`
   const problem = wholeProblem(value, min)
   if (problem !== undefined) return problem
   return limit !== undefined && value > limit.max ? `must be at most ${limit.max}, got ${value}: ${limit.reason}` : undefined
 }
 
 const safeInteger: Check = (value) =>
-  number(value) && Number.isSafeInteger(value) ? undefined : `must be an integer, got ${describe(value)}`
+  number(value) && Number.isSafeInteger(value) ? undefined : `must be an integer, got ${show(value)}`
 
 /** A finite number within a range, described as the OpenAI API describes it. */
 const ranged = (ok: (n: number) => boolean, expected: string): Check => (value) =>
   !number(value) || !Number.isFinite(value)
-    ? `must be a finite number, got ${describe(value).slice(0, 100)}`
+    ? `must be a finite number, got ${show(value, 80).slice(0, 100)}`
     : ok(value)
     ? undefined
     : `must be ${expected}, got ${value}`
 
-/** A positive duration ("30 seconds", 500 ms, `Duration.seconds(30)`); its milliseconds. */
+/**
+ * A positive duration ("30 seconds", 500 ms, `Duration.seconds(30)`) of at most
+ * {@link MAX_TIMEOUT_SECONDS}; its milliseconds.
+ */
 const millisOf = (input: unknown): number | undefined => {
-  const ms = Duration.fromInput(input as Duration.Input)
-  return ms._tag === "Some" && Number.isFinite(Duration.toMillis(ms.value)) && Duration.toMillis(ms.value) > 0
-    ? Duration.toMillis(ms.value)
-    : undefined
+  const duration = Duration.fromInput(input as Duration.Input)
+  if (duration._tag !== "Some") return undefined
+  const ms = Duration.toMillis(duration.value)
+  return Number.isFinite(ms) && ms > 0 && ms <= MAX_TIMEOUT_SECONDS * 1000 ? ms : undefined
 }
 
 const duration: Check = (value) =>
   millisOf(value) !== undefined
     ? undefined
-    : `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${describe(value).slice(0, 100)}`
+    : `must be a positive duration of at most ${MAX_TIMEOUT_TEXT} seconds ("30 seconds", 500, Duration.seconds(30)), got ${
+      show(value, 80).slice(0, 100)
+    }`
 
 /** A schema of `base` whose values pass `check` (its message is the issue's). */
 const checked = <S extends Schema.Top>(base: S, check: Check) =>
@@ -121,7 +144,7 @@ export const Sampling = Schema.Struct({
   maxTokens: Schema.optionalKey(value<number>(ranged((n) => isWhole(n, 1), "a whole number >= 1"))),
   stop: Schema.optionalKey(value<ReadonlyArray<string>>((stops) =>
     !Array.isArray(stops)
-      ? `must be a list of strings, got ${typeof stops === "string" ? JSON.stringify(stops) : describe(stops)}`.slice(0, 200)
+      ? `must be a list of strings, got ${show(stops)}`.slice(0, 200)
       : stops.every((stop) => typeof stop === "string" && stop.length > 0)
       ? undefined
       : "stop strings must not be empty"
@@ -163,7 +186,7 @@ const defaulted = <A>(schema: Schema.Codec<A, A>, fallback: A) =>
  */
 export const RunSpec = Schema.Struct({
   /** The env of rows whose `env_config` has no `name`. */
-  defaultEnv: Schema.optionalKey(value<string>((name) => typeof name === "string" && name !== "" ? undefined : `must be an env's name, got ${describe(name)}`)),
+  defaultEnv: Schema.optionalKey(value<string>((name) => typeof name === "string" && name !== "" ? undefined : `must be an env's name, got ${show(name)}`)),
   /** The GRPO group size: trajectories per row. */
   numGenerations: defaulted(value<number>(whole(1, LIMITS.numGenerations)), 8),
   maxTurns: defaulted(value<number>(whole(1, LIMITS.maxTurns)), 10),
@@ -187,7 +210,7 @@ export const RunSpec = Schema.Struct({
   rewardWeights: Schema.optionalKey(value<ReadonlyArray<number>>((weights) =>
     Array.isArray(weights) && weights.every((w) => typeof w === "number" && Number.isFinite(w))
       ? undefined
-      : `must be finite numbers, got ${describe(weights).slice(0, 100)}`
+      : `must be finite numbers, got ${show(weights, 80).slice(0, 100)}`
   ))
 })
 
@@ -247,14 +270,24 @@ const FLAGS: Readonly<Record<string, string>> = {
   rewardWeights: "--reward-weights"
 }
 
+/** Settings that are maps of options, each given on the command line as `--flag key=value`. */
+const KEYED: ReadonlySet<string> = new Set(["schedulerOptions"])
+
 /**
- * The name of a setting (its path in {@link RunSpec}, `timeouts.step`) as `naming` spells it.
+ * The name of a setting (its path in {@link RunSpec}, `timeouts.step`) as `naming` spells it. One
+ * option of a map of options (`schedulerOptions.max_concurrent_envs`) is its flag and key on the
+ * command line (`--scheduler-option max_concurrent_envs`).
  *
  * @since 0.4.0
  * @category names
  */
-export const nameOf = (path: string, naming: Naming): string =>
-  naming === "flags" && Object.hasOwn(FLAGS, path) ? FLAGS[path] : path
+export const nameOf = (path: string, naming: Naming): string => {
+  if (naming !== "flags") return path
+  if (Object.hasOwn(FLAGS, path)) return FLAGS[path]
+  const dot = path.indexOf(".")
+  const top = dot < 0 ? path : path.slice(0, dot)
+  return dot > 0 && KEYED.has(top) ? `${FLAGS[top]} ${path.slice(dot + 1)}` : path
+}
 
 /** The setting a decoding problem is about: the first two segments of its path (`sampling.topP`). */
 const settingOf = (path: ReadonlyArray<PropertyKey>): string => path.slice(0, 2).map(String).join(".")

@@ -21,6 +21,7 @@ import type { Completion, InferenceError } from "./Inference.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import { isReady } from "./internal/ready.js"
 import * as Message from "./Message.js"
+import * as RunSpec from "./RunSpec.js"
 import type * as Tool from "./Tool.js"
 
 /**
@@ -218,7 +219,23 @@ export interface Instance {
 export interface RunOptions {
   /** Scheduler-specific options (`--scheduler-option key=value`, or the server's config). */
   readonly options: Readonly<Record<string, unknown>>
+  /**
+   * How the run's front end names its settings, for messages about an option: `"fields"` from
+   * `Rollout.make` (`schedulerOptions.key`), `"flags"` from the command line and the servers
+   * (`--scheduler-option key`, also when absent). See {@link optionName}.
+   */
+  readonly naming?: RunSpec.Naming | undefined
 }
+
+/**
+ * The name of the scheduler option `key` as the run's front end spells it: `--scheduler-option
+ * key` on the command line, `schedulerOptions.key` in `Rollout.make`'s options.
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const optionName = (run: RunOptions, key: string): string =>
+  RunSpec.nameOf(`schedulerOptions.${key}`, run.naming ?? "flags")
 
 /**
  * A scheduler registered under a name. `make` runs once per run, in the run's scope.
@@ -492,7 +509,7 @@ export const gym: Definition = define({
   name: "gym_scheduler",
   description: "Drives the row's registered env: reset gives the prompt, each reply is stepped (the reference's GYMScheduler)",
   make: (run) =>
-    rejectOptions("gym_scheduler", run.options, []).pipe(Effect.as<Instance>({
+    rejectOptions("gym_scheduler", run.options, [], run.naming).pipe(Effect.as<Instance>({
       name: "gym_scheduler",
       start: (request) => {
         const env = request.env
@@ -512,7 +529,8 @@ export const gym: Definition = define({
 
 /**
  * Fails with a `SchedulerError` naming the first option a scheduler does not know (a typo must not
- * be ignored silently); `known` are the option names it takes.
+ * be ignored silently); `known` are the option names it takes. The option is named as `naming`
+ * spells it (pass the run's, {@link RunOptions.naming}; absent: the command line's).
  *
  * @since 0.1.0
  * @category validation
@@ -520,7 +538,8 @@ export const gym: Definition = define({
 export const rejectOptions = (
   scheduler: string,
   options: Readonly<Record<string, unknown>>,
-  known: ReadonlyArray<string>
+  known: ReadonlyArray<string>,
+  naming?: RunSpec.Naming | undefined
 ): Effect.Effect<void, SchedulerError> => {
   const unknown = Object.keys(options).find((key) => !known.includes(key))
   if (unknown === undefined) return Effect.void
@@ -528,7 +547,7 @@ export const rejectOptions = (
     new SchedulerError({
       scheduler,
       hook: "make",
-      detail: `--scheduler-option ${unknown}: unknown option; ${scheduler} takes ${
+      detail: `${optionName({ options, naming }, unknown)}: unknown option; ${scheduler} takes ${
         known.length === 0 ? "none" : known.join(", ")
       }`
     })

@@ -69,6 +69,18 @@ describe("Policy.layer", () => {
       expect(error._tag).toBe("PolicyConfigError")
       expect(error.message).toContain("epsilon")
     }))
+
+  it.effect("a bad option is named as the caller spells it: Policy.layer's options from the library, --policy-option from the command line (one check)", () =>
+    Effect.gen(function*() {
+      const library = yield* Effect.flip(Effect.provide(Inference, Policy.layer(frozenLakeSolver, { epsilon: "2" })))
+      expect(library.message).toBe("option epsilon: must be a probability in [0, 1] (policy frozen-lake-solver)")
+      const flags = yield* Effect.flip(Effect.provide(Inference, Policy.layer(frozenLakeSolver, { epsilon: "2" }, "flags")))
+      expect(flags.message).toBe("--policy-option epsilon: must be a probability in [0, 1] (policy frozen-lake-solver)")
+      const cli = yield* Effect.flip(
+        Effect.provide(Inference, InferenceOptions.layer(args(), scripted("frozen-lake-solver", { epsilon: "2" })))
+      )
+      expect(cli.message).toBe("--policy-option epsilon: must be a probability in [0, 1] (policy frozen-lake-solver)")
+    }))
 })
 
 describe("InferenceOptions.layer (the one layer run and serve provide)", () => {

@@ -185,7 +185,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         [{ envs: [env], timeouts: { step: -5 } }, "timeouts.step: must be a positive duration"],
         [{ envs: [env], timeouts: { step: "banana" as Duration.Input } }, "timeouts.step: must be a positive duration"],
         [{ envs: [env], timeouts: { steps: "1 second" } as Rollout.Timeouts }, "timeouts.steps: unknown timeout (there are reset, step, close, trajectory)"],
-        [{ envs: [env], sampling: { temperature: "hot" as unknown as number } }, "sampling.temperature: must be a finite number, got hot"],
+        [{ envs: [env], sampling: { temperature: "hot" as unknown as number } }, "sampling.temperature: must be a finite number, got \"hot\""],
         [{ envs: [env], sampling: { topP: Number.POSITIVE_INFINITY } }, "sampling.topP: must be a finite number"]
       ]
       for (const [options, message] of cases) {

@@ -222,6 +222,25 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       expect((yield* run(...args)).code).toBe(0)
       expect((yield* run(...args, "--resume", "--overwrite")).stderr).toContain("--resume: cannot be combined with --overwrite")
     }))
+
+  it.live("an output in a folder that does not exist is refused naming --output and the folder (it named the run record's temporary file)", () =>
+    Effect.gen(function*() {
+      const dir = tmp()
+      const folder = path.join(dir, "no", "such", "folder")
+      const output = path.join(folder, "a.jsonl")
+      const args = ["--dataset", frozenLake, "--env", "frozen_lake", "--num-generations", "1", "--output", output]
+      const refused = yield* run(...args)
+      expect(refused.code).toBe(2)
+      expect(refused.stderr).toContain(`error: --output ${output}: its folder ${folder} does not exist`)
+      expect(refused.stderr).not.toContain(".tmp")
+      // a file where the folder should be is not a folder
+      fs.writeFileSync(path.join(dir, "plain"), "")
+      const underFile = yield* run(...args.slice(0, -1), path.join(dir, "plain", "a.jsonl"))
+      expect(underFile.code).toBe(2)
+      expect(underFile.stderr).toContain(`error: --output ${path.join(dir, "plain", "a.jsonl")}: ${path.join(dir, "plain")} is not a folder`)
+      // nothing was written
+      expect(fs.readdirSync(dir)).toEqual(["plain"])
+    }))
 })
 
 describe("run --resume (issue 11: defect 3, and the resume requirement)", () => {
@@ -433,7 +452,8 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
         [["--seed", "abc"], "--seed: \"abc\" is not a whole number"],
         [["--mode", "bogus"], "--mode: \"bogus\" is not one of scripted, server, colocate"],
         [["--failed-groups", "some"], "--failed-groups: \"some\" is not one of keep, drop, mask"],
-        [["--step-timeout", "soon"], "--step-timeout: must be a number of seconds > 0, or none; got \"soon\""],
+        [["--step-timeout", "soon"], "--step-timeout: must be a number of seconds > 0 and <= 1e9, or none; got \"soon\""],
+        [["--step-timeout", "2e9"], "--step-timeout: must be a number of seconds > 0 and <= 1e9, or none; got \"2e9\""],
         [["--top-k", "2.5"], "--top-k: \"2.5\" is not a whole number"],
         [["--num-generations", "1e9"], "--num-generations: must be at most 4096, got 1000000000: a group's trajectories"],
         [["--concurrency", "10000000"], "--concurrency: must be at most 100000, got 10000000: each trajectory in flight"],

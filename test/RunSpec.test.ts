@@ -21,6 +21,22 @@ describe("RunSpec", () => {
     expect(failure(RunSpec.decode({ rewardWeights: [1, Number.NaN] }, "flags"))).toMatch(/^--reward-weights: must be finite/)
   })
 
+  it("caps every timeout at 1e9 seconds, as the command line's --step-timeout does, and says so (timeouts.step 1e300 ran)", () => {
+    for (const key of ["reset", "step", "close", "trajectory"] as const) {
+      expect(failure(RunSpec.decode({ timeouts: { [key]: 1e300 } }, "fields")))
+        .toBe(`timeouts.${key}: must be a positive duration of at most 1e9 seconds ("30 seconds", 500, Duration.seconds(30)), got 1e+300`)
+    }
+    expect(failure(RunSpec.decode({ timeouts: { step: "2000000000 seconds" } }, "flags"))).toMatch(/^--step-timeout: .*at most 1e9 seconds/)
+    expect(failure(RunSpec.decode({ timeouts: { step: -1 } }, "fields"))).toContain("at most 1e9 seconds")
+    expect(Result.isSuccess(RunSpec.decode({ timeouts: { step: "1000000000 seconds", trajectory: 1e12 } }, "fields"))).toBe(true)
+  })
+
+  it("names a scheduler option as the front end spells it", () => {
+    expect(RunSpec.nameOf("schedulerOptions.max_concurrent_envs", "flags")).toBe("--scheduler-option max_concurrent_envs")
+    expect(RunSpec.nameOf("schedulerOptions.max_concurrent_envs", "fields")).toBe("schedulerOptions.max_concurrent_envs")
+    expect(RunSpec.nameOf("schedulerOptions", "flags")).toBe("--scheduler-option")
+  })
+
   it("refuses an unknown setting, naming it and the known ones", () => {
     expect(failure(RunSpec.decode({ turns: 3 } as RunSpec.Input, "fields"))).toMatch(/^turns: unknown setting \(there are defaultEnv, numGenerations/)
     expect(failure(RunSpec.decode({ timeouts: { soon: 1 } }, "fields"))).toMatch(/^timeouts\.soon: unknown timeout/)

@@ -398,7 +398,7 @@ export const layer = (
           Registry.policy(scripted.registry, Option.getOrElse(scripted.policy, () => "random"))
         )
         return noControl<InferenceError | Policy.PolicyConfigError>(
-          parsingTools(args)(Policy.layer(policy, scripted.policyOptions))
+          parsingTools(args)(Policy.layer(policy, scripted.policyOptions, "flags"))
         )
       }
       case "server": {

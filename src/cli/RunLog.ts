@@ -336,7 +336,17 @@ export const checkOutput = (dataset: string, output: string, mode: OutputMode) =
     const fs = yield* FileSystem.FileSystem
     const stat = (file: string) => Effect.option(fs.stat(file))
     const out = yield* stat(output)
-    if (Option.isNone(out)) return { exists: false, size: 0, regular: true }
+    if (Option.isNone(out)) {
+      // the log and its run record are made in the output's folder: it must be one (not made here)
+      const folder = path.dirname(output)
+      const refuse = (detail: string) => new FileError({ option: "--output", file: output, detail })
+      const parent = yield* Effect.mapError(
+        fs.stat(folder),
+        (error) => refuse(error.reason._tag === "NotFound" ? `its folder ${folder} does not exist` : `its folder ${folder}: ${errorDetail(error)}`)
+      )
+      if (parent.type !== "Directory" && parent.type !== "Unknown") return yield* refuse(`${folder} is not a folder`)
+      return { exists: false, size: 0, regular: true }
+    }
     const data = yield* stat(dataset)
     const same = path.resolve(dataset) === path.resolve(output) || (
       Option.isSome(data) && Option.isSome(out.value.ino) && Option.isSome(data.value.ino) &&

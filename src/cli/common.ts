@@ -5,6 +5,7 @@ import { Config, Context, Duration, Effect, FileSystem, Option, PlatformError, R
 import { CliError, Flag } from "effect/cli"
 import { createRequire } from "node:module"
 import { errorMessage } from "../internal/lift.js"
+import * as RunSpec from "../RunSpec.js"
 import type { StopSignal } from "../Summary.js"
 
 /**
@@ -193,9 +194,13 @@ export const seconds = (name: string, description: string, fallback: number | "n
     Flag.mapEffect((text): Effect.Effect<number | undefined, CliError.ValidationError> => {
       if (text.trim() === "none") return Effect.succeed(undefined)
       const value = Number(text)
-      return text.trim() !== "" && Number.isFinite(value) && value > 0 && value <= 1e9
+      // the run spec's cap on every timeout, checked here too so that the message is in seconds
+      return text.trim() !== "" && Number.isFinite(value) && value > 0 && value <= RunSpec.MAX_TIMEOUT_SECONDS
         ? Effect.succeed(value * 1000)
-        : Effect.fail(invalidValue(`--${name}`, `must be a number of seconds > 0, or none; got ${JSON.stringify(text)}`))
+        : Effect.fail(invalidValue(
+          `--${name}`,
+          `must be a number of seconds > 0 and <= ${RunSpec.MAX_TIMEOUT_TEXT}, or none; got ${JSON.stringify(text)}`
+        ))
     })
   )
 

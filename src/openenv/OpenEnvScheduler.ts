@@ -481,7 +481,7 @@ export const make = (options: Options = {}): Scheduler.Definition => {
           return yield* new Scheduler.SchedulerError({
             scheduler: name,
             hook: "make",
-            detail: `--scheduler-option ${issue.path}: ${issue.message}`
+            detail: `${Scheduler.optionName(run, issue.path)}: ${issue.message}`
           })
         }
         // One pool (one limit per server) for the whole run: it lives as long as the run's instance.

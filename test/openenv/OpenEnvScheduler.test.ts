@@ -52,6 +52,12 @@ describe("openenv scheduler: default hooks", () => {
       expect(bad.message).toContain("--scheduler-option max_concurrent_envs: must be a whole number >= 1")
       const unknown = yield* Effect.flip(OpenEnvScheduler.openenv.make({ options: { max_concurent_envs: "2" } }))
       expect(unknown.message).toContain("max_concurent_envs")
+      // from Rollout.make, named as its options spell it (one check, the scheduler's)
+      const library = yield* Effect.flip(Stream.runCollect(Rollout.run(Rollout.make({
+        envs: [FrozenLake], scheduler: OpenEnvScheduler.openenv, schedulerOptions: { max_concurrent_envs: "0" }
+      }))([{ env_config: {} }])))
+      expect(library.message).toContain("schedulerOptions.max_concurrent_envs: must be a whole number >= 1")
+      expect(library.message).not.toContain("--scheduler-option")
       const run = yield* config(OpenEnvScheduler.openenv, { max_concurrent_envs: "2" }, { numGenerations: 1 })
       const items = yield* Rollout.runAll(run, rows([{ env_config: {} }, { env_config: { base_url: "ftp://nowhere" } }]))
       const [missing, wrongUrl] = records(items)
