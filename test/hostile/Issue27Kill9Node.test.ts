@@ -77,6 +77,8 @@ if (missing !== undefined) {
         child.stdout.on("data", (chunk) => void (output += chunk))
         child.stderr.on("data", (chunk) => void (output += chunk))
         const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on("exit", (code, signal) => resolve([code, signal])))
+        // (the child writes on after the launcher's death: the standard streams are the same pipes)
+        const closed = new Promise((resolve) => child.stderr.on("close", resolve))
         // the run is going on the clone's Node: a child process, and a group in the log
         for (let i = 0; i < 600 && !(childrenOf(child.pid!).length > 0 && fs.existsSync(log) && fs.statSync(log).size > 0); i++) await sleep(50)
         const children = childrenOf(child.pid!)
@@ -89,6 +91,10 @@ if (missing !== undefined) {
         const killedAt = Date.now()
         while (running(inner) && Date.now() - killedAt < 2_000) await sleep(20)
         expect(running(inner), `process ${inner} (the run on the clone's Node) still running 2 s after its parent's kill -9`).toBe(false)
+
+        // it stopped as a SIGTERM stops a run: gracefully, its summary printed
+        await Promise.race([closed, sleep(2_000)])
+        expect(output).toMatch(/interrupted\s+by SIGTERM: the groups finished are written/)
 
         // what it wrote: whole JSON lines, fewer than the run's (it was stopped mid-run)
         const text = fs.readFileSync(log, "utf8")
