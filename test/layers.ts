@@ -34,6 +34,7 @@ export const integration: ReadonlyArray<string> = [
   "test/hostile/Issue27HostileNode.test.ts",
   "test/hostile/Issue27Hostile4Node.test.ts",
   "test/hostile/Issue27Hostile5Node.test.ts",
+  "test/hostile/Issue27Kill9Node.test.ts",
   "test/hostile/Issue28HostileIsolation.test.ts",
   "test/hostile/Issue28ServerCli.test.ts",
   "test/hostile/Issue29Hostile2Cli.test.ts",

@@ -457,15 +457,26 @@ const sameFile = (a: string, b: string): boolean => {
  * Runs this command line again on `node` (the clone's own Node 24), with the same arguments,
  * standard streams and environment; a signal sent to this process goes on to it, and this process
  * ends as it ends (its exit code, or the same signal).
+ *
+ * This process's end, however it comes, ends the child's run too: an IPC channel joins the two
+ * (stdio's fourth entry), and the child stops as a SIGTERM stops it when its end of the channel
+ * closes, which the kernel does the moment this process is gone, `kill -9` included (see
+ * {@link stopWithLauncher}). Without it a `kill -9` of this process left the child running, orphaned,
+ * still writing the log, and `--resume` was refused until it finished on its own. (A channel rather
+ * than a watch of `process.ppid`: no timer, nothing polled, and it tells at once; a pid can be taken
+ * again, a closed socket cannot. Linux's `PR_SET_PDEATHSIG` is not in Node.) Nothing is ever sent on
+ * it, and neither end keeps its process alive.
  */
 const rerun = (node: string): Promise<void> =>
   import("node:child_process").then(({ spawn }) =>
     new Promise<void>((resolve) => {
       // (`run` with its young generation at once, not started a third time: youngGenerationArgv)
       const child = spawn(node, youngGenerationArgv(process.argv, [], process.env) ?? process.argv.slice(1), {
-        stdio: "inherit",
+        stdio: ["inherit", "inherit", "inherit", "ipc"],
         env: { ...process.env, EFFECT_GYM_RERUN: "1" }
       })
+      // (this process waits for the child's exit, not for the channel: as with stdio "inherit" alone)
+      child.channel?.unref()
       // A Ctrl-C at a terminal reaches the whole foreground group, so the child has it already:
       // passed on as SIGINT, it would be its second, which stops a run at once instead of gracefully.
       // Not passed on at a terminal, a `kill -INT` of this process alone was lost (the run went on).
@@ -495,6 +506,32 @@ const rerun = (node: string): Promise<void> =>
       })
     })
   )
+
+/**
+ * In the command line run again by the launcher on the clone's Node ({@link rerun}): once the
+ * launcher is gone (its end of the IPC channel closed: `kill -9`, a crash, the OOM killer), the run
+ * stops as a SIGTERM stops it (src/cli/bin.ts: the finished groups written, the log's lock released,
+ * exit 143), within milliseconds. Only a process with the launcher's channel watches: Node reads
+ * `NODE_CHANNEL_FD` and deletes it from `process.env` as it starts, and the channel's descriptor is
+ * closed on exec, so the run's own child processes (a plugin's `node bin/effect-gym.js`, an env's
+ * Python) neither have it nor watch, though they inherit `EFFECT_GYM_RERUN`. The channel is unref'd:
+ * it never keeps the process alive (a `disconnect` listener alone would).
+ */
+const stopWithLauncher = (): void => {
+  const channel = process.channel
+  if (channel === undefined || process.env.EFFECT_GYM_RERUN !== "1") return
+  // (Node removed them already; kept out of any process this one starts whatever a later Node does)
+  delete process.env.NODE_CHANNEL_FD
+  delete process.env.NODE_CHANNEL_SERIALIZATION_MODE
+  process.once("disconnect", () => {
+    try {
+      process.kill(process.pid, "SIGTERM")
+    } catch {
+      // (cannot happen: a process may signal itself)
+    }
+  })
+  channel.unref()
+}
 
 /**
  * Runs the command line: the CommonJS bundle beside this file with its code cache, or, where there
@@ -532,6 +569,8 @@ export const main = async (): Promise<void> => {
       }
     }
   }
+  // (after the execve above, which the launcher's child never makes: its `run` has its young generation already)
+  if (process.channel !== undefined) stopWithLauncher()
   const bundle = path.join(dir, "cli.cjs")
   const cache = process.env.EFFECT_GYM_CODE_CACHE !== "off"
   const page = cache && fs.existsSync(bundle) ? helpPage(bundle, process.argv) : undefined
