@@ -69,7 +69,7 @@ describe("RolloutClient against the server", () => {
       const first = yield* rollouts.stream({
         requests: [
           { env_config: { name: "counting", length: 1 } },
-          { env_config: { name: "counting", length: 100000 }, num_generations: 3, max_turns: 100000 }
+          { env_config: { name: "counting", length: 100000 }, num_generations: 3, max_turns: 10000 }
         ]
       }).pipe(Stream.take(1), Stream.runCollect)
       expect(first.length).toBe(1)
@@ -88,7 +88,7 @@ describe("RolloutClient against the server", () => {
       const fiber = yield* rollouts.stream({
         requests: [
           { env_config: { name: "counting", length: 1 } },
-          { env_config: { name: "counting", length: 100000 }, max_turns: 100000 }
+          { env_config: { name: "counting", length: 100000 }, max_turns: 10000 }
         ]
       }).pipe(Stream.runForEach((r) => Effect.sync(() => received.push(r))), Effect.exit, Effect.forkChild)
       expect(yield* eventually(() => received.length === 1 && server.counters.created === 2)).toBe(true)
