@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import { Effect, Result, Schema } from "effect"
+import { show } from "./internal/inspect.js"
 import { describe, liftMaybe } from "./internal/lift.js"
 import type { MaybeEffect } from "./internal/lift.js"
 import { PY_SPACE } from "./internal/pyre.js"
@@ -100,14 +101,13 @@ export const define = (options: {
         () => options.score(input),
         (cause) => new RewardError({ reward: options.name, detail: describe(cause), cause })
       ),
-      (value) =>
-        typeof value === "number" && Number.isFinite(value)
-          ? Effect.succeed(value)
-          : Effect.fail(
-            new RewardError({ reward: options.name, detail: `must return a finite number, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}` })
-          )
+      (value) => typeof value === "number" && Number.isFinite(value) ? Effect.succeed(value) : Effect.fail(notFinite(options.name, value))
     )
 })
+
+/** A reward function's value that is not a finite number, shown as what it is (a string quoted). */
+const notFinite = (reward: string, value: unknown): RewardError =>
+  new RewardError({ reward, detail: `must return a finite number, got ${show(value, 80)}` })
 
 const FORMAT = new RegExp(`^<think>[\\s\\S]*?</think>${PY_SPACE}*<answer>[\\s\\S]*?</answer>$`, "u")
 
@@ -187,7 +187,7 @@ const scoreOne = (f: Definition, input: RewardInput): Effect.Effect<number, Rewa
     Effect.catchDefect((defect) => Effect.fail(new RewardError({ reward: f.name, detail: describe(defect), cause: defect }))),
     Effect.filterOrFail(
       (value) => typeof value === "number" && Number.isFinite(value),
-      (value) => new RewardError({ reward: f.name, detail: `must return a finite number, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}` })
+      (value) => notFinite(f.name, value)
     )
   )
 

@@ -18,6 +18,7 @@ import { Effect, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import * as Env from "./Env.js"
 import type { Completion, InferenceError } from "./Inference.js"
+import { show } from "./internal/inspect.js"
 import { describe, hasTag, liftMaybe } from "./internal/lift.js"
 import { isReady } from "./internal/ready.js"
 import * as Message from "./Message.js"
@@ -363,7 +364,7 @@ const checkStep = (env: string, out: Env.StepResult, reply?: Message.Message): E
     : typeof out.observation !== "string"
     ? `observation must be a string, got ${typeof out.observation}`
     : typeof out.reward !== "number" || !Number.isFinite(out.reward)
-    ? `reward must be a finite number, got ${typeof out.reward === "string" ? JSON.stringify(out.reward) : String(out.reward)}`
+    ? `reward must be a finite number, got ${show(out.reward, 80)}`
     : typeof out.done !== "boolean"
     ? `done must be a boolean, got ${typeof out.done}`
     : out.info !== undefined && (typeof out.info !== "object" || out.info === null)
