@@ -156,6 +156,31 @@ const database = (name: string) => {
   return pg.url.replace(/\/postgres$/, `/${name}`)
 }
 const common = ["--env", "frozen_lake", "--num-generations", String(GENERATIONS), "--max-turns", "10", "--seed", "7"]
+/**
+ * The shards each runner of the cluster at `url` holds (`cluster_locks`: the cluster's shards are
+ * leased in the database, one line a shard naming its runner's address).
+ */
+const shardsByRunner = (url: string): Array<number> =>
+  execFileSync(Postgres.psql, [url, "-At", "-c", "SELECT count(*) FROM cluster_locks GROUP BY address"], { encoding: "utf8" })
+    .split("\n").filter((line) => line !== "").map(Number)
+
+/**
+ * Waits until `n` runners hold the cluster's shards between them, none more than its share and a
+ * half. The first runner to join holds them all for a second or so after the others join: a run
+ * started at once, on a quiet machine, went to it whole (and another runner's refusal, or the
+ * survivors' share after a kill, never came).
+ */
+const spread = async (url: string, n: number) => {
+  let held: Array<number> = []
+  await until(`the shards spread over ${n} runners`, () => {
+    held = shardsByRunner(url)
+    const total = held.reduce((a, b) => a + b, 0)
+    return held.length === n && held.every((count) => count <= (1.5 * total) / n)
+  }, 120_000).catch((error: Error) => {
+    throw new Error(`${error.message}; shards by runner: ${held.join(", ")}`)
+  })
+}
+
 const runner = async (url: string, port: number, extra: ReadonlyArray<string> = []) => {
   const proc = start(
     [
@@ -212,6 +237,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     const url = database("killrunner")
     const [p1, p2, p3] = await ports(3)
     const runners = [await runner(url, p1), await runner(url, p2), await runner(url, p3)]
+    await spread(url, 3)
     const output = path.join(dir, "cluster.jsonl")
     const coordinator = start(
       ["run", "--cluster", url, "--dataset", dataset, ...common, "--output", output, "--concurrency", "256", "--json"],
@@ -549,6 +575,7 @@ describe.runIf(postgres)("cluster on PostgreSQL", () => {
     const solver = await runner(url, solverPort)
     const random = start(["runner", "--cluster", url, "--port", String(randomPort), "--policy", "random", "--concurrency", "64"], dir)
     await until(`runner ${randomPort} to join`, () => random.err.includes("joined the cluster") || random.child.exitCode !== null, 120_000)
+    await spread(url, 2)
     const output = path.join(dir, "inference.jsonl")
     const args = ["run", "--cluster", url, "--dataset", small, ...common, "--output", output, "--concurrency", "16"]
     const coordinator = start([...args, "--json"], dir)
