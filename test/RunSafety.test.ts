@@ -223,7 +223,7 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       expect((yield* run(...args, "--resume", "--overwrite")).stderr).toContain("--resume: cannot be combined with --overwrite")
     }))
 
-  it.live("an output in a folder that does not exist is refused naming --output and the folder (it named the run record's temporary file)", () =>
+  it.live("an output in a folder that does not exist, or that it may not write in, is refused naming --output and the folder (it named the run record's temporary file)", () =>
     Effect.gen(function*() {
       const dir = tmp()
       const folder = path.join(dir, "no", "such", "folder")
@@ -240,6 +240,13 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       expect(underFile.stderr).toContain(`error: --output ${path.join(dir, "plain", "a.jsonl")}: ${path.join(dir, "plain")} is not a folder`)
       // nothing was written
       expect(fs.readdirSync(dir)).toEqual(["plain"])
+      // a folder it may not write in (sysfs refuses new files even to root): named, not the run record's temporary file
+      if (fs.existsSync("/sys/kernel")) {
+        const denied = yield* run(...args.slice(0, -1), "/sys/a.jsonl")
+        expect(denied.code).toBe(2)
+        expect(denied.stderr).toContain("error: --output /sys/a.jsonl: cannot write in its folder /sys (permission denied)")
+        expect(denied.stderr).not.toContain(".tmp")
+      }
     }))
 })
 

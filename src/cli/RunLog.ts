@@ -409,7 +409,16 @@ export const writeIdentity = (
       Effect.andThen(fs.writeFileString(temporary, JSON.stringify(record, null, 2) + "\n"), fs.rename(temporary, file)),
       () => Effect.ignore(fs.remove(temporary))
     )
-  }).pipe(Effect.mapError((error) => new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })))
+  }).pipe(Effect.mapError((error) =>
+    // the first file a run writes in the output's folder: a folder it may not write in is named as such
+    error.reason._tag === "PermissionDenied"
+      ? new FileError({
+        option: "--output",
+        file: output,
+        detail: `cannot write in its folder ${path.dirname(output)} (permission denied): the log and its run record are written there`
+      })
+      : new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })
+  ))
 
 /** Rows a log may name: a dataset line's index (2^31 lines, past any dataset a run reads). */
 const MAX_ROW = 2 ** 31
