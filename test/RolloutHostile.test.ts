@@ -212,7 +212,7 @@ describe("Rollout.run / events, hostile (2026-12-03)", () => {
         [{ maxConcurrentEnvs: -1 }, "maxConcurrentEnvs: must be a whole number >= 1, got -1"],
         [{ maxConcurrentEnvs: 1.5 }, "maxConcurrentEnvs: must be a whole number >= 1, got 1.5"],
         [{ connectRetries: -1 }, "connectRetries: must be a whole number >= 0, got -1"],
-        [{ replyTimeout: "banana" as Duration.Input }, "replyTimeout: must be a positive duration, got banana"],
+        [{ replyTimeout: "banana" as Duration.Input }, "replyTimeout: must be a positive duration, got \"banana\""],
         [{ closeTimeout: 0 }, "closeTimeout: must be a positive duration, got 0"]
       ]
       for (const [settings, message] of cases) {

@@ -16,7 +16,7 @@
 import { Clock, Context, Duration, Effect, Layer, RcMap, Schedule, Schema, type Scope, Semaphore } from "effect"
 import * as Socket from "effect/socket/Socket"
 import { positiveMillis } from "../internal/duration.js"
-import { describe } from "../internal/lift.js"
+import { show } from "../internal/inspect.js"
 import { waiting } from "../internal/waits.js"
 import { wholeProblem } from "../internal/whole.js"
 import * as OpenEnvClient from "./OpenEnvClient.js"
@@ -164,7 +164,7 @@ const check = (settings: Settings): SettingsError | undefined => {
     const value = settings[setting]
     if (value === undefined) continue
     if (positiveMillis(value) === undefined) {
-      return new SettingsError({ setting, detail: `must be a positive duration, got ${describe(value).slice(0, 100)}` })
+      return new SettingsError({ setting, detail: `must be a positive duration, got ${show(value, 80).slice(0, 100)}` })
     }
   }
   return undefined
