@@ -459,7 +459,7 @@ const sameFile = (a: string, b: string): boolean => {
  * ends as it ends (its exit code, or the same signal).
  *
  * This process's end, however it comes, ends the child's run too: an IPC channel joins the two
- * (stdio's fourth entry), and the child stops as a SIGTERM stops it when its end of the channel
+ * (stdio's fourth entry), and the child stops as a hang-up (SIGHUP) stops it when its end of the channel
  * closes, which the kernel does the moment this process is gone, `kill -9` included (see
  * {@link stopWithLauncher}). Without it a `kill -9` of this process left the child running, orphaned,
  * still writing the log, and `--resume` was refused until it finished on its own. (A channel rather
@@ -510,12 +510,16 @@ const rerun = (node: string): Promise<void> =>
 /**
  * In the command line run again by the launcher on the clone's Node ({@link rerun}): once the
  * launcher is gone (its end of the IPC channel closed: `kill -9`, a crash, the OOM killer), the run
- * stops as a SIGTERM stops it (src/cli/bin.ts: the finished groups written, the log's lock released,
- * exit 143), within milliseconds. Only a process with the launcher's channel watches: Node reads
- * `NODE_CHANNEL_FD` and deletes it from `process.env` as it starts, and the channel's descriptor is
- * closed on exec, so the run's own child processes (a plugin's `node bin/effect-gym.js`, an env's
- * Python) neither have it nor watch, though they inherit `EFFECT_GYM_RERUN`. The channel is unref'd:
- * it never keeps the process alive (a `disconnect` listener alone would).
+ * stops as a hang-up stops it, within milliseconds: a SIGHUP to itself (src/cli/bin.ts: a first one
+ * stops the run gracefully, the finished groups written and the log's lock released; after another
+ * signal it is ignored, so a launcher killed while the run already stops gracefully, `timeout -k`'s
+ * SIGTERM then SIGKILL, does not cut that stop short, as a SIGTERM did: "SIGTERM again: exiting now").
+ * A launcher gone is a hang-up: no one is left to ask for a hard stop. Only a process with the
+ * launcher's channel watches: Node reads `NODE_CHANNEL_FD` and deletes it from `process.env` as it
+ * starts, and the channel's descriptor is closed on exec, so the run's own child processes (a
+ * plugin's `node bin/effect-gym.js`, an env's Python) neither have it nor watch, though they inherit
+ * `EFFECT_GYM_RERUN`. The channel is unref'd: it never keeps the process alive (a `disconnect`
+ * listener alone would).
  */
 const stopWithLauncher = (): void => {
   const channel = process.channel
@@ -525,7 +529,7 @@ const stopWithLauncher = (): void => {
   delete process.env.NODE_CHANNEL_SERIALIZATION_MODE
   process.once("disconnect", () => {
     try {
-      process.kill(process.pid, "SIGTERM")
+      process.kill(process.pid, "SIGHUP")
     } catch {
       // (cannot happen: a process may signal itself)
     }

@@ -4,7 +4,7 @@
  * the clone's Node 24 as a child process (src/cli/launch.ts); `kill -9` of the process the user
  * started left that child running, orphaned, still writing the log, and `--resume` was refused
  * ("being written by another run (process N)") until it had finished on its own. The child now stops
- * as a SIGTERM stops a run (the finished groups written, the lock released) as soon as its parent is
+ * as a hang-up (SIGHUP) stops a run (the finished groups written, the lock released) as soon as its parent is
  * gone, and `--resume` completes the run (README: "kill -9 included").
  * (test/hostile/issue27-final/kill9-on-old-node.sh, as a test.) Integration layer: it runs the built
  * binary with the system's Node, skipped with a notice where that is missing or >= 24.
@@ -92,9 +92,9 @@ if (missing !== undefined) {
         while (running(inner) && Date.now() - killedAt < 2_000) await sleep(20)
         expect(running(inner), `process ${inner} (the run on the clone's Node) still running 2 s after its parent's kill -9`).toBe(false)
 
-        // it stopped as a SIGTERM stops a run: gracefully, its summary printed
+        // it stopped as a hang-up stops a run: gracefully, its summary printed
         await Promise.race([closed, sleep(2_000)])
-        expect(output).toMatch(/interrupted\s+by SIGTERM: the groups finished are written/)
+        expect(output).toMatch(/interrupted\s+by SIGHUP: the groups finished are written/)
 
         // what it wrote: whole JSON lines, fewer than the run's (it was stopped mid-run)
         const text = fs.readFileSync(log, "utf8")
@@ -119,5 +119,44 @@ if (missing !== undefined) {
         fs.rmSync(dir, { recursive: true, force: true })
       }
     }, 90_000)
+
+    // Session 41's hostile pass: `timeout -k` (SIGTERM, then SIGKILL) of the launcher while the run
+    // stopped gracefully: the channel's close came as a second SIGTERM, "SIGTERM again: exiting
+    // now", and the stop was cut (its summary, the envs' closes). Now a hang-up, which a stop under
+    // way ignores.
+    it("a kill -9 of the launcher while the run already stops gracefully does not cut that stop short", async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-gym-kill9-"))
+      let inner: number | undefined
+      try {
+        const dataset = path.join(dir, "rows.jsonl")
+        fs.writeFileSync(dataset, Array.from({ length: 20 }, (_, i) => `{"env_config":{"i":${i}}}\n`).join(""))
+        const plugin = path.join(ROOT, "test/hostile/issue27-final/slow_close_plugin.mjs")
+        const child = spawn(SYSTEM_NODE, [
+          BIN, "run", "--plugin", plugin, "--dataset", dataset, "--env", "slow_close", "--policy", "random",
+          "--num-generations", "2", "--max-turns", "30", "--concurrency", "8", "--output", path.join(dir, "log.jsonl")
+        ], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] })
+        let output = ""
+        child.stdout.on("data", (chunk) => void (output += chunk))
+        child.stderr.on("data", (chunk) => void (output += chunk))
+        const closed = new Promise((resolve) => child.stderr.on("close", resolve))
+        // the run on the clone's Node started, its trajectories running (30 steps of 20 ms, then a close of 1 s: 8 s in all)
+        for (let i = 0; i < 600 && childrenOf(child.pid!).length === 0; i++) await sleep(50)
+        inner = childrenOf(child.pid!)[0]
+        expect(inner, output).toBeDefined()
+        await sleep(1_500)
+        child.kill("SIGTERM")
+        await sleep(100)
+        child.kill("SIGKILL")
+        await Promise.race([closed, sleep(10_000)])
+        expect(output).toContain("SIGTERM: stopping")
+        expect(output).not.toContain("exiting now")
+        expect(output).toMatch(/interrupted\s+by SIGTERM: the groups finished are written/)
+        expect(output).not.toContain("trajectories   40")
+        expect(running(inner)).toBe(false)
+      } finally {
+        if (inner !== undefined && running(inner)) process.kill(inner, "SIGKILL")
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }, 60_000)
   })
 }
