@@ -113,12 +113,15 @@ const millisOf = (input: unknown): number | undefined => {
   return Number.isFinite(ms) && ms > 0 && ms <= MAX_TIMEOUT_SECONDS * 1000 ? ms : undefined
 }
 
-const duration: Check = (value) =>
-  millisOf(value) !== undefined
-    ? undefined
-    : `must be a positive duration of at most ${MAX_TIMEOUT_TEXT} seconds ("30 seconds", 500, Duration.seconds(30)), got ${
-      show(value, 80).slice(0, 100)
-    }`
+const duration: Check = (value) => {
+  if (millisOf(value) !== undefined) return undefined
+  const given = show(value, 80).slice(0, 100)
+  // a duration, but past the cap (Duration.infinity included); else not one ("1e9 seconds": Effect reads no exponent)
+  const read = Duration.fromInput(value as Duration.Input)
+  return read._tag === "Some" && Duration.toMillis(read.value) > 0
+    ? `must be at most ${MAX_TIMEOUT_TEXT} seconds, got ${given}`
+    : `must be a positive duration ("30 seconds", 500, Duration.seconds(30)), got ${given}`
+}
 
 /** A schema of `base` whose values pass `check` (its message is the issue's). */
 const checked = <S extends Schema.Top>(base: S, check: Check) =>

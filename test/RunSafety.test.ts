@@ -240,6 +240,18 @@ describe("run: the output never destroys data (issue 11: defect 6)", () => {
       expect(underFile.stderr).toContain(`error: --output ${path.join(dir, "plain", "a.jsonl")}: ${path.join(dir, "plain")} is not a folder`)
       // nothing was written
       expect(fs.readdirSync(dir)).toEqual(["plain"])
+      // a trailing slash, a folder, a path under a file, an empty path: said so, nothing written (session 41's hostile pass)
+      for (const [given, said] of [
+        [path.join(dir, "a.jsonl") + "/", "names a folder (it ends with a slash), not the log's file"],
+        [dir, "is a folder, not the log's file"],
+        [path.join(dir, "plain", "x", "a.jsonl"), `its folder ${path.join(dir, "plain", "x")} is not a folder (a part of its path is a file)`],
+        ["", "is empty: it names the log's file"]
+      ] as const) {
+        const refusedHere = yield* run(...args.slice(0, -1), given)
+        expect(refusedHere.code, given).toBe(2)
+        expect(refusedHere.stderr, given).toContain(`error: --output ${given}: ${said}`)
+      }
+      expect(fs.readdirSync(dir)).toEqual(["plain"])
       // a folder it may not write in (sysfs refuses new files even to root): named, not the run record's temporary file
       if (fs.existsSync("/sys/kernel")) {
         const denied = yield* run(...args.slice(0, -1), "/sys/a.jsonl")

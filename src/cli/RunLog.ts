@@ -335,14 +335,25 @@ export const checkOutput = (dataset: string, output: string, mode: OutputMode) =
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const stat = (file: string) => Effect.option(fs.stat(file))
+    const refuse = (detail: string) => new FileError({ option: "--output", file: output, detail })
+    // (a trailing slash names a folder: the run record went to `a.jsonl/.run.json`)
+    if (output === "") return yield* refuse("is empty: it names the log's file")
+    if (/[\\/]$/.test(output)) return yield* refuse("names a folder (it ends with a slash), not the log's file")
     const out = yield* stat(output)
+    if (Option.isSome(out) && out.value.type === "Directory") return yield* refuse("is a folder, not the log's file")
     if (Option.isNone(out)) {
       // the log and its run record are made in the output's folder: it must be one (not made here)
       const folder = path.dirname(output)
-      const refuse = (detail: string) => new FileError({ option: "--output", file: output, detail })
       const parent = yield* Effect.mapError(
         fs.stat(folder),
-        (error) => refuse(error.reason._tag === "NotFound" ? `its folder ${folder} does not exist` : `its folder ${folder}: ${errorDetail(error)}`)
+        (error) =>
+          refuse(
+            error.reason._tag === "NotFound"
+              ? `its folder ${folder} does not exist`
+              : /ENOTDIR/.test(errorDetail(error))
+              ? `its folder ${folder} is not a folder (a part of its path is a file)`
+              : `its folder ${folder}: ${errorDetail(error)}`
+          )
       )
       if (parent.type !== "Directory" && parent.type !== "Unknown") return yield* refuse(`${folder} is not a folder`)
       return { exists: false, size: 0, regular: true }
@@ -411,11 +422,13 @@ export const writeIdentity = (
     )
   }).pipe(Effect.mapError((error) =>
     // the first file a run writes in the output's folder: a folder it may not write in is named as such
-    error.reason._tag === "PermissionDenied"
+    error.reason._tag === "PermissionDenied" || error.reason._tag === "NotFound"
       ? new FileError({
         option: "--output",
         file: output,
-        detail: `cannot write in its folder ${path.dirname(output)} (permission denied): the log and its run record are written there`
+        detail: `cannot write in its folder ${path.dirname(output)} (${
+          error.reason._tag === "NotFound" ? "it makes no new files" : "permission denied"
+        }): the log and its run record are written there`
       })
       : new FileError({ option: "--output", file: identityFile(output), detail: errorDetail(error) })
   ))

@@ -82,7 +82,12 @@ const checkedNumber = (ok: (n: number) => boolean, expected: string | ((input: u
 const limited = (limit: { readonly max: number; readonly reason: string }) =>
   checkedNumber(
     (n) => isWhole(n, 1) && n <= limit.max,
-    (input) => typeof input === "number" && isWhole(input, 1) ? `at most ${limit.max} (${limit.reason})` : "a whole number >= 1"
+    // (2^53 and past are whole numbers too, over the limit, though not safe integers: the body's reader
+    // gives such an integer as a bigint)
+    (input) =>
+      (typeof input === "number" && Number.isInteger(input) && input >= 1) || (typeof input === "bigint" && input >= 1n)
+        ? `at most ${limit.max} (${limit.reason})`
+        : "a whole number >= 1"
   )
 
 const Seed = checkedNumber(Number.isSafeInteger, "a safe integer")
