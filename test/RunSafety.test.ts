@@ -473,6 +473,9 @@ describe("run: options and rows say what is wrong, and where (issue 11: defects 
         [["--failed-groups", "some"], "--failed-groups: \"some\" is not one of keep, drop, mask"],
         [["--step-timeout", "soon"], "--step-timeout: must be a number of seconds > 0 and <= 1e9, or none; got \"soon\""],
         [["--step-timeout", "2e9"], "--step-timeout: must be a number of seconds > 0 and <= 1e9, or none; got \"2e9\""],
+        // (the env workers' call timeout has the same cap as every timeout: 1e300 was taken)
+        [["--isolate-envs", "--env-timeout", "1e300"], "--env-timeout: must be a number of seconds > 0 and <= 1e9, got 1e+300"],
+        [["--isolate-envs", "--env-timeout", "0"], "--env-timeout: must be a number of seconds > 0 and <= 1e9, got 0"],
         [["--top-k", "2.5"], "--top-k: \"2.5\" is not a whole number"],
         [["--num-generations", "1e9"], "--num-generations: must be at most 4096, got 1000000000: a group's trajectories"],
         [["--concurrency", "10000000"], "--concurrency: must be at most 100000, got 10000000: each trajectory in flight"],

@@ -22,7 +22,7 @@ import {
   networkOptions,
   networkSettings,
   OptionError,
-  parseNumber,
+  parseSeconds,
   plugins,
   port,
   secondsText,
@@ -95,12 +95,8 @@ const serve = Command.make("serve", documentedAll({
           detail: `must be between 1 and ${MAX_FRAME_BYTES_LIMIT} (the longest string V8 holds), got ${args.maxFrameBytes}`
         })
       }
-      const idle = yield* parseNumber("--idle-timeout", args.idleTimeout)
-      if (idle < 0) return yield* new OptionError({ option: "--idle-timeout", detail: `must be >= 0, got ${idle}` })
-      const callTimeout = yield* parseNumber("--env-timeout", args.envTimeout)
-      if (callTimeout <= 0) {
-        return yield* new OptionError({ option: "--env-timeout", detail: `must be > 0, got ${callTimeout}` })
-      }
+      const idle = yield* parseSeconds("--idle-timeout", args.idleTimeout, true)
+      const callTimeout = yield* parseSeconds("--env-timeout", args.envTimeout)
       const network = yield* networkSettings(args)
       const envConfig = yield* Option.match(args.envConfig, {
         onNone: () => Effect.succeed({}),

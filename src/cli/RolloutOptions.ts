@@ -13,7 +13,7 @@ import * as Registry from "../Registry.js"
 import * as Reward from "../Reward.js"
 import type * as Rollout from "../Rollout.js"
 import type * as Scheduler from "../Scheduler.js"
-import { integer, keyValues, OptionError, parseNumber, parseNumbers, plugins, repeated, seconds, secondsText, toggle } from "./common.js"
+import { integer, keyValues, OptionError, parseNumbers, parseSeconds, plugins, repeated, seconds, secondsText, toggle } from "./common.js"
 
 /** `--env-timeout`'s default (seconds). */
 export const ENV_TIMEOUT_DEFAULT = "60"
@@ -128,8 +128,7 @@ export const isolate = (
   Scope.Scope
 > =>
   Effect.gen(function*() {
-    const timeout = yield* parseNumber("--env-timeout", args.envTimeout)
-    if (timeout <= 0) return yield* new OptionError({ option: "--env-timeout", detail: `must be > 0, got ${timeout}` })
+    const timeout = yield* parseSeconds("--env-timeout", args.envTimeout)
     const size = Option.getOrUndefined(args.envWorkers)
     if (size !== undefined && size < 1) {
       return yield* new OptionError({ option: "--env-workers", detail: `must be >= 1, got ${size}` })

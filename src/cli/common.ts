@@ -145,6 +145,21 @@ export const parseNumbers = (option: string, values: ReadonlyArray<string>) =>
 /** One number given as text (see {@link parseNumbers}). */
 export const parseNumber = (option: string, text: string) => Effect.map(parseNumbers(option, [text]), ([n]) => n)
 
+/**
+ * A number of seconds given as text, checked as every timeout of a run is: more than 0 (or at least
+ * 0 with `zero`, where 0 means none) and at most the run spec's cap (`RunSpec.MAX_TIMEOUT_SECONDS`).
+ */
+export const parseSeconds = (option: string, text: string, zero = false) =>
+  Effect.flatMap(parseNumber(option, text), (value) =>
+    (zero ? value >= 0 : value > 0) && value <= RunSpec.MAX_TIMEOUT_SECONDS
+      ? Effect.succeed(value)
+      : Effect.fail(
+        new OptionError({
+          option,
+          detail: `must be a number of seconds ${zero ? ">= 0" : "> 0"} and <= ${RunSpec.MAX_TIMEOUT_TEXT}, got ${value}`
+        })
+      ))
+
 /** A serving command that cannot listen on its address says so as an error of its port option. */
 export const cannotListen = (host: string, port: number, option = "--port") => (error: { readonly cause: unknown }) =>
   Effect.fail(

@@ -107,6 +107,15 @@ describe("effect-gym openenv serve + run --scheduler sudoku_scheduler", () => {
       const frame = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", "--max-frame-bytes", String(2 ** 29))
       expect(frame.code).toBe(2)
       expect(frame.stderr).toContain(`--max-frame-bytes: must be between 1 and 536870888 (the longest string V8 holds), got ${2 ** 29}`)
+      // its timeouts have the cap every timeout has (1e300 was taken)
+      for (const [option, value, said] of [
+        ["--idle-timeout", "1e300", "--idle-timeout: must be a number of seconds >= 0 and <= 1e9, got 1e+300"],
+        ["--env-timeout", "0", "--env-timeout: must be a number of seconds > 0 and <= 1e9, got 0"]
+      ] as const) {
+        const refused = yield* cli("openenv", "serve", "--env", "sudoku", "--port", "0", option, value)
+        expect(refused.code, option).toBe(2)
+        expect(refused.stderr, option).toContain(said)
+      }
       const taken = yield* serve({ env: Sudoku.Sudoku, maxConcurrentEnvs: 1 })
       const busy = yield* cli("openenv", "serve", "--env", "sudoku", "--port", String(taken.port))
       expect(busy.code).toBe(2)
