@@ -425,15 +425,17 @@ class Run<E> {
   private giveUp(flight: Flight, expired: Expired): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (flight.abandoned || flight.done) return Effect.void
-      const closing = flight.closingAtStop
       flight.abandoned = true
-      const result = this.resultOf(flight, expired)
       if (!this.stopping) {
+        const result = this.resultOf(flight, expired)
         return this.takeOver(flight, (next) => (result === undefined ? this.attempt(next) : this.settle(next, result)))
       }
       // after a graceful stop, a trajectory that had ended and whose close ran past its timeout
-      // still gets its record (see giveUpAll)
-      if (!this.graceful || !closing || result === undefined) return this.finish(flight)
+      // still gets its record (see giveUpAll); one the stop cut gets no result at all (taking it
+      // told the listener of an End: a cut trajectory's End in the events, when this came first)
+      if (!this.graceful || !flight.closingAtStop) return this.finish(flight)
+      const result = this.resultOf(flight, expired)
+      if (result === undefined) return this.finish(flight)
       const record = this.put(flight.task, scoreSync(this.config, flight.task.prepared.row, result))
       return Effect.ensuring(Effect.exit(Effect.uninterruptible(record)), this.finish(flight))
     })
