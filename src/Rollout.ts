@@ -449,6 +449,7 @@ export const configOf = (
 export const config = <R>(rollout: Rollout<R>): Effect.Effect<Config, ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const o = rollout.options
+    yield* Effect.fromResult(checkKeys(o))
     const envs = yield* Effect.fromResult(checkEnvs(o))
     const spec = yield* Effect.fromResult(RunSpec.decode({
       defaultEnv: o.defaultEnv ?? (envs.length === 1 ? envs[0].name : undefined),
@@ -500,18 +501,20 @@ const OPTIONS: ReadonlySet<string> = new Set(Object.keys({
   timeouts: true, retries: true, bufferSize: true
 } satisfies Record<keyof Options, true>))
 
+/** An option no run has (a typo from JavaScript, `numGeneration`), refused as RunSpec refuses its own. */
+const checkKeys = <R>(o: Options<R>): Result.Result<void, RunConfigError> => {
+  const unknown = Object.keys(o).find((key) => !OPTIONS.has(key) && (o as unknown as Record<string, unknown>)[key] !== undefined)
+  return unknown === undefined
+    ? Result.void
+    : Result.fail(new RunConfigError({ option: unknown, detail: `unknown option (there are ${[...OPTIONS].join(", ")})` }))
+}
+
 /**
  * The envs of {@link Options}, refused before anything runs when no row could use them (none, two
  * of one name, an unknown `defaultEnv`: it failed every row).
  */
 const checkEnvs = <R>(o: Options<R>): Result.Result<ReadonlyArray<Env.Definition>, RunConfigError> => {
   const refuse = (option: string, detail: string) => Result.fail(new RunConfigError({ option, detail }))
-  // an option no run has (a typo from JavaScript, `numGeneration`) is refused, as RunSpec refuses its own
-  for (const key of Object.keys(o)) {
-    if (!OPTIONS.has(key) && (o as unknown as Record<string, unknown>)[key] !== undefined) {
-      return refuse(key, `unknown option (there are ${[...OPTIONS].join(", ")})`)
-    }
-  }
   if (!Array.isArray(o.envs) || o.envs.length === 0) return refuse("envs", "must hold at least one env definition")
   const names = new Set<string>()
   for (const env of o.envs) {

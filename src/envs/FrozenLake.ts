@@ -9,6 +9,7 @@
  */
 import { Effect, Result, Schema, SchemaIssue, SchemaTransformation } from "effect"
 import * as Env from "../Env.js"
+import { show } from "../internal/inspect.js"
 import { Lru } from "../internal/lru.js"
 import { nextTurn } from "../internal/nextTurn.js"
 import { isReady } from "../internal/ready.js"
@@ -521,9 +522,6 @@ const pyConverted = <A>(target: Schema.Codec<A>, convert: (u: unknown) => A | un
 const PyIntFrom = pyConverted(Schema.BigInt, pyInt, (u) => `expected an integer (as Python int()), got ${show(u)}`)
 
 const PyFloatFrom = pyConverted(Schema.Number, pyFloat, (u) => `expected a number (as Python float()), got ${show(u)}`)
-
-const show = (u: unknown): string =>
-  typeof u === "bigint" || (typeof u === "number" && !Number.isFinite(u)) ? String(u) : JSON.stringify(u) ?? String(u)
 
 /**
  * The largest map side accepted. The reference has no limit; a huge map is a configuration mistake
